@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# services.sh start|stop|status|env — the local ZooKeeper and PostgreSQL that the quickstart and
+# the test suite use. Installs what is missing (Debian packages), runs both on loopback with
+# their data under .run/ (ignored by git), and is idempotent: a service already up is reused.
+#
+#   ZKSCHED_ZK_PORT  ZooKeeper client port (default 2181)
+#   ZKSCHED_PG_PORT  PostgreSQL port (default 5432)
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+run="${ZKSCHED_RUN_DIR:-$top/.run}"
+zk_port="${ZKSCHED_ZK_PORT:-2181}"
+pg_port="${ZKSCHED_PG_PORT:-5432}"
+zk_dir="$run/zookeeper"
+pg_dir="$run/postgres"
+pg_bin=/usr/lib/postgresql/15/bin
+
+log() { printf 'services: %s\n' "$*" >&2; }
+
+zk_ok() { [ "$( (exec 3<>/dev/tcp/127.0.0.1/"$zk_port" && printf ruok >&3 && timeout 2 cat <&3) 2>/dev/null)" = imok ]; }
+pg_ok() { "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" 2>/dev/null; }
+
+apt_updated=
+need_pkg() { # need_pkg FILE PACKAGE: installs PACKAGE unless FILE exists
+  [ -e "$1" ] && return 0
+  if [ "$(id -u)" != 0 ]; then log "$2 is missing and only root can install it"; exit 1; fi
+  if [ -z "$apt_updated" ]; then log "apt-get update"; apt-get update -qq >/dev/null; apt_updated=1; fi
+  log "installing $2"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+
+start_zk() {
+  if zk_ok; then log "zookeeper up on 127.0.0.1:$zk_port"; return; fi
+  need_pkg /usr/share/java/zookeeper.jar zookeeper
+  command -v java >/dev/null || need_pkg /usr/bin/java default-jre-headless
+  mkdir -p "$zk_dir/data"
+  # tickTime 500 ms with minSessionTimeout 1 s lets tests use short sessions; a production
+  # ensemble keeps the defaults. 4lw ruok/mntr for health checks; no admin server on 8080.
+  cat > "$zk_dir/zoo.cfg" <<CFG
+tickTime=500
+minSessionTimeout=1000
+maxSessionTimeout=60000
+dataDir=$zk_dir/data
+clientPort=$zk_port
+clientPortAddress=127.0.0.1
+maxClientCnxns=0
+4lw.commands.whitelist=*
+admin.enableServer=false
+CFG
+  cat > "$zk_dir/log4j.properties" <<'CFG'
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=${zookeeper.log.file}
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
+CFG
+  log "starting zookeeper on 127.0.0.1:$zk_port (data in $zk_dir)"
+  ( cd "$zk_dir" && exec setsid java -Xmx512m \
+      -Dzookeeper.log.file="$zk_dir/zookeeper.log" -Dlog4j.configuration="file:$zk_dir/log4j.properties" \
+      -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+      org.apache.zookeeper.server.quorum.QuorumPeerMain "$zk_dir/zoo.cfg" \
+      >"$zk_dir/stdout.log" 2>&1 </dev/null & echo $! > "$zk_dir/pid" )
+  for _ in $(seq 1 120); do zk_ok && { log "zookeeper up"; return; }; sleep 0.25; done
+  log "zookeeper did not start; see $zk_dir/zookeeper.log"; tail -20 "$zk_dir/zookeeper.log" >&2 || true; exit 1
+}
+
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+
+start_pg() {
+  if pg_ok; then log "postgresql up on 127.0.0.1:$pg_port"; return; fi
+  need_pkg "$pg_bin/postgres" postgresql-15
+  mkdir -p "$pg_dir"
+  # PostgreSQL refuses to run as root: the cluster belongs to the postgres user.
+  [ "$(id -u)" = 0 ] && chown postgres: "$pg_dir" && chmod 700 "$pg_dir"
+  if [ ! -f "$pg_dir/data/PG_VERSION" ]; then
+    log "initdb $pg_dir/data"
+    as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --no-locale >/dev/null
+    cat >> "$pg_dir/data/postgresql.conf" <<CFG
+listen_addresses = '127.0.0.1'
+port = $pg_port
+unix_socket_directories = '$pg_dir'
+max_connections = 400
+shared_buffers = 256MB
+fsync = on
+CFG
+  fi
+  log "starting postgresql on 127.0.0.1:$pg_port (data in $pg_dir/data)"
+  as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/postgres.log" -o "-p $pg_port" -w -t 60 start >/dev/null
+  psql_pg() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres "$@"; }
+  psql_pg -d postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='zksched'" | grep -q 1 ||
+    psql_pg -d postgres -c "CREATE ROLE zksched LOGIN SUPERUSER"
+  psql_pg -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='zksched'" | grep -q 1 ||
+    psql_pg -d postgres -c "CREATE DATABASE zksched OWNER zksched"
+  log "postgresql up"
+}
+
+stop_zk() {
+  if [ -f "$zk_dir/pid" ] && kill -0 "$(cat "$zk_dir/pid")" 2>/dev/null; then
+    kill "$(cat "$zk_dir/pid")"; log "zookeeper stopped"
+  fi
+  rm -f "$zk_dir/pid"
+}
+stop_pg() {
+  if [ -f "$pg_dir/data/postmaster.pid" ]; then
+    as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null && log "postgresql stopped"
+  fi
+}
+
+case "${1:-}" in
+  start) start_zk; start_pg ;;
+  stop) stop_zk; stop_pg ;;
+  status)
+    zk_ok && echo "zookeeper: up on 127.0.0.1:$zk_port" || echo "zookeeper: down"
+    pg_ok && echo "postgresql: up on 127.0.0.1:$pg_port" || echo "postgresql: down" ;;
+  env)
+    echo "ZKSCHED_REGISTRY_SERVERS=127.0.0.1:$zk_port"
+    echo "ZKSCHED_DB_DSN=postgres://zksched@127.0.0.1:$pg_port/zksched?sslmode=disable" ;;
+  *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+esac
