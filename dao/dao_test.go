@@ -1,0 +1,341 @@
+package dao_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
+)
+
+type testBundle struct {
+	db  *dao.DB
+	ctx context.Context
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db, _ := daotest.New(t)
+	return &testBundle{db: db, ctx: context.Background()}
+}
+
+// queue creates a workflow instance owned by "m1" with n queued tasks in group g.
+func (b *testBundle) queue(t *testing.T, n int, g string) int64 {
+	t.Helper()
+	wf := daotest.Submit(t, b.db, "wf", map[string]any{"name": "wf"})
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 10); err != nil {
+		t.Fatal(err)
+	}
+	tasks := make([]dao.NewTask, n)
+	for i := range tasks {
+		tasks[i] = dao.NewTask{WorkflowInstanceID: wf, Name: fmt.Sprintf("t%d", i), Type: "noop", State: dao.TaskQueued, Group: g, MaxRetries: 1}
+	}
+	created, err := b.db.TaskInsertMany(b.ctx, tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created) != n {
+		t.Fatalf("created %d tasks, want %d", len(created), n)
+	}
+	return wf
+}
+
+func TestMigrateConcurrentlyIsIdempotent(t *testing.T) {
+	t.Parallel()
+	pg := testenv.Postgres(t)
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	applied := make([][]string, 4)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			db, err := dao.Open(context.Background(), pg.DSN, 2, zerolog.Nop())
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer db.Close()
+			applied[i], errs[i] = db.Migrate(context.Background())
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("migrate %d: %v", i, err)
+		}
+		total += len(applied[i])
+	}
+	if total == 0 {
+		t.Fatal("no migration applied")
+	}
+	db, err := dao.Open(context.Background(), pg.DSN, 2, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	again, err := db.Migrate(context.Background())
+	if err != nil || len(again) != 0 {
+		t.Fatalf("second migrate applied %v, %v; want nothing", again, err)
+	}
+}
+
+func TestClaimUnderConcurrencyClaimsEachTaskOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const tasks, claimers = 500, 8
+	b.queue(t, tasks, "g")
+	var mu sync.Mutex
+	seen := map[int64]string{}
+	var wg sync.WaitGroup
+	for c := range claimers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := fmt.Sprintf("w%d", c)
+			for {
+				got, err := b.db.TaskClaim(b.ctx, w, []string{"g"}, 7)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, ti := range got {
+					if prev, dup := seen[ti.ID]; dup {
+						t.Errorf("task %d claimed by %s and %s", ti.ID, prev, w)
+					}
+					seen[ti.ID] = w
+					if ti.State != dao.TaskRunning || ti.Attempt != 1 || *ti.WorkerID != w {
+						t.Errorf("claimed task = %+v; want running, attempt 1, worker %s", ti, w)
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != tasks {
+		t.Fatalf("claimed %d distinct tasks, want %d", len(seen), tasks)
+	}
+	var attempts int
+	if err := b.db.SQL().Get(&attempts, "SELECT count(*) FROM task_attempt"); err != nil || attempts != tasks {
+		t.Fatalf("task_attempt rows = %d, %v; want %d", attempts, err, tasks)
+	}
+}
+
+func TestClaimHonoursGroupsAndPriority(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.queue(t, 1, "other")
+	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{
+		{WorkflowInstanceID: wf, Name: "low", Type: "noop", State: dao.TaskQueued, Group: "g", Priority: 1},
+		{WorkflowInstanceID: wf, Name: "high", Type: "noop", State: dao.TaskQueued, Group: "g", Priority: 5},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	if err != nil || len(got) != 1 || got[0].Name != "high" {
+		t.Fatalf("claim = %+v, %v; want the high-priority task", got, err)
+	}
+	got, err = b.db.TaskClaim(b.ctx, "w", []string{"g"}, 10)
+	if err != nil || len(got) != 1 || got[0].Name != "low" {
+		t.Fatalf("second claim = %+v, %v; want only the low-priority task of group g", got, err)
+	}
+}
+
+func TestFinishRefusesAStaleToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.queue(t, 1, "g")
+	first, err := b.db.TaskClaim(b.ctx, "w1", []string{"g"}, 1)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("claim: %v %v", first, err)
+	}
+	stale := first[0].Token()
+	// The attempt is handed back, and another worker claims the task: attempt 2.
+	if err := b.db.TaskFinishIfRunning(b.ctx, stale, dao.AttemptResult{Outcome: dao.OutcomeHandedBack, Next: dao.TaskQueued}); err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.db.TaskClaim(b.ctx, "w2", []string{"g"}, 1)
+	if err != nil || len(second) != 1 || second[0].Attempt != 2 {
+		t.Fatalf("reclaim = %+v, %v; want attempt 2", second, err)
+	}
+	out := "late"
+	for name, write := range map[string]func() error{
+		"finish": func() error {
+			return b.db.TaskFinishIfRunning(b.ctx, stale, dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded, Output: &out})
+		},
+		"log": func() error { return b.db.TaskLogAppendIfRunning(b.ctx, stale, 0, "late output") },
+		"wrong worker": func() error {
+			tok := second[0].Token()
+			tok.WorkerID = "w1"
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded})
+		},
+	} {
+		if err := write(); !errors.Is(err, dao.ErrTokenRefused) {
+			t.Errorf("%s with a stale token: err = %v, want ErrTokenRefused", name, err)
+		}
+	}
+	if err := b.db.TaskLogAppendIfRunning(b.ctx, second[0].Token(), 0, "hello\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, second[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	// A second finish of the same attempt is refused too: the result is committed once.
+	if err := b.db.TaskFinishIfRunning(b.ctx, second[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); !errors.Is(err, dao.ErrTokenRefused) {
+		t.Fatalf("second finish: err = %v, want ErrTokenRefused", err)
+	}
+	ti, err := b.db.TaskGet(b.ctx, stale.TaskID)
+	if err != nil || ti.State != dao.TaskSucceeded || ti.Output != nil || ti.Attempt != 2 {
+		t.Fatalf("task = %+v, %v; want succeeded by attempt 2 with no output", ti, err)
+	}
+	atts, err := b.db.AttemptList(b.ctx, stale.TaskID)
+	if err != nil || len(atts) != 2 || *atts[0].Outcome != dao.OutcomeHandedBack || *atts[1].Outcome != dao.OutcomeSucceeded {
+		t.Fatalf("attempts = %+v, %v", atts, err)
+	}
+	log1, _ := b.db.TaskLogRead(b.ctx, stale.TaskID, 1)
+	log2, _ := b.db.TaskLogRead(b.ctx, stale.TaskID, 2)
+	if log1 != "" || log2 != "hello\n" {
+		t.Fatalf("logs = %q, %q; want the stale attempt's refused", log1, log2)
+	}
+}
+
+func TestRetryDelaysTheNextClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.queue(t, 1, "g")
+	if _, err := b.db.SQL().Exec("UPDATE task_instance SET retry_interval = '1 hour' WHERE workflow_instance_id = $1", wf); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	if err := b.db.TaskFinishIfRunning(b.ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskQueued, Retry: true, Error: "exit 1"}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	if err != nil || len(again) != 0 {
+		t.Fatalf("claim during the retry interval = %v, %v; want nothing", again, err)
+	}
+	ti, _ := b.db.TaskGet(b.ctx, got[0].ID)
+	if ti.State != dao.TaskQueued || ti.Retries != 1 || ti.NotBefore == nil || time.Until(*ti.NotBefore) < 59*time.Minute {
+		t.Fatalf("task = %+v; want queued, 1 retry used, not before an hour from now", ti)
+	}
+}
+
+func TestInsertManyIsIdempotent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.queue(t, 2, "g")
+	created, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{
+		{WorkflowInstanceID: wf, Name: "t0", Type: "noop", State: dao.TaskQueued, Group: "g"},
+		{WorkflowInstanceID: wf, Name: "t9", Type: "shell", State: dao.TaskSkipped, Group: "g", Timeout: 90 * time.Second, Pool: "p"},
+	})
+	if err != nil || len(created) != 1 || created[0] != "t9" {
+		t.Fatalf("created = %v, %v; want only t9", created, err)
+	}
+	tasks, err := b.db.TaskListByWorkflow(b.ctx, wf)
+	if err != nil || len(tasks) != 3 {
+		t.Fatalf("tasks = %v, %v", tasks, err)
+	}
+	t9 := tasks[2]
+	if t9.State != dao.TaskSkipped || t9.EndedAt == nil || t9.Timeout() != 90*time.Second || *t9.Pool != "p" {
+		t.Fatalf("t9 = %+v", t9)
+	}
+}
+
+func TestDefinitionVersions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ensure := func(spec string) int {
+		var v int
+		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+			var err error
+			v, err = q.DefinitionEnsure(b.ctx, "d", []byte(spec))
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for i, c := range []struct {
+		spec string
+		want int
+	}{{`{"a":1}`, 1}, {`{"a": 1}`, 1}, {`{"a":2}`, 2}, {`{"a":1}`, 3}, {`{"a":1}`, 3}} {
+		if got := ensure(c.spec); got != c.want {
+			t.Errorf("step %d: ensure(%s) = %d, want %d", i, c.spec, got, c.want)
+		}
+	}
+}
+
+func TestWorkflowOwnership(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := daotest.Submit(t, b.db, "wf", map[string]any{})
+	got, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 10)
+	if err != nil || len(got) != 1 || got[0].ID != id || *got[0].Owner != "m1" || got[0].State != dao.WorkflowRunning {
+		t.Fatalf("claim = %+v, %v", got, err)
+	}
+	if more, _ := b.db.WorkflowClaimUnowned(b.ctx, "m2", 10); len(more) != 0 {
+		t.Fatalf("m2 claimed an owned instance: %+v", more)
+	}
+	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		_, err := q.WorkflowLockIfOwned(b.ctx, id, "m2")
+		return err
+	})
+	if !errors.Is(err, dao.ErrNotOwner) {
+		t.Fatalf("lock by a non-owner: %v, want ErrNotOwner", err)
+	}
+	if err := b.db.WorkflowFinishIfOwned(b.ctx, id, "m2", dao.WorkflowSucceeded, ""); !errors.Is(err, dao.ErrNotOwner) {
+		t.Fatalf("finish by a non-owner: %v, want ErrNotOwner", err)
+	}
+	if err := b.db.WorkflowFinishIfOwned(b.ctx, id, "m1", dao.WorkflowSucceeded, ""); err != nil {
+		t.Fatal(err)
+	}
+	if ids, _ := b.db.WorkflowListOwnedActive(b.ctx, "m1"); len(ids) != 0 {
+		t.Fatalf("finished instance still listed as active: %v", ids)
+	}
+}
+
+func TestNotifyWakesListeners(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	tl := b.db.ListenTasks(zerolog.Nop())
+	defer tl.Close()
+	// Wait until both listeners are subscribed: keep submitting until the master one hears.
+	deadline := time.After(10 * time.Second)
+	for heard := false; !heard; {
+		daotest.Submit(t, b.db, "wf", map[string]any{})
+		select {
+		case <-ml.C:
+			heard = true
+		case <-time.After(100 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("master listener heard no submit")
+		}
+	}
+	b.queue(t, 1, "gpu")
+	for {
+		select {
+		case w := <-tl.C:
+			if w.Payload == "gpu" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("task listener heard no queued task")
+		}
+	}
+}

@@ -1,0 +1,123 @@
+package dao
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/rs/zerolog"
+)
+
+// ErrTokenRefused is returned by a worker's write about a task when the task is no longer
+// running under that worker's attempt: it was failed over, handed back, killed or finished by
+// someone else. The caller stops the task and records nothing more for it.
+var ErrTokenRefused = errors.New("fencing token refused: the task no longer belongs to this attempt")
+
+// ErrNotOwner is returned by a master's write about a workflow instance it no longer owns.
+var ErrNotOwner = errors.New("workflow instance is not owned by this master")
+
+// DB is a pool of connections to zksched's database.
+type DB struct {
+	*Queries
+	db       *sqlx.DB
+	dsn      string
+	channels channels
+}
+
+// channels are the NOTIFY channel names. They carry the schema name, so that deployments (and
+// tests) sharing one database in different schemas do not wake each other.
+type channels struct {
+	master string // payload: a workflow instance id whose tasks changed, or "" for "look"
+	task   string // payload: a worker group with newly queued tasks
+}
+
+// Queries runs zksched's statements on a pool or inside one transaction.
+type Queries struct {
+	q  sqlx.ExtContext
+	ch channels
+}
+
+// Open connects to dsn and waits until PostgreSQL answers, retrying with a growing interval
+// (1 s doubling to 30 s) and logging each failure, so a node started before its database comes
+// up starts working once it does. It returns early only when ctx ends or dsn is malformed.
+func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*DB, error) {
+	if _, err := pq.NewConnector(dsn); err != nil {
+		return nil, fmt.Errorf("database dsn: %w", err)
+	}
+	sdb, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	sdb.SetMaxOpenConns(maxConns)
+	sdb.SetMaxIdleConns(maxConns)
+	sdb.SetConnMaxIdleTime(5 * time.Minute)
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = sdb.PingContext(pctx)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("connect to postgresql: %w (last error: %v)", ctx.Err(), err)
+		}
+		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("postgresql not reachable, retrying")
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+	var schema string
+	if err := sdb.GetContext(ctx, &schema, "SELECT current_schema()"); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("read current schema: %w", err)
+	}
+	ch := channels{master: "zksched_master", task: "zksched_task"}
+	if schema != "public" {
+		ch.master += "." + schema
+		ch.task += "." + schema
+	}
+	return &DB{Queries: &Queries{q: sdb, ch: ch}, db: sdb, dsn: dsn, channels: ch}, nil
+}
+
+// Close closes the pool.
+func (db *DB) Close() error { return db.db.Close() }
+
+// SQL returns the underlying pool, for tests and tools that need plain database/sql.
+func (db *DB) SQL() *sqlx.DB { return db.db }
+
+// Tx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
+func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
+	tx, err := db.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(&Queries{q: tx, ch: db.channels}); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsUnavailable reports whether err says the database could not be reached or went away, as
+// opposed to a statement that PostgreSQL refused.
+func IsUnavailable(err error) bool {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		// Class 08: connection exception; 57P01..57P03: admin shutdown, crash shutdown, cannot
+		// connect now.
+		return pqErr.Code.Class() == "08" || pqErr.Code == "57P01" || pqErr.Code == "57P02" || pqErr.Code == "57P03"
+	}
+	return err != nil && !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, ErrTokenRefused) &&
+		!errors.Is(err, ErrNotOwner) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}

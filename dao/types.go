@@ -1,0 +1,146 @@
+package dao
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// TaskState is the state of a task instance: queued → running → succeeded | failed | killed;
+// running → queued on retry, failover or hand-back; skipped when an upstream task failed.
+type TaskState string
+
+// The task states.
+const (
+	TaskQueued    TaskState = "queued"
+	TaskRunning   TaskState = "running"
+	TaskSucceeded TaskState = "succeeded"
+	TaskFailed    TaskState = "failed"
+	TaskKilled    TaskState = "killed"
+	TaskSkipped   TaskState = "skipped"
+)
+
+// Terminal reports whether no further attempt will run in this state.
+func (s TaskState) Terminal() bool {
+	return s == TaskSucceeded || s == TaskFailed || s == TaskKilled || s == TaskSkipped
+}
+
+// WorkflowState is the state of a workflow instance: submitted → running → succeeded | failed
+// | stopped.
+type WorkflowState string
+
+// The workflow states.
+const (
+	WorkflowSubmitted WorkflowState = "submitted"
+	WorkflowRunning   WorkflowState = "running"
+	WorkflowSucceeded WorkflowState = "succeeded"
+	WorkflowFailed    WorkflowState = "failed"
+	WorkflowStopped   WorkflowState = "stopped"
+)
+
+// Terminal reports whether the workflow instance has finished.
+func (s WorkflowState) Terminal() bool {
+	return s == WorkflowSucceeded || s == WorkflowFailed || s == WorkflowStopped
+}
+
+// Outcome is how one attempt of a task ended.
+type Outcome string
+
+// The attempt outcomes.
+const (
+	OutcomeSucceeded Outcome = "succeeded"
+	OutcomeFailed    Outcome = "failed"
+	OutcomeTimedOut  Outcome = "timed_out"
+	OutcomeKilled    Outcome = "killed"
+	// OutcomeFailedOver: the attempt's worker was lost and the leader requeued the task.
+	OutcomeFailedOver Outcome = "failed_over"
+	// OutcomeInterrupted: the worker stopped the attempt itself when cut off from ZooKeeper,
+	// and handed the task back once it learned it was still a member.
+	OutcomeInterrupted Outcome = "interrupted"
+	// OutcomeHandedBack: the worker was shutting down and gave the task back.
+	OutcomeHandedBack Outcome = "handed_back"
+)
+
+// Token is a worker's fencing token for one attempt of a task. Every write a worker makes
+// about the task carries it.
+type Token struct {
+	TaskID   int64
+	WorkerID string
+	Attempt  int
+}
+
+// TaskInstance is a row of task_instance.
+type TaskInstance struct {
+	ID                 int64           `db:"id"`
+	WorkflowInstanceID int64           `db:"workflow_instance_id"`
+	Name               string          `db:"name"`
+	Type               string          `db:"type"`
+	Params             json.RawMessage `db:"params"`
+	State              TaskState       `db:"state"`
+	Priority           int             `db:"priority"`
+	WorkerGroup        string          `db:"worker_group"`
+	Pool               *string         `db:"pool"`
+	WorkerID           *string         `db:"worker_id"`
+	Attempt            int             `db:"attempt"`
+	Retries            int             `db:"retries"`
+	MaxRetries         int             `db:"max_retries"`
+	RetryIntervalMs    int64           `db:"retry_interval_ms"`
+	TimeoutMs          *int64          `db:"timeout_ms"`
+	NotBefore          *time.Time      `db:"not_before"`
+	FailoverCount      int             `db:"failover_count"`
+	KillRequested      bool            `db:"kill_requested"`
+	Output             *string         `db:"output"`
+	Error              *string         `db:"error"`
+	ExitCode           *int            `db:"exit_code"`
+	QueuedAt           time.Time       `db:"queued_at"`
+	StartedAt          *time.Time      `db:"started_at"`
+	EndedAt            *time.Time      `db:"ended_at"`
+}
+
+// Token returns the fencing token of the task's current attempt.
+func (t *TaskInstance) Token() Token {
+	tok := Token{TaskID: t.ID, Attempt: t.Attempt}
+	if t.WorkerID != nil {
+		tok.WorkerID = *t.WorkerID
+	}
+	return tok
+}
+
+// Timeout returns the task's timeout, zero for none.
+func (t *TaskInstance) Timeout() time.Duration {
+	if t.TimeoutMs == nil {
+		return 0
+	}
+	return time.Duration(*t.TimeoutMs) * time.Millisecond
+}
+
+// RetryInterval returns the wait before a retry.
+func (t *TaskInstance) RetryInterval() time.Duration {
+	return time.Duration(t.RetryIntervalMs) * time.Millisecond
+}
+
+// WorkflowInstance is a row of workflow_instance.
+type WorkflowInstance struct {
+	ID              int64           `db:"id"`
+	WorkflowName    string          `db:"workflow_name"`
+	WorkflowVersion int             `db:"workflow_version"`
+	State           WorkflowState   `db:"state"`
+	Owner           *string         `db:"owner"`
+	Params          json.RawMessage `db:"params"`
+	Priority        int             `db:"priority"`
+	Error           *string         `db:"error"`
+	CreatedAt       time.Time       `db:"created_at"`
+	StartedAt       *time.Time      `db:"started_at"`
+	EndedAt         *time.Time      `db:"ended_at"`
+}
+
+// TaskAttempt is a row of task_attempt.
+type TaskAttempt struct {
+	TaskInstanceID int64      `db:"task_instance_id"`
+	Attempt        int        `db:"attempt"`
+	WorkerID       string     `db:"worker_id"`
+	StartedAt      time.Time  `db:"started_at"`
+	EndedAt        *time.Time `db:"ended_at"`
+	Outcome        *Outcome   `db:"outcome"`
+	ExitCode       *int       `db:"exit_code"`
+	Error          *string    `db:"error"`
+}
