@@ -1,0 +1,214 @@
+package conf
+
+import "time"
+
+// Values of [Registry.OnLost].
+const (
+	// OnLostStop stops running work once a node has been cut off from ZooKeeper for the
+	// session timeout, so it cannot overlap the run the leader starts after failing it over.
+	OnLostStop = "stop"
+	// OnLostKeepRunning lets running work go on while cut off. It avoids restarting long
+	// tasks across short ZooKeeper outages, at the price of a possible overlap with the
+	// re-queued run; results are still committed once, through the fencing tokens.
+	OnLostKeepRunning = "keep-running"
+)
+
+// Values of [Log.Format].
+const (
+	// LogFormatJSON writes one zerolog JSON object per line, for log collectors.
+	LogFormatJSON = "json"
+	// LogFormatConsole writes zerolog's human-readable console format.
+	LogFormatConsole = "console"
+)
+
+// Config is the whole configuration of a zksched node, master or worker. Each field is a
+// section of the YAML file and of the ZKSCHED_<SECTION>_<KEY> environment variables.
+type Config struct {
+	// Registry is how the node reaches ZooKeeper.
+	Registry Registry `yaml:"registry"`
+	// DB is how the node reaches PostgreSQL.
+	DB DB `yaml:"db"`
+	// Node is what the node advertises about itself.
+	Node Node `yaml:"node"`
+	// Master configures the master role.
+	Master Master `yaml:"master"`
+	// Worker configures the worker role.
+	Worker Worker `yaml:"worker"`
+	// Failover configures the leader's failover of lost nodes.
+	Failover Failover `yaml:"failover"`
+	// Log configures the process's logs.
+	Log Log `yaml:"log"`
+}
+
+// Registry is the ZooKeeper connection and the place of zksched's znodes in it.
+type Registry struct {
+	// Servers are the ZooKeeper servers as host:port. Defaults to ["127.0.0.1:2181"], a
+	// local standalone server. List every member of an ensemble so the client can move to
+	// another server when one fails.
+	Servers []string `yaml:"servers"`
+
+	// Root is the absolute znode path under which zksched keeps all its znodes. Defaults to
+	// "/zksched". Give each cluster sharing one ZooKeeper its own root; "/" is refused so
+	// zksched never writes beside other applications' znodes.
+	Root string `yaml:"root"`
+
+	// SessionTimeout is the ZooKeeper session timeout the node asks for. Defaults to 10 s.
+	// It is how long a node may be unreachable before ZooKeeper declares it dead and its
+	// work is failed over: shorter means faster failover, longer rides out longer network
+	// blips and GC pauses. At least 1 s; the server may clamp it to its own
+	// minSessionTimeout..maxSessionTimeout.
+	SessionTimeout time.Duration `yaml:"session-timeout"`
+
+	// OnLost is what a node does with its running work once it has been cut off from
+	// ZooKeeper for the session timeout: [OnLostStop] or [OnLostKeepRunning]. Defaults to
+	// "stop", the safe choice: by then ZooKeeper may have expired the session and the leader
+	// may be about to hand the work to another node.
+	OnLost string `yaml:"on-lost"`
+}
+
+// DB is the PostgreSQL connection.
+type DB struct {
+	// DSN is the lib/pq connection string: a postgres:// or postgresql:// URL with a host,
+	// or a key=value string with host=. Defaults to
+	// "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable", the local development
+	// database; lib/pq would otherwise require TLS, which a local server does not offer.
+	DSN string `yaml:"dsn"`
+
+	// MaxConns caps the node's open PostgreSQL connections. Defaults to 20, enough for a
+	// worker's claims, completions and log writes at 16 slots. Keep masters×MaxConns plus
+	// workers×MaxConns under the server's max_connections.
+	MaxConns int `yaml:"max-conns"`
+}
+
+// Node is what the node advertises to the others.
+type Node struct {
+	// Host is the address other nodes and the UI use to reach this one; it is the first part
+	// of the node identity host:port_startMillis. Empty in [Defaults], which stays free of
+	// side effects: [Load] fills an empty Host with the machine's first non-loopback IPv4
+	// address of an up interface, else 127.0.0.1. Set it on machines with several
+	// interfaces, or behind NAT, to the address the others can reach.
+	Host string `yaml:"host"`
+}
+
+// Master configures the master role.
+type Master struct {
+	// Port is the master's HTTP port for the API, the web UI and /metrics. Defaults to 5678.
+	// It is part of the node identity, so two masters on one host need different ports.
+	Port int `yaml:"port"`
+
+	// PollInterval is how often a master looks for work in PostgreSQL without being woken
+	// by a NOTIFY. Defaults to 1 s. NOTIFY is the fast path; the poll only bounds the delay
+	// when a notification is lost (listener reconnecting), at the cost of one query per
+	// interval.
+	PollInterval time.Duration `yaml:"poll-interval"`
+}
+
+// Worker configures the worker role.
+type Worker struct {
+	// Port is the worker's HTTP port for /metrics and /healthz. Defaults to 5679. It is part
+	// of the node identity, so two workers on one host need different ports.
+	Port int `yaml:"port"`
+
+	// Slots is how many tasks the worker runs at once. Defaults to 16. Size it to the
+	// machine and to what the tasks do: CPU-bound shell tasks want about one per core,
+	// tasks that wait on LLMs or networks can have many more. 1..10000.
+	Slots int `yaml:"slots"`
+
+	// Groups are the worker groups whose tasks this worker claims. Defaults to ["default"],
+	// the group of tasks that name none. Names are [A-Za-z0-9_.-]+; use groups to send tasks
+	// to machines with the tools, data or GPUs they need.
+	Groups []string `yaml:"groups"`
+
+	// ShutdownTimeout is how long running tasks get to finish after SIGTERM before they are
+	// stopped and handed back to the queue. Defaults to 30 s, long enough for short tasks
+	// to finish during a rolling restart and short enough for a supervisor's stop timeout.
+	// 0 hands every running task back at once.
+	ShutdownTimeout time.Duration `yaml:"shutdown-timeout"`
+
+	// KillGrace is how long a task's process group has between SIGTERM and SIGKILL.
+	// Defaults to 2 s, time for a process to flush and clean up. It bounds how long a cut-off
+	// worker takes to stop its tasks, so failover.delay must exceed it (see [Failover.Delay]).
+	KillGrace time.Duration `yaml:"kill-grace"`
+
+	// PollInterval is how often a worker looks for queued tasks without being woken by a
+	// NOTIFY. Defaults to 1 s; like [Master.PollInterval] it only bounds the delay when a
+	// notification is lost.
+	PollInterval time.Duration `yaml:"poll-interval"`
+
+	// LogLimit is how many bytes of a task's stdout and stderr are kept per attempt.
+	// Defaults to 1048576 (1 MiB), so a chatty task cannot fill the database. 0 keeps no
+	// output.
+	LogLimit int `yaml:"log-limit"`
+}
+
+// Failover configures how the leader fails over lost nodes.
+type Failover struct {
+	// Delay is how long the leader waits, after ZooKeeper has expired a node's session,
+	// before fencing the node and re-queueing its work. Defaults to 5 s. It covers the lost
+	// node's own stop — its watchdog tick and worker.kill-grace — plus clock-rate drift, so
+	// the old run has ended before the new one starts; it must be at least
+	// worker.kill-grace + 1 s.
+	Delay time.Duration `yaml:"delay"`
+
+	// MarkerRetention is how long the fence markers of failed-over nodes are kept in
+	// ZooKeeper. Defaults to 168 h (a week). A marker is what tells a node that comes back
+	// from a long freeze or partition that it was fenced, so keep it longer than any outage
+	// a node could return from.
+	MarkerRetention time.Duration `yaml:"marker-retention"`
+
+	// SweepInterval is how often the leader resyncs the registry with PostgreSQL even
+	// without a ZooKeeper event. Defaults to 30 s. Watches fire once and can be lost across
+	// reconnects; the sweep is what guarantees a lost node is found, the watches only make it
+	// fast.
+	SweepInterval time.Duration `yaml:"sweep-interval"`
+}
+
+// Log configures the process's logs.
+type Log struct {
+	// Level is the lowest level logged: trace, debug, info, warn or error. Defaults to
+	// "info", which logs state changes (claims, failovers) without per-poll noise.
+	Level string `yaml:"level"`
+
+	// Format is [LogFormatJSON] or [LogFormatConsole]. Defaults to "json" for log
+	// collectors; "console" reads better in a terminal.
+	Format string `yaml:"format"`
+}
+
+// Defaults returns the configuration used for every key that neither the file nor the
+// environment sets. It has no side effects: Node.Host stays empty and [Load] detects it.
+func Defaults() Config {
+	return Config{
+		Registry: Registry{
+			Servers:        []string{"127.0.0.1:2181"},
+			Root:           "/zksched",
+			SessionTimeout: 10 * time.Second,
+			OnLost:         OnLostStop,
+		},
+		DB: DB{
+			DSN:      "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
+			MaxConns: 20,
+		},
+		Master: Master{
+			Port:         5678,
+			PollInterval: time.Second,
+		},
+		Worker: Worker{
+			Port:            5679,
+			Slots:           16,
+			Groups:          []string{"default"},
+			ShutdownTimeout: 30 * time.Second,
+			KillGrace:       2 * time.Second,
+			PollInterval:    time.Second,
+			LogLimit:        1 << 20,
+		},
+		Failover: Failover{
+			Delay:           5 * time.Second,
+			MarkerRetention: 168 * time.Hour,
+			SweepInterval:   30 * time.Second,
+		},
+		Log: Log{
+			Level:  "info",
+			Format: LogFormatJSON,
+		},
+	}
+}

@@ -1,0 +1,265 @@
+package conf
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// failoverMargin is how much longer than worker.kill-grace failover.delay must be: time for
+// the cut-off worker's watchdog tick and for clock-rate drift between it and the leader.
+const failoverMargin = time.Second
+
+// groupName is the form of a worker group name.
+var groupName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+// Validate checks every key and returns all the problems found, joined, each naming its key.
+// An empty Node.Host is accepted, as in [Defaults]: [Load] fills it before validating.
+func (c *Config) Validate() error {
+	var v validation
+
+	r := c.Registry
+	if len(r.Servers) == 0 {
+		v.problem("registry.servers", "empty: list at least one ZooKeeper server as host:port")
+	}
+	for i, s := range r.Servers {
+		if err := checkHostPort(s); err != nil {
+			v.problem(fmt.Sprintf("registry.servers[%d]", i), "%q %v", s, err)
+		}
+	}
+	v.check(checkRoot(r.Root), "registry.root")
+	v.min("registry.session-timeout", r.SessionTimeout, time.Second)
+	v.oneOf("registry.on-lost", r.OnLost, OnLostStop, OnLostKeepRunning)
+
+	v.check(checkDSN(c.DB.DSN), "db.dsn")
+	v.intRange("db.max-conns", c.DB.MaxConns, 1, 100000)
+
+	if h := c.Node.Host; h != "" && strings.ContainsFunc(h, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) }) {
+		v.problem("node.host", "%q: a host may not contain /, spaces or control characters; it is part of the node's znode name", h)
+	}
+
+	v.port("master.port", c.Master.Port)
+	v.positive("master.poll-interval", c.Master.PollInterval)
+
+	w := c.Worker
+	v.port("worker.port", w.Port)
+	v.intRange("worker.slots", w.Slots, 1, 10000)
+	if len(w.Groups) == 0 {
+		v.problem("worker.groups", "empty: a worker must serve at least one group (the default group is \"default\")")
+	}
+	seen := make(map[string]bool)
+	for i, g := range w.Groups {
+		key := fmt.Sprintf("worker.groups[%d]", i)
+		switch {
+		case !groupName.MatchString(g):
+			v.problem(key, "%q: a group name is letters, digits, _, . and -", g)
+		case seen[g]:
+			v.problem(key, "%q is listed twice", g)
+		}
+		seen[g] = true
+	}
+	v.nonNegative("worker.shutdown-timeout", w.ShutdownTimeout)
+	v.nonNegative("worker.kill-grace", w.KillGrace)
+	v.positive("worker.poll-interval", w.PollInterval)
+	if w.LogLimit < 0 {
+		v.problem("worker.log-limit", "%d is negative; 0 keeps no output", w.LogLimit)
+	}
+
+	f := c.Failover
+	if want := w.KillGrace + failoverMargin; f.Delay < want {
+		v.problem("failover.delay", "%v is shorter than worker.kill-grace (%v) plus %v: after its session expires a cut-off worker "+
+			"still needs up to the kill grace to stop its tasks, and the leader must not re-queue them before they have stopped, "+
+			"or a task would run twice; set failover.delay to at least %v", f.Delay, w.KillGrace, failoverMargin, want)
+	}
+	v.positive("failover.marker-retention", f.MarkerRetention)
+	v.positive("failover.sweep-interval", f.SweepInterval)
+
+	v.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, LogFormatJSON, LogFormatConsole)
+
+	return errors.Join(v.errs...)
+}
+
+// validation collects the problems Validate finds.
+type validation struct {
+	errs []error
+}
+
+func (v *validation) problem(key, format string, args ...any) {
+	v.errs = append(v.errs, fmt.Errorf("conf: %s: %s", key, fmt.Sprintf(format, args...)))
+}
+
+func (v *validation) check(err error, key string) {
+	if err != nil {
+		v.problem(key, "%v", err)
+	}
+}
+
+func (v *validation) min(key string, d, least time.Duration) {
+	if d < least {
+		v.problem(key, "%v is less than the minimum, %v", d, least)
+	}
+}
+
+func (v *validation) positive(key string, d time.Duration) {
+	if d <= 0 {
+		v.problem(key, "%v: must be positive", d)
+	}
+}
+
+func (v *validation) nonNegative(key string, d time.Duration) {
+	if d < 0 {
+		v.problem(key, "%v: must not be negative", d)
+	}
+}
+
+func (v *validation) intRange(key string, n, lo, hi int) {
+	if n < lo || n > hi {
+		v.problem(key, "%d is out of range %d..%d", n, lo, hi)
+	}
+}
+
+func (v *validation) port(key string, p int) {
+	v.intRange(key, p, 1, 65535)
+}
+
+func (v *validation) oneOf(key, s string, allowed ...string) {
+	for _, a := range allowed {
+		if s == a {
+			return
+		}
+	}
+	v.problem(key, "%q: want one of %s", s, strings.Join(allowed, ", "))
+}
+
+// checkHostPort checks a ZooKeeper server address.
+func checkHostPort(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || host == "" {
+		return errors.New("is not host:port")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return errors.New("has a port outside 1..65535")
+	}
+	return nil
+}
+
+// checkRoot checks the znode path under which zksched keeps its tree.
+func checkRoot(root string) error {
+	switch {
+	case !strings.HasPrefix(root, "/"):
+		return fmt.Errorf("%q is not an absolute znode path (like /zksched)", root)
+	case root == "/":
+		return errors.New(`"/" would mix zksched's znodes with everything else in ZooKeeper; use a path like /zksched`)
+	case strings.HasSuffix(root, "/"):
+		return fmt.Errorf("%q ends with /", root)
+	case path.Clean(root) != root:
+		return fmt.Errorf("%q has an empty, . or .. element", root)
+	case root == "/zookeeper" || strings.HasPrefix(root, "/zookeeper/"):
+		return fmt.Errorf("%q is under /zookeeper, which ZooKeeper reserves", root)
+	}
+	return nil
+}
+
+// checkDSN checks that dsn is a PostgreSQL connection string lib/pq can use: a
+// postgres:// or postgresql:// URL with a host, or key=value pairs with host= (or hostaddr=).
+// Its messages never quote the DSN, which may hold a password.
+func checkDSN(dsn string) error {
+	if dsn == "" {
+		return errors.New("empty")
+	}
+	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err // the url.Error repeats the URL, password included
+			}
+			return fmt.Errorf("malformed URL: %v", err)
+		}
+		q := u.Query()
+		if u.Hostname() == "" && q.Get("host") == "" && q.Get("hostaddr") == "" {
+			return errors.New("the URL has no host (want postgres://user@host:5432/db?sslmode=disable)")
+		}
+		return nil
+	}
+	params, err := parseKeyValueDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("want a postgres:// URL or key=value pairs: %w", err)
+	}
+	if params["host"] == "" && params["hostaddr"] == "" {
+		return errors.New("the key=value DSN has no host= (want host=127.0.0.1 port=5432 user=zksched dbname=zksched)")
+	}
+	return nil
+}
+
+// parseKeyValueDSN parses a libpq key=value connection string: pairs separated by spaces,
+// spaces allowed around =, values optionally in single quotes, backslash escaping a
+// character.
+func parseKeyValueDSN(s string) (map[string]string, error) {
+	params := make(map[string]string)
+	i := 0
+	skipSpace := func() {
+		for i < len(s) && unicode.IsSpace(rune(s[i])) {
+			i++
+		}
+	}
+	for {
+		skipSpace()
+		if i == len(s) {
+			break
+		}
+		start := i
+		for i < len(s) && s[i] != '=' && !unicode.IsSpace(rune(s[i])) {
+			i++
+		}
+		key := s[start:i]
+		skipSpace()
+		if i == len(s) || s[i] != '=' {
+			return nil, fmt.Errorf("missing = after %q", key)
+		}
+		if key == "" {
+			return nil, errors.New("= without a key")
+		}
+		i++
+		skipSpace()
+		var val strings.Builder
+		if i < len(s) && s[i] == '\'' {
+			i++
+			for {
+				if i == len(s) {
+					return nil, fmt.Errorf("unterminated quoted value for %q", key)
+				}
+				if s[i] == '\'' {
+					i++
+					break
+				}
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				val.WriteByte(s[i])
+				i++
+			}
+		} else {
+			for i < len(s) && !unicode.IsSpace(rune(s[i])) {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				val.WriteByte(s[i])
+				i++
+			}
+		}
+		params[key] = val.String()
+	}
+	if len(params) == 0 {
+		return nil, errors.New("no key=value pairs")
+	}
+	return params, nil
+}
