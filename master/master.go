@@ -1,0 +1,291 @@
+// Package master drives workflow instances: it claims the ones without an owner, creates
+// each task instance once its dependencies are terminal (queued, or skipped below a failure),
+// and finishes the instance when every task has. Every write is conditioned on ownership, so
+// a master whose instance was released by a failover stops driving it.
+//
+// Retries and timeouts are decided where the attempt ends, by the worker, from the policy the
+// master copied onto the task instance (max_retries, retry_interval, timeout).
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
+)
+
+// Gate says whether the node may act: it is registered in ZooKeeper and connected.
+type Gate interface {
+	Active() bool
+	// Changed is closed at the next change of Active.
+	Changed() <-chan struct{}
+}
+
+// Config configures a Master.
+type Config struct {
+	// ID is the node identity, host:port_startMillis; it is the owner of the instances.
+	ID string
+	// PollInterval is how often the master rescans without a notification.
+	PollInterval time.Duration
+	Log          zerolog.Logger
+}
+
+// Master drives the workflow instances it owns.
+type Master struct {
+	cfg  Config
+	db   *dao.DB
+	gate Gate
+
+	mu    sync.Mutex
+	specs map[specKey]*workflow.Spec // definitions never change: cache them
+	owned map[int64]struct{}
+}
+
+type specKey struct {
+	name    string
+	version int
+}
+
+const claimBatch = 100
+
+// New returns a Master.
+func New(cfg Config, db *dao.DB, gate Gate) *Master {
+	return &Master{cfg: cfg, db: db, gate: gate, specs: map[specKey]*workflow.Spec{}, owned: map[int64]struct{}{}}
+}
+
+// Owned returns how many workflow instances the master drives now.
+func (m *Master) Owned() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.owned)
+}
+
+// Run drives workflows until ctx ends. It wakes on notifications and polls as a fallback.
+func (m *Master) Run(ctx context.Context) error {
+	wake := m.db.ListenMaster(m.cfg.Log)
+	defer wake.Close()
+	tick := time.NewTicker(m.cfg.PollInterval)
+	defer tick.Stop()
+	rescan, claim := true, true
+	dirty := map[int64]struct{}{}
+	for ctx.Err() == nil {
+		if m.gate.Active() {
+			if rescan {
+				rescan = !m.resync(ctx, dirty)
+			}
+			if claim {
+				claim = !m.claim(ctx, dirty)
+			}
+			m.advanceAll(ctx, dirty)
+		}
+		select {
+		case <-ctx.Done():
+		case w := <-wake.C:
+			switch {
+			case w.Rescan:
+				rescan, claim = true, true
+			case w.Payload == "":
+				claim = true
+			default:
+				if id, err := strconv.ParseInt(w.Payload, 10, 64); err == nil {
+					dirty[id] = struct{}{}
+				}
+			}
+		case <-tick.C:
+			rescan, claim = true, true
+		case <-m.gate.Changed():
+			rescan, claim = true, true
+		}
+	}
+	return nil
+}
+
+// resync marks every instance the master owns as dirty, which also picks up changes whose
+// notification was lost. It reports success.
+func (m *Master) resync(ctx context.Context, dirty map[int64]struct{}) bool {
+	ids, err := m.db.WorkflowListOwnedActive(ctx, m.cfg.ID)
+	if err != nil {
+		m.warn(ctx, err, "list owned workflow instances")
+		return false
+	}
+	owned := make(map[int64]struct{}, len(ids))
+	for _, id := range ids {
+		owned[id] = struct{}{}
+		dirty[id] = struct{}{}
+	}
+	m.mu.Lock()
+	m.owned = owned
+	m.mu.Unlock()
+	return true
+}
+
+func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}) bool {
+	for {
+		got, err := m.db.WorkflowClaimUnowned(ctx, m.cfg.ID, claimBatch)
+		if err != nil {
+			m.warn(ctx, err, "claim workflow instances")
+			return false
+		}
+		m.mu.Lock()
+		for _, wf := range got {
+			m.owned[wf.ID] = struct{}{}
+			dirty[wf.ID] = struct{}{}
+			m.cfg.Log.Info().Int64("workflow_instance", wf.ID).Str("workflow", wf.WorkflowName).Msg("claimed workflow instance")
+		}
+		m.mu.Unlock()
+		if len(got) < claimBatch {
+			return true
+		}
+	}
+}
+
+func (m *Master) advanceAll(ctx context.Context, dirty map[int64]struct{}) {
+	for id := range dirty {
+		if !m.gate.Active() || ctx.Err() != nil {
+			return
+		}
+		m.mu.Lock()
+		_, mine := m.owned[id]
+		m.mu.Unlock()
+		delete(dirty, id)
+		if !mine {
+			continue
+		}
+		err := m.advance(ctx, id)
+		switch {
+		case errors.Is(err, dao.ErrNotOwner):
+			m.cfg.Log.Info().Int64("workflow_instance", id).Msg("no longer the owner; stopped driving it")
+			m.forget(id)
+		case err != nil:
+			m.warn(ctx, err, "advance workflow instance")
+			dirty[id] = struct{}{}
+			return // the database is likely down: try again at the next wake-up
+		}
+	}
+}
+
+func (m *Master) forget(id int64) {
+	m.mu.Lock()
+	delete(m.owned, id)
+	m.mu.Unlock()
+}
+
+// advance moves one workflow instance forward in one transaction that holds its row: a
+// failover that releases the instance waits for it, and a master that lost ownership changes
+// nothing.
+func (m *Master) advance(ctx context.Context, id int64) error {
+	var finished *plan
+	err := m.db.Tx(ctx, func(q *dao.Queries) error {
+		wf, err := q.WorkflowLockIfOwned(ctx, id, m.cfg.ID)
+		if err != nil {
+			return err
+		}
+		spec, err := m.spec(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
+		if err != nil {
+			return err
+		}
+		tasks, err := q.TaskListByWorkflow(ctx, id)
+		if err != nil {
+			return err
+		}
+		states := make(map[string]dao.TaskState, len(tasks))
+		for _, t := range tasks {
+			states[t.Name] = t.State
+		}
+		p := advance(spec, states)
+		if len(p.create) > 0 {
+			params, err := instanceParams(spec, wf.Params)
+			if err != nil {
+				return fmt.Errorf("workflow instance %d: %w", id, err)
+			}
+			rows := make([]dao.NewTask, len(p.create))
+			for i, c := range p.create {
+				raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params})
+				if err != nil {
+					return err
+				}
+				rows[i] = dao.NewTask{WorkflowInstanceID: id, Name: c.task.Name, Type: c.task.Type, Params: raw,
+					State: c.state, Priority: c.task.Priority + wf.Priority, Group: c.task.Group, Pool: c.task.Pool,
+					MaxRetries: c.task.Retries, RetryInterval: time.Duration(c.task.RetryInterval),
+					Timeout: time.Duration(c.task.Timeout)}
+			}
+			if _, err := q.TaskInsertMany(ctx, rows); err != nil {
+				return err
+			}
+		}
+		if p.done {
+			if err := q.WorkflowFinishIfOwned(ctx, id, m.cfg.ID, p.state, p.err); err != nil {
+				return err
+			}
+			finished = &p
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if finished != nil {
+		m.forget(id)
+		ev := m.cfg.Log.Info()
+		if finished.state != dao.WorkflowSucceeded {
+			ev = m.cfg.Log.Warn().Str("error", finished.err)
+		}
+		ev.Int64("workflow_instance", id).Str("state", string(finished.state)).Msg("workflow instance finished")
+	}
+	return nil
+}
+
+// spec returns a workflow definition, from the cache when it can.
+func (m *Master) spec(ctx context.Context, q *dao.Queries, name string, version int) (*workflow.Spec, error) {
+	k := specKey{name, version}
+	m.mu.Lock()
+	s, ok := m.specs[k]
+	m.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	raw, err := q.DefinitionGet(ctx, name, version)
+	if err != nil {
+		return nil, err
+	}
+	s = new(workflow.Spec)
+	if err := json.Unmarshal(raw, s); err != nil {
+		return nil, fmt.Errorf("definition %s version %d: %w", name, version, err)
+	}
+	m.mu.Lock()
+	m.specs[k] = s
+	m.mu.Unlock()
+	return s, nil
+}
+
+// instanceParams are the definition's default parameters overridden by the instance's.
+func instanceParams(spec *workflow.Spec, raw json.RawMessage) (map[string]string, error) {
+	params := maps.Clone(spec.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	var given map[string]string
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &given); err != nil {
+			return nil, fmt.Errorf("instance params: %w", err)
+		}
+	}
+	maps.Copy(params, given)
+	return params, nil
+}
+
+func (m *Master) warn(ctx context.Context, err error, what string) {
+	if ctx.Err() != nil {
+		return
+	}
+	m.cfg.Log.Warn().Err(err).Msg(what + " failed; retrying")
+}

@@ -1,0 +1,82 @@
+// Package executor runs one attempt of a task: the shell executor through a small supervisor
+// process that takes the task's whole process group down with it, and the noop executor for
+// tests and benchmarks. An executor knows nothing of ZooKeeper or PostgreSQL: the worker hands
+// it a Task, a context whose cancellation means "stop now", and a writer for the log.
+package executor
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/zksched/zksched/workflow"
+)
+
+// Task is what an executor needs to run one attempt.
+type Task struct {
+	ID                 int64
+	WorkflowInstanceID int64
+	Attempt            int
+	WorkerID           string
+	Spec               workflow.Task
+	// Params are the workflow instance's parameters.
+	Params map[string]string
+}
+
+// Env returns the variables every task process gets, so a user's script can make its side
+// effects idempotent per task and attempt.
+func (t Task) Env() []string {
+	env := []string{
+		"ZKSCHED_TASK_INSTANCE=" + strconv.FormatInt(t.ID, 10),
+		"ZKSCHED_WORKFLOW_INSTANCE=" + strconv.FormatInt(t.WorkflowInstanceID, 10),
+		"ZKSCHED_ATTEMPT=" + strconv.Itoa(t.Attempt),
+		"ZKSCHED_WORKER=" + t.WorkerID,
+		"ZKSCHED_TASK_NAME=" + t.Spec.Name,
+	}
+	for k, v := range t.Params {
+		env = append(env, "ZKSCHED_PARAM_"+k+"="+v)
+	}
+	for k, v := range t.Spec.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// Result is how an attempt ended, as far as the executor can tell. The worker decides the
+// outcome: a context cancelled for a timeout, a kill or a hand-back overrides Err.
+type Result struct {
+	// Err is nil when the task succeeded.
+	Err error
+	// ExitCode is the process's exit status, when there was a process.
+	ExitCode *int
+	// Output is the task's result for downstream tasks: for shell, its last non-empty line
+	// of standard output.
+	Output string
+}
+
+// Executor runs attempts of one task type.
+type Executor interface {
+	// Run runs the attempt until it ends or ctx is cancelled, writing its log to log. When
+	// ctx is cancelled it stops the attempt (for shell: SIGTERM to the process group, SIGKILL
+	// after the kill grace) and returns once everything the attempt started is gone.
+	Run(ctx context.Context, t Task, log io.Writer) Result
+}
+
+// Set maps task types to executors.
+type Set map[string]Executor
+
+// For returns the executor of a type.
+func (s Set) For(typ string) (Executor, error) {
+	e, ok := s[typ]
+	if !ok {
+		return nil, fmt.Errorf("no executor for task type %q", typ)
+	}
+	return e, nil
+}
+
+// Noop succeeds at once. It is for tests and benchmarks.
+type Noop struct{}
+
+// Run implements Executor.
+func (Noop) Run(ctx context.Context, t Task, log io.Writer) Result { return Result{} }

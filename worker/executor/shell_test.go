@@ -1,0 +1,190 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/workflow"
+)
+
+// TestMain lets the test binary act as the supervisor (as the zksched binary does), and as a
+// stand-in worker process that the orphan test kills with SIGKILL.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
+		os.Exit(SuperviseMain(os.Args[2:]))
+	}
+	if cmd := os.Getenv("ZKSCHED_TEST_FAKE_WORKER"); cmd != "" {
+		self, _ := os.Executable()
+		Shell{Self: self, KillGrace: time.Second}.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func shell(t *testing.T) Shell {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Shell{Self: self, KillGrace: 500 * time.Millisecond}
+}
+
+func TestShellRunsWithEnvAndReportsOutput(t *testing.T) {
+	t.Parallel()
+	var log syncBuffer
+	task := Task{ID: 42, WorkflowInstanceID: 7, Attempt: 3, WorkerID: "h:1_2",
+		Spec:   workflow.Task{Name: "hello", Command: `echo "task=$ZKSCHED_TASK_INSTANCE attempt=$ZKSCHED_ATTEMPT worker=$ZKSCHED_WORKER $FOO $ZKSCHED_PARAM_day"; echo oops >&2; echo; echo result-line; echo`, Env: map[string]string{"FOO": "bar"}},
+		Params: map[string]string{"day": "monday"}}
+	res := shell(t).Run(context.Background(), task, &log)
+	if res.Err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
+		t.Fatalf("result = %+v, want success", res)
+	}
+	if res.Output != "result-line" {
+		t.Errorf("output = %q, want %q", res.Output, "result-line")
+	}
+	for _, want := range []string{"task=42 attempt=3 worker=h:1_2 bar monday", "oops"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log %q lacks %q", log.String(), want)
+		}
+	}
+}
+
+func TestShellExitCodeAndWorkdir(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var log syncBuffer
+	res := shell(t).Run(context.Background(), Task{Spec: workflow.Task{Command: "pwd; exit 3", Workdir: dir}}, &log)
+	if res.Err == nil || res.ExitCode == nil || *res.ExitCode != 3 {
+		t.Fatalf("result = %+v, want exit status 3", res)
+	}
+	if strings.TrimSpace(log.String()) != dir {
+		t.Errorf("ran in %q, want %q", strings.TrimSpace(log.String()), dir)
+	}
+}
+
+func TestShellStopKillsTheGroupAfterGrace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "child.pid")
+	// The script ignores SIGTERM and leaves a child of its own: both must be gone when Run
+	// returns, the script only by SIGKILL after the grace.
+	cmd := `trap '' TERM; sleep 300 & echo $! > ` + pidFile + `; echo started; while true; do sleep 0.05; done`
+	ctx, cancel := context.WithCancel(context.Background())
+	var log syncBuffer
+	done := make(chan Result, 1)
+	go func() { done <- shell(t).Run(ctx, Task{Spec: workflow.Task{Command: cmd}}, &log) }()
+	waitFor(t, func() bool { return strings.Contains(log.String(), "started") })
+	stopAt := time.Now()
+	cancel()
+	res := <-done
+	took := time.Since(stopAt)
+	if res.ExitCode == nil || *res.ExitCode != 128+int(syscall.SIGKILL) {
+		t.Fatalf("result = %+v, want killed by SIGKILL", res)
+	}
+	if took < 500*time.Millisecond {
+		t.Errorf("stopped after %v, before the 500ms grace", took)
+	}
+	assertGone(t, pidFile)
+	if !strings.Contains(log.String(), "SIGKILL") {
+		t.Errorf("log does not say the group was killed: %q", log.String())
+	}
+}
+
+func TestShellKillsWhatTheScriptLeftBehind(t *testing.T) {
+	t.Parallel()
+	pidFile := filepath.Join(t.TempDir(), "bg.pid")
+	res := shell(t).Run(context.Background(), Task{Spec: workflow.Task{Command: "sleep 300 & echo $! > " + pidFile}}, &syncBuffer{})
+	if res.Err != nil {
+		t.Fatalf("result = %+v", res)
+	}
+	assertGone(t, pidFile)
+}
+
+// TestTaskDiesWithItsWorker kills a stand-in worker with SIGKILL while its task's grandchild
+// keeps appending to a file: the file must stop growing.
+func TestTaskDiesWithItsWorker(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "ticks")
+	self, _ := os.Executable()
+	w := exec.Command(self)
+	w.Env = append(os.Environ(), "ZKSCHED_TEST_FAKE_WORKER=bash -c 'while true; do echo tick >> "+out+"; sleep 0.05; done'; true")
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return size(out) > 0 })
+	if err := w.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Wait()
+	killedAt := time.Now()
+	// Within a moment of the worker's death the group is gone; then the file stays the same.
+	waitFor(t, func() bool {
+		s := size(out)
+		time.Sleep(300 * time.Millisecond)
+		return size(out) == s
+	})
+	t.Logf("task stopped growing its file %v after the worker was killed", time.Since(killedAt))
+}
+
+func size(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+func assertGone(t *testing.T, pidFile string) {
+	t.Helper()
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		// A zombie still answers kill 0 until its parent reaps it; check its state instead.
+		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	})
+}
+
+// waitFor polls cond for up to 10 s: the processes under test give no signal to wait on.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,98 @@
+package executor
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// SuperviseArg is the first argument that makes the zksched binary (or a test binary that
+// calls SuperviseMain from TestMain) act as a task supervisor.
+const SuperviseArg = "__zksched_supervise"
+
+// SuperviseMain is the supervisor between a worker and a shell task. The worker starts it
+// with a parent-death signal; it runs `bash -c COMMAND` in a process group of its own and
+// makes sure that group never outlives the attempt:
+//
+//   - SIGTERM from a live worker (a stop: timeout, kill, hand-back): SIGTERM to the group,
+//     SIGKILL after the grace;
+//   - the worker gone (the parent-death SIGTERM, or its parent pid changing — checked every
+//     100 ms in case the signal was missed): SIGKILL to the group at once;
+//   - bash exited: SIGKILL to whatever it left running in the group.
+//
+// A parent-death signal on bash itself would not be enough: it reaches bash only, and a
+// grandchild such as a Python script it started would go on with its side effects after the
+// worker died. The supervisor exits with bash's status (128+signal when bash was killed).
+func SuperviseMain(args []string) int {
+	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
+	grace := fs.Duration("grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task's process group")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] COMMAND")
+		return 2
+	}
+	parent := os.Getppid()
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+
+	cmd := exec.Command("bash", "-c", fs.Arg(0))
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "zksched: start task: %v\n", err)
+		return 127
+	}
+	pgid := cmd.Process.Pid
+	killGroup := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+	if os.Getppid() != parent { // the worker died while we started
+		killGroup(syscall.SIGKILL)
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var hardKill <-chan time.Time
+	for {
+		select {
+		case err := <-done:
+			killGroup(syscall.SIGKILL) // whatever bash left behind in the background
+			return exitStatus(err)
+		case <-sigs:
+			if os.Getppid() != parent {
+				killGroup(syscall.SIGKILL)
+				continue
+			}
+			if hardKill == nil {
+				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its process group, SIGKILL in %s\n", *grace)
+				killGroup(syscall.SIGTERM)
+				hardKill = time.After(*grace)
+			}
+		case <-hardKill:
+			fmt.Fprintln(os.Stderr, "zksched: kill grace over: SIGKILL to the task's process group")
+			killGroup(syscall.SIGKILL)
+		case <-tick.C:
+			if os.Getppid() != parent {
+				killGroup(syscall.SIGKILL)
+			}
+		}
+	}
+}
+
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 127
+}

@@ -1,0 +1,239 @@
+// Package worker claims queued task instances of its groups up to its slots, runs each
+// attempt through an executor, streams its log and reports how it ended, every write under
+// the attempt's fencing token. On shutdown it stops claiming, lets running attempts finish
+// for the shutdown timeout and hands the rest back to the queue.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/worker/executor"
+	"github.com/zksched/zksched/workflow"
+)
+
+// Gate says whether the node may take new work: it is registered in ZooKeeper and connected.
+type Gate interface {
+	Active() bool
+	// Changed is closed at the next change of Active.
+	Changed() <-chan struct{}
+}
+
+// Config configures a Worker.
+type Config struct {
+	// ID is the node identity, host:port_startMillis; it is the worker_id of the tokens.
+	ID     string
+	Groups []string
+	// Slots is how many attempts run at once.
+	Slots int
+	// PollInterval is how often the worker looks for tasks without a notification.
+	PollInterval time.Duration
+	// ShutdownTimeout is how long running attempts may go on after shutdown begins.
+	ShutdownTimeout time.Duration
+	// LogLimit is the number of log bytes kept per attempt.
+	LogLimit int
+	Log      zerolog.Logger
+}
+
+// Worker runs task attempts.
+type Worker struct {
+	cfg   Config
+	db    *dao.DB
+	gate  Gate
+	execs executor.Set
+
+	mu      sync.Mutex
+	running map[int64]*attempt
+	wg      sync.WaitGroup
+	freed   chan struct{}
+	// hardStop ends the retries of result reports once shutdown has given up on them.
+	hardStop chan struct{}
+}
+
+type attempt struct {
+	task   dao.TaskInstance
+	cancel context.CancelCauseFunc
+}
+
+// New returns a Worker.
+func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
+	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, running: map[int64]*attempt{},
+		freed: make(chan struct{}, 1), hardStop: make(chan struct{})}
+}
+
+// Running returns the number of attempts running now.
+func (w *Worker) Running() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.running)
+}
+
+// Run claims and runs tasks until ctx is cancelled, then shuts down: no new claims, running
+// attempts get ShutdownTimeout to finish, the rest are stopped and handed back. It returns
+// when every attempt has been reported.
+func (w *Worker) Run(ctx context.Context) error {
+	tasks := w.db.ListenTasks(w.cfg.Log)
+	defer tasks.Close()
+	tick := time.NewTicker(w.cfg.PollInterval)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		if w.gate.Active() {
+			w.claim(ctx)
+		}
+		select {
+		case <-ctx.Done():
+		case <-tasks.C:
+		case <-tick.C:
+		case <-w.freed:
+		case <-w.gate.Changed():
+		}
+	}
+	return w.shutdown()
+}
+
+func (w *Worker) claim(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		free := w.cfg.Slots - len(w.running)
+		w.mu.Unlock()
+		if free <= 0 || ctx.Err() != nil {
+			return
+		}
+		got, err := w.db.TaskClaim(ctx, w.cfg.ID, w.cfg.Groups, min(free, 100))
+		if err != nil {
+			if ctx.Err() == nil {
+				w.cfg.Log.Warn().Err(err).Msg("claim failed; retrying at the next poll")
+			}
+			return
+		}
+		for i := range got {
+			w.start(got[i])
+		}
+		if len(got) < min(free, 100) {
+			return
+		}
+	}
+}
+
+func (w *Worker) start(t dao.TaskInstance) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	a := &attempt{task: t, cancel: cancel}
+	w.mu.Lock()
+	w.running[t.ID] = a
+	w.mu.Unlock()
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer func() {
+			cancel(nil)
+			w.mu.Lock()
+			delete(w.running, t.ID)
+			w.mu.Unlock()
+			select {
+			case w.freed <- struct{}{}:
+			default:
+			}
+		}()
+		w.execute(ctx, a)
+	}()
+}
+
+func (w *Worker) execute(ctx context.Context, a *attempt) {
+	t := &a.task
+	tok := t.Token()
+	log := w.cfg.Log.With().Int64("task_instance", t.ID).Int64("workflow_instance", t.WorkflowInstanceID).
+		Int("attempt", t.Attempt).Str("task", t.Name).Logger()
+	log.Info().Str("type", t.Type).Msg("claimed")
+
+	var res executor.Result
+	var params workflow.TaskParams
+	exec, err := w.execs.For(t.Type)
+	if err == nil {
+		if err = json.Unmarshal(t.Params, &params); err != nil {
+			err = fmt.Errorf("read task params: %w", err)
+		}
+	}
+	if err != nil {
+		res.Err = err
+	} else {
+		if d := t.Timeout(); d > 0 {
+			timer := time.AfterFunc(d, func() { a.cancel(errTimedOut) })
+			defer timer.Stop()
+		}
+		sink := newLogSink(w.db, tok, w.cfg.LogLimit, func() { a.cancel(errRefused) })
+		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
+			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params}, sink)
+		sink.Close()
+	}
+	cause := context.Cause(ctx)
+	if errors.Is(cause, errRefused) {
+		log.Warn().Msg("the task was taken from this attempt; its result is not recorded")
+		return
+	}
+	r := decide(t, cause, res)
+	w.report(log, tok, r)
+}
+
+// report writes an attempt's result, retrying while the database is unreachable: a result is
+// never dropped while the worker lives. A refused token ends it: the task is someone else's.
+func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) {
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := w.db.TaskFinishIfRunning(ctx, tok, r)
+		cancel()
+		switch {
+		case err == nil:
+			ev := log.Info()
+			if r.Outcome != dao.OutcomeSucceeded {
+				ev = log.Warn().Str("error", r.Error)
+			}
+			ev.Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).Msg("attempt ended")
+			return
+		case errors.Is(err, dao.ErrTokenRefused):
+			log.Warn().Str("outcome", string(r.Outcome)).Msg("result refused: the task was taken from this attempt")
+			return
+		}
+		log.Warn().Err(err).Dur("retry_in", wait).Msg("could not record the attempt's result; retrying")
+		select {
+		case <-time.After(wait):
+		case <-w.hardStop:
+			log.Error().Err(err).Msg("giving up on recording the result at exit; the task will be failed over")
+			return
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (w *Worker) shutdown() error {
+	n := w.Running()
+	w.cfg.Log.Info().Int("running", n).Dur("shutdown_timeout", w.cfg.ShutdownTimeout).
+		Msg("shutting down: no new claims; running tasks may finish")
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(w.cfg.ShutdownTimeout):
+	}
+	w.mu.Lock()
+	for _, a := range w.running {
+		a.cancel(errHandBack)
+	}
+	w.mu.Unlock()
+	w.cfg.Log.Info().Msg("shutdown timeout over: stopping the remaining tasks and handing them back")
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		close(w.hardStop)
+		<-done
+	}
+	return nil
+}

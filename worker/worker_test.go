@@ -1,0 +1,217 @@
+package worker_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/worker"
+	"github.com/zksched/zksched/worker/executor"
+	"github.com/zksched/zksched/workflow"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == executor.SuperviseArg {
+		os.Exit(executor.SuperviseMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// openGate is a node that is always registered and connected.
+type openGate struct{}
+
+func (openGate) Active() bool             { return true }
+func (openGate) Changed() <-chan struct{} { return nil }
+
+type testBundle struct {
+	db  *dao.DB
+	ctx context.Context
+}
+
+// setup starts one master in the background; workers are started by each test.
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	db, _ := daotest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := master.New(master.Config{ID: "m1", PollInterval: 200 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &testBundle{db: db, ctx: ctx}
+}
+
+// startWorker runs a worker until the returned stop function is called; stop returns once
+// the worker's shutdown is over.
+func (b *testBundle) startWorker(t *testing.T, id string, shutdown time.Duration) (stop func()) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: 4, PollInterval: 200 * time.Millisecond,
+		ShutdownTimeout: shutdown, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},
+		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	var stopped bool
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (b *testBundle) submit(t *testing.T, yaml string) int64 {
+	t.Helper()
+	spec, err := workflow.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return daotest.Submit(t, b.db, spec.Name, spec)
+}
+
+// waitDone polls until the workflow instance finishes: the master gives no signal a test can
+// wait on from outside.
+func (b *testBundle) waitDone(t *testing.T, id int64) (*dao.WorkflowInstance, map[string]dao.TaskInstance) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		wf, err := b.db.WorkflowGet(b.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wf.State.Terminal() {
+			tasks, err := b.db.TaskListByWorkflow(b.ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]dao.TaskInstance{}
+			for _, ti := range tasks {
+				byName[ti.Name] = ti
+			}
+			return wf, byName
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("workflow instance %d still %s after 30s", id, wf.State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (b *testBundle) attempts(t *testing.T, taskID int64) []string {
+	t.Helper()
+	as, err := b.db.AttemptList(b.ctx, taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range as {
+		o := "running"
+		if a.Outcome != nil {
+			o = string(*a.Outcome)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func TestDAGWithFanOutFanInRetriesTimeoutAndSkip(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorker(t, "w1", time.Second)
+	b.startWorker(t, "w2", time.Second)
+	id := b.submit(t, `
+name: mixed
+params: {greeting: hello}
+tasks:
+  - {name: start, type: shell, command: 'echo "$ZKSCHED_PARAM_greeting from $ZKSCHED_TASK_NAME"'}
+  - {name: left, type: shell, command: 'echo left', depends-on: [start]}
+  - {name: right, type: noop, depends-on: [start]}
+  - {name: join, type: shell, command: 'echo joined', depends-on: [left, right]}
+  - {name: flaky, type: shell, command: 'echo try $ZKSCHED_ATTEMPT; exit 4', retries: 2, retry-interval: 100ms}
+  - {name: after-flaky, type: noop, depends-on: [flaky]}
+  - {name: slow, type: shell, command: 'echo sleeping; sleep 30', timeout: 1s}
+`)
+	wf, tasks := b.waitDone(t, id)
+	if wf.State != dao.WorkflowFailed || wf.Error == nil || !strings.Contains(*wf.Error, "flaky") || !strings.Contains(*wf.Error, "slow") {
+		t.Fatalf("workflow = %s (%v); want failed naming flaky and slow", wf.State, wf.Error)
+	}
+	for name, want := range map[string]dao.TaskState{"start": dao.TaskSucceeded, "left": dao.TaskSucceeded,
+		"right": dao.TaskSucceeded, "join": dao.TaskSucceeded, "flaky": dao.TaskFailed,
+		"after-flaky": dao.TaskSkipped, "slow": dao.TaskFailed} {
+		if got := tasks[name].State; got != want {
+			t.Errorf("task %s is %s, want %s", name, got, want)
+		}
+	}
+	if out := tasks["start"].Output; out == nil || *out != "hello from start" {
+		t.Errorf("start output = %v, want %q", out, "hello from start")
+	}
+	if got := b.attempts(t, tasks["flaky"].ID); strings.Join(got, ",") != "failed,failed,failed" {
+		t.Errorf("flaky attempts = %v, want three failures", got)
+	}
+	if f := tasks["flaky"]; f.Retries != 2 || f.ExitCode == nil || *f.ExitCode != 4 {
+		t.Errorf("flaky = retries %d exit %v; want 2 retries used, exit 4", f.Retries, f.ExitCode)
+	}
+	if got := b.attempts(t, tasks["slow"].ID); strings.Join(got, ",") != "timed_out" {
+		t.Errorf("slow attempts = %v, want one timeout", got)
+	}
+	if e := tasks["slow"].Error; e == nil || !strings.Contains(*e, "timed out after 1s") {
+		t.Errorf("slow error = %v", e)
+	}
+	log, err := b.db.TaskLogRead(b.ctx, tasks["flaky"].ID, 3)
+	if err != nil || !strings.Contains(log, "try 3") {
+		t.Errorf("flaky attempt 3 log = %q, %v", log, err)
+	}
+	if n := len(b.attempts(t, tasks["after-flaky"].ID)); n != 0 {
+		t.Errorf("skipped task has %d attempts, want none", n)
+	}
+}
+
+func TestShutdownHandsBackAndAnotherWorkerFinishes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	stop1 := b.startWorker(t, "w1", 300*time.Millisecond)
+	id := b.submit(t, `
+name: long
+tasks:
+  - {name: long, type: shell, command: 'if [ "$ZKSCHED_WORKER" = w1 ]; then echo started; sleep 60; fi; echo done on $ZKSCHED_WORKER'}
+`)
+	// Wait until w1 runs the task, then shut w1 down.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		tasks, _ := b.db.TaskListByWorkflow(b.ctx, id)
+		if len(tasks) == 1 && tasks[0].State == dao.TaskRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the task never ran on w1")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop1()
+	tasks, _ := b.db.TaskListByWorkflow(b.ctx, id)
+	if tasks[0].State != dao.TaskQueued {
+		t.Fatalf("after w1's shutdown the task is %s, want queued", tasks[0].State)
+	}
+	b.startWorker(t, "w2", time.Second)
+	_, byName := b.waitDone(t, id)
+	long := byName["long"]
+	if long.State != dao.TaskSucceeded || *long.Output != "done on w2" || long.Retries != 0 {
+		t.Fatalf("task = %s output %v retries %d; want succeeded on w2 without a retry used", long.State, long.Output, long.Retries)
+	}
+	if got := b.attempts(t, long.ID); strings.Join(got, ",") != "handed_back,succeeded" {
+		t.Fatalf("attempts = %v", got)
+	}
+}

@@ -1,0 +1,53 @@
+package workflow
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+)
+
+// FuzzParse checks that no input makes Parse panic, and that whatever it accepts is valid and
+// survives the JSON round trip the master depends on. The seeds are the sample files.
+func FuzzParse(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "*.yaml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, file := range append(files, filepath.Join("..", "examples", "demo.yaml")) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte("name: w\ntasks:\n  - {name: a, type: noop, depends-on: [b]}\n  - {name: b, type: noop, depends-on: [a]}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data)
+		if err != nil {
+			if s != nil {
+				t.Fatalf("Parse returned a spec and an error: %v", err)
+			}
+			problems(t, err)
+			return
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("Parse accepted a spec that Validate refuses: %v", err)
+		}
+		if got := len(s.Order()); got != len(s.Tasks) {
+			t.Fatalf("Order() has %d of %d tasks of an accepted spec", got, len(s.Tasks))
+		}
+		j, err := json.Marshal(s)
+		if err != nil {
+			t.Fatalf("json.Marshal: %v", err)
+		}
+		var back Spec
+		if err := json.Unmarshal(j, &back); err != nil {
+			t.Fatalf("json.Unmarshal: %v", err)
+		}
+		if !reflect.DeepEqual(&back, s) {
+			t.Fatalf("JSON round trip changed the spec:\ngot  %+v\nwant %+v", &back, s)
+		}
+	})
+}

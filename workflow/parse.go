@@ -1,0 +1,416 @@
+package workflow
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// maxVisits bounds the YAML nodes Parse looks at, counting a node again each time an alias
+// (*name) or merge key (<<) brings it in. Aliases let a small file expand into an enormous
+// spec (the "billion laughs" attack); real workflows stay far below this.
+const maxVisits = 1 << 19
+
+// Parse reads a workflow file: strict YAML (an unknown field or a duplicate key is an error
+// with its line), defaults filled in (Group "default"), then Validate. Problems are returned
+// as *Error values with their lines, joined with errors.Join: all the problems of the YAML
+// itself (malformed, unknown fields, values of the wrong kind) if there are any, otherwise
+// all the problems Validate finds. No Spec is returned unless the whole file is good.
+func Parse(data []byte) (*Spec, error) {
+	s, errs := parse(data)
+	if len(errs) > 0 {
+		return nil, joinErrors(errs)
+	}
+	return s, nil
+}
+
+// ParseFile reads and parses the workflow file at path. Problems in the file carry the path,
+// as in "demo.yaml: line 4: unknown field ...".
+func ParseFile(path string) (*Spec, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read workflow file: %w", err)
+	}
+	defer f.Close()
+	// Read one byte past the limit so a larger file is refused without being read whole.
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read workflow file: %w", err)
+	}
+	s, errs := parse(data)
+	if len(errs) > 0 {
+		for _, e := range errs {
+			e.File = path
+		}
+		return nil, joinErrors(errs)
+	}
+	return s, nil
+}
+
+func joinErrors(errs []*Error) error {
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		joined[i] = e
+	}
+	return errors.Join(joined...)
+}
+
+func parse(data []byte) (*Spec, []*Error) {
+	if len(data) > MaxFileSize {
+		return nil, []*Error{{Msg: fmt.Sprintf("the file is larger than %d bytes (1 MiB), the limit for a workflow file", MaxFileSize)}}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	switch err := dec.Decode(&doc); {
+	case errors.Is(err, io.EOF):
+		return nil, []*Error{{Msg: "the file is empty: a workflow needs a name and tasks"}}
+	case err != nil:
+		return nil, []*Error{yamlError(err, data)}
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, []*Error{yamlError(err, data)}
+	default:
+		return nil, []*Error{{Line: next.Line, Msg: "a second YAML document starts here: a workflow file holds one"}}
+	}
+
+	d := &decoder{}
+	s := d.decodeSpec(doc.Content[0])
+	if len(d.errs) > 0 {
+		return nil, dedupe(d.errs)
+	}
+	s.setDefaults()
+	probs := s.problems()
+	if len(probs) == 0 {
+		return s, nil
+	}
+	errs := make([]*Error, len(probs))
+	for i, p := range probs {
+		errs[i] = &Error{Line: d.pos.line(p), Msg: p.msg}
+	}
+	sortByLine(errs)
+	return nil, errs
+}
+
+// setDefaults fills in what a file may leave out, and turns empty lists and maps into nil so
+// that a Spec survives a JSON round trip (which omits them) unchanged.
+func (s *Spec) setDefaults() {
+	if len(s.Params) == 0 {
+		s.Params = nil
+	}
+	for i := range s.Tasks {
+		t := &s.Tasks[i]
+		if t.Group == "" {
+			t.Group = DefaultGroup
+		}
+		if len(t.DependsOn) == 0 {
+			t.DependsOn = nil
+		}
+		if len(t.Env) == 0 {
+			t.Env = nil
+		}
+	}
+}
+
+var yamlErrorRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlError turns the YAML library's "yaml: line 3: did not find expected key" into an Error
+// of the same form as the others. A tab used for indentation gets a hint: the library's
+// message for it does not mention tabs, and it is the most common way to break a YAML file.
+func yamlError(err error, data []byte) *Error {
+	if m := yamlErrorRE.FindStringSubmatch(err.Error()); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		msg := "malformed YAML: " + m[2]
+		if lines := bytes.Split(data, []byte("\n")); line >= 1 && line <= len(lines) &&
+			bytes.HasPrefix(bytes.TrimLeft(lines[line-1], " "), []byte("\t")) {
+			msg += " (YAML is indented with spaces; this line starts with a tab)"
+		}
+		return &Error{Line: line, Msg: msg}
+	}
+	return &Error{Msg: "malformed YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+}
+
+// decoder walks the YAML node tree into a Spec. It reads the tree itself, rather than letting
+// the YAML library fill the structs, to name the task in every message, to know each field's
+// line for validation errors, and to suggest the field a typo meant.
+type decoder struct {
+	errs      []*Error
+	visits    int
+	exhausted bool
+	pos       positions
+}
+
+// positions remembers where each field was in the file, so that validation problems, found
+// on the Spec after decoding, can still be reported with a line.
+type positions struct {
+	fields map[string]int // workflow-level keys
+	tasks  []taskPos
+}
+
+type taskPos struct {
+	line   int
+	fields map[string]int
+}
+
+// line is the line of the field a problem is about, or of its task, or 0 if unknown.
+func (p positions) line(pr problem) int {
+	if pr.task < 0 {
+		return p.fields[pr.field]
+	}
+	if pr.task >= len(p.tasks) {
+		return 0
+	}
+	tp := p.tasks[pr.task]
+	if l, ok := tp.fields[pr.field]; ok {
+		return l
+	}
+	return tp.line
+}
+
+func (d *decoder) errorf(line int, format string, args ...any) {
+	d.errs = append(d.errs, &Error{Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// visit counts n more nodes against maxVisits and reports whether the walk may go on.
+func (d *decoder) visit(n int) bool {
+	if d.exhausted {
+		return false
+	}
+	d.visits += n
+	if d.visits > maxVisits {
+		d.exhausted = true
+		d.errorf(0, "the document expands to more than %d YAML nodes through aliases (*name) and merge keys (<<)", maxVisits)
+		return false
+	}
+	return true
+}
+
+// resolve follows an alias to the node it names.
+func (d *decoder) resolve(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
+}
+
+// scalar returns the text of a scalar as written; null (~, or nothing) is "". For a mapping
+// or a list it records "<what> must be <want>, not a mapping".
+func (d *decoder) scalar(n *yaml.Node, what, want string) (string, bool) {
+	n = d.resolve(n)
+	if n.Kind != yaml.ScalarNode {
+		d.errorf(n.Line, "%s must be %s, not %s", what, want, kindName(n))
+		return "", false
+	}
+	if n.Tag == "!!null" {
+		return "", true
+	}
+	return n.Value, true
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		if n.Tag == "!!null" {
+			return "empty"
+		}
+		return strconv.Quote(n.Value)
+	}
+	return "an unexpected YAML node"
+}
+
+// pair is one key and value of a mapping.
+type pair struct{ key, value *yaml.Node }
+
+// mapping returns the key/value pairs of the mapping n, with YAML merge keys (<<: *defaults)
+// expanded: n's own keys win over merged ones, and an earlier merged mapping wins over a later
+// one. A key written twice in one mapping is an error; where names the mapping in messages.
+func (d *decoder) mapping(n *yaml.Node, where string) []pair {
+	var pairs []pair
+	var merges []*yaml.Node
+	seen := make(map[string]*yaml.Node)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if !d.visit(2) {
+			return nil
+		}
+		k, v := d.resolve(n.Content[i]), n.Content[i+1]
+		if k.Tag == "!!merge" {
+			merges = append(merges, v)
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k.Line, "keys in %s must be names, not %s", where, kindName(k))
+			continue
+		}
+		if first, dup := seen[k.Value]; dup {
+			d.errorf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, where, first.Line)
+			continue
+		}
+		seen[k.Value] = k
+		pairs = append(pairs, pair{k, v})
+	}
+	for _, m := range merges {
+		m = d.resolve(m)
+		sources := []*yaml.Node{m}
+		if m.Kind == yaml.SequenceNode {
+			sources = m.Content
+		}
+		for _, src := range sources {
+			src = d.resolve(src)
+			if src.Kind != yaml.MappingNode {
+				d.errorf(src.Line, "a merge key (<<) in %s must bring in a mapping, not %s", where, kindName(src))
+				continue
+			}
+			for _, p := range d.mapping(src, where) {
+				if _, ok := seen[p.key.Value]; !ok {
+					seen[p.key.Value] = p.key
+					pairs = append(pairs, p)
+				}
+			}
+		}
+	}
+	return pairs
+}
+
+func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
+	root = d.resolve(root)
+	s := &Spec{}
+	if root.Kind != yaml.MappingNode {
+		d.errorf(root.Line, "a workflow must be a YAML mapping with a name and tasks, not %s", kindName(root))
+		return s
+	}
+	d.pos.fields = make(map[string]int)
+	for _, kv := range d.mapping(root, "the workflow") {
+		key := kv.key.Value
+		d.pos.fields[key] = kv.key.Line
+		switch key {
+		case "name":
+			s.Name, _ = d.scalar(kv.value, "workflow name", "a string")
+		case "description":
+			s.Description, _ = d.scalar(kv.value, "workflow description", "a string")
+		case "params":
+			s.Params = d.stringMap(kv.value, "params")
+		case "tasks":
+			s.Tasks = d.decodeTasks(kv.value)
+		default:
+			d.errorf(kv.key.Line, "unknown field %q in the workflow%s", key, didYouMean(key, workflowFields))
+		}
+	}
+	return s
+}
+
+// workflowFields are the top-level keys of a workflow file.
+var workflowFields = []string{"name", "description", "params", "tasks"}
+
+func (d *decoder) decodeTasks(v *yaml.Node) []Task {
+	v = d.resolve(v)
+	if v.Tag == "!!null" {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(v.Line, "tasks must be a list of tasks, not %s", kindName(v))
+		return nil
+	}
+	if len(v.Content) > MaxTasks {
+		d.errorf(v.Line, "the workflow has %d tasks; the limit is %d", len(v.Content), MaxTasks)
+		return nil
+	}
+	tasks := make([]Task, len(v.Content))
+	d.pos.tasks = make([]taskPos, len(v.Content))
+	for i, n := range v.Content {
+		if !d.visit(1) {
+			return nil
+		}
+		tasks[i], d.pos.tasks[i] = d.decodeTask(i, n)
+	}
+	return tasks
+}
+
+func (d *decoder) decodeTask(i int, n *yaml.Node) (Task, taskPos) {
+	n = d.resolve(n)
+	var t Task
+	tp := taskPos{line: n.Line, fields: make(map[string]int)}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n.Line, "task #%d must be a mapping of fields (name, type, ...), not %s", i+1, kindName(n))
+		return t, tp
+	}
+	where := taskLabel(i, nameOf(n))
+	for _, kv := range d.mapping(n, where) {
+		key := kv.key.Value
+		f, ok := lookupField(key)
+		if !ok {
+			d.errorf(kv.key.Line, "unknown field %q in %s%s", key, where, didYouMean(key, fieldNames()))
+			continue
+		}
+		tp.fields[key] = kv.key.Line
+		f.decode(d, kv.value, &t, where)
+	}
+	return t, tp
+}
+
+// nameOf finds a task's name before the task is decoded, so that every message about the
+// task, including the first, can name it.
+func nameOf(n *yaml.Node) string {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "name" && n.Content[i+1].Kind == yaml.ScalarNode {
+			return n.Content[i+1].Value
+		}
+	}
+	return ""
+}
+
+// taskLabel names a task in messages: by its name, or by its position when it has none.
+func taskLabel(i int, name string) string {
+	if name == "" {
+		return fmt.Sprintf("task #%d", i+1)
+	}
+	return fmt.Sprintf("task %q", name)
+}
+
+// didYouMean suggests the known name closest to a misspelt one, if one is close enough to be
+// a likely typo.
+func didYouMean(got string, known []string) string {
+	best, bestDist := "", 3
+	for _, k := range known {
+		if dist := editDistance(got, k); dist < bestDist {
+			best, bestDist = k, dist
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

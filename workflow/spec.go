@@ -1,0 +1,211 @@
+package workflow
+
+import (
+	"container/heap"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Limits on what one workflow may hold. They keep a single submit from tying up the master
+// (which holds the DAG in memory) or the database row that stores the spec.
+const (
+	// MaxFileSize is the largest workflow file Parse and ParseFile accept, in bytes.
+	MaxFileSize = 1 << 20
+	// MaxTasks is the largest number of tasks in one workflow.
+	MaxTasks = 10_000
+)
+
+// Bounds of the numeric task fields.
+const (
+	// MaxRetries is the most retries a task may ask for; a task failing more often than this
+	// needs fixing, not retrying.
+	MaxRetries = 100
+	// MinPriority is the lowest task priority.
+	MinPriority = -1000
+	// MaxPriority is the highest task priority.
+	MaxPriority = 1000
+)
+
+// DefaultGroup is the worker group of a task that names none. Workers claim it unless
+// configured otherwise.
+const DefaultGroup = "default"
+
+// Spec is a parsed workflow: a named DAG of tasks. It is stored as JSON (the jsonb column of
+// workflow_definition) with the same field names as the YAML file, and read back with a plain
+// json.Unmarshal.
+//
+// The methods that walk the DAG (Order, Roots, Downstream) expect a Spec that passed
+// Validate; on an invalid one they ignore what they cannot make sense of.
+type Spec struct {
+	Name        string `json:"name" yaml:"name"`
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+	// Params are the default parameters of a run; `zksched submit --param k=v` overrides them.
+	// Their names follow the rule of environment variable names, as tasks read them as
+	// ZKSCHED_PARAM_<name>.
+	Params map[string]string `json:"params,omitempty" yaml:"params,omitempty"`
+	// Tasks are in file order, which breaks ties wherever an order is chosen.
+	Tasks []Task `json:"tasks" yaml:"tasks"`
+}
+
+// Task is one node of the DAG. The fields from Command on belong to one task type each; the
+// registry in types.go says which, and Validate refuses a field set on a task of another type.
+type Task struct {
+	Name string `json:"name" yaml:"name"`
+	// Type is one of Types().
+	Type      string   `json:"type" yaml:"type"`
+	DependsOn []string `json:"depends-on,omitempty" yaml:"depends-on,omitempty"`
+	// Retries is how many times a failed run is retried, 0..MaxRetries.
+	Retries       int      `json:"retries,omitempty" yaml:"retries,omitempty"`
+	RetryInterval Duration `json:"retry-interval,omitempty" yaml:"retry-interval,omitempty"`
+	// Timeout bounds one run; 0 means none.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Priority orders claims: higher is claimed first. MinPriority..MaxPriority.
+	Priority int `json:"priority,omitempty" yaml:"priority,omitempty"`
+	// Group is the worker group that runs the task; Parse sets DefaultGroup when the file
+	// names none.
+	Group string `json:"group" yaml:"group"`
+	// Pool names a concurrency pool shared across workflows. It is carried but not yet
+	// enforced.
+	Pool string            `json:"pool,omitempty" yaml:"pool,omitempty"`
+	Env  map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+
+	// Command is the shell task's script, run with bash -c.
+	Command string `json:"command,omitempty" yaml:"command,omitempty"`
+	// Workdir is the shell task's working directory; empty means the worker's.
+	Workdir string `json:"workdir,omitempty" yaml:"workdir,omitempty"`
+}
+
+// Duration is a time.Duration that reads and writes as a Go duration string ("30s") in both
+// YAML and JSON, so the stored spec reads like the file it came from.
+type Duration time.Duration
+
+// String returns the duration in time.Duration's format, "1m30s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes d as a Go duration string. Both encoding/json and the YAML encoder use
+// it.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a Go duration string such as "30s" or "1h30m". A bare number is refused
+// (except 0): "30" could mean seconds or nanoseconds.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration: write a Go duration such as \"30s\", \"10m\" or \"1h30m\"", s)
+	}
+	return v, nil
+}
+
+// Task returns the task called name. The pointer is into s.Tasks, so changes through it
+// change s.
+func (s *Spec) Task(name string) (*Task, bool) {
+	for i := range s.Tasks {
+		if s.Tasks[i].Name == name {
+			return &s.Tasks[i], true
+		}
+	}
+	return nil, false
+}
+
+// Roots returns the tasks with no dependencies, in file order: the ones a new run starts
+// with.
+func (s *Spec) Roots() []string {
+	var roots []string
+	for _, t := range s.Tasks {
+		if len(t.DependsOn) == 0 {
+			roots = append(roots, t.Name)
+		}
+	}
+	return roots
+}
+
+// Downstream returns the tasks that depend directly on name, in file order: the ones to look
+// at when name finishes.
+func (s *Spec) Downstream(name string) []string {
+	var down []string
+	for _, t := range s.Tasks {
+		if slices.Contains(t.DependsOn, name) {
+			down = append(down, t.Name)
+		}
+	}
+	return down
+}
+
+// Order returns the task names in a topological order: every task after all of its
+// dependencies. Among tasks that could go next, the one earliest in the file goes first, so
+// the order is stable and a file without dependencies keeps its own order.
+//
+// Dependencies on unknown tasks are ignored, and tasks on a dependency cycle (and those
+// after them) are left out; Validate reports both.
+func (s *Spec) Order() []string {
+	index := s.index()
+	pending := make([]int, len(s.Tasks)) // unmet dependencies of each task
+	down := make([][]int, len(s.Tasks))
+	for i, t := range s.Tasks {
+		// A dependency listed twice is counted twice and released twice, so it needs no
+		// special case.
+		for _, dep := range t.DependsOn {
+			j, ok := index[dep]
+			if !ok {
+				continue
+			}
+			pending[i]++
+			down[j] = append(down[j], i)
+		}
+	}
+	var ready indexHeap
+	for i, n := range pending {
+		if n == 0 {
+			ready = append(ready, i)
+		}
+	}
+	heap.Init(&ready)
+	order := make([]string, 0, len(s.Tasks))
+	for ready.Len() > 0 {
+		i := heap.Pop(&ready).(int)
+		order = append(order, s.Tasks[i].Name)
+		for _, j := range down[i] {
+			pending[j]--
+			if pending[j] == 0 {
+				heap.Push(&ready, j)
+			}
+		}
+	}
+	return order
+}
+
+// index maps each task name to its position; with duplicate names (which Validate refuses)
+// the first one wins.
+func (s *Spec) index() map[string]int {
+	index := make(map[string]int, len(s.Tasks))
+	for i, t := range s.Tasks {
+		if _, dup := index[t.Name]; !dup {
+			index[t.Name] = i
+		}
+	}
+	return index
+}
+
+// indexHeap is a min-heap of task positions: it hands out the ready task earliest in the file.
+type indexHeap []int
+
+func (h indexHeap) Len() int           { return len(h) }
+func (h indexHeap) Less(i, j int) bool { return h[i] < h[j] }
+func (h indexHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *indexHeap) Push(x any)        { *h = append(*h, x.(int)) }
+func (h *indexHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}

@@ -1,0 +1,65 @@
+package workflow
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Validate is also what the master relies on for a Spec read back from JSON, where there are
+// no lines and no defaults filled in by Parse.
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		modify func(s *Spec)
+		want   []string
+	}{
+		{"valid", func(*Spec) {}, nil},
+		{"empty group", func(s *Spec) { s.Tasks[0].Group = "" }, []string{`task "a": group is required`}},
+		{"foreign fields", func(s *Spec) { s.Tasks[1].Command, s.Tasks[1].Workdir = "ls", "/tmp" }, []string{
+			`task "b": command is a field of shell tasks, not of a noop task`,
+			`task "b": workdir is a field of shell tasks, not of a noop task`,
+		}},
+		{"negative durations", func(s *Spec) {
+			s.Tasks[0].Timeout = Duration(-time.Second)
+			s.Tasks[0].RetryInterval = Duration(-time.Minute)
+		}, []string{
+			`task "a": retry-interval -1m0s is negative`,
+			`task "a": timeout -1s is negative`,
+		}},
+		{"problems of several tasks, in task order", func(s *Spec) {
+			s.Tasks[1].Type = ""
+			s.Tasks[0].Retries = 1000
+			s.Tasks[0].DependsOn = []string{"b", "nope"}
+			s.Tasks[1].DependsOn = []string{"a"}
+		}, []string{
+			`task "a": retries 1000 is out of range 0..100`,
+			`task "b": type is required (known types: noop, shell)`,
+			`task "a" depends on "nope", which is not a task of this workflow`,
+			"dependency cycle: a -> b -> a (each task depends on the one before it)",
+		}},
+		{"no tasks", func(s *Spec) { s.Tasks = nil }, []string{"the workflow has no tasks"}},
+		{"too many tasks", func(s *Spec) { s.Tasks = make([]Task, MaxTasks+1) }, []string{
+			"the workflow has 10001 tasks; the limit is 10000"}},
+		{"dependency on a task with an invalid name", func(s *Spec) {
+			s.Tasks[0].Name = "a b"
+			s.Tasks[1].DependsOn = []string{"a b"}
+		}, []string{
+			`task "a b": name is invalid: use 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := &Spec{Name: "w", Tasks: []Task{
+				{Name: "a", Type: "shell", Command: "true", Group: DefaultGroup},
+				{Name: "b", Type: "noop", Group: DefaultGroup},
+			}}
+			tt.modify(s)
+			if got := problems(t, s.Validate()); !slices.Equal(got, tt.want) {
+				t.Errorf("Validate errors:\ngot:\n\t%s\nwant:\n\t%s", strings.Join(got, "\n\t"), strings.Join(tt.want, "\n\t"))
+			}
+		})
+	}
+}
