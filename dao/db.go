@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -45,6 +47,7 @@ type Queries struct {
 // (1 s doubling to 30 s) and logging each failure, so a node started before its database comes
 // up starts working once it does. It returns early only when ctx ends or dsn is malformed.
 func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*DB, error) {
+	dsn = withConnectTimeout(dsn)
 	if _, err := pq.NewConnector(dsn); err != nil {
 		return nil, fmt.Errorf("database dsn: %w", err)
 	}
@@ -85,6 +88,22 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 		ch.task += "." + schema
 	}
 	return &DB{Queries: &Queries{q: sdb, ch: ch}, db: sdb, dsn: dsn, channels: ch}, nil
+}
+
+// withConnectTimeout bounds connection establishment at 5 s unless the DSN says otherwise:
+// without it lib/pq waits forever on a server that accepts TCP but never answers, and the
+// retry loop of Open (and every reconnect) would hang with it.
+func withConnectTimeout(dsn string) string {
+	if strings.Contains(dsn, "connect_timeout") {
+		return dsn
+	}
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set("connect_timeout", "5")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " connect_timeout=5"
 }
 
 // Close closes the pool.

@@ -12,6 +12,9 @@ import (
 var (
 	errTimedOut = errors.New("timed out")
 	errHandBack = errors.New("handed back: the worker is shutting down")
+	// errInterrupted: the worker was cut off from ZooKeeper past the session timeout and
+	// stopped its work before the leader could give it to another worker.
+	errInterrupted = errors.New("interrupted: the worker was cut off from zookeeper")
 	// errRefused: a write under the attempt's token was refused, so the task is no longer
 	// ours; nothing more is recorded for it.
 	errRefused = errors.New("fencing token refused")
@@ -25,6 +28,9 @@ func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptRe
 	switch {
 	case errors.Is(cause, errHandBack):
 		r.Outcome, r.Next, r.Error = dao.OutcomeHandedBack, dao.TaskQueued, cause.Error()
+		return r
+	case errors.Is(cause, errInterrupted):
+		r.Outcome, r.Next, r.Error = dao.OutcomeInterrupted, dao.TaskQueued, cause.Error()
 		return r
 	case errors.Is(cause, errTimedOut):
 		r.Outcome, r.Error = dao.OutcomeTimedOut, "timed out after "+t.Timeout().String()

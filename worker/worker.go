@@ -212,6 +212,18 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 	}
 }
 
+// Interrupt stops every running attempt at once and hands its task back to the queue under
+// the attempt's own token (outcome interrupted, not counted as a retry). The node guard calls
+// it when the worker has been cut off from ZooKeeper for the session timeout: by the time the
+// leader may fail the worker over, its tasks have stopped.
+func (w *Worker) Interrupt() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, a := range w.running {
+		a.cancel(errInterrupted)
+	}
+}
+
 func (w *Worker) shutdown() error {
 	n := w.Running()
 	w.cfg.Log.Info().Int("running", n).Dur("shutdown_timeout", w.cfg.ShutdownTimeout).

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/dao"
+)
+
+// configFlag adds --config to fs.
+func configFlag(fs *flag.FlagSet) *string {
+	return fs.String("config", os.Getenv("ZKSCHED_CONFIG"), "YAML config file (default: none; defaults and ZKSCHED_* variables)")
+}
+
+func loadConfig(path string) (*conf.Config, error) {
+	cfg, err := conf.Load(path, os.Environ())
+	if err != nil {
+		return nil, exitError{code: exitUsage, msg: err.Error()}
+	}
+	return cfg, nil
+}
+
+// newLogger returns the process logger: zerolog JSON (or console) on stderr.
+func newLogger(cfg conf.Log, w io.Writer) zerolog.Logger {
+	zerolog.TimeFieldFormat = time.RFC3339Nano
+	lvl, err := zerolog.ParseLevel(cfg.Level)
+	if err != nil {
+		lvl = zerolog.InfoLevel
+	}
+	if cfg.Format == conf.LogFormatConsole {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "15:04:05.000"}
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger()
+}
+
+func openDB(ctx context.Context, cfg *conf.Config, log zerolog.Logger) (*dao.DB, error) {
+	db, err := dao.Open(ctx, cfg.DB.DSN, cfg.DB.MaxConns, log)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	return db, nil
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", stdout)
+	config := configFlag(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*config)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg.Log, stderr)
+	db, err := openDB(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	applied, err := db.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	if len(applied) == 0 {
+		fmt.Fprintln(stdout, "database schema is up to date")
+	}
+	for _, a := range applied {
+		fmt.Fprintln(stdout, "applied", a)
+	}
+	return nil
+}

@@ -1,0 +1,109 @@
+package dao
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// FailoverEvent is a row of failover_event: one per lost identity.
+type FailoverEvent struct {
+	ID                int64      `db:"id"`
+	NodeID            string     `db:"node_id"`
+	Role              string     `db:"role"`
+	LostAt            time.Time  `db:"lost_at"`
+	FencedAt          time.Time  `db:"fenced_at"`
+	FinishedAt        *time.Time `db:"finished_at"`
+	Leader            string     `db:"leader"`
+	TasksRequeued     int        `db:"tasks_requeued"`
+	WorkflowsReleased int        `db:"workflows_released"`
+}
+
+// WorkOwners returns the identities that PostgreSQL says own running work: workers with
+// running task instances and masters owning unfinished workflow instances. The leader's sweep
+// compares them with ZooKeeper to find lost nodes whose loss it never saw.
+func (q *Queries) WorkOwners(ctx context.Context) (workers, masters []string, err error) {
+	if err := sqlxSelect(ctx, q, &workers, `SELECT DISTINCT worker_id FROM task_instance
+		WHERE state = 'running' AND worker_id IS NOT NULL`); err != nil {
+		return nil, nil, fmt.Errorf("list workers owning running tasks: %w", err)
+	}
+	if err := sqlxSelect(ctx, q, &masters, `SELECT DISTINCT owner FROM workflow_instance
+		WHERE owner IS NOT NULL AND state IN ('submitted', 'running')`); err != nil {
+		return nil, nil, fmt.Errorf("list masters owning workflow instances: %w", err)
+	}
+	return workers, masters, nil
+}
+
+// TaskRequeueLostWorker puts every task running on a fenced worker back in the queue: its
+// attempt ends as failed_over, failover_count grows, retries do not. Idempotent: a second run
+// finds nothing running on that worker. Call it only for a fenced identity.
+func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int, error) {
+	var n int
+	err := sqlxGet(ctx, q, &n, `
+		WITH t AS (
+			UPDATE task_instance SET state = 'queued', failover_count = failover_count + 1,
+				queued_at = now(), error = 'failed over: worker ' || worker_id || ' was lost'
+			WHERE worker_id = $1 AND state = 'running'
+			RETURNING id, attempt, worker_group
+		), a AS (
+			UPDATE task_attempt SET ended_at = now(), outcome = 'failed_over',
+				error = 'worker lost; failed over'
+			FROM t WHERE task_attempt.task_instance_id = t.id AND task_attempt.attempt = t.attempt
+		), woken AS (
+			SELECT pg_notify($2, g) FROM (SELECT DISTINCT worker_group AS g FROM t) d
+		)
+		SELECT count(*) FROM t, (SELECT count(*) FROM woken) w`, worker, q.ch.task)
+	if err != nil {
+		return 0, fmt.Errorf("requeue tasks of lost worker %s: %w", worker, err)
+	}
+	return n, nil
+}
+
+// WorkflowReleaseLostMaster clears the owner of every unfinished workflow instance a fenced
+// master drove, so another master claims and continues it. Idempotent.
+func (q *Queries) WorkflowReleaseLostMaster(ctx context.Context, master string) (int, error) {
+	var n int
+	err := sqlxGet(ctx, q, &n, `
+		WITH w AS (
+			UPDATE workflow_instance SET owner = NULL
+			WHERE owner = $1 AND state IN ('submitted', 'running')
+			RETURNING id
+		)
+		SELECT count(*) FROM w, LATERAL (SELECT pg_notify($2, '')) n`, master, q.ch.master)
+	if err != nil {
+		return 0, fmt.Errorf("release workflow instances of lost master %s: %w", master, err)
+	}
+	return n, nil
+}
+
+// FailoverEventRecord records the failover of an identity once. When it is already recorded
+// (a leader crashed after the transaction and a later one repeats the step), the first record
+// stands and is returned.
+func (q *Queries) FailoverEventRecord(ctx context.Context, ev FailoverEvent) (*FailoverEvent, error) {
+	var out FailoverEvent
+	err := sqlxGet(ctx, q, &out, `
+		WITH ins AS (
+			INSERT INTO failover_event (node_id, role, lost_at, fenced_at, finished_at, leader,
+				tasks_requeued, workflows_released)
+			VALUES ($1, $2, $3, $4, now(), $5, $6, $7)
+			ON CONFLICT (node_id) DO NOTHING
+			RETURNING *
+		)
+		SELECT * FROM ins
+		UNION ALL
+		SELECT * FROM failover_event WHERE node_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
+		ev.NodeID, ev.Role, ev.LostAt, ev.FencedAt, ev.Leader, ev.TasksRequeued, ev.WorkflowsReleased)
+	if err != nil {
+		return nil, fmt.Errorf("record failover of %s: %w", ev.NodeID, err)
+	}
+	return &out, nil
+}
+
+// FailoverEventList returns the most recent failover events, newest first.
+func (q *Queries) FailoverEventList(ctx context.Context, limit int) ([]FailoverEvent, error) {
+	var evs []FailoverEvent
+	if err := sqlxSelect(ctx, q, &evs, `SELECT * FROM failover_event ORDER BY id DESC LIMIT $1`, limit); err != nil {
+		return nil, fmt.Errorf("list failover events: %w", err)
+	}
+	return evs, nil
+}

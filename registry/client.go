@@ -1,0 +1,580 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/rs/zerolog"
+)
+
+// Config is how a Client reaches ZooKeeper and where it keeps its znodes.
+type Config struct {
+	// Servers are the ZooKeeper servers as host:port. Required.
+	Servers []string
+	// Root is the absolute znode path under which everything lives. Defaults to "/zksched". It
+	// may be nested ("/a/b"); Dial creates it and its ancestors. "/" is refused, so zksched never
+	// mixes its znodes with those of other users of the ensemble.
+	Root string
+	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 10 s. The server
+	// clamps it into its minSessionTimeout..maxSessionTimeout; Client.SessionTimeout reports the
+	// granted value, which is the one the node's watchdog must use.
+	SessionTimeout time.Duration
+	// InfoInterval is how often a Registration rewrites its NodeInfo and re-checks its fence
+	// marker, and how often an Election re-reads the candidates without waiting for a watch.
+	// Defaults to 5 s. It bounds how long a lost watch can delay those checks, nothing else:
+	// liveness is the session.
+	InfoInterval time.Duration
+	// Logger receives the client's logs. The zero value logs nothing.
+	Logger zerolog.Logger
+}
+
+func (cfg Config) withDefaults() (Config, error) {
+	if len(cfg.Servers) == 0 {
+		return cfg, errors.New("no zookeeper servers configured")
+	}
+	if cfg.Root == "" {
+		cfg.Root = "/zksched"
+	}
+	if cfg.Root == "/" || !strings.HasPrefix(cfg.Root, "/") || path.Clean(cfg.Root) != cfg.Root {
+		return cfg, fmt.Errorf("zookeeper root %q must be an absolute, clean path other than /", cfg.Root)
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = 10 * time.Second
+	}
+	if cfg.InfoInterval <= 0 {
+		cfg.InfoInterval = 5 * time.Second
+	}
+	return cfg, nil
+}
+
+// ConnState is where the client stands with its ZooKeeper session.
+type ConnState int
+
+// The connection states. Only Connected means requests are being answered.
+const (
+	// Disconnected: no server answers at the moment. The session may still be alive on the
+	// ensemble (sessions even survive a whole-ensemble outage); only the server decides.
+	Disconnected ConnState = iota
+	// Connected: the client has a session and a server answers.
+	Connected
+	// Expired: the server said the session is gone (or the client gave up on a session no
+	// server accepts any more, see doc.go). It stays so until the next session is established.
+	Expired
+	// Closed: Close was called.
+	Closed
+)
+
+// String returns the state in lowercase, as logs show it.
+func (s ConnState) String() string {
+	switch s {
+	case Disconnected:
+		return "disconnected"
+	case Connected:
+		return "connected"
+	case Expired:
+		return "expired"
+	case Closed:
+		return "closed"
+	}
+	return fmt.Sprintf("ConnState(%d)", int(s))
+}
+
+// Status is a snapshot of the client's session.
+type Status struct {
+	State ConnState
+	// SessionID is the session of a Connected client, and the last one it had otherwise. A
+	// SessionID different from the one seen before means that session is gone, whether or not
+	// Expired was observed in between: Changed is a broadcast, and states can follow each other
+	// faster than a reader looks.
+	SessionID int64
+	// LastContact is as Client.LastContact.
+	LastContact time.Time
+}
+
+// Client is one process's link to ZooKeeper: one session at a time, replaced after an expiry.
+// All of zksched's ZooKeeper work goes through it. It is safe for concurrent use.
+type Client struct {
+	cfg    Config
+	log    zerolog.Logger
+	layout layout
+
+	mu      sync.Mutex
+	conn    *zk.Conn
+	cur     *connInfo // bookkeeping of conn; events of any other connection are ignored
+	status  Status
+	changed chan struct{}
+	timeout time.Duration // negotiated
+	// epoch counts the sessions established by this client, reconnects to the same session
+	// included: a watch armed in an earlier epoch may have been lost.
+	epoch uint64
+	// handshaking, rejects and rejectSince detect a session the servers keep refusing (doc.go).
+	handshaking bool
+	rejects     int
+	rejectSince time.Time
+	watches     map[watchKey]*watch
+	registered  map[string]bool // role/id of live Registrations
+	closed      bool
+
+	kick chan struct{} // wakes the supervisor; buffered 1
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Dial connects to ZooKeeper, waits for a session, and makes sure the persistent znodes of the
+// layout exist. While no server answers it keeps trying, with a warning at growing intervals
+// (1 s, 2 s, 4 s … 30 s), until ctx is done: a node started before ZooKeeper starts working once
+// ZooKeeper appears.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{
+		cfg:        cfg,
+		log:        cfg.Logger.With().Str("component", "registry").Logger(),
+		layout:     layout{root: cfg.Root},
+		changed:    make(chan struct{}),
+		timeout:    cfg.SessionTimeout,
+		watches:    make(map[watchKey]*watch),
+		registered: make(map[string]bool),
+		kick:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+	}
+	servers := strings.Join(cfg.Servers, ",")
+	started := time.Now()
+
+	// zk.Connect itself fails only when a server name does not resolve.
+	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		info := newConnInfo(cfg.SessionTimeout)
+		c.mu.Lock()
+		c.cur = info
+		c.mu.Unlock()
+		conn, err := c.open(info)
+		if err == nil {
+			c.mu.Lock()
+			c.conn = conn
+			c.mu.Unlock()
+			break
+		}
+		c.log.Warn().Err(err).Str("servers", servers).Dur("retry_in", wait).Msg("cannot start a zookeeper client; retrying")
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, ctx.Err())
+		case <-time.After(wait):
+		}
+	}
+
+	warn := time.NewTimer(time.Second)
+	defer warn.Stop()
+	for next := time.Second; ; {
+		ch := c.Changed()
+		if c.Status().State == Connected {
+			break
+		}
+		select {
+		case <-ch:
+		case <-warn.C:
+			c.log.Warn().Str("servers", servers).Dur("waited", time.Since(started).Round(time.Second)).
+				Msg("no zookeeper server answers yet; still trying")
+			next = min(2*next, 30*time.Second)
+			warn.Reset(next)
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, ctx.Err())
+		}
+	}
+
+	c.wg.Add(2)
+	go c.supervise()
+	go c.probe()
+
+	for {
+		err := c.ensurePaths(ctx)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil || !connLoss(err) {
+			c.Close()
+			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, err)
+		}
+		select {
+		case <-ctx.Done():
+			c.Close()
+			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	st := c.Status()
+	c.log.Info().Str("servers", servers).Str("root", cfg.Root).Str("session", sessionHex(st.SessionID)).
+		Dur("session_timeout", c.SessionTimeout()).Msg("zookeeper session established")
+	return c, nil
+}
+
+// Close ends the session (the server deletes its ephemeral znodes at once) and stops the
+// client's goroutines. Registrations and Elections see the state Closed and stop.
+func (c *Client) Close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	conn := c.conn
+	c.mu.Unlock()
+	close(c.quit)
+	if conn != nil {
+		conn.Close()
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	c.setStatusLocked(Closed, c.status.SessionID)
+	c.mu.Unlock()
+}
+
+// Root returns the root znode path.
+func (c *Client) Root() string { return c.cfg.Root }
+
+// Status returns the current session status.
+func (c *Client) Status() Status {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status
+}
+
+// Changed returns a channel closed at the next change of Status().State or SessionID (not of
+// LastContact). Get a new one after it fires.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// SessionTimeout returns the session timeout the server granted for the current session (the
+// requested one is clamped by the server's minSessionTimeout..maxSessionTimeout).
+//
+// go-zookeeper v1.0.4 keeps the negotiated value private, so the client reads it off the wire:
+// its dialer wraps each TCP connection and parses the connect response, the first bytes a
+// server sends on a connection (see sniff.go).
+func (c *Client) SessionTimeout() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.timeout
+}
+
+// LastContact returns a time at or before which the server last received a request of this
+// client, with its monotonic clock reading: the start of the last request that was answered
+// (a small probe runs every SessionTimeout/10, at most 1 s apart, and a session handshake counts
+// too). The server expires a session no sooner than SessionTimeout after the last request it
+// received, so a node cut off for SessionTimeout since LastContact may have been declared dead.
+func (c *Client) LastContact() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.status.LastContact
+}
+
+func (c *Client) noteContact(sentAt time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sentAt.After(c.status.LastContact) {
+		c.status.LastContact = sentAt
+	}
+}
+
+// setStatusLocked changes the state and broadcasts; c.mu is held.
+func (c *Client) setStatusLocked(state ConnState, sid int64) {
+	if c.status.State == state && c.status.SessionID == sid {
+		return
+	}
+	c.status.State, c.status.SessionID = state, sid
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// current returns the connection in use and its epoch.
+func (c *Client) current() (*zk.Conn, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn, c.epoch
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// open starts a go-zookeeper connection whose events and handshakes are recorded in info.
+func (c *Client) open(info *connInfo) (*zk.Conn, error) {
+	conn, _, err := zk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
+		// The event channel holds 6 events and drops the rest; the callback sees them all.
+		zk.WithEventCallback(func(ev zk.Event) { c.onEvent(info, ev) }),
+		zk.WithDialer(info.dial),
+		zk.WithLogger(zkLogger{c.log}),
+	)
+	return conn, err
+}
+
+// onEvent is go-zookeeper's event callback. It runs on the library's connection goroutine, so it
+// only updates state under a short lock and wakes the supervisor; it never blocks or logs.
+func (c *Client) onEvent(info *connInfo, ev zk.Event) {
+	if ev.Type != zk.EventSession {
+		return
+	}
+	select {
+	case info.events <- struct{}{}:
+	default:
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur != info || c.closed {
+		return
+	}
+	switch ev.State {
+	case zk.StateConnected: // TCP only; the handshake follows
+		c.handshaking = true
+	case zk.StateHasSession:
+		c.handshaking, c.rejects = false, 0
+		c.sessionLocked(info)
+	case zk.StateExpired:
+		c.handshaking, c.rejects = false, 0
+		c.setStatusLocked(Expired, c.status.SessionID)
+	default:
+		if ev.State == zk.StateDisconnected && c.handshaking {
+			// A server took the TCP connection and dropped it during the handshake.
+			c.handshaking = false
+			if c.rejects++; c.rejects == 1 {
+				c.rejectSince = time.Now()
+			}
+		}
+		if c.status.State == Connected {
+			c.setStatusLocked(Disconnected, c.status.SessionID)
+		}
+	}
+	select {
+	case c.kick <- struct{}{}:
+	default:
+	}
+}
+
+// sessionLocked records a handshake that gave the client a session; c.mu is held.
+func (c *Client) sessionLocked(info *connInfo) {
+	h := info.lastHandshake()
+	if h.timeout > 0 {
+		c.timeout = h.timeout
+		info.setSessionTimeout(h.timeout)
+	}
+	c.epoch++
+	if h.sentAt.After(c.status.LastContact) {
+		c.status.LastContact = h.sentAt
+	}
+	c.setStatusLocked(Connected, h.sessionID)
+}
+
+// supervise logs session changes and replaces a connection stuck on a session that no server
+// accepts any more.
+func (c *Client) supervise() {
+	defer c.wg.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var seen Status
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-c.kick:
+		case <-tick.C:
+		}
+		st := c.Status()
+		c.logChange(seen, st)
+		seen = st
+		if c.sessionRefused() {
+			c.replaceConn()
+		}
+	}
+}
+
+func (c *Client) logChange(before, now Status) {
+	if before.State == now.State && before.SessionID == now.SessionID {
+		return
+	}
+	switch now.State {
+	case Connected:
+		switch {
+		case before.SessionID != 0 && before.SessionID != now.SessionID:
+			c.log.Warn().Str("session", sessionHex(now.SessionID)).Str("previous_session", sessionHex(before.SessionID)).
+				Msg("zookeeper session replaced; the previous one is gone")
+		case before.State != Connected && before.SessionID != 0:
+			c.log.Info().Str("session", sessionHex(now.SessionID)).Msg("zookeeper reconnected")
+		}
+	case Disconnected:
+		c.log.Warn().Str("session", sessionHex(now.SessionID)).Time("last_contact", now.LastContact).
+			Msg("zookeeper disconnected")
+	case Expired:
+		c.log.Warn().Str("session", sessionHex(now.SessionID)).Msg("zookeeper session expired")
+	}
+}
+
+// sessionRefused reports a session the servers keep refusing: at least three handshakes in a
+// row dropped, for at least a session timeout.
+func (c *Client) sessionRefused() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.closed && c.status.State != Connected && c.rejects >= 3 && time.Since(c.rejectSince) >= c.timeout
+}
+
+// replaceConn opens a fresh connection (no session id, no last zxid) beside the stuck one. If a
+// server gives it a session, the servers are serving but refuse ours: the fresh connection
+// replaces the old one, reported as an expiry. If not, the ensemble itself is not serving (no
+// quorum, a black hole), the old session may well be alive, and nothing changes.
+func (c *Client) replaceConn() {
+	c.mu.Lock()
+	old, oldInfo, timeout := c.conn, c.cur, c.timeout
+	c.mu.Unlock()
+	c.log.Warn().Str("session", sessionHex(c.Status().SessionID)).
+		Msg("zookeeper servers keep dropping the session handshake; trying a fresh session (go-zookeeper issue #36)")
+
+	info := newConnInfo(timeout)
+	cand, err := c.open(info)
+	if err != nil {
+		c.resetRejects()
+		c.log.Warn().Err(err).Msg("cannot open a fresh zookeeper connection")
+		return
+	}
+	deadline := time.NewTimer(max(2*timeout, 5*time.Second))
+	defer deadline.Stop()
+	for cand.State() != zk.StateHasSession {
+		select {
+		case <-info.events:
+		case <-deadline.C:
+			c.closeConn(cand)
+			c.resetRejects()
+			c.log.Warn().Msg("no fresh zookeeper session either; the ensemble is not serving, keeping the old session")
+			return
+		case <-c.quit:
+			c.closeConn(cand)
+			return
+		}
+	}
+	c.mu.Lock()
+	if c.closed || c.cur != oldInfo || c.status.State == Connected {
+		c.mu.Unlock()
+		c.closeConn(cand)
+		return
+	}
+	lost := c.status.SessionID
+	c.conn, c.cur = cand, info
+	c.handshaking, c.rejects = false, 0
+	c.setStatusLocked(Expired, lost)
+	c.sessionLocked(info)
+	sid := c.status.SessionID
+	c.mu.Unlock()
+	c.closeConn(old)
+	c.log.Warn().Str("session", sessionHex(sid)).Str("previous_session", sessionHex(lost)).
+		Msg("zookeeper session refused by the servers; replaced with a fresh one and treated as expired")
+}
+
+func (c *Client) resetRejects() {
+	c.mu.Lock()
+	c.rejects = 0
+	c.mu.Unlock()
+}
+
+// closeConn closes a connection that is no longer current without waiting: go-zookeeper's Close
+// can take seconds on a dead connection.
+func (c *Client) closeConn(conn *zk.Conn) {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		conn.Close()
+	}()
+}
+
+// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a small
+// request and, if a server answers, records when the request was sent. A request answered must
+// have been received after it was sent, so that time is never later than the server's.
+func (c *Client) probe() {
+	defer c.wg.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-c.quit:
+			return
+		case <-timer.C:
+		}
+		conn, _ := c.current()
+		start := time.Now()
+		if _, _, err := conn.Exists(c.cfg.Root); err == nil {
+			c.noteContact(start)
+		}
+		timer.Reset(probeInterval(c.SessionTimeout()) - time.Since(start))
+	}
+}
+
+func probeInterval(timeout time.Duration) time.Duration {
+	return max(min(timeout/10, time.Second), 10*time.Millisecond)
+}
+
+// ensurePaths creates the persistent znodes of the layout that are missing.
+func (c *Client) ensurePaths(ctx context.Context) error {
+	conn, _ := c.current()
+	for _, p := range c.layout.persistent() {
+		_, err := call(ctx, func() (string, error) { return conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)) })
+		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// call runs a ZooKeeper request and stops waiting for it when ctx is done. go-zookeeper's calls
+// take no context; an abandoned request still runs to its end, so only requests that are safe to
+// complete later (reads, and writes that carry their own checks) go through call.
+func call[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	if ctx.Done() == nil {
+		return fn()
+	}
+	if err := ctx.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	type result struct {
+		v   T
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		v, err := fn()
+		ch <- result{v, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.v, r.err
+	case <-ctx.Done():
+		var zero T
+		return zero, ctx.Err()
+	}
+}
+
+// connLoss reports an error that is no answer from the server: the request may or may not have
+// been applied (read back), and it may work once a connection is back.
+func connLoss(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrSessionMoved) ||
+		errors.Is(err, zk.ErrClosing)
+}
+
+func sessionHex(sid int64) string { return fmt.Sprintf("%#x", sid) }
+
+// zkLogger sends go-zookeeper's own messages (reconnect attempts, mostly) to the debug level.
+type zkLogger struct{ log zerolog.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.log.Debug().Str("library", "go-zookeeper").Msgf(format, args...)
+}

@@ -1,0 +1,132 @@
+// Package registry is everything zksched does with ZooKeeper: the session and what the node
+// knows of it, node registration, leader election, fence markers, and inspection of the tree.
+// It knows nothing of PostgreSQL. The failover package builds the protocol of design.md on these
+// mechanics; this file explains them.
+//
+// # Layout
+//
+// Under a configurable root (default /zksched; it may be nested, like /a/b):
+//
+//	<root>/nodes/masters/<id>                 EPHEMERAL             NodeInfo JSON
+//	<root>/nodes/workers/<id>                 EPHEMERAL             NodeInfo JSON
+//	<root>/election/_c_<guid>-n_<seq>         EPHEMERAL_SEQUENTIAL  the master's id
+//	<root>/failover-finish-nodes/<role>/<id>  PERSISTENT            FenceRecord JSON
+//
+// <id> is the node's identity, "host:port_startMillis" (see Identity): a restarted process is a
+// new node, so its old incarnation can be failed over while the new one works. Dial creates the
+// persistent znodes. All data is plain JSON (or a plain id) so zkCli.sh and ZooInspector show it;
+// a znode whose data does not parse is reported beside the others (DataError), never fatal.
+//
+// # The session
+//
+// A Client holds one ZooKeeper session at a time (go-zookeeper underneath, driven through its
+// event callback: its event channel drops events when full). Status tells where it stands:
+//
+//	  Dial
+//	    │
+//	    ▼   connection lost            reconnected, same session
+//	Connected ─────────────► Disconnected ─────────────────────► Connected
+//	    ▲                         │
+//	    │ new session             │ server: session expired
+//	    │ (new SessionID)         ▼ (or a session no server accepts, below)
+//	    └──────────────────── Expired
+//
+// Disconnected is not dead. Only ZooKeeper decides that a session is dead, and it says so only to
+// a client that reaches it again; go-zookeeper never expires a session on its own side, and
+// sessions even survive a whole-ensemble outage. So the node keeps its own clock:
+//
+//   - SessionTimeout is the timeout the server granted, which may differ from the one asked for.
+//     go-zookeeper v1.0.4 does not expose it; the Client's dialer reads it from the connect
+//     response on the wire (sniff.go).
+//   - LastContact is the start time (monotonic) of the last request a server answered: a probe
+//     (Exists on the root) every SessionTimeout/10, at most 1 s apart, and every session
+//     handshake. A request answered was received after it was sent, and the server expires a
+//     session no sooner than SessionTimeout after the last request it received, so the session
+//     is alive at least until LastContact+SessionTimeout. Past that the node must assume it was
+//     declared dead (the watchdog of the failover package).
+//
+// A new SessionID always means the previous session is gone, whether or not Expired was seen:
+// Changed is a broadcast and states can pass faster than a reader looks.
+//
+// A session no server accepts. A server restarted with an empty data directory refuses the
+// client's session ("has seen zxid 0x… our last zxid is 0x0"), and go-zookeeper retries it
+// forever (upstream issue #36). The Client counts handshakes dropped by a server after the TCP
+// connection was accepted; after three in a row spanning at least SessionTimeout it opens a fresh
+// connection (no session id, no last zxid) beside the stuck one. If that one gets a session, the
+// servers serve but refuse ours: the fresh connection replaces the old, reported as Expired then
+// Connected with a new SessionID. If it gets none, the ensemble is not serving (no quorum, a
+// partition), the old session may well be alive, and nothing changes. Giving up a session is
+// always the safe direction: the node behaves as after an expiry.
+//
+// # Registration: why a fenced multi
+//
+// A node's ephemeral znode is created only by this multi, which commits all or nothing:
+//
+//	Create(failover-finish-nodes/<role>/<id>)   fails if the marker exists: the node is fenced
+//	Delete(failover-finish-nodes/<role>/<id>)   undoes the line above
+//	Create(nodes/<role>s/<id>, EPHEMERAL)       the registration itself
+//
+// A plain Create is never used: after an expiry go-zookeeper silently opens a new session and
+// still sends the requests queued during the outage, so a plain Create queued before the leader
+// fenced the node would re-register it behind the leader's back. When the multi's answer is lost
+// (connection loss), the Registration reads the znode back: it is registered if the znode's
+// ephemeral owner is the current session.
+//
+//	  Register
+//	     │  fenced multi ok
+//	     ▼
+//	Registered(sid) ──── marker appears ────────────────────► Fenced (final)
+//	     │                                                      ▲
+//	     │ session sid gone (new SessionID, Expired),           │
+//	     │ or the znode deleted                                 │ marker exists
+//	     ▼                                                      │
+//	   Lost ─────── fenced multi under the new session ─────────┘
+//	     │
+//	     └──────── multi ok ───────► Registered(new sid)
+//
+// While Disconnected the state stays Registered: the session may live. In the background the
+// Registration rewrites its NodeInfo (HeartbeatAt) every InfoInterval (liveness is the session,
+// never this data), and watches its own marker: an ExistsW re-armed after every event and every
+// reconnect, plus a plain check on every refresh, because a one-shot watch can be lost across a
+// reconnect. Existence is always decided by reading, never by the event (the multi above fires
+// the watch too). A fenced node must stop everything and exit; that is the caller's job.
+//
+// Each Registration and Election does all its ZooKeeper work in one goroutine, in order, and never
+// abandons a request half-way, so a request can never overtake one sent before it (Close's
+// delete cannot precede a late create). Public one-shot calls that take a context stop waiting
+// when it ends; the requests they may leave behind are reads, or writes that carry their own
+// checks (Fence and the marker calls).
+//
+// # Election
+//
+// Each master's candidacy is an EPHEMERAL_SEQUENTIAL znode under election/ holding its id; the
+// lowest sequence leads, and every candidate watches the children (re-armed after each event and
+// reconnect, re-read every InfoInterval). The znode's name carries a random GUID, as in
+// go-zookeeper's protected create, so a candidate whose create was answered too late finds it and
+// removes extras. The candidacy too is created by a fenced multi:
+//
+//	Create(marker) + Delete(marker) + CheckVersion(nodes/masters/<id>, -1) + Create(candidate)
+//
+// so a fenced or unregistered master never becomes a candidate, not even through a request queued
+// before an expiry. IsLeader is true only while the candidate was lowest at the last look and its
+// session is connected and registered now: a disconnected leader is not leader at once (it cannot
+// know whether its session lives) and leads again if the same session comes back with the znode.
+// After an expiry the candidate is gone with its session; the Election rejoins once the
+// Registration has re-registered under the new session, never while Lost, and never once Fenced
+// (it then deletes its candidate at once).
+//
+// Leadership is never certain. Every write of the leader carries its own proof in the same multi:
+// CheckVersion(own candidate znode, -1) fails once the znode is gone, so a deposed leader changes
+// nothing.
+//
+// # The leader's primitives
+//
+// Fence runs, in one multi: the leader check; Create+Delete of nodes/<role>s/<id>, which fails if
+// the node has registered again; and Create of the marker in phase fenced. It returns
+// ErrNotLeader, ErrNodeRegistered or ErrAlreadyFenced (a previous leader fenced it: go on and
+// finish it). FinishMarker and DeleteMarker carry the same leader check. After a connection loss
+// the outcome is read back (the marker holds exactly the data written, or is gone). Members lists
+// a role's registered nodes with a children watch; watches only make the leader fast, its periodic
+// resync makes it correct. Reads that decide something (Members, Marker, Markers, Tree, Cluster)
+// begin with a Sync, since a reconnect may land on a follower that lags behind the leader.
+package registry

@@ -1,0 +1,120 @@
+package registry
+
+import (
+	"encoding/binary"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// connInfo is the bookkeeping of one go-zookeeper connection (which makes many TCP connections
+// over its life, one per reconnect).
+type connInfo struct {
+	events chan struct{} // a session event happened; buffered 1
+	// handshakeLimit bounds a handshake (see sniffConn.SetReadDeadline), in nanoseconds.
+	handshakeLimit atomic.Int64
+
+	mu        sync.Mutex
+	handshake handshake
+}
+
+// handshake is what the last successful connect exchange of a connection told.
+type handshake struct {
+	timeout   time.Duration // negotiated session timeout
+	sessionID int64
+	sentAt    time.Time // when the connect request was sent, monotonic
+}
+
+func newConnInfo(sessionTimeout time.Duration) *connInfo {
+	i := &connInfo{events: make(chan struct{}, 1)}
+	i.setSessionTimeout(sessionTimeout)
+	return i
+}
+
+// setSessionTimeout bounds the next handshakes by 2/3 of the session timeout, the read timeout of
+// an established connection (and of the Java client's handshake).
+func (i *connInfo) setSessionTimeout(d time.Duration) {
+	i.handshakeLimit.Store(int64(max(d*2/3, 100*time.Millisecond)))
+}
+
+func (i *connInfo) lastHandshake() handshake {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.handshake
+}
+
+// dial is go-zookeeper's Dialer. It wraps the TCP connection to read the connect response.
+func (i *connInfo) dial(network, address string, timeout time.Duration) (net.Conn, error) {
+	nc, err := net.DialTimeout(network, address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &sniffConn{Conn: nc, info: i}, nil
+}
+
+// connectResponseHead is how much of a connect response the client reads: a 4-byte frame length,
+// then protocolVersion int32, timeOut int32 (ms), sessionId int64, all big-endian. This is the
+// ZooKeeper wire protocol, not a go-zookeeper detail, and it is the first thing a server sends on
+// a connection. go-zookeeper reads it, then reports StateHasSession on the same goroutine, so
+// the values are in place before the event callback runs.
+const connectResponseHead = 4 + 4 + 4 + 8
+
+// sniffConn watches the first exchange of a TCP connection: the connect request the client
+// writes and the connect response it reads.
+type sniffConn struct {
+	net.Conn
+	info *connInfo
+
+	wrote atomic.Bool
+	read  atomic.Bool
+	// sentAt, deadline and head belong to the goroutine in the handshake (go-zookeeper does it
+	// on one).
+	sentAt   time.Time
+	deadline time.Time
+	head     []byte
+}
+
+func (s *sniffConn) Write(b []byte) (int, error) {
+	if !s.wrote.Load() {
+		s.sentAt = time.Now()
+		s.deadline = s.sentAt.Add(time.Duration(s.info.handshakeLimit.Load()))
+		s.Conn.SetReadDeadline(s.deadline)
+		s.wrote.Store(true)
+	}
+	return s.Conn.Write(b)
+}
+
+// SetReadDeadline bounds the reads of the handshake. go-zookeeper waits 10 × its read timeout for
+// a connect response (67 s with a 10 s session), and not at all for the body after the length: a
+// server that takes the connection and never answers (seen: ZooKeeper 3.8.0 hitting an exception
+// while it starts) would hold the client that long, or forever.
+func (s *sniffConn) SetReadDeadline(t time.Time) error {
+	if s.wrote.Load() && !s.read.Load() && (t.IsZero() || t.After(s.deadline)) {
+		t = s.deadline
+	}
+	return s.Conn.SetReadDeadline(t)
+}
+
+func (s *sniffConn) Read(b []byte) (int, error) {
+	n, err := s.Conn.Read(b)
+	if !s.read.Load() && n > 0 {
+		need := connectResponseHead - len(s.head)
+		s.head = append(s.head, b[:min(n, need)]...)
+		if len(s.head) == connectResponseHead {
+			s.read.Store(true)
+			s.Conn.SetReadDeadline(time.Time{}) // go-zookeeper sets its own from here on
+			h := handshake{
+				timeout:   time.Duration(int32(binary.BigEndian.Uint32(s.head[8:12]))) * time.Millisecond,
+				sessionID: int64(binary.BigEndian.Uint64(s.head[12:20])),
+				sentAt:    s.sentAt,
+			}
+			if h.sessionID != 0 { // 0: the server refused the session as expired
+				s.info.mu.Lock()
+				s.info.handshake = h
+				s.info.mu.Unlock()
+			}
+		}
+	}
+	return n, err
+}
