@@ -76,22 +76,21 @@ func (q *Queries) WorkflowReleaseLostMaster(ctx context.Context, master string) 
 	return n, nil
 }
 
-// FailoverEventRecord records the failover of an identity once. When it is already recorded
-// (a leader crashed after the transaction and a later one repeats the step), the first record
-// stands and is returned.
+// FailoverEventRecord records the failover of an identity, once per identity. When a later
+// leader repeats the step (its predecessor crashed before finishing the marker, or work of the
+// fenced identity showed up again), the counts are added: call it in the transaction that
+// requeued or released, so a repeat that found nothing adds nothing. It returns the totals.
 func (q *Queries) FailoverEventRecord(ctx context.Context, ev FailoverEvent) (*FailoverEvent, error) {
 	var out FailoverEvent
 	err := sqlxGet(ctx, q, &out, `
-		WITH ins AS (
-			INSERT INTO failover_event (node_id, role, lost_at, fenced_at, finished_at, leader,
-				tasks_requeued, workflows_released)
-			VALUES ($1, $2, $3, $4, now(), $5, $6, $7)
-			ON CONFLICT (node_id) DO NOTHING
-			RETURNING *
-		)
-		SELECT * FROM ins
-		UNION ALL
-		SELECT * FROM failover_event WHERE node_id = $1 AND NOT EXISTS (SELECT 1 FROM ins)`,
+		INSERT INTO failover_event (node_id, role, lost_at, fenced_at, finished_at, leader,
+			tasks_requeued, workflows_released)
+		VALUES ($1, $2, $3, $4, now(), $5, $6, $7)
+		ON CONFLICT (node_id) DO UPDATE SET
+			tasks_requeued = failover_event.tasks_requeued + excluded.tasks_requeued,
+			workflows_released = failover_event.workflows_released + excluded.workflows_released,
+			finished_at = now()
+		RETURNING *`,
 		ev.NodeID, ev.Role, ev.LostAt, ev.FencedAt, ev.Leader, ev.TasksRequeued, ev.WorkflowsReleased)
 	if err != nil {
 		return nil, fmt.Errorf("record failover of %s: %w", ev.NodeID, err)

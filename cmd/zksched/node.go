@@ -116,6 +116,10 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		}
 		defer election.Close(context.Background())
 		go watchLeadership(runCtx, election, n.log)
+		coord := failover.NewCoordinator(failover.CoordinatorConfig{ID: n.id, Delay: cfg.Failover.Delay,
+			MarkerRetention: cfg.Failover.MarkerRetention, SweepInterval: cfg.Failover.SweepInterval, Log: n.log},
+			n.client, election, n.db)
+		go coord.Run(runCtx)
 		go func() { runDone <- m.Run(runCtx) }()
 	case registry.RoleWorker:
 		self, err := os.Executable()

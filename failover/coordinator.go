@@ -1,0 +1,393 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/registry"
+)
+
+// Registry is what the coordinator does with ZooKeeper (registry.Client).
+type Registry interface {
+	Members(ctx context.Context, role registry.Role) ([]string, <-chan struct{}, error)
+	Fence(ctx context.Context, electionZnode string, rec registry.FenceRecord) error
+	Marker(ctx context.Context, role registry.Role, id string) (registry.FenceRecord, bool, error)
+	Markers(ctx context.Context) ([]registry.MarkerEntry, error)
+	FinishMarker(ctx context.Context, electionZnode string, rec registry.FenceRecord) error
+	DeleteMarker(ctx context.Context, electionZnode string, role registry.Role, id string) error
+}
+
+// Leadership is the master's candidacy (registry.Election).
+type Leadership interface {
+	IsLeader() bool
+	Changed() <-chan struct{}
+	ZnodePath() string
+}
+
+// CoordinatorConfig configures a Coordinator.
+type CoordinatorConfig struct {
+	// ID is the master's identity, recorded as the leader in fence records.
+	ID string
+	// Delay is failover.delay: how long after the leader sees a node's znode gone it fails the
+	// node over. It covers the node's own stop (watchdog tick and kill grace).
+	Delay time.Duration
+	// MarkerRetention is how long finished markers are kept.
+	MarkerRetention time.Duration
+	// SweepInterval is the period of the full resync, which also reads the markers.
+	SweepInterval time.Duration
+	Log           zerolog.Logger
+	// Clock defaults to the real one.
+	Clock Clock
+}
+
+// Coordinator is the leader side of the protocol (see doc.go).
+type Coordinator struct {
+	cfg  CoordinatorConfig
+	reg  Registry
+	lead Leadership
+	db   *dao.DB
+}
+
+// NewCoordinator returns a coordinator for a master.
+func NewCoordinator(cfg CoordinatorConfig, reg Registry, lead Leadership, db *dao.DB) *Coordinator {
+	if cfg.Clock == nil {
+		cfg.Clock = realClock{}
+	}
+	return &Coordinator{cfg: cfg, reg: reg, lead: lead, db: db}
+}
+
+// Run fails lost nodes over whenever this master leads, until ctx ends.
+func (c *Coordinator) Run(ctx context.Context) {
+	for ctx.Err() == nil {
+		ch := c.lead.Changed()
+		if c.lead.IsLeader() {
+			c.runLeader(ctx)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-ch:
+		}
+	}
+}
+
+// nodeKey names an identity in a role.
+type nodeKey struct {
+	role registry.Role
+	id   string
+}
+
+// term is one period of leadership. Its state is rebuilt from ZooKeeper and PostgreSQL when
+// it starts: nothing carries over from an earlier term or an earlier leader.
+type term struct {
+	c *Coordinator
+	// members are the registered identities as of the last resync.
+	members map[nodeKey]bool
+	// absent holds the identities seen lost, with when the leader first saw that. They are
+	// failed over Delay after it, unless they come back.
+	absent map[nodeKey]time.Time
+	// fenced holds the identities with a marker, and whether its failover finished.
+	fenced map[nodeKey]bool
+}
+
+var errNotLeader = errors.New("no longer the leader")
+
+func (c *Coordinator) runLeader(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // end the term as soon as leadership goes
+		for {
+			ch := c.lead.Changed()
+			if !c.lead.IsLeader() {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+			}
+		}
+	}()
+	c.cfg.Log.Info().Msg("leading failover")
+	t := &term{c: c, absent: map[nodeKey]time.Time{}, fenced: map[nodeKey]bool{}}
+	nextSweep := c.cfg.Clock.Now() // a new term starts with a full sweep
+	for ctx.Err() == nil {
+		now := c.cfg.Clock.Now()
+		sweep := !now.Before(nextSweep)
+		watches, err := t.resync(ctx, sweep)
+		if err == nil {
+			if sweep {
+				nextSweep = now.Add(c.cfg.SweepInterval)
+			}
+			err = t.failDue(ctx)
+		}
+		if errors.Is(err, errNotLeader) {
+			c.cfg.Log.Info().Msg("lost the leadership; stopping failover")
+			return
+		}
+		wait := nextSweep.Sub(c.cfg.Clock.Now())
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.cfg.Log.Warn().Err(err).Msg("failover resync failed; retrying")
+			wait = min(wait, time.Second)
+		}
+		if next, ok := t.nextDue(); ok {
+			wait = min(wait, next)
+		}
+		select {
+		case <-ctx.Done():
+		case <-watches[0]:
+		case <-watches[1]:
+		case <-c.cfg.Clock.After(max(wait, 0)):
+		}
+	}
+}
+
+// resync compares what ZooKeeper and PostgreSQL say and updates the absent set. On a sweep it
+// also reads every marker, learning of fenced identities and removing old markers. It returns
+// the membership watches of both roles, closed at the next change.
+func (t *term) resync(ctx context.Context, sweep bool) ([2]<-chan struct{}, error) {
+	c := t.c
+	now := c.cfg.Clock.Now()
+	members := map[nodeKey]bool{}
+	var watches [2]<-chan struct{}
+	for i, role := range registry.Roles {
+		ids, ch, err := c.reg.Members(ctx, role)
+		if err != nil {
+			return watches, fmt.Errorf("list %ss: %w", role, err)
+		}
+		watches[i] = ch
+		for _, id := range ids {
+			members[nodeKey{role, id}] = true
+		}
+	}
+	if sweep || t.members == nil {
+		if err := t.readMarkers(ctx); err != nil {
+			return watches, err
+		}
+	}
+	// Nodes that were registered at the last look and are gone now: their sessions ended.
+	for k := range t.members {
+		if !members[k] {
+			t.lose(k, now, "znode gone")
+		}
+	}
+	// Identities owning work in PostgreSQL that are neither registered nor known lost: their
+	// loss happened before this term, or its event was missed.
+	workers, masters, err := c.db.WorkOwners(ctx)
+	if err != nil {
+		return watches, err
+	}
+	for _, w := range workers {
+		t.ownerSeen(nodeKey{registry.RoleWorker, w}, members, now)
+	}
+	for _, m := range masters {
+		t.ownerSeen(nodeKey{registry.RoleMaster, m}, members, now)
+	}
+	for k := range t.absent {
+		if members[k] {
+			c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Msg("lost node is registered again; no failover")
+			delete(t.absent, k)
+		}
+	}
+	t.members = members
+	return watches, nil
+}
+
+func (t *term) ownerSeen(k nodeKey, members map[nodeKey]bool, now time.Time) {
+	if members[k] || k.id == t.c.cfg.ID {
+		return
+	}
+	if _, isFenced := t.fenced[k]; isFenced {
+		// Fenced already, yet it owns work: work it took just before it was cut off, or a
+		// failover that did not finish. The node can never come back, so give the work back
+		// at once; the step is idempotent.
+		t.fenced[k] = false
+		return
+	}
+	t.lose(k, now, "owns work but is not registered")
+}
+
+func (t *term) lose(k nodeKey, now time.Time, why string) {
+	if _, known := t.absent[k]; known {
+		return
+	}
+	if _, isFenced := t.fenced[k]; isFenced {
+		return
+	}
+	t.absent[k] = now
+	t.c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Str("why", why).
+		Dur("failover_in", t.c.cfg.Delay).Msg("node lost; failing it over after the delay unless it comes back")
+}
+
+// readMarkers learns every fenced identity, and removes finished markers past retention.
+func (t *term) readMarkers(ctx context.Context) error {
+	c := t.c
+	entries, err := c.reg.Markers(ctx)
+	if err != nil {
+		return fmt.Errorf("read fence markers: %w", err)
+	}
+	for _, e := range entries {
+		k := nodeKey{e.Role, e.ID}
+		if e.Err != nil {
+			c.cfg.Log.Error().Err(e.Err).Str("marker", e.Path).Msg("fence marker with unreadable data; the node stays fenced and its failover is finished again")
+			t.fenced[k] = false
+			continue
+		}
+		done := e.Record.Phase == registry.PhaseFinished
+		if prev, ok := t.fenced[k]; !ok || prev {
+			t.fenced[k] = done
+		}
+		delete(t.absent, k)
+		if done && e.Record.FinishedAt != nil && c.cfg.MarkerRetention > 0 &&
+			time.Since(*e.Record.FinishedAt) > c.cfg.MarkerRetention {
+			if err := c.reg.DeleteMarker(ctx, c.lead.ZnodePath(), e.Role, e.ID); err != nil {
+				if errors.Is(err, registry.ErrNotLeader) {
+					return errNotLeader
+				}
+				c.cfg.Log.Warn().Err(err).Str("marker", e.Path).Msg("could not remove an old fence marker")
+				continue
+			}
+			delete(t.fenced, k)
+			c.cfg.Log.Info().Str("marker", e.Path).Msg("removed a fence marker past retention")
+		}
+	}
+	return nil
+}
+
+// failDue fails over every absent identity whose delay has passed, and finishes every fenced
+// one whose failover is not finished.
+func (t *term) failDue(ctx context.Context) error {
+	now := t.c.cfg.Clock.Now()
+	for k, since := range t.absent {
+		if now.Sub(since) < t.c.cfg.Delay {
+			continue
+		}
+		if err := t.fence(ctx, k, since); err != nil {
+			return err
+		}
+	}
+	for k, finished := range t.fenced {
+		if finished {
+			continue
+		}
+		if err := t.finish(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nextDue is the wait until the next absent identity is due.
+func (t *term) nextDue() (time.Duration, bool) {
+	now := t.c.cfg.Clock.Now()
+	var next time.Duration
+	found := false
+	for _, since := range t.absent {
+		d := max(t.c.cfg.Delay-now.Sub(since), 0)
+		if !found || d < next {
+			next, found = d, true
+		}
+	}
+	return next, found
+}
+
+// fence is step 3: the multi that proves this master still leads and the node is absent, and
+// creates its marker. From then on the node can never register again.
+func (t *term) fence(ctx context.Context, k nodeKey, lostAt time.Time) error {
+	c := t.c
+	rec := registry.FenceRecord{ID: k.id, Role: k.role, LostAt: wall(lostAt), FencedAt: time.Now(),
+		Phase: registry.PhaseFenced, Leader: c.cfg.ID}
+	err := c.reg.Fence(ctx, c.lead.ZnodePath(), rec)
+	switch {
+	case errors.Is(err, registry.ErrNodeRegistered):
+		c.cfg.Log.Info().Str("lost_node", k.id).Msg("lost node registered again just before fencing; no failover")
+		delete(t.absent, k)
+		return nil
+	case errors.Is(err, registry.ErrNotLeader):
+		return errNotLeader
+	case errors.Is(err, registry.ErrAlreadyFenced):
+		c.cfg.Log.Info().Str("lost_node", k.id).Msg("already fenced by an earlier leader; finishing its failover")
+	case err != nil:
+		return fmt.Errorf("fence %s %s: %w", k.role, k.id, err)
+	default:
+		c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Msg("fenced")
+	}
+	delete(t.absent, k)
+	t.fenced[k] = false
+	injectFault("after-fence")
+	return t.finish(ctx, k)
+}
+
+// finish is steps 4 and 5: in one PostgreSQL transaction give the fenced node's work back and
+// record the event, then mark the marker finished. Both are idempotent, so a leader that
+// crashes anywhere in between leaves a marker in phase fenced that the next one finishes.
+func (t *term) finish(ctx context.Context, k nodeKey) error {
+	c := t.c
+	rec, found, err := c.reg.Marker(ctx, k.role, k.id)
+	if err != nil && !found {
+		return fmt.Errorf("read marker of %s %s: %w", k.role, k.id, err)
+	}
+	if err != nil || rec.ID == "" {
+		// Unreadable data: the marker's existence is what fences; write a sound record.
+		rec = registry.FenceRecord{ID: k.id, Role: k.role, FencedAt: time.Now(), Leader: c.cfg.ID}
+	}
+	var ev *dao.FailoverEvent
+	var n int
+	err = c.db.Tx(ctx, func(q *dao.Queries) error {
+		var err error
+		if k.role == registry.RoleWorker {
+			n, err = q.TaskRequeueLostWorker(ctx, k.id)
+		} else {
+			n, err = q.WorkflowReleaseLostMaster(ctx, k.id)
+		}
+		if err != nil {
+			return err
+		}
+		e := dao.FailoverEvent{NodeID: k.id, Role: string(k.role), LostAt: rec.LostAt, FencedAt: rec.FencedAt, Leader: rec.Leader}
+		if e.LostAt.IsZero() {
+			e.LostAt = rec.FencedAt
+		}
+		if k.role == registry.RoleWorker {
+			e.TasksRequeued = n
+		} else {
+			e.WorkflowsReleased = n
+		}
+		ev, err = q.FailoverEventRecord(ctx, e)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("fail over %s %s: %w", k.role, k.id, err)
+	}
+	injectFault("after-requeue")
+	rec.Phase, rec.TasksRequeued, rec.WorkflowsReleased = registry.PhaseFinished, ev.TasksRequeued, ev.WorkflowsReleased
+	if err := c.reg.FinishMarker(ctx, c.lead.ZnodePath(), rec); err != nil {
+		if errors.Is(err, registry.ErrNotLeader) {
+			return errNotLeader
+		}
+		return fmt.Errorf("finish marker of %s %s: %w", k.role, k.id, err)
+	}
+	t.fenced[k] = true
+	log := c.cfg.Log.Info()
+	if n > 0 {
+		log = c.cfg.Log.Warn()
+	}
+	what := "tasks_requeued"
+	if k.role == registry.RoleMaster {
+		what = "workflows_released"
+	}
+	log.Str("lost_node", k.id).Str("lost_role", string(k.role)).Int(what, n).
+		Msg("failover finished")
+	return nil
+}
+
+// wall strips the monotonic reading, for records other processes read.
+func wall(t time.Time) time.Time { return t.Round(0) }

@@ -1,0 +1,272 @@
+package failover
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
+	"github.com/zksched/zksched/registry"
+)
+
+// fakeClock is a Clock that moves only when the test says so.
+type fakeClock struct {
+	mu      sync.Mutex
+	now     time.Time
+	waiters []fakeWaiter
+}
+
+type fakeWaiter struct {
+	at time.Time
+	ch chan time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := make(chan time.Time, 1)
+	if d <= 0 {
+		ch <- c.now
+		return ch
+	}
+	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	return ch
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	kept := c.waiters[:0]
+	for _, w := range c.waiters {
+		if !w.at.After(c.now) {
+			w.ch <- c.now
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	c.waiters = kept
+}
+
+type coordBundle struct {
+	zk    testenv.ZK
+	db    *dao.DB
+	clock *fakeClock
+	ctx   context.Context
+}
+
+const testDelay = 5 * time.Second
+
+// setupCoordinator starts a leading master's coordinator on a fake clock.
+func setupCoordinator(t *testing.T) *coordBundle {
+	t.Helper()
+	b := &coordBundle{zk: testenv.ZooKeeper(t), clock: newFakeClock(), ctx: context.Background()}
+	b.db, _ = daotest.New(t)
+	c := b.dial(t)
+	reg, err := c.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:1_1", Role: registry.RoleMaster, Host: "127.0.0.1", Port: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	el, err := reg.Elect(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for !el.IsLeader() {
+		select {
+		case <-el.Changed():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the only master did not become leader")
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	co := NewCoordinator(CoordinatorConfig{ID: "127.0.0.1:1_1", Delay: testDelay, MarkerRetention: time.Hour,
+		SweepInterval: time.Hour, Clock: b.clock, Log: zerolog.Nop()}, c, el, b.db)
+	done := make(chan struct{})
+	go func() { co.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return b
+}
+
+func (b *coordBundle) dial(t *testing.T) *registry.Client {
+	t.Helper()
+	c, err := registry.Dial(b.ctx, registry.Config{Servers: b.zk.Servers, Root: b.zk.Root, SessionTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// worker registers a worker identity with its own session and gives it one running task.
+func (b *coordBundle) worker(t *testing.T, id string) (*registry.Client, dao.TaskInstance) {
+	t.Helper()
+	c := b.dial(t)
+	if _, err := c.Register(b.ctx, registry.NodeInfo{ID: id, Role: registry.RoleWorker, Host: "127.0.0.1", Port: 2}); err != nil {
+		t.Fatal(err)
+	}
+	wf := daotest.Submit(t, b.db, "wf", map[string]any{"name": "wf"})
+	if _, err := b.db.SQL().Exec(`UPDATE workflow_instance SET owner = '127.0.0.1:1_1', state = 'running' WHERE id = $1`, wf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g-" + id}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.db.TaskClaim(b.ctx, id, []string{"g-" + id}, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	return c, got[0]
+}
+
+func (b *coordBundle) task(t *testing.T, id int64) *dao.TaskInstance {
+	t.Helper()
+	ti, err := b.db.TaskGet(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ti
+}
+
+// settle gives the coordinator real time to react to ZooKeeper events: it has no signal the
+// test could wait on, and the fake clock does not move meanwhile.
+func settle() { time.Sleep(700 * time.Millisecond) }
+
+func TestLostWorkerIsFailedOverOnlyAfterTheDelay(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	wc, task := b.worker(t, "127.0.0.1:2_1")
+	settle()
+	wc.Close() // the session ends: ZooKeeper deletes the worker's znode
+	settle()
+	b.clock.Advance(testDelay - time.Second)
+	settle()
+	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
+		t.Fatalf("before the delay passed the task is %s, want still running", ti.State)
+	}
+	b.clock.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.task(t, task.ID).State != dao.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the task was not requeued after the delay")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ti := b.task(t, task.ID)
+	if ti.FailoverCount != 1 || ti.Retries != 0 {
+		t.Errorf("task failover_count %d retries %d; want 1, 0", ti.FailoverCount, ti.Retries)
+	}
+	atts, _ := b.db.AttemptList(b.ctx, task.ID)
+	if len(atts) != 1 || atts[0].Outcome == nil || *atts[0].Outcome != dao.OutcomeFailedOver {
+		t.Errorf("attempts = %+v, want one failed_over", atts)
+	}
+	c := b.dial(t)
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		rec, found, err := c.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:2_1")
+		if err == nil && found && rec.Phase == registry.PhaseFinished {
+			if rec.TasksRequeued != 1 || rec.Leader != "127.0.0.1:1_1" {
+				t.Errorf("marker = %+v", rec)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("marker = %+v %v %v; want finished", rec, found, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	evs, err := b.db.FailoverEventList(b.ctx, 10)
+	if err != nil || len(evs) != 1 || evs[0].TasksRequeued != 1 || evs[0].NodeID != "127.0.0.1:2_1" {
+		t.Fatalf("failover events = %+v, %v", evs, err)
+	}
+	// The fenced identity can never register again.
+	if _, err := c.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:2_1", Role: registry.RoleWorker}); err == nil {
+		t.Fatal("a fenced identity registered again")
+	}
+}
+
+func TestWorkerBackBeforeTheDelayIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	wc, task := b.worker(t, "127.0.0.1:3_1")
+	settle()
+	wc.Close()
+	settle()
+	b.clock.Advance(testDelay / 2)
+	// The same identity registers again (as the node does after an expiry, through the fenced
+	// multi) before the delay has passed.
+	again := b.dial(t)
+	if _, err := again.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:3_1", Role: registry.RoleWorker}); err != nil {
+		t.Fatal(err)
+	}
+	settle()
+	b.clock.Advance(2 * testDelay)
+	settle()
+	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
+		t.Fatalf("the task is %s, want still running on the worker that came back", ti.State)
+	}
+	if _, found, _ := again.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:3_1"); found {
+		t.Fatal("a node that came back in time was fenced")
+	}
+}
+
+// TestSweepFindsLostOwnersAndFinishesFencedMarkers covers what a new leader inherits: a worker
+// that owns work but is not registered (its loss happened before this term), and a worker that
+// another master already fenced but whose failover nobody finished.
+func TestSweepFindsLostOwnersAndFinishesFencedMarkers(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	// A worker identity that owns a running task but never registered in this root.
+	_, orphan := func() (*registry.Client, dao.TaskInstance) {
+		c, ti := b.worker(t, "127.0.0.1:4_1")
+		c.Close()
+		return c, ti
+	}()
+	settle()
+	b.clock.Advance(testDelay)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.task(t, orphan.ID).State != dao.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the orphaned task was not requeued")
+		}
+		b.clock.Advance(time.Second)
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A marker left in phase fenced by an earlier leader, whose worker still owns a task.
+	wc, task := b.worker(t, "127.0.0.1:5_1")
+	wc.Close()
+	other := b.dial(t)
+	oreg, err := other.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:9_9", Role: registry.RoleMaster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oel, err := oreg.Elect(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // let ZooKeeper delete the closed session's znode
+	if err := other.Fence(b.ctx, oel.ZnodePath(), registry.FenceRecord{ID: "127.0.0.1:5_1", Role: registry.RoleWorker,
+		FencedAt: time.Now(), Phase: registry.PhaseFenced, Leader: "127.0.0.1:9_9"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for b.task(t, task.ID).State != dao.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the fenced worker's task was not requeued")
+		}
+		b.clock.Advance(time.Second)
+		time.Sleep(100 * time.Millisecond)
+	}
+}

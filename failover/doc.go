@@ -1,0 +1,82 @@
+// Package failover is the failover and fencing protocol of zksched: the leader's Coordinator,
+// which fails lost nodes over, and every node's Guard, which stops a node's work before the
+// leader can hand it to others and ends a node that was fenced. It is the one place where
+// ZooKeeper (package registry) and PostgreSQL (package dao) meet.
+//
+// # Guarantees
+//
+// A task instance is never lost (a lost worker's running tasks go back to the queue), never
+// runs twice at the same time (the old run has stopped before the new one can start, outside
+// the frozen-process case below), and its result is committed once (every write carries the
+// attempt's fencing token; a stale attempt's writes match no row).
+//
+// # The state of one identity, as the leader sees it
+//
+//	registered ──znode gone──▶ absent ──delay passed──▶ fenced ──requeue/release──▶ finished
+//	    ▲                        │                         (marker phase fenced)    (marker phase finished)
+//	    └──── registered again ──┘
+//
+// Identities are host:port_startMillis: a restarted process is a new identity, so an old
+// incarnation can be fenced while the new one works.
+//
+// # Leader side (Coordinator, on the elected master only)
+//
+//  1. Resync: list nodes/masters and nodes/workers (setting children watches), on every watch
+//     event, at the start of each leadership term and on a periodic sweep. An identity that
+//     was registered at the last look and is gone now is absent, as is one that owns running
+//     work in PostgreSQL (a worker_id of a running task, an owner of an unfinished workflow)
+//     while neither registered nor fenced: its loss happened before this term, or the event
+//     was missed. Watches only make this fast; the sweep makes it correct.
+//  2. Wait: an absent identity is failed over only after its znode is gone — ZooKeeper
+//     expired its session, the leader never decides that on a timer of its own — and a
+//     further failover.delay has passed since the leader saw it. The delay covers the node's
+//     own stop (its watchdog tick and its tasks' kill grace; config validation enforces
+//     delay >= kill grace + 1 s). An identity registered again before then is left alone.
+//  3. Fence, in one ZooKeeper multi: check the leader's own election znode (a deposed leader
+//     fences nothing), create and delete nodes/<role>s/<id> (fails if the node is back), and
+//     create failover-finish-nodes/<role>/<id> with phase fenced. From this moment the
+//     identity can never register again, so giving its work away is safe. A marker already
+//     there means an earlier leader fenced it: go on to step 4.
+//  4. In one PostgreSQL transaction: a worker's running tasks go back to queued (attempt
+//     outcome failed_over, failover_count + 1, retries untouched); a master's unfinished
+//     workflows lose their owner, and another master claims them and continues without
+//     re-running tasks that succeeded or still run on live workers. A failover_event row
+//     records it, keyed by identity. Idempotent: a repeat finds nothing running and adds 0.
+//  5. Set the marker's phase to finished with the counts (leader-checked multi). A leader that
+//     crashes between 3 and 5 leaves a marker in phase fenced; the next leader learns of it on
+//     its first sweep and repeats 4 and 5. If a fenced identity is later found owning work
+//     again (a claim in flight when it was cut off), 4 and 5 run again.
+//  6. Finished markers older than failover.marker-retention are deleted on a sweep.
+//
+// # Node side (Guard, on every master and worker)
+//
+//   - The node takes work only while Active: its client is connected, its registration holds
+//     under the current session, and its last contact with ZooKeeper is less than the session
+//     timeout ago. Disconnected, it stops claiming (workers) and advancing (masters) at once.
+//   - The watchdog: once the node has been cut off for the negotiated session timeout since its
+//     last contact (registry.Client.LastContact: the send time of the last answered request,
+//     on the monotonic clock), its session may have expired; a worker stops its running tasks
+//     (SIGTERM to each task's process group, SIGKILL after the kill grace) and hands them back
+//     under its own token (outcome interrupted). It checks every 100 ms, so after a freeze it
+//     fires as soon as the process runs again. With registry.on-lost = keep-running the work
+//     goes on instead (at-least-once, with overlap possible; results are still committed once).
+//   - Fenced (its marker appears — it watches its own marker path — or re-registration after an
+//     expiry finds it): the node logs who fenced it and exits with code 75 at once; the
+//     supervisors of its tasks kill their process groups when they see it gone. A supervisor
+//     (systemd Restart=on-failure) starts it again as a new identity.
+//   - Not fenced after an expiry: the registration re-registers the same identity through the
+//     fenced multi and the node resumes.
+//
+// # Why the old run has stopped before the new one starts
+//
+// The server expires a session no sooner than the session timeout after the last request it
+// received, which is no earlier than the node's LastContact. The node's watchdog kills its
+// tasks at LastContact + timeout, and they are gone within the kill grace. The leader requeues
+// them failover.delay after it sees the expiry, which is later still. A late write from the old
+// run carries the old token and changes nothing.
+//
+// The exception is a node whose own process was frozen (SIGSTOP, a VM pause of that process
+// alone) past the deadline: its tasks, in their own process groups, may go on and overlap the
+// new run until the node wakes; its watchdog then stops them at once, and whatever they try to
+// commit is refused by the token.
+package failover

@@ -1,0 +1,155 @@
+package failover
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/registry"
+)
+
+// fakeNode is a session and a registration the test drives by hand.
+type fakeNode struct {
+	mu       sync.Mutex
+	status   registry.Status
+	reg      registry.RegState
+	timeout  time.Duration
+	changedC chan struct{}
+}
+
+func newFakeNode(clock *fakeClock) *fakeNode {
+	return &fakeNode{
+		status:   registry.Status{State: registry.Connected, SessionID: 1, LastContact: clock.Now()},
+		reg:      registry.RegState{Kind: registry.Registered, SessionID: 1},
+		timeout:  10 * time.Second,
+		changedC: make(chan struct{}),
+	}
+}
+
+func (f *fakeNode) Status() registry.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status
+}
+func (f *fakeNode) State() registry.RegState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reg
+}
+func (f *fakeNode) Changed() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.changedC
+}
+func (f *fakeNode) SessionTimeout() time.Duration { return f.timeout }
+func (f *fakeNode) LastContact() time.Time        { return f.Status().LastContact }
+func (f *fakeNode) set(fn func(*fakeNode)) {
+	f.mu.Lock()
+	fn(f)
+	close(f.changedC)
+	f.changedC = make(chan struct{})
+	f.mu.Unlock()
+}
+
+type guardBundle struct {
+	clock *fakeClock
+	node  *fakeNode
+	guard *Guard
+	lost  atomic.Int32
+	done  chan error
+}
+
+func setupGuard(t *testing.T, keepRunning bool) *guardBundle {
+	t.Helper()
+	b := &guardBundle{clock: newFakeClock(), done: make(chan error, 1)}
+	b.node = newFakeNode(b.clock)
+	b.guard = NewGuard(b.node, b.node, GuardConfig{KeepRunning: keepRunning, OnLost: func() { b.lost.Add(1) },
+		Clock: b.clock, Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { b.done <- b.guard.Run(ctx) }()
+	t.Cleanup(cancel)
+	b.wait(t, "active at start", func() bool { return b.guard.Active() })
+	return b
+}
+
+// wait polls cond: the guard re-evaluates on every change of the fake node and whenever the
+// fake clock passes its tick, and the test observes the result from outside.
+func (b *guardBundle) wait(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("guard: not %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestGuardStopsClaimingAtOnceAndWorkAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t, false)
+	b.node.set(func(f *fakeNode) { f.status.State = registry.Disconnected })
+	b.wait(t, "inactive once disconnected", func() bool { return !b.guard.Active() })
+	b.clock.Advance(9 * time.Second)
+	time.Sleep(50 * time.Millisecond)
+	b.clock.Advance(time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	if n := b.lost.Load(); n != 0 {
+		t.Fatalf("work stopped %d times before the session timeout since last contact", n)
+	}
+	b.clock.Advance(time.Second)
+	b.wait(t, "stopping work at the deadline", func() bool { return b.lost.Load() == 1 })
+	// Back with a new session, registered again: active again; no second stop.
+	b.node.set(func(f *fakeNode) {
+		f.status = registry.Status{State: registry.Connected, SessionID: 2, LastContact: b.clock.Now()}
+		f.reg = registry.RegState{Kind: registry.Registered, SessionID: 2}
+	})
+	b.wait(t, "active after re-registering", func() bool { return b.guard.Active() })
+	if n := b.lost.Load(); n != 1 {
+		t.Fatalf("work stopped %d times, want once", n)
+	}
+}
+
+// TestGuardFiresOnWakeFromFreeze: the client still says connected (it has not noticed yet),
+// but the monotonic clock shows the node has not been in contact for the session timeout.
+func TestGuardFiresOnWakeFromFreeze(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t, false)
+	b.clock.Advance(30 * time.Second)
+	b.wait(t, "stopping work after the freeze", func() bool { return b.lost.Load() == 1 && !b.guard.Active() })
+}
+
+func TestGuardKeepRunningDoesNotStopWork(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t, true)
+	b.node.set(func(f *fakeNode) { f.status.State = registry.Disconnected })
+	b.clock.Advance(time.Minute)
+	b.wait(t, "inactive", func() bool { return !b.guard.Active() })
+	time.Sleep(50 * time.Millisecond)
+	if n := b.lost.Load(); n != 0 {
+		t.Fatalf("keep-running stopped work %d times", n)
+	}
+}
+
+func TestGuardEndsWhenFenced(t *testing.T) {
+	t.Parallel()
+	b := setupGuard(t, false)
+	fe := &registry.FencedError{Role: registry.RoleWorker, ID: "w", Record: registry.FenceRecord{Leader: "m"}}
+	b.node.set(func(f *fakeNode) { f.reg = registry.RegState{Kind: registry.Fenced, Fence: fe} })
+	select {
+	case err := <-b.done:
+		if !errors.Is(err, registry.ErrFenced) {
+			t.Fatalf("Run returned %v, want the fence", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the guard did not end when fenced")
+	}
+	if b.guard.Active() {
+		t.Fatal("a fenced node is still active")
+	}
+}
