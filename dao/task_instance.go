@@ -193,3 +193,22 @@ func (q *Queries) TaskGet(ctx context.Context, id int64) (*TaskInstance, error) 
 	}
 	return &t, nil
 }
+
+// TaskListRunningOnWorker returns the tokens of the tasks running under worker. A worker
+// compares them with the attempts it really runs: a claim whose reply was lost (the database
+// restarted mid-statement) leaves tasks running under its name that it never started.
+func (q *Queries) TaskListRunningOnWorker(ctx context.Context, worker string) ([]Token, error) {
+	var rows []struct {
+		ID      int64 `db:"id"`
+		Attempt int   `db:"attempt"`
+	}
+	if err := sqlxSelect(ctx, q, &rows, `SELECT id, attempt FROM task_instance
+		WHERE worker_id = $1 AND state = 'running'`, worker); err != nil {
+		return nil, fmt.Errorf("list tasks running on %s: %w", worker, err)
+	}
+	toks := make([]Token, len(rows))
+	for i, r := range rows {
+		toks[i] = Token{TaskID: r.ID, WorkerID: worker, Attempt: r.Attempt}
+	}
+	return toks, nil
+}

@@ -91,11 +91,35 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 		case <-tasks.C:
 		case <-tick.C:
+			w.reconcile(ctx)
 		case <-w.freed:
 		case <-w.gate.Changed():
 		}
 	}
 	return w.shutdown()
+}
+
+// reconcile hands back tasks the database says run here but that this worker never started:
+// a claim committed whose reply was lost. Without it they would stay running under a live
+// worker's name, where no failover ever looks. It runs in the claim loop's goroutine, so
+// every claim it could race with has already registered its attempts.
+func (w *Worker) reconcile(ctx context.Context) {
+	toks, err := w.db.TaskListRunningOnWorker(ctx, w.cfg.ID)
+	if err != nil {
+		return // the next tick tries again
+	}
+	for _, tok := range toks {
+		w.mu.Lock()
+		a, ok := w.running[tok.TaskID]
+		w.mu.Unlock()
+		if ok && a.task.Attempt == tok.Attempt {
+			continue
+		}
+		err := w.db.TaskFinishIfRunning(ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted, Next: dao.TaskQueued,
+			Error: "claimed by this worker but never started (the claim's reply was lost)"})
+		w.cfg.Log.Warn().Err(err).Int64("task_instance", tok.TaskID).Int("attempt", tok.Attempt).
+			Msg("handed back a task claimed for this worker that it never started")
+	}
 }
 
 func (w *Worker) claim(ctx context.Context) {

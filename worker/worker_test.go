@@ -215,3 +215,34 @@ tasks:
 		t.Fatalf("attempts = %v", got)
 	}
 }
+
+// TestClaimWhoseReplyWasLostIsHandedBack: the database committed a claim for this worker but
+// the worker never heard (a restart mid-statement). The worker finds the task running under its
+// name, hands it back, and the task runs.
+func TestClaimWhoseReplyWasLostIsHandedBack(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	b := &testBundle{db: db, ctx: context.Background()}
+	id := b.submit(t, "name: lost-reply\ntasks:\n  - {name: t, type: noop}\n")
+	m := master.New(master.Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
+	mctx, stopMaster := context.WithCancel(context.Background())
+	defer stopMaster()
+	go m.Run(mctx)
+	deadline := time.Now().Add(20 * time.Second)
+	var claimed []dao.TaskInstance
+	for len(claimed) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the master never queued the task")
+		}
+		var err error
+		if claimed, err = db.TaskClaim(b.ctx, "w1", []string{"default"}, 1); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.startWorker(t, "w1", time.Second)
+	_, tasks := b.waitDone(t, id)
+	if got := strings.Join(b.attempts(t, tasks["t"].ID), ","); got != "interrupted,succeeded" {
+		t.Fatalf("attempts = %s, want the lost claim handed back, then a run", got)
+	}
+}
