@@ -270,3 +270,51 @@ func TestSweepFindsLostOwnersAndFinishesFencedMarkers(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+func TestFinishedMarkersPastRetentionAreRemoved(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	other := b.dial(t)
+	oreg, err := other.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:8_8", Role: registry.RoleMaster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	oel, err := oreg.Elect(b.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []struct {
+		id  string
+		age time.Duration
+	}{{"127.0.0.1:6_1", 2 * time.Hour}, {"127.0.0.1:6_2", time.Minute}} {
+		rec := registry.FenceRecord{ID: m.id, Role: registry.RoleWorker, FencedAt: time.Now().Add(-m.age),
+			Phase: registry.PhaseFenced, Leader: "127.0.0.1:8_8"}
+		if err := other.Fence(b.ctx, oel.ZnodePath(), rec); err != nil {
+			t.Fatal(err)
+		}
+		finished := time.Now().Add(-m.age)
+		rec.Phase, rec.FinishedAt = registry.PhaseFinished, &finished
+		if err := other.FinishMarker(b.ctx, oel.ZnodePath(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.clock.Advance(time.Hour) // the sweep interval of setupCoordinator
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, oldFound, err1 := other.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:6_1")
+		_, newFound, err2 := other.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:6_2")
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !newFound {
+			t.Fatal("a marker younger than the retention was removed")
+		}
+		if !oldFound {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the marker past retention was not removed by the sweep")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
