@@ -132,7 +132,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 			LogLimit: cfg.Worker.LogLimit, Log: n.log}, n.db, n.guard,
-			executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: cfg.Worker.KillGrace}})
+			executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: cfg.Worker.KillGrace,
+				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())}})
 		running = w.Running
 		go func() { runDone <- w.Run(runCtx) }()
 	}

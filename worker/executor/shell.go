@@ -23,6 +23,9 @@ type Shell struct {
 	KillGrace time.Duration
 	// BaseEnv is the environment every task starts from; nil means the worker's own.
 	BaseEnv []string
+	// ParentStopLimit is how long the worker may be stopped (SIGSTOP) before the supervisor
+	// kills the task itself: the session timeout. Zero disables it.
+	ParentStopLimit time.Duration
 }
 
 // Run implements Executor.
@@ -32,7 +35,8 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		env = os.Environ()
 	}
 	out := &lastLine{w: log}
-	cmd := exec.Command(s.Self, SuperviseArg, "--grace", s.KillGrace.String(), t.Spec.Command)
+	cmd := exec.Command(s.Self, SuperviseArg, "--grace", s.KillGrace.String(),
+		"--parent-stop-limit", s.ParentStopLimit.String(), t.Spec.Command)
 	cmd.Env = append(append([]string{}, env...), t.Env()...)
 	cmd.Dir = t.Spec.Workdir
 	cmd.Stdout, cmd.Stderr = out, log

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	}
 	if cmd := os.Getenv("ZKSCHED_TEST_FAKE_WORKER"); cmd != "" {
 		self, _ := os.Executable()
-		Shell{Self: self, KillGrace: time.Second}.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
+		Shell{Self: self, KillGrace: time.Second, ParentStopLimit: time.Second}.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -150,6 +150,45 @@ func TestTaskDiesWithItsWorker(t *testing.T) {
 		return size(out) == s
 	})
 	t.Logf("task stopped growing its file %v after the worker was killed", time.Since(killedAt))
+}
+
+// TestTaskDiesWithAFrozenWorker stops a stand-in worker with SIGSTOP: once it has been stopped
+// for its parent-stop limit (1 s), its task is killed, though the worker itself cannot act.
+func TestTaskDiesWithAFrozenWorker(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "ticks")
+	self, _ := os.Executable()
+	w := exec.Command(self)
+	w.Env = append(os.Environ(), "ZKSCHED_TEST_FAKE_WORKER=bash -c 'while true; do echo tick >> "+out+"; sleep 0.05; done'; true")
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = w.Process.Signal(syscall.SIGCONT)
+		_ = w.Process.Kill()
+		_ = w.Wait()
+	}()
+	waitFor(t, func() bool { return size(out) > 0 })
+	if err := w.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	waitFor(t, func() bool {
+		s := size(out)
+		time.Sleep(300 * time.Millisecond)
+		return size(out) == s
+	})
+	fi, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The supervisor notices the stop within its 100 ms tick and the task wrote every 50 ms,
+	// so its last write is at least 0.9 s after the stop if the limit was honoured.
+	ran := fi.ModTime().Sub(stoppedAt)
+	if ran < 900*time.Millisecond {
+		t.Fatalf("the task stopped %v after the worker was frozen, before the 1s limit", ran)
+	}
+	t.Logf("task killed %v after its worker was stopped (limit 1s)", ran)
 }
 
 func size(path string) int64 {

@@ -1,12 +1,14 @@
 package executor
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -23,7 +25,11 @@ const SuperviseArg = "__zksched_supervise"
 //     SIGKILL after the grace;
 //   - the worker gone (the parent-death SIGTERM, or its parent pid changing — checked every
 //     100 ms in case the signal was missed): SIGKILL to the group at once;
-//   - bash exited: SIGKILL to whatever it left running in the group.
+//   - bash exited: SIGKILL to whatever it left running in the group;
+//   - the worker stopped (SIGSTOP: state T) for --parent-stop-limit: SIGKILL to the group. A
+//     worker frozen that long has stopped talking to ZooKeeper for its session timeout, so
+//     the leader may fail its tasks over; its own watchdog cannot stop them while it is
+//     frozen, so the supervisor does.
 //
 // A parent-death signal on bash itself would not be enough: it reaches bash only, and a
 // grandchild such as a Python script it started would go on with its side effects after the
@@ -31,6 +37,7 @@ const SuperviseArg = "__zksched_supervise"
 func SuperviseMain(args []string) int {
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
 	grace := fs.Duration("grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task's process group")
+	stopLimit := fs.Duration("parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] COMMAND")
 		return 2
@@ -57,6 +64,8 @@ func SuperviseMain(args []string) int {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	var hardKill <-chan time.Time
+	var stoppedSince time.Time
+	frozenKill := false
 	for {
 		select {
 		case err := <-done:
@@ -78,9 +87,33 @@ func SuperviseMain(args []string) int {
 		case <-tick.C:
 			if os.Getppid() != parent {
 				killGroup(syscall.SIGKILL)
+				continue
+			}
+			if *stopLimit > 0 && processStopped(parent) {
+				if stoppedSince.IsZero() {
+					stoppedSince = time.Now()
+				}
+				if time.Since(stoppedSince) >= *stopLimit && !frozenKill {
+					frozenKill = true
+					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's process group\n", *stopLimit)
+					killGroup(syscall.SIGKILL)
+				}
+			} else {
+				stoppedSince = time.Time{}
 			}
 		}
 	}
+}
+
+// processStopped reports whether pid is stopped by a signal (state T in /proc/pid/stat).
+func processStopped(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which is in parentheses and may contain spaces.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
 func exitStatus(err error) int {
