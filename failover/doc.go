@@ -75,8 +75,11 @@
 // them failover.delay after it sees the expiry, which is later still. A late write from the old
 // run carries the old token and changes nothing.
 //
-// The exception is a node whose own process was frozen (SIGSTOP, a VM pause of that process
-// alone) past the deadline: its tasks, in their own process groups, may go on and overlap the
-// new run until the node wakes; its watchdog then stops them at once, and whatever they try to
-// commit is refused by the token.
+// The exception is a node whose own process was frozen past the deadline: its watchdog cannot
+// run, and its tasks live in process groups of their own. For a worker stopped by a signal
+// (SIGSTOP, a debugger), each task's supervisor sees its parent in state T and kills the task
+// once that has lasted the session timeout, so there is no overlap. For a freeze the
+// supervisors cannot see (the process descheduled without being stopped), the tasks may go on
+// and overlap the new run until the worker wakes; its watchdog then stops them at once, and
+// whatever they try to commit is refused by the token.
 package failover
