@@ -39,6 +39,7 @@ func commands() []command {
 		{"migrate", "[--config FILE]", "apply the database migrations (idempotent; safe to run concurrently)", runMigrate},
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
+		{"bench", "burn-down|latency|dag [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--json]", "measure throughput and latency on a scratch schema, with nodes in process", runBench},
 		{"version", "", "print the version", runVersion},
 	}
 }

@@ -1,0 +1,201 @@
+// Package bench measures zksched: how fast a cluster works down a backlog (burn-down), how
+// long a workflow waits at a steady submit rate (latency), and how long a fan-out/fan-in DAG
+// takes above its tasks' own time (dag). Each run gets a PostgreSQL schema of its own, dropped
+// at the end, and by default runs its master and workers in process: the figures are those of
+// zksched's scheduling path, the same code the nodes run, without ZooKeeper in the loop (which
+// only decides membership, never the path of a task).
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/worker"
+	"github.com/zksched/zksched/worker/executor"
+	"github.com/zksched/zksched/workflow"
+)
+
+// Options configure a run.
+type Options struct {
+	// Mode is burn-down, latency or dag.
+	Mode string
+	// N is the number of workflows (burn-down, dag).
+	N int
+	// Rate is the submit rate in workflows per second (latency), for Duration.
+	Rate     float64
+	Duration time.Duration
+	// Masters, Workers and Slots size the in-process cluster.
+	Masters, Workers, Slots int
+	// DSN is the database; the run makes a schema of its own in it.
+	DSN string
+	// Progress receives a line every 2 s; Log the nodes' logs (usually discarded).
+	Progress io.Writer
+	Log      zerolog.Logger
+}
+
+// Summary is the result of a run, printed as JSON with --json.
+type Summary struct {
+	Mode        string            `json:"mode"`
+	Tasks       int               `json:"tasks"`
+	Workflows   int               `json:"workflows"`
+	Seconds     float64           `json:"seconds"`
+	TasksPerSec float64           `json:"tasks_per_sec"`
+	P50ms       float64           `json:"p50_ms"`
+	P95ms       float64           `json:"p95_ms"`
+	P99ms       float64           `json:"p99_ms"`
+	Latency     *dao.LatencyStats `json:"latency"`
+	Masters     int               `json:"masters"`
+	Workers     int               `json:"workers"`
+	Slots       int               `json:"slots"`
+}
+
+// openGate lets the in-process nodes work: there is no ZooKeeper membership to lose.
+type openGate struct{}
+
+func (openGate) Active() bool             { return true }
+func (openGate) Changed() <-chan struct{} { return nil }
+
+// Run runs one benchmark.
+func Run(ctx context.Context, o Options) (*Summary, error) {
+	db, drop, err := scratch(ctx, o.DSN, o.Log)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	switch o.Mode {
+	case "burn-down":
+		return burnDown(ctx, db, o)
+	case "latency":
+		return latency(ctx, db, o)
+	case "dag":
+		return dag(ctx, db, o)
+	}
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency or dag)", o.Mode)
+}
+
+// scratch makes a migrated schema of the run's own and returns a function that drops it.
+func scratch(ctx context.Context, dsn string, log zerolog.Logger) (*dao.DB, func(), error) {
+	admin, err := dao.Open(ctx, dsn, 2, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	schema := "bench_" + hex.EncodeToString(b)
+	if _, err := admin.SQL().ExecContext(ctx, "CREATE SCHEMA "+schema); err != nil {
+		admin.Close()
+		return nil, nil, fmt.Errorf("create schema: %w", err)
+	}
+	drop := func() {
+		_, _ = admin.SQL().Exec("DROP SCHEMA " + schema + " CASCADE")
+		admin.Close()
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		drop()
+		return nil, nil, fmt.Errorf("bench needs a postgres:// URL DSN")
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	db, err := dao.Open(ctx, u.String(), 40, log)
+	if err != nil {
+		drop()
+		return nil, nil, err
+	}
+	if _, err := db.Migrate(ctx); err != nil {
+		db.Close()
+		drop()
+		return nil, nil, err
+	}
+	return db, func() { db.Close(); drop() }, nil
+}
+
+// cluster runs masters and workers in process until stop is called.
+func cluster(db *dao.DB, o Options) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, o.Masters+o.Workers)
+	for i := range o.Masters {
+		m := master.New(master.Config{ID: fmt.Sprintf("bench-master-%d", i), PollInterval: time.Second, Log: o.Log}, db, openGate{})
+		go func() { m.Run(ctx); done <- struct{}{} }()
+	}
+	self, _ := os.Executable()
+	for i := range o.Workers {
+		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
+			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log},
+			db, openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
+		go func() { w.Run(ctx); done <- struct{}{} }()
+	}
+	return func() {
+		cancel()
+		for range o.Masters + o.Workers {
+			<-done
+		}
+	}
+}
+
+// define stores a workflow definition and returns its version.
+func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return 0, err
+	}
+	var v int
+	err = db.Tx(ctx, func(q *dao.Queries) error {
+		v, err = q.DefinitionEnsure(ctx, spec.Name, raw)
+		return err
+	})
+	return v, err
+}
+
+// waitFinished waits until want workflows created since start have finished, printing
+// progress every 2 s.
+func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, want int) error {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	lastPrint, lastN := time.Now(), 0
+	for {
+		n, err := db.WorkflowCountFinished(ctx, start.Add(-time.Second))
+		if err != nil {
+			return err
+		}
+		if now := time.Now(); now.Sub(lastPrint) >= 2*time.Second && o.Progress != nil {
+			fmt.Fprintf(o.Progress, "%6.1fs  %d/%d workflows finished  (%.0f/s over the last %.1fs)\n",
+				now.Sub(start).Seconds(), n, want, float64(n-lastN)/now.Sub(lastPrint).Seconds(), now.Sub(lastPrint).Seconds())
+			lastPrint, lastN = now, n
+		}
+		if n >= want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func summarize(ctx context.Context, db *dao.DB, o Options, start time.Time, took time.Duration, workflows, tasks int) (*Summary, error) {
+	st, err := db.WorkflowLatency(ctx, start.Add(-time.Second))
+	if err != nil {
+		return nil, err
+	}
+	s := &Summary{Mode: o.Mode, Tasks: tasks, Workflows: workflows, Seconds: took.Seconds(),
+		TasksPerSec: float64(tasks) / took.Seconds(), Latency: st, Masters: o.Masters, Workers: o.Workers, Slots: o.Slots}
+	s.P50ms, s.P95ms, s.P99ms = st.Finish.P50, st.Finish.P95, st.Finish.P99
+	if o.Mode == "latency" {
+		s.P50ms, s.P95ms, s.P99ms = st.Start.P50, st.Start.P95, st.Start.P99
+	}
+	return s, nil
+}

@@ -1,0 +1,48 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/internal/testenv"
+	"github.com/zksched/zksched/worker/executor"
+)
+
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == executor.SuperviseArg {
+		os.Exit(executor.SuperviseMain(os.Args[2:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestModesRun keeps the benchmark working: each mode on a small load finishes every workflow
+// and reports consistent figures. It asserts no speed.
+func TestModesRun(t *testing.T) {
+	t.Parallel()
+	for _, o := range []Options{
+		{Mode: "burn-down", N: 200},
+		{Mode: "latency", Rate: 50, Duration: time.Second},
+		{Mode: "dag", N: 2},
+	} {
+		t.Run(o.Mode, func(t *testing.T) {
+			t.Parallel()
+			o.Masters, o.Workers, o.Slots, o.DSN, o.Log = 1, 2, 8, testenv.BaseDSN(), zerolog.Nop()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			s, err := Run(ctx, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Workflows == 0 || s.Tasks < s.Workflows || s.Seconds <= 0 || s.TasksPerSec <= 0 {
+				t.Fatalf("summary = %+v", s)
+			}
+			if s.Latency.Finish.P50 <= 0 || s.Latency.Finish.P99 < s.Latency.Finish.P50 || s.Latency.Start.P50 > s.Latency.Finish.P50 {
+				t.Fatalf("latency = %+v", s.Latency)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
+)
+
+// burnDown inserts N single-task noop workflows first, then starts the cluster and measures
+// until every workflow (task and instance) has finished.
+func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
+	spec := &workflow.Spec{Name: "bench-noop", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
+	v, err := define(ctx, db, spec)
+	if err != nil {
+		return nil, err
+	}
+	loadStart := time.Now()
+	for left := o.N; left > 0; left -= 10_000 {
+		if err := db.WorkflowCreateMany(ctx, spec.Name, v, nil, min(left, 10_000)); err != nil {
+			return nil, err
+		}
+	}
+	if o.Progress != nil {
+		fmt.Fprintf(o.Progress, "inserted %d workflows in %v; starting %d master(s) and %d worker(s) with %d slots\n",
+			o.N, time.Since(loadStart).Round(time.Millisecond), o.Masters, o.Workers, o.Slots)
+	}
+	start := time.Now()
+	stop := cluster(db, o)
+	defer stop()
+	if err := waitFinished(ctx, db, o, loadStart, o.N); err != nil {
+		return nil, err
+	}
+	return summarize(ctx, db, o, loadStart, time.Since(start), o.N, o.N)
+}
+
+// latency submits single-task workflows at a steady rate to a running cluster and measures
+// submit → task start and submit → finish.
+func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
+	spec := &workflow.Spec{Name: "bench-latency", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
+	v, err := define(ctx, db, spec)
+	if err != nil {
+		return nil, err
+	}
+	stop := cluster(db, o)
+	defer stop()
+	time.Sleep(500 * time.Millisecond) // let the nodes start listening
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / o.Rate)
+	n := 0
+	for next := start; time.Since(start) < o.Duration; next = next.Add(interval) {
+		time.Sleep(time.Until(next))
+		err := db.Tx(ctx, func(q *dao.Queries) error {
+			_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		n++
+	}
+	if err := waitFinished(ctx, db, o, start, n); err != nil {
+		return nil, err
+	}
+	return summarize(ctx, db, o, start, time.Since(start), n, n)
+}
+
+// dag runs N fan-out/fan-in workflows (1 → 50 → 1 noop tasks) one after another and measures
+// each workflow's time from submit to finish: the cost of DAG advancement, since noop tasks
+// take no time of their own.
+func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
+	spec := &workflow.Spec{Name: "bench-dag"}
+	spec.Tasks = append(spec.Tasks, workflow.Task{Name: "in", Type: "noop", Group: workflow.DefaultGroup})
+	var mids []string
+	for i := range 50 {
+		name := fmt.Sprintf("mid-%02d", i)
+		mids = append(mids, name)
+		spec.Tasks = append(spec.Tasks, workflow.Task{Name: name, Type: "noop", Group: workflow.DefaultGroup, DependsOn: []string{"in"}})
+	}
+	spec.Tasks = append(spec.Tasks, workflow.Task{Name: "out", Type: "noop", Group: workflow.DefaultGroup, DependsOn: mids})
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := define(ctx, db, spec)
+	if err != nil {
+		return nil, err
+	}
+	stop := cluster(db, o)
+	defer stop()
+	time.Sleep(500 * time.Millisecond)
+	start := time.Now()
+	for i := range o.N {
+		err := db.Tx(ctx, func(q *dao.Queries) error {
+			_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := waitFinished(ctx, db, Options{}, start, i+1); err != nil {
+			return nil, err
+		}
+	}
+	return summarize(ctx, db, o, start, time.Since(start), o.N, o.N*52)
+}
