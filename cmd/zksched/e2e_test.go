@@ -231,3 +231,31 @@ func TestStartsBeforeItsServers(t *testing.T) {
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
 	}
 }
+
+// TestBadInputIsRejectedClearly: a bad workflow file stores nothing, and a bad setting stops a
+// node at start with a message naming the key.
+func TestBadInputIsRejectedClearly(t *testing.T) {
+	t.Parallel()
+	e := setupE2E(t, nil, "")
+	for name, tc := range map[string]struct {
+		body, want string
+	}{
+		"cycle":        {"name: c\ntasks:\n  - {name: a, type: noop, depends-on: [b]}\n  - {name: b, type: noop, depends-on: [a]}\n", "dependency cycle: a -> b -> a"},
+		"unknown type": {"name: u\ntasks:\n  - {name: a, type: python}\n", `unknown type "python"`},
+		"malformed":    {"name: m\ntasks: [\n", "line"},
+		"empty":        {"name: e\ntasks: []\n", "no tasks"},
+	} {
+		out, code := e.Run("submit", e.file(t, name+".yaml", tc.body))
+		if code == 0 || !strings.Contains(out, tc.want) || !strings.Contains(out, "nothing stored") {
+			t.Errorf("submit %s: exit %d, output %q; want a failure saying %q and nothing stored", name, code, out, tc.want)
+		}
+	}
+	var n int
+	if err := e.db.SQL().Get(&n, "SELECT count(*) FROM workflow_definition"); err != nil || n != 0 {
+		t.Fatalf("definitions stored after rejected submits: %d, %v", n, err)
+	}
+	p := e.Start("bad-config", []string{"ZKSCHED_REGISTRY_SESSION_TIMEOUT=10x"}, "worker")
+	if code := p.Wait(t, 10*time.Second); code != 2 || !strings.Contains(p.Log(), "registry.session-timeout") {
+		t.Fatalf("worker with a bad duration: exit %d, log %q; want exit 2 naming the key", code, p.Log())
+	}
+}
