@@ -1,10 +1,15 @@
 // Package testcluster runs real zksched processes for end-to-end and fault tests: the binary
 // is built once per test binary, each node is a child process with its own log file, and the
 // cluster shares the test's own ZooKeeper root and PostgreSQL schema.
+//
+// The binary is built with -race and the faultinject build tag, so a test can make a master
+// crash at a chosen step of a failover (ZKSCHED_TEST_FAULT); without that variable the hook
+// does nothing.
 package testcluster
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -36,7 +41,7 @@ func Binary(t testing.TB) string {
 		binPath = filepath.Join(dir, "zksched")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-race", "-o", binPath, "./cmd/zksched")
+		cmd := exec.Command("go", "build", "-race", "-tags", "faultinject", "-o", binPath, "./cmd/zksched")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -71,6 +76,9 @@ func New(t testing.TB, zkServers []string, root, dsn string, extraEnv ...string)
 		"ZKSCHED_DB_DSN=" + dsn,
 		"ZKSCHED_NODE_HOST=127.0.0.1",
 		"ZKSCHED_LOG_LEVEL=debug",
+		// The binary is built with -race, whose runtime sleeps 1 s at every exit by default:
+		// every task supervisor would end 1 s after its task, and every result come 1 s late.
+		"GORACE=atexit_sleep_ms=0 halt_on_error=1",
 	}, extraEnv...)
 	t.Cleanup(c.stopAll)
 	return c
@@ -81,12 +89,18 @@ type Proc struct {
 	Name    string
 	Cmd     *exec.Cmd
 	LogPath string
-	done    chan struct{}
-	err     error
+	// Port is a node's HTTP port, part of its identity; 0 for other commands.
+	Port int
+
+	done     chan struct{}
+	err      error
+	exitedAt time.Time
 }
 
 // Start runs `zksched args…` with the cluster's environment plus env; its output goes to a
-// log file named after name, printed if the test fails.
+// log file named after name, printed if the test fails. Where env repeats a variable of the
+// cluster's, env wins (exec.Cmd keeps the last value), so one node can be pointed at a proxy
+// of its own.
 func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 	c.t.Helper()
 	logPath := filepath.Join(c.Dir, name+".log")
@@ -104,6 +118,7 @@ func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 	p := &Proc{Name: name, Cmd: cmd, LogPath: logPath, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
+		p.exitedAt = time.Now()
 		f.Close()
 		close(p.done)
 	}()
@@ -115,12 +130,27 @@ func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 
 // Master starts a master on a free port.
 func (c *Cluster) Master(name string, env ...string) *Proc {
-	return c.Start(name, append([]string{fmt.Sprintf("ZKSCHED_MASTER_PORT=%d", FreePort(c.t))}, env...), "master")
+	return c.MasterOnPort(name, FreePort(c.t), env...)
+}
+
+// MasterOnPort starts a master on port.
+func (c *Cluster) MasterOnPort(name string, port int, env ...string) *Proc {
+	p := c.Start(name, append([]string{fmt.Sprintf("ZKSCHED_MASTER_PORT=%d", port)}, env...), "master")
+	p.Port = port
+	return p
 }
 
 // Worker starts a worker on a free port.
 func (c *Cluster) Worker(name string, env ...string) *Proc {
-	return c.Start(name, append([]string{fmt.Sprintf("ZKSCHED_WORKER_PORT=%d", FreePort(c.t))}, env...), "worker")
+	return c.WorkerOnPort(name, FreePort(c.t), env...)
+}
+
+// WorkerOnPort starts a worker on port, for instance the port of a worker that died, so that
+// the new process has the same host:port and a new identity.
+func (c *Cluster) WorkerOnPort(name string, port int, env ...string) *Proc {
+	p := c.Start(name, append([]string{fmt.Sprintf("ZKSCHED_WORKER_PORT=%d", port)}, env...), "worker")
+	p.Port = port
+	return p
 }
 
 // Run runs `zksched args…` to completion and returns its combined output and exit code.
@@ -146,6 +176,16 @@ func (p *Proc) Signal(sig syscall.Signal) error { return p.Cmd.Process.Signal(si
 // Exited is closed when the process has exited.
 func (p *Proc) Exited() <-chan struct{} { return p.done }
 
+// ExitedAt returns when the test saw the process exit; zero while it runs.
+func (p *Proc) ExitedAt() time.Time {
+	select {
+	case <-p.done:
+		return p.exitedAt
+	default:
+		return time.Time{}
+	}
+}
+
 // Wait waits up to d for the process to exit and returns its exit code (-1 if killed by a
 // signal); it fails the test on timeout.
 func (p *Proc) Wait(t testing.TB, d time.Duration) int {
@@ -158,10 +198,57 @@ func (p *Proc) Wait(t testing.TB, d time.Duration) int {
 	return p.Cmd.ProcessState.ExitCode()
 }
 
+// KilledBy returns the signal that ended the process, or 0 if it exited by itself or still
+// runs.
+func (p *Proc) KilledBy() syscall.Signal {
+	select {
+	case <-p.done:
+	default:
+		return 0
+	}
+	if ws, ok := p.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ws.Signal()
+	}
+	return 0
+}
+
 // Log returns what the process has written so far.
 func (p *Proc) Log() string {
 	b, _ := os.ReadFile(p.LogPath)
 	return string(b)
+}
+
+// WaitLog waits up to d for a line of the process's log that contains substr and returns it;
+// it fails the test on timeout. The process writes to a file and gives no other signal, so
+// this polls the file.
+func (p *Proc) WaitLog(t testing.TB, d time.Duration, substr string) string {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for line := range strings.SplitSeq(p.Log(), "\n") {
+			if strings.Contains(line, substr) {
+				return line
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not log %q within %v", p.Name, substr, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ID waits up to d for the node to log its identity (host:port_startMillis, in its
+// "starting" line) and returns it.
+func (p *Proc) ID(t testing.TB, d time.Duration) string {
+	t.Helper()
+	line := p.WaitLog(t, d, `"message":"starting"`)
+	var entry struct {
+		Node string `json:"node"`
+	}
+	if err := json.Unmarshal([]byte(line), &entry); err != nil || entry.Node == "" {
+		t.Fatalf("%s: no node identity in its starting line %q (%v)", p.Name, line, err)
+	}
+	return entry.Node
 }
 
 func (c *Cluster) stopAll() {

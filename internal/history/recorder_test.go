@@ -1,0 +1,117 @@
+package history
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTask starts the command of body the way a worker would: bash -c in a process group of its
+// own, with the worker's variables.
+func startTask(t *testing.T, rec *Recorder, body string, out *bytes.Buffer) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command("bash", "-c", rec.Command(body))
+	cmd.Env = append(append(os.Environ(), rec.Env()...),
+		"ZKSCHED_TASK_INSTANCE=7", "ZKSCHED_ATTEMPT=2", "ZKSCHED_WORKER=127.0.0.1:5679_1763802000123")
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+func runsOf(t *testing.T, rec *Recorder) []Run {
+	t.Helper()
+	runs, err := rec.Runs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runs
+}
+
+func TestCommandRecordsARun(t *testing.T) {
+	t.Parallel()
+	rec := New(t)
+	var out bytes.Buffer
+	before := time.Now()
+	cmd := startTask(t, rec, `sleep 0.5; echo "it's done"`, &out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("command: %v\n%s", err, out.String())
+	}
+	after := time.Now()
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if got, want := lines[len(lines)-1], "ran task 7 attempt 2 on 127.0.0.1:5679_1763802000123"; got != want {
+		t.Errorf("last line = %q, want %q (output %q)", got, want, out.String())
+	}
+	if !strings.Contains(out.String(), "it's done") {
+		t.Errorf("the body's output is missing: %q", out.String())
+	}
+	runs := runsOf(t, rec)
+	if len(runs) != 1 {
+		t.Fatalf("got %d runs, want 1: %+v", len(runs), runs)
+	}
+	r := runs[0]
+	if r.TaskID != 7 || r.Attempt != 2 || r.Worker != "127.0.0.1:5679_1763802000123" || !r.Started || !r.Ended {
+		t.Errorf("run = %+v, want task 7 attempt 2 on the worker, started and ended", r)
+	}
+	if r.Start.Before(before) || r.Last.After(after) || r.Span() < 500*time.Millisecond {
+		t.Errorf("run alive %v..%v (%v), want within the command's %v..%v and at least the body's 500ms",
+			r.Start, r.Last, r.Span(), before, after)
+	}
+	if r.Beats < 3 {
+		t.Errorf("%d beats in 500ms, want at least 3", r.Beats)
+	}
+}
+
+func TestCommandFailingBodyHasNoEnd(t *testing.T) {
+	t.Parallel()
+	rec := New(t)
+	var out bytes.Buffer
+	err := startTask(t, rec, "exit 3", &out).Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
+		t.Fatalf("command: %v, want exit status 3\n%s", err, out.String())
+	}
+	if strings.Contains(out.String(), "ran task") {
+		t.Errorf("a failed body printed a result: %q", out.String())
+	}
+	runs := runsOf(t, rec)
+	if len(runs) != 1 || !runs[0].Started || runs[0].Ended {
+		t.Fatalf("runs = %+v, want one started run without an end", runs)
+	}
+}
+
+func TestBeatsStopWithTheProcessGroup(t *testing.T) {
+	t.Parallel()
+	rec := New(t)
+	var out bytes.Buffer
+	cmd := startTask(t, rec, "sleep 30", &out)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if runs := runsOf(t, rec); len(runs) == 1 && runs[0].Beats >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatalf("no beats within 10s: %+v\n%s", runsOf(t, rec), out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	killed := time.Now()
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// Beats that went on would show within a few of their 100 ms periods; absence has no
+	// signal to wait for.
+	time.Sleep(600 * time.Millisecond)
+	runs := runsOf(t, rec)
+	if len(runs) != 1 || runs[0].Ended || runs[0].Last.After(killed) {
+		t.Fatalf("runs = %+v, want one run without an end, silent since the kill at %v", runs, killed)
+	}
+}
