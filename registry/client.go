@@ -393,8 +393,14 @@ func (c *Client) supervise() {
 		st := c.Status()
 		c.logChange(seen, st)
 		seen = st
-		if c.sessionRefused() {
-			c.replaceConn()
+		switch {
+		case c.sessionRefused():
+			c.replaceConn("zookeeper servers keep dropping the session handshake; trying a fresh session (go-zookeeper issue #36)")
+		case st.State == Expired:
+			// go-zookeeper would open the new session itself, but only after a 1 s pause
+			// (its pacing between rounds of servers). A node back from a cut learns whether
+			// it was fenced only once it has a session: open one now.
+			c.replaceConn("zookeeper session expired; opening a new one at once")
 		}
 	}
 }
@@ -428,16 +434,15 @@ func (c *Client) sessionRefused() bool {
 	return !c.closed && c.status.State != Connected && c.rejects >= 3 && time.Since(c.rejectSince) >= c.timeout
 }
 
-// replaceConn opens a fresh connection (no session id, no last zxid) beside the stuck one. If a
-// server gives it a session, the servers are serving but refuse ours: the fresh connection
-// replaces the old one, reported as an expiry. If not, the ensemble itself is not serving (no
-// quorum, a black hole), the old session may well be alive, and nothing changes.
-func (c *Client) replaceConn() {
+// replaceConn opens a fresh connection (no session id, no last zxid) beside the stuck or expired
+// one. If a server gives it a session, the fresh connection replaces the old one, reported as an
+// expiry: the servers refuse our session (issue #36), or said it expired. If not, the ensemble
+// itself is not serving (no quorum, a black hole), and nothing changes.
+func (c *Client) replaceConn(why string) {
 	c.mu.Lock()
 	old, oldInfo, timeout := c.conn, c.cur, c.timeout
 	c.mu.Unlock()
-	c.log.Warn().Str("session", sessionHex(c.Status().SessionID)).
-		Msg("zookeeper servers keep dropping the session handshake; trying a fresh session (go-zookeeper issue #36)")
+	c.log.Warn().Str("session", sessionHex(c.Status().SessionID)).Msg(why)
 
 	info := newConnInfo(timeout)
 	cand, err := c.open(info)
@@ -476,7 +481,7 @@ func (c *Client) replaceConn() {
 	c.mu.Unlock()
 	c.closeConn(old)
 	c.log.Warn().Str("session", sessionHex(sid)).Str("previous_session", sessionHex(lost)).
-		Msg("zookeeper session refused by the servers; replaced with a fresh one and treated as expired")
+		Msg("replaced the zookeeper session with a fresh one; the old one is treated as expired")
 }
 
 func (c *Client) resetRejects() {

@@ -96,11 +96,15 @@ func TestDisconnectedLeaderIsNotLeader(t *testing.T) {
 	other := b.dial(t, b.config())
 	eo := elect(t, register(t, other, RoleMaster, "2"))
 
+	// Drop the connection and hold the link down a moment: the client reconnects at once
+	// (hostprovider.go), so an open link would make the disconnected spell too short to see.
+	p.Cut()
 	p.Reset()
 	waitLeader(t, e, 5*time.Second, false)
 	if st := c.Status(); st.State == Connected {
 		t.Errorf("not leader while connected: %+v", st)
 	}
+	p.Heal()
 	waitLeader(t, e, 10*time.Second, true)
 	if e.ZnodePath() != znode || c.Status().SessionID != sid {
 		t.Fatalf("leader again with znode %q session %#x; want the same %q %#x", e.ZnodePath(), c.Status().SessionID, znode, sid)
