@@ -73,7 +73,8 @@ echo "== the registry in ZooKeeper (zksched zk tree)"
 cat <<MSG
 
 zksched is running:
-  master HTTP     http://127.0.0.1:5678/  (/healthz)
+  web UI          http://127.0.0.1:5678/          (task instances, workflows with their DAG, cluster)
+  HTTP API        http://127.0.0.1:5678/api/v1/   (JSON; /metrics, /healthz, /readyz beside it)
   the registry    $bin zk tree    |  $bin zk nodes
   node logs       $qs/{master,worker-1,worker-2}.log
   submit more     $bin submit --wait examples/demo.yaml

@@ -1,6 +1,11 @@
 package conf
 
-import "time"
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
 
 // Values of [Registry.OnLost].
 const (
@@ -32,10 +37,21 @@ type Config struct {
 	Node Node `yaml:"node"`
 	// Master configures the master role.
 	Master Master `yaml:"master"`
+	// API configures the HTTP API and web UI that masters serve.
+	API API `yaml:"api"`
 	// Worker configures the worker role.
 	Worker Worker `yaml:"worker"`
 	// Failover configures the leader's failover of lost nodes.
 	Failover Failover `yaml:"failover"`
+	// LLM configures the model providers of llm and agent tasks.
+	LLM LLM `yaml:"llm"`
+	// Pools are the global concurrency limits of task pools: pool name → how many of its
+	// task instances may run at once across all workers. Empty by default. The masters store
+	// them in PostgreSQL at start (the last master to start wins, so give every master the
+	// same pools) and workers claim a pool's task only while the pool has room; a full pool
+	// leaves its tasks queued. A pool no config names has no limit, and `zksched submit`
+	// refuses a workflow whose tasks name one, as it is most likely a typo. 1..100000 each.
+	Pools map[string]int `yaml:"pools"`
 	// Log configures the process's logs.
 	Log Log `yaml:"log"`
 }
@@ -101,6 +117,41 @@ type Master struct {
 	// when a notification is lost (listener reconnecting), at the cost of one query per
 	// interval.
 	PollInterval time.Duration `yaml:"poll-interval"`
+
+	// MisfireThreshold is how late a master may make a schedule's fire and still count it
+	// as on time. Defaults to 1 m. An older fire was missed — no master could fire it, as
+	// during a cluster-wide stop — and follows its schedule's misfire policy (skip, run-once,
+	// run-all). Keep it above the time a master takes to fail over or restart, so that a
+	// restart does not turn one late fire into a misfire.
+	MisfireThreshold time.Duration `yaml:"misfire-threshold"`
+}
+
+// API configures the HTTP API and the web UI every master serves on master.port.
+type API struct {
+	// Token, when set, is required by every API call (Authorization: Bearer <token>) and by
+	// every page of the web UI, whose login form sets a session cookie. Empty by default:
+	// then anyone who reaches master.port may read everything and kill or rerun tasks, so
+	// bind the masters to a private network or set a token. At least 16 characters. Prefer
+	// TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the config file.
+	Token string `yaml:"token"`
+
+	// TokenFile is a file whose content, surrounding whitespace trimmed, is the token. Empty
+	// by default. Set Token or TokenFile, not both. It is read when the master starts:
+	// restart the masters to change the token (which also ends every UI session).
+	TokenFile string `yaml:"token-file"`
+}
+
+// ResolveToken returns the API token: Token, or the content of TokenFile; "" when neither is
+// set (no authentication).
+func (a API) ResolveToken() (string, error) {
+	if a.TokenFile == "" {
+		return a.Token, nil
+	}
+	b, err := os.ReadFile(a.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // Worker configures the worker role.
@@ -163,6 +214,78 @@ type Failover struct {
 	SweepInterval time.Duration `yaml:"sweep-interval"`
 }
 
+// Values of [Provider.Type].
+const (
+	// ProviderOpenAI is any server that speaks OpenAI's chat completions API: OpenAI itself,
+	// or a local or hosted compatible server reached through [Provider.BaseURL].
+	ProviderOpenAI = "openai"
+	// ProviderOllama is an Ollama server.
+	ProviderOllama = "ollama"
+	// ProviderAnthropic is Anthropic's messages API.
+	ProviderAnthropic = "anthropic"
+	// ProviderOffline is zksched's built-in offline provider: it calls no model, and answers
+	// each prompt with a short deterministic text derived from the prompt's words (its most
+	// frequent terms and a digest). It is for the demo, tests, and trying workflows without a
+	// model server; its answers say that they are offline.
+	ProviderOffline = "offline"
+)
+
+// LLM configures the model providers that llm and agent tasks name.
+type LLM struct {
+	// Providers are the model providers by name; a task's provider field names one. Defaults
+	// to one provider, "demo", of type offline, which the demo workflow uses: point it at a
+	// real model by setting its keys, for example ZKSCHED_LLM_PROVIDERS_DEMO_TYPE=openai,
+	// ZKSCHED_LLM_PROVIDERS_DEMO_MODEL=gpt-4o-mini and
+	// ZKSCHED_LLM_PROVIDERS_DEMO_API_KEY_ENV=OPENAI_API_KEY. Names are letters, digits, '_',
+	// '.' and '-'; in environment variables they are upper-cased with '-' and '.' turned
+	// into '_'.
+	Providers map[string]Provider `yaml:"providers"`
+}
+
+// Provider is one model provider: where it is, which model, and how hard zksched may use it.
+// Rate limits here are per worker process; a global limit across workers is a pool (see
+// [Config.Pools]).
+type Provider struct {
+	// Type is [ProviderOpenAI], [ProviderOllama], [ProviderAnthropic] or [ProviderOffline].
+	Type string `yaml:"type"`
+
+	// BaseURL is the API's base URL. Empty means the provider's own service
+	// (https://api.openai.com/v1, https://api.anthropic.com/v1) or, for ollama, a local server
+	// at http://127.0.0.1:11434. For an OpenAI-compatible server, give the URL that
+	// /chat/completions is appended to, such as http://127.0.0.1:8000/v1.
+	BaseURL string `yaml:"base-url"`
+
+	// Model is the model name sent with each request, such as gpt-4o-mini or llama3.2.
+	// Required except for the offline type.
+	Model string `yaml:"model"`
+
+	// APIKeyEnv is the name of the environment variable that holds the API key, such as
+	// OPENAI_API_KEY. The key itself is never written in the config, and never logged. The
+	// worker reads the variable when it first uses the provider; a task that names the provider
+	// while the variable is unset fails with a message naming it. Required for anthropic;
+	// empty for an OpenAI-compatible server that needs no key; not used by ollama and offline.
+	APIKeyEnv string `yaml:"api-key-env"`
+
+	// Timeout bounds one request. 0 (the default) means 2 m. A request that times out is
+	// retried like a server error; the task's own timeout bounds all of its requests.
+	Timeout time.Duration `yaml:"timeout"`
+
+	// RequestsPerMinute caps the requests one worker sends to the provider in any 60 s
+	// window, retries included; a request over the cap waits. 0 (the default) means no cap.
+	RequestsPerMinute int `yaml:"requests-per-minute"`
+
+	// MaxConcurrent caps the requests one worker has in flight to the provider at once; a
+	// request over the cap waits. 0 (the default) means no cap.
+	MaxConcurrent int `yaml:"max-concurrent"`
+
+	// MaxAttempts is how many times one model call is tried when it fails with a rate limit
+	// (HTTP 429), a server error (5xx), a timeout or a network error, with exponential
+	// backoff and jitter between tries (honouring Retry-After) and never past the task's
+	// timeout. 0 (the default) means 5; 1 means no retries. A bad request or an
+	// authentication error is never retried. 0..100.
+	MaxAttempts int `yaml:"max-attempts"`
+}
+
 // Log configures the process's logs.
 type Log struct {
 	// Level is the lowest level logged: trace, debug, info, warn or error. Defaults to
@@ -189,8 +312,9 @@ func Defaults() Config {
 			MaxConns: 20,
 		},
 		Master: Master{
-			Port:         5678,
-			PollInterval: time.Second,
+			Port:             5678,
+			PollInterval:     time.Second,
+			MisfireThreshold: time.Minute,
 		},
 		Worker: Worker{
 			Port:            5679,
@@ -205,6 +329,9 @@ func Defaults() Config {
 			Delay:           5 * time.Second,
 			MarkerRetention: 168 * time.Hour,
 			SweepInterval:   30 * time.Second,
+		},
+		LLM: LLM{
+			Providers: map[string]Provider{"demo": {Type: ProviderOffline}},
 		},
 		Log: Log{
 			Level:  "info",

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +17,10 @@ import (
 // failoverMargin is how much longer than worker.kill-grace failover.delay must be: time for
 // the cut-off worker's watchdog tick and for clock-rate drift between it and the leader.
 const failoverMargin = time.Second
+
+// minTokenLen is the shortest API token accepted: long enough that guessing it over HTTP is
+// hopeless.
+const minTokenLen = 16
 
 // groupName is the form of a worker group name.
 var groupName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
@@ -47,6 +52,24 @@ func (c *Config) Validate() error {
 
 	v.port("master.port", c.Master.Port)
 	v.positive("master.poll-interval", c.Master.PollInterval)
+	v.positive("master.misfire-threshold", c.Master.MisfireThreshold)
+
+	switch a := c.API; {
+	case a.Token != "" && a.TokenFile != "":
+		v.problem("api.token-file", "set api.token or api.token-file, not both")
+	case a.Token != "" || a.TokenFile != "":
+		key := "api.token"
+		if a.TokenFile != "" {
+			key = "api.token-file"
+		}
+		token, err := a.ResolveToken()
+		switch {
+		case err != nil:
+			v.problem(key, "%v", err)
+		case len(token) < minTokenLen:
+			v.problem(key, "the token is %d characters; use at least %d (for example: openssl rand -hex 24)", len(token), minTokenLen)
+		}
+	}
 
 	w := c.Worker
 	v.port("worker.port", w.Port)
@@ -81,10 +104,74 @@ func (c *Config) Validate() error {
 	v.positive("failover.marker-retention", f.MarkerRetention)
 	v.positive("failover.sweep-interval", f.SweepInterval)
 
+	for _, name := range sortedKeys(c.LLM.Providers) {
+		v.provider("llm.providers."+name, name, c.LLM.Providers[name])
+	}
+	for _, name := range sortedKeys(c.Pools) {
+		key := "pools." + name
+		if !groupName.MatchString(name) {
+			v.problem(key, "%q: a pool name is letters, digits, _, . and -", name)
+		}
+		v.intRange(key, c.Pools[name], 1, 100000)
+	}
+
 	v.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, LogFormatJSON, LogFormatConsole)
 
 	return errors.Join(v.errs...)
+}
+
+// envVarName is the form of an environment variable name, such as an API key's.
+var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// provider checks one entry of llm.providers; key is its dotted path.
+func (v *validation) provider(key, name string, p Provider) {
+	if !groupName.MatchString(name) {
+		v.problem(key, "%q: a provider name is letters, digits, _, . and -", name)
+	}
+	v.oneOf(key+".type", p.Type, ProviderOpenAI, ProviderOllama, ProviderAnthropic, ProviderOffline)
+	if p.BaseURL != "" {
+		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.problem(key+".base-url", "%q is not an http:// or https:// URL", p.BaseURL)
+		}
+	}
+	if p.APIKeyEnv != "" && !envVarName.MatchString(p.APIKeyEnv) {
+		v.problem(key+".api-key-env", "%q is not an environment variable name (it names the variable holding the key, "+
+			"never the key itself)", p.APIKeyEnv)
+	}
+	switch p.Type {
+	case ProviderOpenAI, ProviderOllama, ProviderAnthropic:
+		if p.Model == "" {
+			v.problem(key+".model", "required for a provider of type %s", p.Type)
+		}
+	}
+	switch p.Type {
+	case ProviderAnthropic:
+		if p.APIKeyEnv == "" {
+			v.problem(key+".api-key-env", "required for a provider of type anthropic: name the variable that holds the key, such as ANTHROPIC_API_KEY")
+		}
+	case ProviderOllama:
+		if p.APIKeyEnv != "" {
+			v.problem(key+".api-key-env", "an ollama server takes no API key; leave it empty")
+		}
+	case ProviderOffline:
+		if p.BaseURL != "" || p.APIKeyEnv != "" {
+			v.problem(key, "the offline provider calls no server: leave base-url and api-key-env empty")
+		}
+	}
+	v.nonNegative(key+".timeout", p.Timeout)
+	v.intRange(key+".requests-per-minute", p.RequestsPerMinute, 0, 1000000)
+	v.intRange(key+".max-concurrent", p.MaxConcurrent, 0, 100000)
+	v.intRange(key+".max-attempts", p.MaxAttempts, 0, 100)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // validation collects the problems Validate finds.

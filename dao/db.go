@@ -35,6 +35,7 @@ type DB struct {
 type channels struct {
 	master string // payload: a workflow instance id whose tasks changed, or "" for "look"
 	task   string // payload: a worker group with newly queued tasks
+	kill   string // payload: the id of a worker asked to kill one of its running tasks
 }
 
 // Queries runs zksched's statements on a pool or inside one transaction.
@@ -82,10 +83,11 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 		sdb.Close()
 		return nil, fmt.Errorf("read current schema: %w", err)
 	}
-	ch := channels{master: "zksched_master", task: "zksched_task"}
+	ch := channels{master: "zksched_master", task: "zksched_task", kill: "zksched_kill"}
 	if schema != "public" {
 		ch.master += "." + schema
 		ch.task += "." + schema
+		ch.kill += "." + schema
 	}
 	return &DB{Queries: &Queries{q: sdb, ch: ch}, db: sdb, dsn: dsn, channels: ch}, nil
 }
@@ -138,5 +140,6 @@ func IsUnavailable(err error) bool {
 		return pqErr.Code.Class() == "08" || pqErr.Code == "57P01" || pqErr.Code == "57P02" || pqErr.Code == "57P03"
 	}
 	return err != nil && !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, ErrTokenRefused) &&
-		!errors.Is(err, ErrNotOwner) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		!errors.Is(err, ErrNotOwner) && !errors.Is(err, ErrWorkflowFull) && !errors.Is(err, ErrNoSchedule) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

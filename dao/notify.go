@@ -30,6 +30,10 @@ func (db *DB) ListenMaster(log zerolog.Logger) *Listener { return db.listen(db.c
 // ListenTasks listens for newly queued tasks (payload: the worker group).
 func (db *DB) ListenTasks(log zerolog.Logger) *Listener { return db.listen(db.channels.task, log) }
 
+// ListenKills listens for kill requests of running tasks (payload: the id of the worker that
+// runs the task).
+func (db *DB) ListenKills(log zerolog.Logger) *Listener { return db.listen(db.channels.kill, log) }
+
 func (db *DB) listen(channel string, log zerolog.Logger) *Listener {
 	pl := pq.NewListener(db.dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		switch ev {

@@ -14,22 +14,50 @@ const taskColumns = `id, workflow_instance_id, name, type, params, state, priori
 	pool, worker_id, attempt, retries, max_retries,
 	(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 	(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-	not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at`
+	not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage`
 
 // TaskClaim claims up to limit queued tasks of the given groups for worker, highest priority
 // first, in one statement: the rows are locked with SKIP LOCKED so concurrent claimers never
 // wait for or take the same task, each claimed task's attempt grows by one (the new fencing
 // token), and a task_attempt row is opened for it.
+//
+// Tasks in a pool are claimed only while the pool has room, across all workers: the statement
+// first locks the row of every pool with room that has claimable tasks here, in name order,
+// and holds the locks until it commits. The row's running count is exact (triggers keep it in
+// the same statement as each change of state, see 00003_llm_and_pools.sql), so claims in one
+// pool are serialized and each sees the count the last one left; a full pool's tasks stay
+// queued and do not stand in the way of other tasks.
 func (q *Queries) TaskClaim(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
 	var tasks []TaskInstance
 	err := sqlxSelect(ctx, q, &tasks, `
-		WITH locked AS (
-			SELECT id FROM task_instance
-			WHERE state = 'queued' AND worker_group = ANY($2)
-			  AND (not_before IS NULL OR not_before <= now())
-			ORDER BY priority DESC, id
-			LIMIT $3
-			FOR UPDATE SKIP LOCKED
+		WITH open_pool AS MATERIALIZED (
+			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
+			WHERE (p.max_running IS NULL OR p.running < p.max_running)
+			  -- A scalar subquery rather than EXISTS, which the planner may turn into a scan
+			  -- of every queued task; this probes the pool's own index once per pool.
+			  AND (SELECT true FROM task_instance t
+			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
+			         AND (t.not_before IS NULL OR t.not_before <= now())
+			       LIMIT 1)
+			ORDER BY p.name
+			FOR UPDATE OF p
+		), candidate AS (
+			(SELECT id, priority FROM task_instance
+			 WHERE state = 'queued' AND worker_group = ANY($2) AND pool IS NULL
+			   AND (not_before IS NULL OR not_before <= now())
+			 ORDER BY priority DESC, id
+			 LIMIT $3)
+			UNION ALL
+			(SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
+				SELECT t.id, t.priority FROM task_instance t
+				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
+				  AND (t.not_before IS NULL OR t.not_before <= now())
+				ORDER BY t.priority DESC, t.id
+				LIMIT least(op.free, $3)) c)
+		), locked AS (
+			SELECT t.id FROM task_instance t
+			WHERE t.id IN (SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3) AND t.state = 'queued'
+			FOR UPDATE OF t SKIP LOCKED
 		), claimed AS (
 			UPDATE task_instance t
 			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
@@ -59,6 +87,13 @@ type AttemptResult struct {
 	Output   *string
 	Error    string
 	ExitCode *int
+	// AttemptUsage is the token usage of this attempt's own model calls (JSON), stored on
+	// the attempt; nil for none.
+	AttemptUsage json.RawMessage
+	// TaskUsage is the token usage of the task's whole result (JSON; for an agent every step,
+	// including those an earlier attempt checkpointed), stored on the task; nil keeps what
+	// the task has.
+	TaskUsage json.RawMessage
 }
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
@@ -80,18 +115,19 @@ func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res Attemp
 				error = $7,
 				exit_code = $8,
 				ended_at = CASE WHEN $4 = 'queued' THEN NULL ELSE now() END,
-				queued_at = CASE WHEN $4 = 'queued' THEN now() ELSE queued_at END
+				queued_at = CASE WHEN $4 = 'queued' THEN now() ELSE queued_at END,
+				usage = COALESCE($13::jsonb, usage)
 			WHERE id = $1 AND worker_id = $2 AND attempt = $3 AND state = 'running'
 			RETURNING id, attempt, workflow_instance_id, state, worker_group
 		), a AS (
-			UPDATE task_attempt SET ended_at = now(), outcome = $9, exit_code = $8, error = $7
+			UPDATE task_attempt SET ended_at = now(), outcome = $9, exit_code = $8, error = $7, usage = $12::jsonb
 			FROM t WHERE task_attempt.task_instance_id = t.id AND task_attempt.attempt = t.attempt
 		)
 		SELECT t.id FROM t, LATERAL pg_notify(
 			CASE WHEN t.state = 'queued' THEN $10 ELSE $11 END,
 			CASE WHEN t.state = 'queued' THEN t.worker_group ELSE t.workflow_instance_id::text END) n`,
 		tok.TaskID, tok.WorkerID, tok.Attempt, string(res.Next), res.Retry, res.Output, errMsg,
-		res.ExitCode, string(res.Outcome), q.ch.task, q.ch.master)
+		res.ExitCode, string(res.Outcome), q.ch.task, q.ch.master, jsonOrNil(res.AttemptUsage), jsonOrNil(res.TaskUsage))
 	if err != nil {
 		return fmt.Errorf("finish task %d attempt %d: %w", tok.TaskID, tok.Attempt, err)
 	}

@@ -94,6 +94,10 @@ type TaskInstance struct {
 	QueuedAt           time.Time       `db:"queued_at"`
 	StartedAt          *time.Time      `db:"started_at"`
 	EndedAt            *time.Time      `db:"ended_at"`
+
+	// Usage is the token usage of the task's result, as JSON (see AttemptResult.TaskUsage);
+	// nil for tasks that call no model.
+	Usage *json.RawMessage `db:"usage"`
 }
 
 // Token returns the fencing token of the task's current attempt.
@@ -127,10 +131,13 @@ type WorkflowInstance struct {
 	Owner           *string         `db:"owner"`
 	Params          json.RawMessage `db:"params"`
 	Priority        int             `db:"priority"`
-	Error           *string         `db:"error"`
-	CreatedAt       time.Time       `db:"created_at"`
-	StartedAt       *time.Time      `db:"started_at"`
-	EndedAt         *time.Time      `db:"ended_at"`
+	// MaxActive is the workflow's max-active-instances when the instance was created; nil
+	// for no cap.
+	MaxActive *int       `db:"max_active"`
+	Error     *string    `db:"error"`
+	CreatedAt time.Time  `db:"created_at"`
+	StartedAt *time.Time `db:"started_at"`
+	EndedAt   *time.Time `db:"ended_at"`
 }
 
 // TaskAttempt is a row of task_attempt.
@@ -143,4 +150,7 @@ type TaskAttempt struct {
 	Outcome        *Outcome   `db:"outcome"`
 	ExitCode       *int       `db:"exit_code"`
 	Error          *string    `db:"error"`
+
+	// Usage is the token usage of the attempt's own model calls, as JSON; nil for none.
+	Usage *json.RawMessage `db:"usage"`
 }

@@ -9,38 +9,95 @@ import (
 	"errors"
 )
 
-const workflowColumns = `id, workflow_name, workflow_version, state, owner, params, priority, error,
+const workflowColumns = `id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
 	created_at, started_at, ended_at`
+
+// ErrWorkflowFull is returned when a workflow whose definition says when-full: skip already
+// has max-active-instances instances waiting or running: nothing was created.
+var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances and its when-full policy is skip")
 
 // WorkflowCreate creates a submitted workflow instance of a stored definition and wakes the
 // masters. Call it in the transaction that ensured the definition.
+//
+// The instance takes its max-active-instances from the definition: masters start it only
+// while fewer instances of the workflow run (see WorkflowClaimWaiting). When the definition
+// also says when-full: skip and the workflow is full, nothing is created and the error wraps
+// ErrWorkflowFull; the count is exact because creators and admitters of one workflow hold the
+// same transaction-scoped advisory lock.
 func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int) (int64, error) {
+	return q.workflowCreate(ctx, name, version, params, priority, false)
+}
+
+// WorkflowCreateQueued is WorkflowCreate for a backfill: at the cap, the instance waits for a
+// slot even when the workflow's when-full is skip, since every run was asked for.
+func (q *Queries) WorkflowCreateQueued(ctx context.Context, name string, version int, params json.RawMessage, priority int) (int64, error) {
+	return q.workflowCreate(ctx, name, version, params, priority, true)
+}
+
+func (q *Queries) workflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool) (int64, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
+	var policy struct {
+		MaxActive *int   `db:"max_active"`
+		WhenFull  string `db:"when_full"`
+	}
+	err := sqlxGet(ctx, q, &policy, `SELECT nullif((spec->>'max-active-instances')::int, 0) AS max_active,
+		coalesce(spec->>'when-full', '') AS when_full FROM workflow_definition WHERE name = $1 AND version = $2`,
+		name, version)
+	if err != nil {
+		return 0, fmt.Errorf("create workflow instance of %q version %d: read definition: %w", name, version, err)
+	}
+	if policy.MaxActive != nil && policy.WhenFull == "skip" && !queue {
+		n, err := q.workflowLockAndCount(ctx, name, "'submitted', 'running'")
+		if err != nil {
+			return 0, err
+		}
+		if n >= *policy.MaxActive {
+			return 0, fmt.Errorf("create workflow instance of %q: %d active of max-active-instances %d: %w",
+				name, n, *policy.MaxActive, ErrWorkflowFull)
+		}
+	}
 	var id int64
-	err := sqlxGet(ctx, q, &id, `
+	err = sqlxGet(ctx, q, &id, `
 		WITH ins AS (
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority)
-			VALUES ($1, $2, $3::jsonb, $4) RETURNING id
+			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
+			VALUES ($1, $2, $3::jsonb, $4, $6) RETURNING id
 		)
 		SELECT ins.id FROM ins, LATERAL pg_notify($5, '') n`,
-		name, version, string(params), priority, q.ch.master)
+		name, version, string(params), priority, q.ch.master, policy.MaxActive)
 	if err != nil {
 		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 	}
 	return id, nil
 }
 
+// workflowLockAndCount takes the workflow's admission lock for the rest of the transaction and
+// then counts its instances in the given states (an SQL list). The count is a statement of its
+// own, after the lock, so it sees every instance a previous holder committed.
+func (q *Queries) workflowLockAndCount(ctx context.Context, name, states string) (int, error) {
+	if _, err := q.q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('zksched.workflow'), hashtext($1))`, name); err != nil {
+		return 0, fmt.Errorf("lock workflow %q: %w", name, err)
+	}
+	var n int
+	if err := sqlxGet(ctx, q, &n, `SELECT count(*) FROM workflow_instance
+		WHERE workflow_name = $1 AND state IN (`+states+`)`, name); err != nil {
+		return 0, fmt.Errorf("count instances of workflow %q: %w", name, err)
+	}
+	return n, nil
+}
+
 // WorkflowClaimUnowned makes owner the master of up to limit workflow instances that have
 // none (new ones, and those released by a failover), highest priority first, with SKIP LOCKED
-// so masters claiming at once never take the same instance.
+// so masters claiming at once never take the same instance. New instances with a
+// max-active-instances are left to WorkflowClaimWaiting.
 func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
 	err := sqlxSelect(ctx, q, &wfs, `
 		WITH locked AS (
 			SELECT id FROM workflow_instance
 			WHERE owner IS NULL AND state IN ('submitted', 'running')
+			  AND (state = 'running' OR max_active IS NULL)
 			ORDER BY priority DESC, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
@@ -53,6 +110,53 @@ func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit 
 		return nil, fmt.Errorf("claim workflow instances for %s: %w", owner, err)
 	}
 	return wfs, nil
+}
+
+// WorkflowClaimWaiting makes owner the master of the new instances of capped workflows
+// (max-active-instances) that fit under their caps: for each such workflow, under its
+// admission lock, the waiting instances in priority and then creation order while fewer than
+// max_active instances of the workflow run. The others keep waiting; a finishing instance
+// wakes the masters to look again. Each workflow is one transaction, so masters admitting at
+// once never exceed a cap.
+func (db *DB) WorkflowClaimWaiting(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
+	var names []string
+	if err := sqlxSelect(ctx, db.Queries, &names, `SELECT DISTINCT workflow_name FROM workflow_instance
+		WHERE owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL`); err != nil {
+		return nil, fmt.Errorf("list waiting workflow instances: %w", err)
+	}
+	var all []WorkflowInstance
+	for _, name := range names {
+		var got []WorkflowInstance
+		err := db.Tx(ctx, func(q *Queries) error {
+			running, err := q.workflowLockAndCount(ctx, name, "'running'")
+			if err != nil {
+				return err
+			}
+			err = sqlxSelect(ctx, q, &got, `
+				WITH waiting AS (
+					SELECT id, priority, max_active FROM workflow_instance
+					WHERE workflow_name = $1 AND owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL
+					ORDER BY priority DESC, id
+					LIMIT $3
+					FOR UPDATE SKIP LOCKED
+				), ranked AS (
+					SELECT id, max_active, row_number() OVER (ORDER BY priority DESC, id) AS k FROM waiting
+				)
+				UPDATE workflow_instance w
+				SET owner = $2, state = 'running', started_at = coalesce(w.started_at, now())
+				FROM ranked WHERE w.id = ranked.id AND $4 + ranked.k <= ranked.max_active
+				RETURNING `+prefixed("w.", workflowColumns), name, owner, limit, running)
+			if err != nil {
+				return fmt.Errorf("admit waiting instances of workflow %q: %w", name, err)
+			}
+			return nil
+		})
+		if err != nil {
+			return all, err
+		}
+		all = append(all, got...)
+	}
+	return all, nil
 }
 
 // WorkflowListOwnedActive returns the ids of the running workflow instances owner drives.
@@ -87,15 +191,61 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 	if errMsg != "" {
 		e = &errMsg
 	}
-	res, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
-		WHERE id = $1 AND owner = $2 AND state = 'running'`, id, owner, string(state), e)
+	// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
+	var n int
+	err := sqlxGet(ctx, q, &n, `
+		WITH u AS (
+			UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
+			WHERE id = $1 AND owner = $2 AND state = 'running' RETURNING max_active
+		)
+		SELECT count(*) FROM u, LATERAL (SELECT CASE WHEN u.max_active IS NOT NULL THEN pg_notify($5, '') END) n`,
+		id, owner, string(state), e, q.ch.master)
 	if err != nil {
 		return fmt.Errorf("finish workflow instance %d: %w", id, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if n == 0 {
 		return fmt.Errorf("finish workflow instance %d: %w", id, ErrNotOwner)
 	}
 	return nil
+}
+
+// WorkflowTimeOutIfOwned fails a running workflow instance owned by owner that has run past
+// its timeout, in the transaction of the master's advance: the instance ends failed with
+// errMsg, its queued task instances are killed and the workers of its running ones are asked
+// to kill them (kill_requested, as an operator's stop does). It returns how many running
+// tasks were asked to stop.
+func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, errMsg string) (int, error) {
+	if err := q.WorkflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg); err != nil {
+		return 0, err
+	}
+	var running []string
+	err := sqlxSelect(ctx, q, &running, `
+		WITH t AS (
+			UPDATE task_instance SET
+				state = CASE WHEN state = 'queued' THEN 'killed' ELSE state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN state = 'queued' THEN now() ELSE ended_at END,
+				error = CASE WHEN state = 'queued' THEN $2 ELSE error END
+			WHERE workflow_instance_id = $1 AND state IN ('queued', 'running')
+			RETURNING state, worker_id
+		)
+		SELECT worker_id FROM t WHERE state = 'running' AND worker_id IS NOT NULL`,
+		id, "killed: "+errMsg)
+	if err != nil {
+		return 0, fmt.Errorf("kill tasks of workflow instance %d: %w", id, err)
+	}
+	woken := map[string]bool{}
+	for _, w := range running {
+		if woken[w] {
+			continue
+		}
+		woken[w] = true
+		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
+			return 0, fmt.Errorf("wake worker %s: %w", w, err)
+		}
+	}
+	return len(running), nil
 }
 
 // WorkflowGet returns one workflow instance.

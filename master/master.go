@@ -4,7 +4,14 @@
 // a master whose instance was released by a failover stops driving it.
 //
 // Retries and timeouts are decided where the attempt ends, by the worker, from the policy the
-// master copied onto the task instance (max_retries, retry_interval, timeout).
+// master copied onto the task instance (max_retries, retry_interval, timeout). The
+// workflow-level policies are the master's: an instance of a workflow with
+// max-active-instances starts only while its workflow has a free slot, one past its workflow
+// timeout (measured from its start, on the master's clock against the database's start time)
+// fails and has its tasks killed, and its priority is added to every task's.
+//
+// The Scheduler, in schedule.go, fires the workflows' cron schedules; fire.go holds what it
+// shares with the command line: storing a schedule, triggers and backfills.
 package master
 
 import (
@@ -13,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -135,16 +143,29 @@ func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}) bool {
 			m.warn(ctx, err, "claim workflow instances")
 			return false
 		}
-		m.mu.Lock()
-		for _, wf := range got {
-			m.owned[wf.ID] = struct{}{}
-			dirty[wf.ID] = struct{}{}
-			m.cfg.Log.Info().Int64("workflow_instance", wf.ID).Str("workflow", wf.WorkflowName).Msg("claimed workflow instance")
-		}
-		m.mu.Unlock()
+		m.own(got, dirty)
 		if len(got) < claimBatch {
-			return true
+			break
 		}
+	}
+	// Instances of workflows with max-active-instances start only while their workflow has a
+	// free slot; the rest wait, and a finishing instance wakes the masters to look again.
+	got, err := m.db.WorkflowClaimWaiting(ctx, m.cfg.ID, claimBatch)
+	m.own(got, dirty)
+	if err != nil {
+		m.warn(ctx, err, "admit waiting workflow instances")
+		return false
+	}
+	return true
+}
+
+func (m *Master) own(got []dao.WorkflowInstance, dirty map[int64]struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, wf := range got {
+		m.owned[wf.ID] = struct{}{}
+		dirty[wf.ID] = struct{}{}
+		m.cfg.Log.Info().Int64("workflow_instance", wf.ID).Str("workflow", wf.WorkflowName).Msg("claimed workflow instance")
 	}
 }
 
@@ -193,6 +214,15 @@ func (m *Master) advance(ctx context.Context, id int64) error {
 		if err != nil {
 			return err
 		}
+		if d := time.Duration(spec.Timeout); d > 0 && wf.StartedAt != nil && time.Since(*wf.StartedAt) >= d {
+			msg := "workflow timeout " + d.String() + " exceeded"
+			stopping, err := q.WorkflowTimeOutIfOwned(ctx, id, m.cfg.ID, msg)
+			if err != nil {
+				return err
+			}
+			finished = &plan{done: true, state: dao.WorkflowFailed, err: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)}
+			return nil
+		}
 		tasks, err := q.TaskListByWorkflow(ctx, id)
 		if err != nil {
 			return err
@@ -209,7 +239,7 @@ func (m *Master) advance(ctx context.Context, id int64) error {
 			}
 			rows := make([]dao.NewTask, len(p.create))
 			for i, c := range p.create {
-				raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params})
+				raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
 				if err != nil {
 					return err
 				}
@@ -265,6 +295,26 @@ func (m *Master) spec(ctx context.Context, q *dao.Queries, name string, version 
 	m.specs[k] = s
 	m.mu.Unlock()
 	return s, nil
+}
+
+// upstream returns the outputs of t's dependencies among the workflow instance's tasks,
+// which are all finished when t is created: downstream tasks get them in their params.
+func upstream(t *workflow.Task, tasks []dao.TaskInstance) map[string]workflow.Upstream {
+	if len(t.DependsOn) == 0 {
+		return nil
+	}
+	out := make(map[string]workflow.Upstream, len(t.DependsOn))
+	for _, ti := range tasks {
+		if !slices.Contains(t.DependsOn, ti.Name) {
+			continue
+		}
+		var u workflow.Upstream
+		if ti.Output != nil {
+			u.Output = *ti.Output
+		}
+		out[ti.Name] = u
+	}
+	return out
 }
 
 // instanceParams are the definition's default parameters overridden by the instance's.

@@ -18,19 +18,35 @@ var (
 	// errRefused: a write under the attempt's token was refused, so the task is no longer
 	// ours; nothing more is recorded for it.
 	errRefused = errors.New("fencing token refused")
+	// errKilled: an operator asked to kill the task; it ends killed, without a retry.
+	errKilled = errors.New("killed by an operator")
 )
 
 // decide turns how an attempt ended into the task's next state. A failure or a timeout is
 // retried while the task has retries left, after its retry interval; a hand-back goes back to
-// the queue without counting as a retry.
+// the queue without counting as a retry. A stop that came after the attempt had succeeded by
+// itself does not undo the success.
 func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptResult {
-	r := dao.AttemptResult{ExitCode: res.ExitCode}
+	r := dao.AttemptResult{ExitCode: res.ExitCode, AttemptUsage: usageJSON(res.Usage), TaskUsage: usageJSON(res.TaskUsage)}
+	if r.TaskUsage == nil {
+		r.TaskUsage = r.AttemptUsage
+	}
+	if cause != nil && res.Err == nil && !res.Stopped {
+		// The attempt succeeded on its own before the stop reached it (a watchdog, a
+		// shutdown or a kill racing its last moments): report the success under the token,
+		// which refuses it if the task was taken meanwhile. Doing the work again would be
+		// the only other choice.
+		cause = nil
+	}
 	switch {
 	case errors.Is(cause, errHandBack):
 		r.Outcome, r.Next, r.Error = dao.OutcomeHandedBack, dao.TaskQueued, cause.Error()
 		return r
 	case errors.Is(cause, errInterrupted):
 		r.Outcome, r.Next, r.Error = dao.OutcomeInterrupted, dao.TaskQueued, cause.Error()
+		return r
+	case errors.Is(cause, errKilled):
+		r.Outcome, r.Next, r.Error = dao.OutcomeKilled, dao.TaskKilled, cause.Error()
 		return r
 	case errors.Is(cause, errTimedOut):
 		r.Outcome, r.Error = dao.OutcomeTimedOut, "timed out after "+t.Timeout().String()

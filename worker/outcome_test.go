@@ -26,10 +26,14 @@ func TestDecide(t *testing.T) {
 		{"failure with retries left", 1, 2, nil, failed, dao.OutcomeFailed, dao.TaskQueued, true, true},
 		{"failure with no retries left", 2, 2, nil, failed, dao.OutcomeFailed, dao.TaskFailed, false, true},
 		{"timeout retried like a failure", 0, 1, errTimedOut, failed, dao.OutcomeTimedOut, dao.TaskQueued, true, true},
-		{"timeout with no retries left", 0, 0, errTimedOut, executor.Result{}, dao.OutcomeTimedOut, dao.TaskFailed, false, true},
-		{"timeout wins over a clean exit", 0, 0, fmt.Errorf("wrapped: %w", errTimedOut), executor.Result{}, dao.OutcomeTimedOut, dao.TaskFailed, false, true},
+		{"timeout with no retries left", 0, 0, errTimedOut, executor.Result{Stopped: true}, dao.OutcomeTimedOut, dao.TaskFailed, false, true},
+		{"timeout wins over a stopped clean exit", 0, 0, fmt.Errorf("wrapped: %w", errTimedOut), executor.Result{Stopped: true}, dao.OutcomeTimedOut, dao.TaskFailed, false, true},
 		{"hand-back is not a retry", 5, 5, errHandBack, failed, dao.OutcomeHandedBack, dao.TaskQueued, false, true},
 		{"interruption is not a retry", 5, 5, errInterrupted, failed, dao.OutcomeInterrupted, dao.TaskQueued, false, true},
+		{"success before the interruption stands", 0, 0, errInterrupted, executor.Result{Output: "done"}, dao.OutcomeSucceeded, dao.TaskSucceeded, false, false},
+		{"success before the hand-back stands", 0, 0, errHandBack, executor.Result{Output: "done"}, dao.OutcomeSucceeded, dao.TaskSucceeded, false, false},
+		{"a stopped clean exit is still a hand-back", 0, 0, errHandBack, executor.Result{Stopped: true}, dao.OutcomeHandedBack, dao.TaskQueued, false, true},
+		{"kill is never retried", 0, 3, errKilled, failed, dao.OutcomeKilled, dao.TaskKilled, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -40,6 +40,17 @@ type Config struct {
 	// LogLimit is the number of log bytes kept per attempt.
 	LogLimit int
 	Log      zerolog.Logger
+	// Events, if set, is told of claims and results, for the node's metrics.
+	Events Events
+}
+
+// Events receives what the worker does, for metrics. Its methods must return quickly.
+type Events interface {
+	// Claimed is called for each task instance the worker claimed.
+	Claimed(t *dao.TaskInstance)
+	// Ended is called when an attempt's result was recorded, or refused because the task was
+	// taken from the attempt (refused).
+	Ended(outcome dao.Outcome, refused bool)
 }
 
 // Worker runs task attempts.
@@ -60,6 +71,8 @@ type Worker struct {
 type attempt struct {
 	task   dao.TaskInstance
 	cancel context.CancelCauseFunc
+	// killing is set once an operator's kill request has stopped the attempt (under Worker.mu).
+	killing bool
 }
 
 // New returns a Worker.
@@ -81,16 +94,27 @@ func (w *Worker) Running() int {
 func (w *Worker) Run(ctx context.Context) error {
 	tasks := w.db.ListenTasks(w.cfg.Log)
 	defer tasks.Close()
+	kills := w.db.ListenKills(w.cfg.Log)
+	defer kills.Close()
 	tick := time.NewTicker(w.cfg.PollInterval)
 	defer tick.Stop()
+	checkKills := false
 	for ctx.Err() == nil {
 		if w.gate.Active() {
 			w.claim(ctx)
 		}
+		if checkKills {
+			w.stopKilled(ctx)
+			checkKills = false
+		}
 		select {
 		case <-ctx.Done():
 		case <-tasks.C:
+		case k := <-kills.C:
+			checkKills = k.Rescan || k.Payload == w.cfg.ID
 		case <-tick.C:
+			// The poll also covers kill requests whose notification was lost.
+			checkKills = true
 			w.reconcile(ctx)
 		case <-w.freed:
 		case <-w.gate.Changed():
@@ -137,8 +161,18 @@ func (w *Worker) claim(ctx context.Context) {
 			}
 			return
 		}
+		killed := false
 		for i := range got {
+			if w.cfg.Events != nil {
+				w.cfg.Events.Claimed(&got[i])
+			}
 			w.start(got[i])
+			killed = killed || got[i].KillRequested
+		}
+		if killed {
+			// An operator asked to kill the task while an earlier attempt ran (it was then
+			// failed over or retried): stop this attempt too, now rather than at the poll.
+			w.stopKilled(ctx)
 		}
 		if len(got) < min(free, 100) {
 			return
@@ -193,7 +227,8 @@ func (w *Worker) execute(ctx context.Context, a *attempt) {
 		}
 		sink := newLogSink(w.db, tok, w.cfg.LogLimit, func() { a.cancel(errRefused) })
 		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
-			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params}, sink)
+			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params, Upstream: params.Upstream,
+			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop}}, sink)
 		sink.Close()
 	}
 	cause := context.Cause(ctx)
@@ -213,6 +248,9 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := w.db.TaskFinishIfRunning(ctx, tok, r)
 		cancel()
+		if w.cfg.Events != nil && (err == nil || errors.Is(err, dao.ErrTokenRefused)) {
+			w.cfg.Events.Ended(r.Outcome, err != nil)
+		}
 		switch {
 		case err == nil:
 			ev := log.Info()
@@ -233,6 +271,31 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 			return
 		}
 		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// stopKilled stops the running attempts an operator asked to kill (kill_requested): each ends
+// with outcome killed and its task in state killed, without a retry.
+func (w *Worker) stopKilled(ctx context.Context) {
+	if w.Running() == 0 {
+		return
+	}
+	toks, err := w.db.TaskListKillRequested(ctx, w.cfg.ID)
+	if err != nil {
+		if ctx.Err() == nil {
+			w.cfg.Log.Warn().Err(err).Msg("reading kill requests failed; retrying at the next poll")
+		}
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, tok := range toks {
+		if a, ok := w.running[tok.TaskID]; ok && a.task.Attempt == tok.Attempt && !a.killing {
+			a.killing = true
+			w.cfg.Log.Info().Int64("task_instance", tok.TaskID).Int64("workflow_instance", a.task.WorkflowInstanceID).
+				Int("attempt", tok.Attempt).Msg("kill requested: stopping the attempt")
+			a.cancel(errKilled)
+		}
 	}
 }
 

@@ -51,6 +51,73 @@
 //     as environment variables ZKSCHED_PARAM_<name>, so names follow the rule of variable
 //     names: letters, digits and '_', not starting with a digit.
 //   - tasks (required): the list of tasks, at least one and at most 10,000.
+//   - schedule: run the workflow by itself on a timetable; see Schedules below.
+//   - max-active-instances: how many instances of the workflow may run at once, 0 to 10,000;
+//     0 (the default) means no cap. Instances count from when a master starts them until
+//     they finish, whatever created them (submit, a fire, a backfill).
+//   - when-full: what a new instance does while the workflow is at its max-active-instances:
+//     queue (the default) keeps it waiting, and masters start waiting instances in priority
+//     and then creation order as running ones finish; skip creates nothing — a fire is
+//     recorded as skipped, `zksched submit` is refused and says so. Only with
+//     max-active-instances.
+//   - timeout: how long one run of the whole workflow may take, a Go duration, counted from
+//     when a master starts it (not while it waits for a slot). Past it the instance fails
+//     ("workflow timeout 2h0m0s exceeded"), its queued tasks are killed and the workers of
+//     its running ones are asked to kill them. Default 0, no limit.
+//   - priority: -1000 to 1000, added to the priority of every task of the workflow, so it
+//     orders claims across workflows: a worker with a free slot takes the task with the
+//     highest sum. Default 0; `zksched submit --priority` overrides it for one run.
+//
+// # Schedules
+//
+//	schedule:
+//	  cron: "30 2 * * *"        # 02:30 every day
+//	  timezone: Europe/Berlin
+//	  start: 2026-11-01
+//	  end: 2027-12-31
+//	  misfire: run-all
+//	  misfire-limit: 5
+//
+// The fields of a schedule:
+//
+//   - cron (required): five fields, minute hour day-of-month month day-of-week, with the
+//     usual lists, ranges, steps and names (0 9 * * mon-fri, */15 * * * *), or one of
+//     @yearly (@annually), @monthly, @weekly, @daily (@midnight) and @hourly. @every and a
+//     TZ= prefix are refused: the schedule follows the clock, in its own timezone.
+//   - timezone: the IANA time zone the expression is read in, such as UTC, Europe/Berlin or
+//     America/New_York. Default UTC. The zone database is built into zksched, so every
+//     master reads a zone alike.
+//   - start: the earliest fire time; default the moment the schedule is stored (earlier fire
+//     times are not run, except by a backfill). end: the latest fire time; default none. Both
+//     are included, and written as 2026-11-01 (midnight), 2026-11-01T02:00 or
+//     2026-11-01 02:00:00 in the schedule's timezone, or as RFC 3339 with an offset.
+//   - enabled: true (the default) or false. `zksched schedule enable|disable` switches it
+//     until the next submit of the file.
+//   - misfire: what happens to fires that came due while no master could make them (every
+//     master was stopped, or cut off from ZooKeeper), once one is back: skip drops them;
+//     run-once (the default) runs the latest of them; run-all runs each of them, oldest
+//     first, the latest misfire-limit of them (1 to 1,000, default 10). A fire made within
+//     master.misfire-threshold (default 1m) of its time is on time, not missed.
+//
+// Daylight-saving changes follow the classic cron daemon. A time the clocks skip fires once,
+// moved forward by the jump (02:30 on a night that goes from 02:00 to 03:00 fires at 03:30).
+// A time the clocks repeat fires once, at its first occurrence, unless the hour field is "*":
+// a schedule that runs every hour (@hourly, */15 * * * *) also runs in the repeated hour, so
+// it keeps its rhythm in real time.
+//
+// Each fire gives its instance two params, on top of the workflow's own: fire_time, the
+// fire's logical time in RFC 3339 in the schedule's timezone ("2026-11-02T02:30:00+01:00"),
+// and fire_date, its local date ("2026-11-02"). Tasks read them as $ZKSCHED_PARAM_fire_time
+// and $ZKSCHED_PARAM_fire_date; declare them under params to give runs by hand a default. A
+// backfill's instances carry the fire time they stand for; a trigger's, the time of the
+// trigger.
+//
+// Any master may make a fire. Each fire is recorded once per workflow and fire time, in the
+// transaction that creates its instance, so two masters, a master killed in the middle of a
+// fire, or a restart never make one fire twice. Submitting a file with a schedule stores it
+// (and the definition) and runs nothing at once: `zksched schedule trigger NAME` runs it now.
+// Submitting the same timetable again keeps the schedule's progress; a changed timetable
+// starts from the next fire time. A file without a schedule removes the workflow's schedule.
 //
 // # Tasks
 //
@@ -70,20 +137,84 @@
 //   - priority: -1000 to 1000; among queued tasks, higher is claimed first. Default 0.
 //   - group: the worker group that runs the task: only workers configured with this group
 //     claim it. Letters, digits, '_', '.' or '-'. Default "default".
-//   - pool: a named concurrency pool: tasks in one pool, across workflows, share a limit on
-//     how many run at once. Same characters as group. Optional; carried but not enforced yet.
+//   - pool: a named concurrency pool: tasks in one pool, across workflows and across all
+//     workers, share a limit on how many run at once, set in the config (pools: {openai: 4}).
+//     A full pool leaves its tasks queued until one of its tasks ends; it fails nothing. Same
+//     characters as group. Optional; `zksched submit` refuses a pool its config does not
+//     limit.
 //   - env: environment variables for the task, a mapping of names to values. Names are
 //     letters, digits and '_', not starting with a digit.
 //
 // Each type has fields of its own; a field of one type on a task of another is an error.
 //
 // A shell task runs a bash script (bash -c). Its exit status decides success, and what it
-// prints is the task log.
+// prints is the task log. Its output, for the tasks downstream, is the last non-empty line
+// it prints on standard output. It gets the outputs of its own dependencies as environment
+// variables $ZKSCHED_UPSTREAM_<task>_OUTPUT, the task name with '-' and '.' turned into '_'
+// and its case kept: the output of fetch-data is $ZKSCHED_UPSTREAM_fetch_data_OUTPUT. (Linux
+// caps one environment variable at 128 KiB; a longer output makes the task fail to start.)
 //
 //   - command (required): the script; a YAML block (command: |) holds several lines.
 //   - workdir: the directory it runs in; default the worker's.
 //
 // A noop task does nothing and succeeds at once; use it to start or join branches of the DAG.
+//
+// An llm task makes one call to a language model; the completion is its output.
+//
+//   - provider (required): the name of a model provider configured under llm.providers in
+//     the workers' config (an OpenAI-compatible server, Ollama, Anthropic, or the built-in
+//     offline provider). `zksched submit` refuses a name its own config lacks.
+//   - prompt (required): the prompt, a template (see Prompt templates).
+//   - system: a system prompt, a template.
+//   - temperature: 0 to 2; default the provider library's.
+//   - max-tokens: a cap on the completion's tokens; default the model's.
+//
+// An agent task runs named steps in order, each one model call whose prompt can use the
+// completions of the steps before it; the last step's completion is the task's output.
+//
+//   - provider (required), system, temperature, max-tokens: as for llm; system and the
+//     model settings apply to every step.
+//   - steps (required): 1 to 100 steps, each {name, prompt}. Names follow the rule of task
+//     names and are unique within the task; a prompt must not be empty.
+//
+// For example:
+//
+//	tasks:
+//	  - name: digest
+//	    type: agent
+//	    provider: openai-main
+//	    depends-on: [fetch]
+//	    retries: 2
+//	    steps:
+//	      - {name: themes, prompt: "List the main themes in: {{ .upstream.fetch.output }}"}
+//	      - {name: report, prompt: "Write a weekly report on: {{ .steps.themes }}"}
+//
+// After each step the worker checkpoints the step's completion and token usage in the
+// database, under the attempt's fencing token. A later attempt of the task (a retry, or
+// another worker after a failover) starts from the first step without a checkpoint: a step
+// that finished is never sent to the model again, so a failover never pays for it twice.
+//
+// Every model call is retried inside the attempt when it fails with a rate limit (HTTP 429,
+// after its Retry-After), a server error, a timeout or a network error, with backoff and
+// jitter, up to the provider's max-attempts and never past the task's timeout; a bad request
+// or an authentication error fails the attempt at once. The task's own retries then apply as
+// for any task. Token usage (prompt, completion, total, requests) is recorded for every
+// attempt and task, and for every agent step in its checkpoint.
+//
+// # Prompt templates
+//
+// Prompts and system prompts are Go templates (text/template) over:
+//
+//   - .params.<name>: the workflow instance's params;
+//   - .upstream.<task>.output: the output of a task this one depends on (depends-on); for a
+//     name with '-' or '.', write {{ index .upstream "fetch-data" "output" }};
+//   - .steps.<step>: in an agent's step prompts, the completion of an earlier step.
+//
+// Template actions work as usual ({{ if }}, {{ range $name, $u := .upstream }}). A reference
+// to anything else is an error, never an empty string: a template that does not parse, that
+// names a task outside depends-on, a step that is not earlier, or .steps outside an agent's
+// steps is refused at submit time; a param the run does not have fails the task when it runs,
+// with the template's message, before any model call.
 //
 // # Writing values
 //
@@ -114,9 +245,14 @@
 // value of the wrong kind, such as a list where a string belongs or a malformed duration —
 // and once the YAML reads cleanly, those of the workflow it describes: a missing or invalid
 // name, or two tasks with one name; an unknown type (the message lists the known ones); a
-// shell task without a command; a field of another type; a dependency on a task that does not
+// shell task without a command; an llm task without a provider or a prompt, an agent
+// without steps, a step without a name or with an empty prompt, a prompt template that does
+// not parse or refers to what the task cannot see; a field of another type; a dependency on a task that does not
 // exist, on the task itself, or listed twice; a dependency cycle; a number out of its range; a
-// negative duration; an invalid param, env, group or pool name; a workflow with no tasks. A file
+// negative duration; an invalid param, env, group or pool name; a workflow with no tasks; a
+// schedule with an invalid cron expression (or one no date matches), an unknown time zone,
+// an unreadable start or end, an end before its start or no fire time between them, an
+// unknown misfire or when-full policy. A file
 // larger than 1 MiB or with more than 10,000 tasks is refused before anything else.
 //
 // A cycle is named in run order, starting from the task written first:

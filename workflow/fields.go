@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"fmt"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -32,19 +33,9 @@ func intField(name string, p func(*Task) *int) field {
 	return field{
 		name: name,
 		decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
-			what := where + ": " + name
-			v = d.resolve(v)
-			s, ok := d.scalar(v, what, "an integer")
-			if !ok || v.Tag == "!!null" {
-				return
+			if n, ok := d.intValue(v, where+": "+name); ok {
+				*p(t) = n
 			}
-			// Decoding through the node keeps YAML's own integer syntax (0x1F, 1_000, +5).
-			var n int
-			if v.Tag != "!!int" || v.Decode(&n) != nil {
-				d.errorf(v.Line, "%s must be an integer, not %q", what, s)
-				return
-			}
-			*p(t) = n
 		},
 		isSet: func(t *Task) bool { return *p(t) != 0 },
 	}
@@ -54,18 +45,9 @@ func durationField(name string, p func(*Task) *Duration) field {
 	return field{
 		name: name,
 		decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
-			what := where + ": " + name
-			v = d.resolve(v)
-			s, ok := d.scalar(v, what, "a duration")
-			if !ok || v.Tag == "!!null" {
-				return
+			if dur, ok := d.durationValue(v, where+": "+name); ok {
+				*p(t) = Duration(dur)
 			}
-			dur, err := parseDuration(s)
-			if err != nil {
-				d.errorf(v.Line, "%s %v", what, err)
-				return
-			}
-			*p(t) = Duration(dur)
 		},
 		isSet: func(t *Task) bool { return *p(t) != 0 },
 	}
@@ -107,6 +89,39 @@ func stringMapField(name string, p func(*Task) *map[string]string) field {
 		},
 		isSet: func(t *Task) bool { return len(*p(t)) > 0 },
 	}
+}
+
+// intValue reads an integer; ok is false for null and for a value that is not one (then
+// recorded as an error).
+func (d *decoder) intValue(v *yaml.Node, what string) (int, bool) {
+	v = d.resolve(v)
+	s, ok := d.scalar(v, what, "an integer")
+	if !ok || v.Tag == "!!null" {
+		return 0, false
+	}
+	// Decoding through the node keeps YAML's own integer syntax (0x1F, 1_000, +5).
+	var n int
+	if v.Tag != "!!int" || v.Decode(&n) != nil {
+		d.errorf(v.Line, "%s must be an integer, not %q", what, s)
+		return 0, false
+	}
+	return n, true
+}
+
+// durationValue reads a Go duration; ok is false for null and for a malformed one (then
+// recorded as an error).
+func (d *decoder) durationValue(v *yaml.Node, what string) (time.Duration, bool) {
+	v = d.resolve(v)
+	s, ok := d.scalar(v, what, "a duration")
+	if !ok || v.Tag == "!!null" {
+		return 0, false
+	}
+	dur, err := parseDuration(s)
+	if err != nil {
+		d.errorf(v.Line, "%s %v", what, err)
+		return 0, false
+	}
+	return dur, true
 }
 
 // stringMap reads a mapping of strings to strings, such as params or env. Values are taken as

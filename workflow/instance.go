@@ -6,4 +6,15 @@ package workflow
 type TaskParams struct {
 	Task   Task              `json:"task"`
 	Params map[string]string `json:"params,omitempty"`
+	// Upstream holds the results of the task's direct dependencies (depends-on), by task
+	// name: shell tasks read them as environment variables (see UpstreamEnv), llm and agent
+	// prompts as .upstream.<name>.output.
+	Upstream map[string]Upstream `json:"upstream,omitempty"`
+}
+
+// Upstream is the result of one finished upstream task.
+type Upstream struct {
+	// Output is the task's output: a shell task's last line of standard output, an llm
+	// task's completion, an agent task's last step's completion; "" for a noop task.
+	Output string `json:"output"`
 }

@@ -107,6 +107,7 @@ func (s *Spec) setDefaults() {
 	if len(s.Params) == 0 {
 		s.Params = nil
 	}
+	s.setPolicyDefaults()
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
 		if t.Group == "" {
@@ -304,6 +305,18 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 			s.Params = d.stringMap(kv.value, "params")
 		case "tasks":
 			s.Tasks = d.decodeTasks(kv.value)
+		case "schedule":
+			s.Schedule = d.decodeSchedule(kv.value)
+		case "max-active-instances":
+			s.MaxActiveInstances, _ = d.intValue(kv.value, "max-active-instances")
+		case "when-full":
+			s.WhenFull, _ = d.scalar(kv.value, "when-full", "a string")
+		case "timeout":
+			if v, ok := d.durationValue(kv.value, "workflow timeout"); ok {
+				s.Timeout = Duration(v)
+			}
+		case "priority":
+			s.Priority, _ = d.intValue(kv.value, "workflow priority")
 		default:
 			d.errorf(kv.key.Line, "unknown field %q in the workflow%s", key, didYouMean(key, workflowFields))
 		}
@@ -312,7 +325,8 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 }
 
 // workflowFields are the top-level keys of a workflow file.
-var workflowFields = []string{"name", "description", "params", "tasks"}
+var workflowFields = []string{"name", "description", "params", "tasks", "schedule", "max-active-instances",
+	"when-full", "timeout", "priority"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {
 	v = d.resolve(v)

@@ -46,6 +46,20 @@ type Spec struct {
 	Params map[string]string `json:"params,omitempty" yaml:"params,omitempty"`
 	// Tasks are in file order, which breaks ties wherever an order is chosen.
 	Tasks []Task `json:"tasks" yaml:"tasks"`
+
+	// Schedule makes the masters run the workflow by themselves; nil means only on demand.
+	Schedule *Schedule `json:"schedule,omitempty" yaml:"schedule,omitempty"`
+	// MaxActiveInstances caps the instances of the workflow that run at once, 0 for no cap.
+	MaxActiveInstances int `json:"max-active-instances,omitempty" yaml:"max-active-instances,omitempty"`
+	// WhenFull is what a new instance does at the cap: WhenFullQueue or WhenFullSkip. Parse
+	// sets WhenFullQueue when there is a cap and the file names no policy.
+	WhenFull string `json:"when-full,omitempty" yaml:"when-full,omitempty"`
+	// Timeout bounds a whole run, from when it starts (not while it waits for a slot): past
+	// it, running tasks are killed and the instance fails. 0 means none.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Priority is added to every task's priority, so it orders claims across workflows.
+	// MinPriority..MaxPriority; `zksched submit --priority` overrides it for one run.
+	Priority int `json:"priority,omitempty" yaml:"priority,omitempty"`
 }
 
 // Task is one node of the DAG. The fields from Command on belong to one task type each; the
@@ -65,8 +79,8 @@ type Task struct {
 	// Group is the worker group that runs the task; Parse sets DefaultGroup when the file
 	// names none.
 	Group string `json:"group" yaml:"group"`
-	// Pool names a concurrency pool shared across workflows. It is carried but not yet
-	// enforced.
+	// Pool names a concurrency pool shared across workflows: the config's pools: section
+	// limits how many of its tasks run at once across all workers.
 	Pool string            `json:"pool,omitempty" yaml:"pool,omitempty"`
 	Env  map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
 
@@ -74,6 +88,32 @@ type Task struct {
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`
 	// Workdir is the shell task's working directory; empty means the worker's.
 	Workdir string `json:"workdir,omitempty" yaml:"workdir,omitempty"`
+
+	// Provider names the model provider of an llm or agent task, a key of llm.providers in
+	// the workers' config.
+	Provider string `json:"provider,omitempty" yaml:"provider,omitempty"`
+	// Prompt is the llm task's prompt, a template (see the package documentation).
+	Prompt string `json:"prompt,omitempty" yaml:"prompt,omitempty"`
+	// System is the system prompt of an llm task, or of every step of an agent task; a
+	// template. Empty sends none.
+	System string `json:"system,omitempty" yaml:"system,omitempty"`
+	// Temperature is the sampling temperature of an llm or agent task, 0..2; nil leaves the
+	// model's default.
+	Temperature *float64 `json:"temperature,omitempty" yaml:"temperature,omitempty"`
+	// MaxTokens caps the tokens of each completion of an llm or agent task; 0 leaves the
+	// model's default.
+	MaxTokens int `json:"max-tokens,omitempty" yaml:"max-tokens,omitempty"`
+	// Steps are the agent task's steps, run in order, each checkpointed when it finishes.
+	Steps []Step `json:"steps,omitempty" yaml:"steps,omitempty"`
+}
+
+// Step is one step of an agent task: a named prompt whose completion later steps can use.
+type Step struct {
+	// Name is unique within the task; later prompts refer to its output as .steps.<name>.
+	Name string `json:"name" yaml:"name"`
+	// Prompt is a template over the workflow's params, the upstream outputs and the outputs
+	// of the earlier steps.
+	Prompt string `json:"prompt" yaml:"prompt"`
 }
 
 // Duration is a time.Duration that reads and writes as a Go duration string ("30s") in both

@@ -28,9 +28,11 @@ var taskTypes = []taskType{
 			if strings.TrimSpace(t.Command) == "" {
 				return []problem{{field: "command", msg: "command is required for a shell task"}}
 			}
-			return nil
+			return upstreamEnvProblems(t)
 		},
 	},
+	{name: "llm", fields: append([]field{promptField}, modelFields...), check: checkLLM},
+	{name: "agent", fields: append([]field{stepsField}, modelFields...), check: checkAgent},
 }
 
 // commonFields are the task fields every type has.

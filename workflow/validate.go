@@ -61,6 +61,7 @@ func (s *Spec) problems() []problem {
 			add(-1, "params", "params: name %q is invalid: %s (tasks read it as $ZKSCHED_PARAM_<name>)", k, envRule)
 		}
 	}
+	probs = append(probs, s.policyProblems()...)
 	switch {
 	case len(s.Tasks) == 0:
 		add(-1, "tasks", "the workflow has no tasks")

@@ -38,6 +38,8 @@ func commands() []command {
 		{"worker", "[--config FILE]", "run a worker: claims and runs task instances", runWorker},
 		{"migrate", "[--config FILE]", "apply the database migrations (idempotent; safe to run concurrently)", runMigrate},
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
+		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
+		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"bench", "burn-down|latency|dag [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--json]", "measure throughput and latency on a scratch schema, with nodes in process", runBench},
 		{"version", "", "print the version", runVersion},

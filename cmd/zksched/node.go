@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,13 +14,16 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/api"
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/failover"
 	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/metrics"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
+	"github.com/zksched/zksched/worker/llm"
 )
 
 func runMaster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -34,14 +36,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // node is one running master or worker process.
 type node struct {
-	cfg    *conf.Config
-	role   registry.Role
-	id     string
-	log    zerolog.Logger
-	db     *dao.DB
-	client *registry.Client
-	reg    *registry.Registration
-	guard  *failover.Guard
+	metrics *metrics.Metrics
+	cfg     *conf.Config
+	role    registry.Role
+	id      string
+	log     zerolog.Logger
+	db      *dao.DB
+	client  *registry.Client
+	reg     *registry.Registration
+	guard   *failover.Guard
 }
 
 // runNode starts a master or a worker: it binds its HTTP port (part of its identity), waits for
@@ -86,6 +89,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	if err != nil {
 		return startupError(ctx, fmt.Errorf("zookeeper: %w", err))
 	}
+	n.metrics = metrics.New(n.id, string(role), Version)
+	n.metrics.WatchSession(n.client.Status)
 	defer n.client.Close()
 	info := registry.NodeInfo{ID: n.id, Role: role, Host: cfg.Node.Host, Port: port, PID: os.Getpid(),
 		StartTime: start, Version: Version, HTTPAddr: "http://" + ln.Addr().String(), HeartbeatAt: time.Now()}
@@ -116,31 +121,45 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		}
 		defer election.Close(context.Background())
 		go watchLeadership(runCtx, election, n.log)
+		n.metrics.Gauge("zksched_leader", "1 while this master leads.", func() float64 { return boolFloat(election.IsLeader()) })
+		n.metrics.Gauge("zksched_workflows_owned", "Workflow instances this master drives.", func() float64 { return float64(m.Owned()) })
+		go n.metrics.RunClusterCounts(runCtx, n.db, n.client, 15*time.Second, n.log)
 		coord := failover.NewCoordinator(failover.CoordinatorConfig{ID: n.id, Delay: cfg.Failover.Delay,
 			MarkerRetention: cfg.Failover.MarkerRetention, SweepInterval: cfg.Failover.SweepInterval, Log: n.log},
 			n.client, election, n.db)
 		go coord.Run(runCtx)
+		go n.setPoolLimits(runCtx, cfg.Pools)
+		sched := master.NewScheduler(master.SchedulerConfig{ID: n.id, PollInterval: cfg.Master.PollInterval,
+			MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
+		go sched.Run(runCtx)
 		go func() { runDone <- m.Run(runCtx) }()
 	case registry.RoleWorker:
 		self, err := os.Executable()
 		if err != nil {
 			return err
 		}
+		providers := n.llmProviders()
 		var w *worker.Worker
 		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning,
 			OnLost: func() { w.Interrupt() }, Log: n.log})
 		w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-			LogLimit: cfg.Worker.LogLimit, Log: n.log}, n.db, n.guard,
+			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics}, n.db, n.guard,
 			executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: cfg.Worker.KillGrace,
-				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())}})
+				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())},
+				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running
+		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
 		go func() { runDone <- w.Run(runCtx) }()
 	}
 	guardDone := make(chan error, 1)
 	go func() { guardDone <- n.guard.Run(runCtx) }()
 	go n.refreshInfo(runCtx, running)
-	srv := &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	handler, err := n.httpHandler()
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error().Err(err).Msg("http server stopped")
@@ -175,6 +194,43 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 	n.log.Info().Msg("stopped")
 	return nil
+}
+
+// setPoolLimits stores the config's pool limits for every worker's claims, retrying until
+// it succeeds: the schema may not be migrated yet when the master starts.
+func (n *node) setPoolLimits(ctx context.Context, limits map[string]int) {
+	wait := time.Second
+	for {
+		err := n.db.PoolSetLimits(ctx, limits)
+		if err == nil {
+			n.log.Info().Interface("pools", limits).Msg("pool limits set")
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		n.log.Warn().Err(err).Dur("retry_in", wait).Msg("could not set the pool limits; retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// llmProviders returns the worker's model providers. A provider that cannot be used (its
+// API key variable unset) is reported now and fails only the tasks that name it.
+func (n *node) llmProviders() *llm.Providers {
+	providers := llm.NewProviders(n.cfg.LLM.Providers, llm.Options{Log: n.log})
+	for _, name := range providers.Names() {
+		if c, err := providers.Get(name); err != nil {
+			n.log.Warn().Err(err).Str("provider", name).Msg("llm provider unusable; its tasks will fail")
+		} else {
+			n.log.Info().Str("provider", name).Str("type", n.cfg.LLM.Providers[name].Type).Str("model", c.Model()).Msg("llm provider ready")
+		}
+	}
+	return providers
 }
 
 // startupError reports a failure to start; an interrupted start is a clean exit.
@@ -230,28 +286,29 @@ func loadAverage() float64 {
 	return f
 }
 
-// httpHandler serves /healthz (the process is up) and /readyz (it may take work: registered
-// under a live session).
-func (n *node) httpHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{"node": n.id, "role": n.role, "status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		st := n.client.Status()
-		body := map[string]any{"node": n.id, "role": n.role, "zookeeper": st.State.String(),
-			"registration": n.reg.State().Kind.String(), "ready": n.guard.Active()}
-		code := http.StatusOK
-		if !n.guard.Active() {
-			code = http.StatusServiceUnavailable
-		}
-		writeJSON(w, code, body)
-	})
-	return mux
+// httpHandler is what the node serves on its port: on a master the API, the web UI,
+// /metrics, /healthz and /readyz (package api); on a worker the last three.
+func (n *node) httpHandler() (http.Handler, error) {
+	if n.role == registry.RoleWorker {
+		return api.NodeHandler(n.id, string(n.role), n.readiness, n.metrics.Handler()), nil
+	}
+	token, err := n.cfg.API.ResolveToken()
+	if err != nil {
+		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
+	}
+	return api.New(api.Config{NodeID: n.id, Version: Version, Token: token, Cluster: n.client, Ready: n.readiness,
+		Metrics: n.metrics.Handler(), Log: n.log}, n.db)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
+// readiness is /readyz: the node may take work when it is registered under a live session.
+func (n *node) readiness() api.Readiness {
+	return api.Readiness{Ready: n.guard.Active(), Details: map[string]any{
+		"zookeeper": n.client.Status().State.String(), "registration": n.reg.State().Kind.String()}}
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -3,12 +3,17 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -31,7 +36,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	config := configFlag(fs)
 	params := paramFlags{}
 	fs.Var(params, "param", "workflow parameter k=v (repeatable); overrides the file's params")
-	priority := fs.Int("priority", 0, "priority of this instance; added to each task's priority")
+	priority := fs.Int("priority", 0, "priority of this instance, added to each task's priority (default: the workflow's priority)")
 	wait := fs.Bool("wait", false, "wait for the instance to finish, printing task state changes; exit 1 if it fails")
 	timeout := fs.Duration("connect-timeout", 30*time.Second, "how long to wait for PostgreSQL")
 	if err := parse(fs, args); err != nil {
@@ -47,6 +52,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
+	}
+	if err := spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))); err != nil {
+		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
 	log := newLogger(cfg.Log, stderr)
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -65,28 +73,80 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	if !flagSet(fs, "priority") {
+		*priority = spec.Priority
+	}
+	if spec.Schedule != nil && (*wait || len(params) > 0 || flagSet(fs, "priority")) {
+		return usageError{fmt.Errorf("%s has a schedule: submit stores it and runs nothing; "+
+			"run it now with zksched schedule trigger %s (which takes --param and --wait)", fs.Arg(0), spec.Name)}
+	}
 	var id int64
 	var version int
+	var sched *dao.Schedule
+	var unscheduled bool
 	err = db.Tx(ctx, func(q *dao.Queries) error {
 		if version, err = q.DefinitionEnsure(ctx, spec.Name, rawSpec); err != nil {
+			return err
+		}
+		// The file is the truth about the schedule: with one, it replaces the stored one and
+		// no instance is created now; without one, any stored schedule goes.
+		if sched, unscheduled, err = master.StoreSchedule(ctx, q, spec, version, time.Now()); err != nil || sched != nil {
 			return err
 		}
 		id, err = q.WorkflowCreate(ctx, spec.Name, version, rawParams, *priority)
 		return err
 	})
+	if errors.Is(err, dao.ErrWorkflowFull) {
+		return exitError{code: exitFailed, msg: fmt.Sprintf("not submitted: %v; try again once an instance has finished", err)}
+	}
 	if err != nil {
 		return err
+	}
+	if sched != nil {
+		return printStoredSchedule(stdout, spec, version, sched)
+	}
+	if unscheduled {
+		fmt.Fprintf(stderr, "the schedule of %s was removed: this file has none\n", spec.Name)
 	}
 	fmt.Fprintln(stdout, id)
 	if !*wait {
 		return nil
 	}
 	fmt.Fprintf(stderr, "submitted %s version %d as workflow instance %d; waiting\n", spec.Name, version, id)
-	return waitFor(ctx, db, id, stderr)
+	return waitFor(ctx, db, id, liveGroups(ctx, cfg), stderr)
 }
 
-// waitFor prints every task state change of a workflow instance until it finishes.
-func waitFor(ctx context.Context, db *dao.DB, id int64, w io.Writer) error {
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// printStoredSchedule tells what submitting a scheduled workflow did.
+func printStoredSchedule(w io.Writer, spec *workflow.Spec, version int, s *dao.Schedule) error {
+	state := "enabled"
+	if !s.Enabled {
+		state = "disabled (zksched schedule enable " + spec.Name + " turns it on)"
+	}
+	fmt.Fprintf(w, "stored %s version %d with schedule %q in %s, %s\n", spec.Name, version, s.Cron, s.Timezone, state)
+	tt, err := spec.Schedule.Timetable()
+	if err != nil || s.NextFireAt == nil {
+		fmt.Fprintln(w, "no fire time ahead: the schedule has ended")
+		return nil
+	}
+	fmt.Fprint(w, "next fires:")
+	for t, i := tt.Next(s.NextFireAt.Add(-time.Nanosecond)), 0; !t.IsZero() && i < 3; t, i = tt.Next(t), i+1 {
+		fmt.Fprint(w, "  ", t.Format(time.RFC3339))
+	}
+	fmt.Fprintln(w)
+	return nil
+}
+
+// waitFor prints every task state change of a workflow instance until it finishes. A queued
+// task whose group has no live worker (groups says which have one, nil when unknown) is shown
+// as waiting for one: it stays queued, it does not fail.
+func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string]bool, w io.Writer) error {
 	seen := map[string]string{}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -98,6 +158,8 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, w io.Writer) error {
 				switch {
 				case t.State == dao.TaskRunning && t.WorkerID != nil:
 					line = fmt.Sprintf("running on %s (attempt %d)", *t.WorkerID, t.Attempt)
+				case t.State == dao.TaskQueued && noWorker(groups, t.WorkerGroup):
+					line = fmt.Sprintf("queued: waiting for a worker of group %s (none is running)", t.WorkerGroup)
 				case t.State == dao.TaskQueued && t.Attempt > 0:
 					line = fmt.Sprintf("queued again after attempt %d", t.Attempt)
 				case t.State.Terminal() && t.Error != nil:

@@ -1,7 +1,8 @@
 // Package executor runs one attempt of a task: the shell executor through a small supervisor
-// process that takes the task's whole process group down with it, and the noop executor for
-// tests and benchmarks. An executor knows nothing of ZooKeeper or PostgreSQL: the worker hands
-// it a Task, a context whose cancellation means "stop now", and a writer for the log.
+// process that takes the task's whole process group down with it, the llm and agent
+// executors through worker/llm, and the noop executor for tests and benchmarks. An executor
+// knows nothing of ZooKeeper or PostgreSQL: the worker hands it a Task, a context whose
+// cancellation means "stop now", and a writer for the log; an agent also gets a Checkpointer.
 package executor
 
 import (
@@ -10,6 +11,7 @@ import (
 	"io"
 	"strconv"
 
+	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -22,6 +24,11 @@ type Task struct {
 	Spec               workflow.Task
 	// Params are the workflow instance's parameters.
 	Params map[string]string
+	// Upstream are the results of the task's direct dependencies, by task name.
+	Upstream map[string]workflow.Upstream
+	// Checkpoints stores and loads an agent task's finished steps under the attempt's
+	// fencing token; nil for other types.
+	Checkpoints Checkpointer
 }
 
 // Env returns the variables every task process gets, so a user's script can make its side
@@ -37,6 +44,9 @@ func (t Task) Env() []string {
 	for k, v := range t.Params {
 		env = append(env, "ZKSCHED_PARAM_"+k+"="+v)
 	}
+	for name, u := range t.Upstream {
+		env = append(env, workflow.UpstreamEnv(name)+"="+u.Output)
+	}
 	for k, v := range t.Spec.Env {
 		env = append(env, k+"="+v)
 	}
@@ -50,9 +60,19 @@ type Result struct {
 	Err error
 	// ExitCode is the process's exit status, when there was a process.
 	ExitCode *int
+	// Stopped is set when the executor stopped the attempt because its context was
+	// cancelled. An attempt that ended by itself first is not stopped, whatever the context
+	// says later: its result is its own.
+	Stopped bool
 	// Output is the task's result for downstream tasks: for shell, its last non-empty line
-	// of standard output.
+	// of standard output; for llm, the completion; for agent, the last step's completion.
 	Output string
+	// Usage is the token usage of the attempt's own model calls; nil for tasks that call no
+	// model.
+	Usage *llm.Usage
+	// TaskUsage is the token usage of the whole result: for an agent, every step, including
+	// those an earlier attempt checkpointed; nil when it is Usage or there is none.
+	TaskUsage *llm.Usage
 }
 
 // Executor runs attempts of one task type.

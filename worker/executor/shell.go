@@ -64,20 +64,26 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
 	}
 	var err error
+	stopped := false
 	select {
 	case err = <-done:
 	case <-ctx.Done():
-		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case err = <-done:
-		case <-time.After(s.KillGrace + 5*time.Second):
-			// The supervisor did not end the group in time; end the supervisor.
-			_ = cmd.Process.Kill()
-			err = <-done
+		case err = <-done: // it ended by itself at the same moment: its result is its own
+		default:
+			stopped = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case err = <-done:
+			case <-time.After(s.KillGrace + 5*time.Second):
+				// The supervisor did not end the group in time; end the supervisor.
+				_ = cmd.Process.Kill()
+				err = <-done
+			}
 		}
 	}
 	code := exitStatus(err)
-	res := Result{ExitCode: &code, Output: out.last()}
+	res := Result{ExitCode: &code, Output: out.last(), Stopped: stopped}
 	if code != 0 {
 		res.Err = fmt.Errorf("exit status %d", code)
 	}

@@ -62,8 +62,8 @@ func TestShellRunsWithEnvAndReportsOutput(t *testing.T) {
 		Spec:   workflow.Task{Name: "hello", Command: `echo "task=$ZKSCHED_TASK_INSTANCE attempt=$ZKSCHED_ATTEMPT worker=$ZKSCHED_WORKER $FOO $ZKSCHED_PARAM_day"; echo oops >&2; echo; echo result-line; echo`, Env: map[string]string{"FOO": "bar"}},
 		Params: map[string]string{"day": "monday"}}
 	res := shell(t).Run(context.Background(), task, &log)
-	if res.Err != nil || res.ExitCode == nil || *res.ExitCode != 0 {
-		t.Fatalf("result = %+v, want success", res)
+	if res.Err != nil || res.ExitCode == nil || *res.ExitCode != 0 || res.Stopped {
+		t.Fatalf("result = %+v, want success, not stopped", res)
 	}
 	if res.Output != "result-line" {
 		t.Errorf("output = %q, want %q", res.Output, "result-line")
@@ -104,8 +104,8 @@ func TestShellStopKillsTheGroupAfterGrace(t *testing.T) {
 	cancel()
 	res := <-done
 	took := time.Since(stopAt)
-	if res.ExitCode == nil || *res.ExitCode != 128+int(syscall.SIGKILL) {
-		t.Fatalf("result = %+v, want killed by SIGKILL", res)
+	if res.ExitCode == nil || *res.ExitCode != 128+int(syscall.SIGKILL) || !res.Stopped {
+		t.Fatalf("result = %+v, want stopped, killed by SIGKILL", res)
 	}
 	if took < 500*time.Millisecond {
 		t.Errorf("stopped after %v, before the 500ms grace", took)

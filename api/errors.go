@@ -1,0 +1,81 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// httpError is an error with the status code it answers with. Its message is shown to the
+// client, so it must not leak internals: those stay in the log.
+type httpError struct {
+	status int
+	msg    string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+func errorf(status int, format string, args ...any) error {
+	return &httpError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+func badRequest(format string, args ...any) error {
+	return errorf(http.StatusBadRequest, format, args...)
+}
+
+// classify maps an error to its status code and the message the client sees.
+func classify(err error) (int, string) {
+	var he *httpError
+	var ce *dao.ConflictError
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &he):
+		return he.status, he.msg
+	case errors.As(err, &ce):
+		return http.StatusConflict, ce.Error()
+	case errors.Is(err, dao.ErrInstanceNotFound), errors.Is(err, dao.ErrNoSchedule):
+		return http.StatusNotFound, err.Error()
+	case errors.Is(err, dao.ErrWorkflowFull):
+		return http.StatusConflict, err.Error()
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over the limit of %d bytes", mbe.Limit)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable, "the request was cancelled or timed out"
+	case dao.IsUnavailable(err):
+		return http.StatusServiceUnavailable, "the database is not reachable"
+	}
+	return http.StatusInternalServerError, "internal error; the master's log has the details"
+}
+
+// errorBody is the JSON of every API error.
+type errorBody struct {
+	Error struct {
+		Status  int    `json:"status"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers an API request with err as JSON and logs server-side failures.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := classify(err)
+	if status >= 500 {
+		logFor(r).Error().Err(err).Msg("request failed")
+	}
+	var body errorBody
+	body.Error.Status, body.Error.Message = status, msg
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes v as the response body.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,245 @@
+package api
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/registry"
+	"github.com/zksched/zksched/workflow"
+)
+
+// This file loads what the API and the pages show; both render the same structures.
+
+func notFound(what string, id int64) error {
+	return errorf(http.StatusNotFound, "%s %d not found", what, id)
+}
+
+// taskDetail is everything about one task instance but its log.
+type taskDetail struct {
+	Task     dao.TaskInstance
+	Workflow dao.WorkflowInstance
+	// Params is the task's spec and the workflow's parameters, as the worker reads them; nil
+	// when they do not parse (then Task.Params has them raw).
+	Params      *workflow.TaskParams
+	Attempts    []attemptView
+	Checkpoints []checkpointView
+	// Usage is the token usage of the task's result (LLM and agent tasks): the task's own
+	// record, or else the sum of its checkpoints.
+	Usage tokenUsage
+}
+
+// attemptView is one attempt with what its failover, if any, was.
+type attemptView struct {
+	dao.TaskAttempt
+	// Failover explains a failed_over outcome: the leader fenced the attempt's worker.
+	Failover *dao.FailoverEvent
+}
+
+// Tokens is the attempt's own token usage.
+func (a attemptView) Tokens() tokenUsage {
+	if a.Usage == nil {
+		return tokenUsage{}
+	}
+	return parseUsage(*a.Usage)
+}
+
+// Duration is how long the attempt ran; until now while it runs.
+func (a attemptView) Duration(now time.Time) time.Duration {
+	end := now
+	if a.EndedAt != nil {
+		end = *a.EndedAt
+	}
+	return end.Sub(a.StartedAt)
+}
+
+type checkpointView struct {
+	dao.Checkpoint
+	Usage tokenUsage
+}
+
+// tokenUsage is the {"prompt_tokens", "completion_tokens", "total_tokens", "calls"} object
+// LLM and agent tasks record.
+type tokenUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+	Calls            int64 `json:"calls"`
+}
+
+func (u tokenUsage) add(o tokenUsage) tokenUsage {
+	return tokenUsage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens,
+		u.TotalTokens + o.TotalTokens, u.Calls + o.Calls}
+}
+
+// Zero reports whether nothing was used (or nothing recorded).
+func (u tokenUsage) Zero() bool { return u == tokenUsage{} }
+
+// parseUsage reads a usage object; whatever does not parse counts as nothing, since usage is
+// for display only.
+func parseUsage(raw json.RawMessage) tokenUsage {
+	var u tokenUsage
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &u)
+	}
+	if u.TotalTokens == 0 {
+		u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	}
+	return u
+}
+
+func (s *Server) loadTask(ctx context.Context, id int64) (*taskDetail, error) {
+	t, err := s.db.TaskGet(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("task instance", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	d := &taskDetail{Task: *t}
+	wf, err := s.db.WorkflowGet(ctx, t.WorkflowInstanceID)
+	if err != nil {
+		return nil, err
+	}
+	d.Workflow = *wf
+	var p workflow.TaskParams
+	if json.Unmarshal(t.Params, &p) == nil {
+		d.Params = &p
+	}
+	atts, err := s.db.AttemptList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var lost []string
+	for _, a := range atts {
+		if a.Outcome != nil && *a.Outcome == dao.OutcomeFailedOver {
+			lost = append(lost, a.WorkerID)
+		}
+	}
+	events, err := s.db.FailoverEventsForNodes(ctx, lost)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range atts {
+		v := attemptView{TaskAttempt: a}
+		if ev, ok := events[a.WorkerID]; ok && a.Outcome != nil && *a.Outcome == dao.OutcomeFailedOver {
+			v.Failover = &ev
+		}
+		d.Attempts = append(d.Attempts, v)
+	}
+	cps, err := s.db.CheckpointListForTask(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cps {
+		u := parseUsage(c.Usage)
+		d.Checkpoints = append(d.Checkpoints, checkpointView{Checkpoint: c, Usage: u})
+		d.Usage = d.Usage.add(u)
+	}
+	if t.Usage != nil {
+		d.Usage = parseUsage(*t.Usage)
+	}
+	return d, nil
+}
+
+// spec returns the definition a workflow instance runs.
+func (s *Server) spec(ctx context.Context, wf *dao.WorkflowInstance) (*workflow.Spec, error) {
+	raw, err := s.db.DefinitionGet(ctx, wf.WorkflowName, wf.WorkflowVersion)
+	if err != nil {
+		return nil, err
+	}
+	var spec workflow.Spec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, fmt.Errorf("definition %s version %d: %w", wf.WorkflowName, wf.WorkflowVersion, err)
+	}
+	return &spec, nil
+}
+
+// workflowDetail is a workflow instance with its tasks and its graph.
+type workflowDetail struct {
+	Workflow dao.WorkflowInstance
+	Tasks    []dao.TaskInstance
+	Graph    graph
+	// Spec is nil when the definition does not parse.
+	Spec *workflow.Spec
+}
+
+func (s *Server) loadWorkflow(ctx context.Context, id int64) (*workflowDetail, error) {
+	wf, err := s.db.WorkflowGet(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("workflow instance", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := s.db.TaskListByWorkflow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &workflowDetail{Workflow: *wf, Tasks: tasks}
+	spec, err := s.spec(ctx, wf)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Int64("workflow_instance", id).Msg("definition does not parse; no graph")
+		spec = nil
+	}
+	d.Spec = spec
+	d.Graph = buildGraph(spec, tasks)
+	return d, nil
+}
+
+// clusterView is the registry as ZooKeeper has it, with each worker's running task instances
+// from PostgreSQL and the recent failovers.
+type clusterView struct {
+	Leader  string
+	Masters []nodeView
+	Workers []nodeView
+	Fenced  []registry.MarkerEntry
+	// Err is set when ZooKeeper could not be read; the failovers are still shown.
+	Err       error
+	Failovers []dao.FailoverEvent
+}
+
+type nodeView struct {
+	registry.NodeEntry
+	Leader bool
+	// RunningTasks are the ids of the task instances PostgreSQL has running on the worker.
+	RunningTasks []int64
+}
+
+const recentFailovers = 20
+
+func (s *Server) loadCluster(ctx context.Context) (*clusterView, error) {
+	v := &clusterView{}
+	var err error
+	if v.Failovers, err = s.db.FailoverEventList(ctx, recentFailovers); err != nil {
+		return nil, err
+	}
+	if s.cfg.Cluster == nil {
+		v.Err = errors.New("no registry client")
+		return v, nil
+	}
+	cl, err := s.cfg.Cluster.Cluster(ctx)
+	if err != nil {
+		v.Err = err
+		return v, nil
+	}
+	running, err := s.db.TaskRunningByWorker(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v.Leader, v.Fenced = cl.Leader, cl.Fenced
+	for _, m := range cl.Masters {
+		v.Masters = append(v.Masters, nodeView{NodeEntry: m, Leader: m.ID == cl.Leader && cl.Leader != ""})
+	}
+	for _, w := range cl.Workers {
+		v.Workers = append(v.Workers, nodeView{NodeEntry: w, RunningTasks: running[w.ID]})
+	}
+	return v, nil
+}

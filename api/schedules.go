@@ -1,0 +1,95 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/zksched/zksched/master"
+)
+
+// scheduleJSON is a schedule as the API shows it.
+type scheduleJSON struct {
+	Workflow     string      `json:"workflow"`
+	Version      int         `json:"version"`
+	Cron         string      `json:"cron"`
+	Timezone     string      `json:"timezone"`
+	Enabled      bool        `json:"enabled"`
+	Misfire      string      `json:"misfire"`
+	MisfireLimit int         `json:"misfire_limit,omitempty"`
+	Start        time.Time   `json:"start"`
+	End          *time.Time  `json:"end,omitempty"`
+	LastFire     *time.Time  `json:"last_fire,omitempty"`
+	Next         []time.Time `json:"next"`
+	Active       int         `json:"active"`
+	Problem      string      `json:"problem,omitempty"`
+}
+
+func scheduleOut(v master.ScheduleView) scheduleJSON {
+	out := scheduleJSON{Workflow: v.WorkflowName, Version: v.WorkflowVersion, Cron: v.Cron, Timezone: v.Timezone,
+		Enabled: v.Enabled, Misfire: v.Misfire, MisfireLimit: v.MisfireLimit, Start: v.StartAt, End: v.EndAt,
+		LastFire: v.LastFireAt, Next: v.Next, Active: v.Active, Problem: v.Problem}
+	if out.Next == nil {
+		out.Next = []time.Time{}
+	}
+	return out
+}
+
+// apiSchedules lists every schedule with its next fire times (?next=N, default 3, at most 100).
+func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) error {
+	n := 3
+	if v := r.URL.Query().Get("next"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 0 || n > 100 {
+			return badRequest("next %q is not a number of fire times from 0 to 100", v)
+		}
+	}
+	views, err := master.Schedules(r.Context(), s.db, n)
+	if err != nil {
+		return err
+	}
+	out := make([]scheduleJSON, len(views))
+	for i, v := range views {
+		out[i] = scheduleOut(v)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
+	return nil
+}
+
+// apiScheduleEnable enables (on true) or disables the schedule of {name}.
+func (s *Server) apiScheduleEnable(on bool) func(http.ResponseWriter, *http.Request) error {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		name := r.PathValue("name")
+		sched, err := master.SetScheduleEnabled(r.Context(), s.db, name, on, time.Now())
+		if err != nil {
+			return err
+		}
+		logFor(r).Info().Str("workflow", name).Bool("enabled", on).Msg("schedule switched")
+		writeJSON(w, http.StatusOK, map[string]any{"workflow": name, "enabled": sched.Enabled, "next_fire_at": sched.NextFireAt})
+		return nil
+	}
+}
+
+// apiScheduleTrigger fires the schedule of {name} now; the body, optional, is
+// {"params": {"k": "v"}}.
+func (s *Server) apiScheduleTrigger(w http.ResponseWriter, r *http.Request) error {
+	var body struct {
+		Params map[string]string `json:"params"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeJSON(r, &body); err != nil {
+			return err
+		}
+	}
+	name := r.PathValue("name")
+	res, err := master.Trigger(r.Context(), s.db, name, body.Params, "api:"+s.cfg.NodeID, time.Now())
+	if err != nil {
+		return err
+	}
+	if res.Instance == 0 {
+		return errorf(http.StatusConflict, "trigger of %s created no instance: %s", name, res.Skipped)
+	}
+	logFor(r).Info().Str("workflow", name).Int64("workflow_instance", res.Instance).Msg("schedule triggered")
+	writeJSON(w, http.StatusCreated, map[string]any{"id": res.Instance, "workflow_name": name, "fire_time": res.Time})
+	return nil
+}

@@ -1,0 +1,658 @@
+package api
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/registry"
+	"github.com/zksched/zksched/workflow"
+)
+
+// The JSON API, /api/v1. Every list is newest first with keyset pagination: a response
+// carries "older" and "newer" cursors, passed back as ?before= and ?after=.
+
+// pageJSON is a page of a list.
+type pageJSON[T any] struct {
+	Items []T `json:"items"`
+	// Older is the ?before= of the next, older page; absent on the last one.
+	Older int64 `json:"older,omitempty"`
+	// Newer is the ?after= of the previous, newer page; absent on the first one.
+	Newer int64 `json:"newer,omitempty"`
+}
+
+func toPage[T, U any](p dao.Page[T], conv func(T) U) pageJSON[U] {
+	out := pageJSON[U]{Items: make([]U, 0, len(p.Items)), Older: p.Older, Newer: p.Newer}
+	for _, it := range p.Items {
+		out.Items = append(out.Items, conv(it))
+	}
+	return out
+}
+
+func (s *Server) apiTasks(w http.ResponseWriter, r *http.Request) error {
+	q, err := newQuery(r.URL.Query(), taskListParams...)
+	if err != nil {
+		return err
+	}
+	f, c, err := taskFilter(q)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.TaskListPage(r.Context(), f, c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPage(page, func(t dao.TaskRow) dao.TaskRow { return t }))
+	return nil
+}
+
+// taskJSON is a task instance in full.
+type taskJSON struct {
+	ID                 int64           `json:"id"`
+	WorkflowInstanceID int64           `json:"workflow_instance_id"`
+	WorkflowName       string          `json:"workflow_name"`
+	Name               string          `json:"name"`
+	Type               string          `json:"type"`
+	State              dao.TaskState   `json:"state"`
+	Priority           int             `json:"priority"`
+	WorkerGroup        string          `json:"worker_group"`
+	Pool               *string         `json:"pool"`
+	WorkerID           *string         `json:"worker_id"`
+	Attempt            int             `json:"attempt"`
+	Retries            int             `json:"retries"`
+	MaxRetries         int             `json:"max_retries"`
+	RetryInterval      string          `json:"retry_interval"`
+	Timeout            string          `json:"timeout,omitempty"`
+	NotBefore          *time.Time      `json:"not_before"`
+	FailoverCount      int             `json:"failover_count"`
+	KillRequested      bool            `json:"kill_requested"`
+	Params             json.RawMessage `json:"params"`
+	Output             *string         `json:"output"`
+	Error              *string         `json:"error"`
+	ExitCode           *int            `json:"exit_code"`
+	// Usage is the token usage of the task's result (LLM and agent tasks).
+	Usage     *json.RawMessage `json:"usage,omitempty"`
+	QueuedAt  time.Time        `json:"queued_at"`
+	StartedAt *time.Time       `json:"started_at"`
+	EndedAt   *time.Time       `json:"ended_at"`
+}
+
+func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
+	j := taskJSON{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, WorkflowName: wfName, Name: t.Name,
+		Type: t.Type, State: t.State, Priority: t.Priority, WorkerGroup: t.WorkerGroup, Pool: t.Pool,
+		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
+		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
+		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
+		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+	if d := t.Timeout(); d > 0 {
+		j.Timeout = d.String()
+	}
+	return j
+}
+
+type attemptJSON struct {
+	Attempt   int         `json:"attempt"`
+	WorkerID  string      `json:"worker_id"`
+	StartedAt time.Time   `json:"started_at"`
+	EndedAt   *time.Time  `json:"ended_at"`
+	Outcome   *string     `json:"outcome"`
+	ExitCode  *int        `json:"exit_code"`
+	Error     *string     `json:"error"`
+	Failover  *failoverJS `json:"failover,omitempty"`
+	// Usage is the token usage of the attempt's own model calls.
+	Usage *json.RawMessage `json:"usage,omitempty"`
+}
+
+// failoverJS explains a failed_over attempt: its worker was lost at LostAt and fenced by
+// Leader at FencedAt.
+type failoverJS struct {
+	From     string    `json:"from"`
+	LostAt   time.Time `json:"lost_at"`
+	FencedAt time.Time `json:"fenced_at"`
+	FencedBy string    `json:"fenced_by"`
+}
+
+type checkpointJSON struct {
+	Step      string          `json:"step"`
+	Attempt   int             `json:"attempt"`
+	Output    string          `json:"output"`
+	Usage     json.RawMessage `json:"usage"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+type taskDetailJSON struct {
+	taskJSON
+	Attempts    []attemptJSON    `json:"attempts"`
+	Checkpoints []checkpointJSON `json:"checkpoints"`
+	TokenUsage  tokenUsage       `json:"token_usage"`
+	// Log is the tail of the latest attempt's log; /log reads more.
+	Log *dao.LogTail `json:"log,omitempty"`
+}
+
+const defaultTailBytes = 64 << 10
+
+func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return err
+	}
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	d, err := s.loadTask(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	out := taskDetailJSON{taskJSON: taskToJSON(d.Task, d.Workflow.WorkflowName), Attempts: []attemptJSON{},
+		Checkpoints: []checkpointJSON{}, TokenUsage: d.Usage}
+	for _, a := range d.Attempts {
+		aj := attemptJSON{Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
+			ExitCode: a.ExitCode, Error: a.Error, Usage: a.Usage}
+		if a.Outcome != nil {
+			o := string(*a.Outcome)
+			aj.Outcome = &o
+		}
+		if ev := a.Failover; ev != nil {
+			aj.Failover = &failoverJS{From: a.WorkerID, LostAt: ev.LostAt, FencedAt: ev.FencedAt, FencedBy: ev.Leader}
+		}
+		out.Attempts = append(out.Attempts, aj)
+	}
+	for _, c := range d.Checkpoints {
+		out.Checkpoints = append(out.Checkpoints, checkpointJSON{Step: c.Step, Attempt: c.Attempt, Output: c.Output,
+			Usage: c.Checkpoint.Usage, CreatedAt: c.CreatedAt})
+	}
+	if d.Task.Attempt > 0 {
+		tail, err := s.db.TaskLogTail(r.Context(), id, d.Task.Attempt, -1, defaultTailBytes)
+		if err != nil {
+			return err
+		}
+		out.Log = &tail
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// apiTaskLog reads an attempt's log: ?attempt= (default the latest), then either ?from_seq=
+// (chunks from there on, to follow a running task) or ?tail_bytes= (the end; default 64 KiB).
+func (s *Server) apiTaskLog(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return err
+	}
+	q, err := newQuery(r.URL.Query(), "attempt", "from_seq", "tail_bytes")
+	if err != nil {
+		return err
+	}
+	t, err := s.db.TaskGet(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("task instance", id)
+		}
+		return err
+	}
+	attempt, err := q.intRange("attempt", t.Attempt, 1, max(t.Attempt, 1))
+	if err != nil {
+		return err
+	}
+	from, err := q.intRange("from_seq", -1, 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	tailBytes, err := q.intRange("tail_bytes", defaultTailBytes, 1, 64<<20)
+	if err != nil {
+		return err
+	}
+	tail, err := s.db.TaskLogTail(r.Context(), id, attempt, from, tailBytes)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, tail)
+	return nil
+}
+
+func (s *Server) apiTaskKill(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return err
+	}
+	res, err := s.killTask(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	body := map[string]any{"task_instance": id, "state": res.State, "attempt": res.Attempt}
+	if res.State == dao.TaskKilled {
+		body["message"] = "killed before it ran"
+		writeJSON(w, http.StatusOK, body)
+		return nil
+	}
+	body["worker"] = res.WorkerID
+	body["message"] = "kill requested: the worker stops the attempt and the task becomes killed"
+	writeJSON(w, http.StatusAccepted, body)
+	return nil
+}
+
+type rerunJSON struct {
+	WorkflowInstanceID int64   `json:"workflow_instance"`
+	Requeued           []int64 `json:"requeued"`
+	DeletedSkipped     int     `json:"deleted_skipped"`
+	Reopened           bool    `json:"reopened"`
+}
+
+func (s *Server) apiTaskRerun(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return err
+	}
+	res, wf, err := s.rerunTask(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rerunJSON{WorkflowInstanceID: wf, Requeued: res.Requeued, DeletedSkipped: res.Deleted, Reopened: res.Reopened})
+	return nil
+}
+
+// workflowJSON is a workflow instance.
+type workflowJSON struct {
+	ID              int64             `json:"id"`
+	WorkflowName    string            `json:"workflow_name"`
+	WorkflowVersion int               `json:"workflow_version"`
+	State           dao.WorkflowState `json:"state"`
+	Owner           *string           `json:"owner"`
+	Params          json.RawMessage   `json:"params"`
+	Priority        int               `json:"priority"`
+	Error           *string           `json:"error"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at"`
+	EndedAt         *time.Time        `json:"ended_at"`
+	// TaskStates counts the task instances by state (lists only).
+	TaskStates dao.TaskStateCounts `json:"task_states,omitempty"`
+}
+
+func workflowToJSON(w dao.WorkflowInstance) workflowJSON {
+	return workflowJSON{ID: w.ID, WorkflowName: w.WorkflowName, WorkflowVersion: w.WorkflowVersion, State: w.State,
+		Owner: w.Owner, Params: w.Params, Priority: w.Priority, Error: w.Error, CreatedAt: w.CreatedAt,
+		StartedAt: w.StartedAt, EndedAt: w.EndedAt}
+}
+
+func (s *Server) apiWorkflows(w http.ResponseWriter, r *http.Request) error {
+	q, err := newQuery(r.URL.Query(), workflowListParams...)
+	if err != nil {
+		return err
+	}
+	f, c, err := workflowFilter(q)
+	if err != nil {
+		return err
+	}
+	page, err := s.db.WorkflowListPage(r.Context(), f, c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toPage(page, func(row dao.WorkflowRow) workflowJSON {
+		j := workflowToJSON(row.WorkflowInstance)
+		j.TaskStates = row.TaskStates
+		return j
+	}))
+	return nil
+}
+
+type workflowDetailJSON struct {
+	workflowJSON
+	Tasks []taskJSON `json:"tasks"`
+	Graph graph      `json:"graph"`
+}
+
+func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "workflow instance")
+	if err != nil {
+		return err
+	}
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	d, err := s.loadWorkflow(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	out := workflowDetailJSON{workflowJSON: workflowToJSON(d.Workflow), Tasks: []taskJSON{}, Graph: d.Graph}
+	for _, t := range d.Tasks {
+		out.Tasks = append(out.Tasks, taskToJSON(t, d.Workflow.WorkflowName))
+	}
+	if out.Graph.Edges == nil {
+		out.Graph.Edges = []graphEdge{}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// workflowCreateJSON is the body of POST /api/v1/workflow-instances.
+type workflowCreateJSON struct {
+	Name string `json:"name"`
+	// Version defaults to the latest.
+	Version int               `json:"version"`
+	Params  map[string]string `json:"params"`
+	// Priority defaults to the workflow's own (its file's priority field).
+	Priority *int `json:"priority"`
+}
+
+func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error {
+	var body workflowCreateJSON
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	if body.Name == "" {
+		return badRequest("name is required")
+	}
+	versions, err := s.db.DefinitionVersions(r.Context(), body.Name)
+	if err != nil {
+		return err
+	}
+	if len(versions) == 0 {
+		return errorf(http.StatusNotFound, "no workflow definition %q", body.Name)
+	}
+	version := versions[0].Version
+	if body.Version != 0 {
+		found := false
+		for _, v := range versions {
+			found = found || v.Version == body.Version
+		}
+		if !found {
+			return errorf(http.StatusNotFound, "workflow definition %q has no version %d", body.Name, body.Version)
+		}
+		version = body.Version
+	}
+	params, err := json.Marshal(body.Params)
+	if err != nil {
+		return err
+	}
+	var id int64
+	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
+		priority := body.Priority
+		if priority == nil {
+			raw, err := q.DefinitionGet(r.Context(), body.Name, version)
+			if err != nil {
+				return err
+			}
+			var spec workflow.Spec
+			if err := json.Unmarshal(raw, &spec); err != nil {
+				return fmt.Errorf("definition %s version %d: %w", body.Name, version, err)
+			}
+			priority = &spec.Priority
+		}
+		id, err = q.WorkflowCreate(r.Context(), body.Name, version, params, *priority)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	logFor(r).Info().Int64("workflow_instance", id).Str("workflow", body.Name).Int("version", version).Msg("workflow instance submitted")
+	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "workflow_name": body.Name, "workflow_version": version})
+	return nil
+}
+
+func (s *Server) apiWorkflowStop(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "workflow instance")
+	if err != nil {
+		return err
+	}
+	res, err := s.stopWorkflow(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workflow_instance": id, "state": dao.WorkflowStopped,
+		"killed": res.Killed, "kill_requested": res.KillRequested})
+	return nil
+}
+
+func (s *Server) apiWorkflowRerun(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "workflow instance")
+	if err != nil {
+		return err
+	}
+	res, err := s.rerunWorkflow(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rerunJSON{WorkflowInstanceID: id, Requeued: res.Requeued, DeletedSkipped: res.Deleted, Reopened: res.Reopened})
+	return nil
+}
+
+func (s *Server) apiDefinitions(w http.ResponseWriter, r *http.Request) error {
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	defs, err := s.db.DefinitionList(r.Context())
+	if err != nil {
+		return err
+	}
+	if defs == nil {
+		defs = []dao.DefinitionSummary{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": defs})
+	return nil
+}
+
+// apiDefinitionSubmit stores a workflow file (YAML, the format of `zksched submit`) as a new
+// version of its definition, unless the latest version is the same.
+func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" ||
+			mt == "text/plain" || mt == "application/json") {
+			return errorf(http.StatusUnsupportedMediaType, "content type %q: send the workflow file as application/yaml", ct)
+		}
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	spec, err := workflow.Parse(body)
+	if err != nil {
+		return badRequest("the workflow file is rejected, nothing stored:\n%v", err)
+	}
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return err
+	}
+	var version int
+	var sched *dao.Schedule
+	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
+		if version, err = q.DefinitionEnsure(r.Context(), spec.Name, raw); err != nil {
+			return err
+		}
+		// As with zksched submit, the file is the truth about the schedule: it replaces the
+		// stored one, or removes it when the file has none.
+		sched, _, err = master.StoreSchedule(r.Context(), q, spec, version, time.Now())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	logFor(r).Info().Str("workflow", spec.Name).Int("version", version).Msg("workflow definition stored")
+	out := map[string]any{"name": spec.Name, "version": version}
+	if sched != nil {
+		out["schedule"] = map[string]any{"enabled": sched.Enabled, "next_fire_at": sched.NextFireAt}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) apiDefinitionVersions(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	versions, err := s.db.DefinitionVersions(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	if len(versions) == 0 {
+		return errorf(http.StatusNotFound, "no workflow definition %q", name)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "versions": versions})
+	return nil
+}
+
+func (s *Server) apiDefinitionVersion(w http.ResponseWriter, r *http.Request) error {
+	name := r.PathValue("name")
+	v, err := strconv.Atoi(r.PathValue("version"))
+	if err != nil || v <= 0 {
+		return badRequest("%q is not a version number", r.PathValue("version"))
+	}
+	versions, err := s.db.DefinitionVersions(r.Context(), name)
+	if err != nil {
+		return err
+	}
+	for _, dv := range versions {
+		if dv.Version == v {
+			writeJSON(w, http.StatusOK, dv)
+			return nil
+		}
+	}
+	return errorf(http.StatusNotFound, "workflow definition %q has no version %d", name, v)
+}
+
+type nodeJSON struct {
+	ID     string             `json:"id"`
+	Leader bool               `json:"leader,omitempty"`
+	Info   *registry.NodeInfo `json:"info,omitempty"`
+	// HeartbeatAge is how long ago the node last refreshed its znode, in seconds.
+	HeartbeatAge *float64 `json:"heartbeat_age_s,omitempty"`
+	// RunningTasks are a worker's running task instances, from PostgreSQL.
+	RunningTasks []int64 `json:"running_tasks,omitempty"`
+	// Error and Raw are set when the znode's data does not parse.
+	Error string `json:"error,omitempty"`
+	Raw   string `json:"raw,omitempty"`
+}
+
+type markerJSON struct {
+	ID     string                `json:"id"`
+	Role   registry.Role         `json:"role"`
+	Record *registry.FenceRecord `json:"record,omitempty"`
+	Error  string                `json:"error,omitempty"`
+	Raw    string                `json:"raw,omitempty"`
+}
+
+func (s *Server) apiCluster(w http.ResponseWriter, r *http.Request) error {
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	v, err := s.loadCluster(r.Context())
+	if err != nil {
+		return err
+	}
+	if v.Err != nil {
+		logFor(r).Warn().Err(v.Err).Msg("cluster view: zookeeper not readable")
+		return errorf(http.StatusServiceUnavailable, "zookeeper could not be read: %v", v.Err)
+	}
+	now := time.Now()
+	node := func(n nodeView) nodeJSON {
+		j := nodeJSON{ID: n.ID, Leader: n.Leader, Info: n.Info, RunningTasks: n.RunningTasks}
+		if n.Err != nil {
+			j.Error, j.Raw = n.Err.Error(), string(n.Raw)
+		} else if n.Info != nil && !n.Info.HeartbeatAt.IsZero() {
+			age := now.Sub(n.Info.HeartbeatAt).Seconds()
+			j.HeartbeatAge = &age
+		}
+		return j
+	}
+	out := map[string]any{"masters": []nodeJSON{}, "workers": []nodeJSON{}, "fenced": []markerJSON{}}
+	if v.Leader != "" {
+		out["leader"] = v.Leader
+	} else {
+		out["leader"] = nil
+	}
+	var masters, workers []nodeJSON
+	for _, n := range v.Masters {
+		masters = append(masters, node(n))
+	}
+	for _, n := range v.Workers {
+		workers = append(workers, node(n))
+	}
+	var fenced []markerJSON
+	for _, m := range v.Fenced {
+		j := markerJSON{ID: m.ID, Role: m.Role}
+		if m.Err != nil {
+			j.Error, j.Raw = m.Err.Error(), string(m.Raw)
+		} else {
+			rec := m.Record
+			j.Record = &rec
+		}
+		fenced = append(fenced, j)
+	}
+	if masters != nil {
+		out["masters"] = masters
+	}
+	if workers != nil {
+		out["workers"] = workers
+	}
+	if fenced != nil {
+		out["fenced"] = fenced
+	}
+	out["failovers"] = failoversJSON(v.Failovers)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type failoverEventJSON struct {
+	ID                int64      `json:"id"`
+	NodeID            string     `json:"node_id"`
+	Role              string     `json:"role"`
+	LostAt            time.Time  `json:"lost_at"`
+	FencedAt          time.Time  `json:"fenced_at"`
+	FinishedAt        *time.Time `json:"finished_at"`
+	Leader            string     `json:"leader"`
+	TasksRequeued     int        `json:"tasks_requeued"`
+	WorkflowsReleased int        `json:"workflows_released"`
+}
+
+func failoversJSON(evs []dao.FailoverEvent) []failoverEventJSON {
+	out := make([]failoverEventJSON, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, failoverEventJSON(e))
+	}
+	return out
+}
+
+func (s *Server) apiFailoverEvents(w http.ResponseWriter, r *http.Request) error {
+	q, err := newQuery(r.URL.Query(), "limit")
+	if err != nil {
+		return err
+	}
+	limit, err := q.intRange("limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	evs, err := s.db.FailoverEventList(r.Context(), limit)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": failoversJSON(evs)})
+	return nil
+}
+
+// decodeJSON reads a JSON request body strictly: unknown fields and trailing data are errors.
+func decodeJSON(r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return errorf(http.StatusUnsupportedMediaType, "content type %q: send application/json", ct)
+		}
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return badRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return badRequest("malformed JSON body: data after the object")
+	}
+	return nil
+}

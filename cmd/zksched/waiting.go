@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/registry"
+)
+
+// liveGroups watches which worker groups have a live worker, from the registry in ZooKeeper,
+// for `--wait` to tell a task that waits for a worker from one that waits for a slot. The
+// returned function gives the latest view, nil while it is not known (ZooKeeper unreachable:
+// then nothing is said about groups). The watch ends with ctx.
+func liveGroups(ctx context.Context, cfg *conf.Config) func() map[string]bool {
+	var mu sync.Mutex
+	var groups map[string]bool
+	go func() {
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		c, err := registry.Dial(dctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
+			SessionTimeout: cfg.Registry.SessionTimeout, Logger: zerolog.Nop()})
+		cancel()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			if cl, err := c.Cluster(ctx); err == nil {
+				live := map[string]bool{}
+				for _, w := range cl.Workers {
+					if w.Info != nil {
+						for _, g := range w.Info.Groups {
+							live[g] = true
+						}
+					}
+				}
+				mu.Lock()
+				groups = live
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() map[string]bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return groups
+	}
+}
+
+// noWorker reports whether group is known to have no live worker.
+func noWorker(groups func() map[string]bool, group string) bool {
+	if groups == nil {
+		return false
+	}
+	live := groups()
+	return live != nil && !live[group]
+}

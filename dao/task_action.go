@@ -1,0 +1,284 @@
+package dao
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/lib/pq"
+)
+
+// This file holds the operators' actions on task and workflow instances: kill, rerun, stop.
+// Each is one statement or one transaction whose every write is conditioned on the state it
+// expects, so an action racing a worker that finishes the same task, or a master that
+// finishes the same workflow, either applies whole or reports a ConflictError; it never
+// overwrites a result.
+
+// ErrInstanceNotFound is returned by an action on a task or workflow instance that does not
+// exist.
+var ErrInstanceNotFound = errors.New("no such instance")
+
+// ConflictError is returned by an action that the instance's current state does not allow,
+// such as killing a task that has already finished.
+type ConflictError struct {
+	// Kind is "task" or "workflow".
+	Kind   string
+	ID     int64
+	State  string
+	Action string
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("cannot %s %s instance %d: it is %s", e.Action, e.Kind, e.ID, e.State)
+}
+
+// KillResult is what a kill request did.
+type KillResult struct {
+	TaskID             int64
+	WorkflowInstanceID int64
+	// State is TaskKilled when the task was still queued and is now killed, or TaskRunning
+	// when its worker has been asked to stop it (the state becomes killed when it has).
+	State    TaskState
+	WorkerID *string
+	Attempt  int
+}
+
+// TaskKill kills a queued task instance at once, or asks the worker of a running one to stop
+// it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
+// state, so a worker claiming or finishing the task at the same moment either sees the kill or
+// wins the race (the kill then reports a ConflictError). The owning master is woken when the
+// task was killed at once, so it skips the downstream tasks.
+func (q *Queries) TaskKill(ctx context.Context, id int64) (KillResult, error) {
+	var r []struct {
+		ID                 int64     `db:"id"`
+		WorkflowInstanceID int64     `db:"workflow_instance_id"`
+		State              TaskState `db:"state"`
+		WorkerID           *string   `db:"worker_id"`
+		Attempt            int       `db:"attempt"`
+	}
+	err := sqlxSelect(ctx, q, &r, `
+		WITH t AS (
+			UPDATE task_instance SET
+				state = CASE WHEN state = 'queued' THEN 'killed' ELSE state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN state = 'queued' THEN now() ELSE ended_at END,
+				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran' ELSE error END
+			WHERE id = $1 AND state IN ('queued', 'running')
+			RETURNING id, workflow_instance_id, state, worker_id, attempt
+		), woken AS (
+			SELECT pg_notify(CASE WHEN state = 'killed' THEN $2 ELSE $3 END,
+				CASE WHEN state = 'killed' THEN workflow_instance_id::text ELSE worker_id END) FROM t
+		)
+		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`,
+		id, q.ch.master, q.ch.kill)
+	if err != nil {
+		return KillResult{}, fmt.Errorf("kill task instance %d: %w", id, err)
+	}
+	if len(r) == 0 {
+		return KillResult{}, q.taskConflict(ctx, id, "kill")
+	}
+	return KillResult{TaskID: r[0].ID, WorkflowInstanceID: r[0].WorkflowInstanceID, State: r[0].State,
+		WorkerID: r[0].WorkerID, Attempt: r[0].Attempt}, nil
+}
+
+// taskConflict explains why an action conditioned on a task's state matched nothing.
+func (q *Queries) taskConflict(ctx context.Context, id int64, action string) error {
+	var state string
+	err := sqlxGet(ctx, q, &state, `SELECT state FROM task_instance WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("task instance %d: %w", id, ErrInstanceNotFound)
+	}
+	if err != nil {
+		return fmt.Errorf("%s task instance %d: %w", action, id, err)
+	}
+	return &ConflictError{Kind: "task", ID: id, State: state, Action: action}
+}
+
+// TaskListKillRequested returns the tokens of the running attempts of worker that an operator
+// asked to kill. The worker stops them with outcome killed.
+func (q *Queries) TaskListKillRequested(ctx context.Context, worker string) ([]Token, error) {
+	var toks []struct {
+		ID       int64  `db:"id"`
+		WorkerID string `db:"worker_id"`
+		Attempt  int    `db:"attempt"`
+	}
+	if err := sqlxSelect(ctx, q, &toks, `SELECT id, worker_id, attempt FROM task_instance
+		WHERE worker_id = $1 AND state = 'running' AND kill_requested`, worker); err != nil {
+		return nil, fmt.Errorf("list kill requests of %s: %w", worker, err)
+	}
+	out := make([]Token, len(toks))
+	for i, t := range toks {
+		out[i] = Token{TaskID: t.ID, WorkerID: t.WorkerID, Attempt: t.Attempt}
+	}
+	return out, nil
+}
+
+// RerunResult is what a rerun did.
+type RerunResult struct {
+	// Requeued are the task instances put back in the queue.
+	Requeued []int64
+	// Deleted counts the skipped task instances removed for the master to create again.
+	Deleted int
+	// Reopened is set when the workflow instance had finished and runs again, waiting for a
+	// master to claim it.
+	Reopened bool
+}
+
+// WorkflowRerun puts the given failed or killed task instances of a workflow instance back in
+// the queue (retries reset, attempt numbers going on so every fencing token stays unique),
+// deletes its skipped task instances named in skipped (the caller names those below the rerun
+// tasks, from the definition) so the master creates them again once their dependencies are
+// met, and reopens the workflow instance if it had finished: state running, no owner, so a
+// master claims and continues it.
+//
+// It holds the workflow instance's row for the whole transaction, as a master's advance does,
+// so a master finishing the instance at the same moment either finishes it first (and the
+// rerun reopens it) or sees the requeued tasks. A task that is no longer failed or killed
+// fails the whole rerun with a ConflictError.
+func (db *DB) WorkflowRerun(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string) (RerunResult, error) {
+	var res RerunResult
+	err := db.Tx(ctx, func(q *Queries) error {
+		var wf struct {
+			State WorkflowState `db:"state"`
+		}
+		err := sqlxGet(ctx, q, &wf, `SELECT state FROM workflow_instance WHERE id = $1 FOR UPDATE`, workflowID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("lock workflow instance %d: %w", workflowID, err)
+		}
+		var requeued []struct {
+			ID    int64  `db:"id"`
+			Group string `db:"worker_group"`
+		}
+		err = sqlxSelect(ctx, q, &requeued, `
+			UPDATE task_instance SET state = 'queued', worker_id = NULL, retries = 0,
+				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL,
+				started_at = NULL, ended_at = NULL, queued_at = now()
+			WHERE workflow_instance_id = $1 AND id = ANY($2) AND state IN ('failed', 'killed')
+			RETURNING id, worker_group`, workflowID, pq.Array(taskIDs))
+		if err != nil {
+			return fmt.Errorf("requeue tasks of workflow instance %d: %w", workflowID, err)
+		}
+		if len(requeued) != len(taskIDs) {
+			done := map[int64]bool{}
+			for _, r := range requeued {
+				done[r.ID] = true
+			}
+			for _, id := range taskIDs {
+				if !done[id] {
+					return q.taskConflict(ctx, id, "rerun")
+				}
+			}
+		}
+		groups := map[string]bool{}
+		for _, r := range requeued {
+			res.Requeued = append(res.Requeued, r.ID)
+			groups[r.Group] = true
+		}
+		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
+			WHERE workflow_instance_id = $1 AND state = 'skipped' AND name = ANY($2)`, workflowID, pq.Array(skipped))
+		if err != nil {
+			return fmt.Errorf("delete skipped tasks of workflow instance %d: %w", workflowID, err)
+		}
+		n, _ := del.RowsAffected()
+		res.Deleted = int(n)
+		payload := fmt.Sprint(workflowID)
+		if wf.State.Terminal() {
+			if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET state = 'running', owner = NULL,
+				ended_at = NULL, error = NULL WHERE id = $1`, workflowID); err != nil {
+				return fmt.Errorf("reopen workflow instance %d: %w", workflowID, err)
+			}
+			res.Reopened, payload = true, ""
+		}
+		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, payload); err != nil {
+			return fmt.Errorf("wake masters: %w", err)
+		}
+		for g := range groups {
+			if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.task, g); err != nil {
+				return fmt.Errorf("wake workers: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return RerunResult{}, err
+	}
+	return res, nil
+}
+
+// StopResult is what stopping a workflow instance did.
+type StopResult struct {
+	// Killed counts the queued task instances killed at once.
+	Killed int
+	// KillRequested counts the running ones whose workers were asked to stop them.
+	KillRequested int
+}
+
+// WorkflowStop stops a submitted or running workflow instance: it becomes stopped, its queued
+// task instances are killed and the workers of its running ones are asked to kill them. The
+// owning master finds the instance no longer running at its next advance and lets go of it.
+func (db *DB) WorkflowStop(ctx context.Context, workflowID int64) (StopResult, error) {
+	var res StopResult
+	err := db.Tx(ctx, func(q *Queries) error {
+		var ids []int64
+		err := sqlxSelect(ctx, q, &ids, `UPDATE workflow_instance SET state = 'stopped', ended_at = now(),
+			error = 'stopped by an operator'
+			WHERE id = $1 AND state IN ('submitted', 'running') RETURNING id`, workflowID)
+		if err != nil {
+			return fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
+		}
+		if len(ids) == 0 {
+			var state string
+			err := sqlxGet(ctx, q, &state, `SELECT state FROM workflow_instance WHERE id = $1`, workflowID)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
+			}
+			if err != nil {
+				return fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
+			}
+			return &ConflictError{Kind: "workflow", ID: workflowID, State: state, Action: "stop"}
+		}
+		var tasks []struct {
+			State    TaskState `db:"state"`
+			WorkerID *string   `db:"worker_id"`
+		}
+		err = sqlxSelect(ctx, q, &tasks, `
+			UPDATE task_instance SET
+				state = CASE WHEN state = 'queued' THEN 'killed' ELSE state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN state = 'queued' THEN now() ELSE ended_at END,
+				error = CASE WHEN state = 'queued' THEN 'killed: the workflow was stopped' ELSE error END
+			WHERE workflow_instance_id = $1 AND state IN ('queued', 'running')
+			RETURNING state, worker_id`, workflowID)
+		if err != nil {
+			return fmt.Errorf("kill tasks of workflow instance %d: %w", workflowID, err)
+		}
+		workers := map[string]bool{}
+		for _, t := range tasks {
+			if t.State == TaskKilled {
+				res.Killed++
+				continue
+			}
+			res.KillRequested++
+			if t.WorkerID != nil {
+				workers[*t.WorkerID] = true
+			}
+		}
+		for w := range workers {
+			if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
+				return fmt.Errorf("wake worker %s: %w", w, err)
+			}
+		}
+		_, err = q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, fmt.Sprint(workflowID))
+		return err
+	})
+	if err != nil {
+		return StopResult{}, err
+	}
+	return res, nil
+}

@@ -1,0 +1,117 @@
+package dao
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file holds the read queries of the web UI and the HTTP API about workflow instances and
+// definitions.
+
+// WorkflowFilter selects workflow instances. Zero fields do not filter.
+type WorkflowFilter struct {
+	State WorkflowState
+	// Name is a workflow name, matched exactly.
+	Name string
+}
+
+// WorkflowRow is a workflow instance as the list shows it, with how many of its task instances
+// are in each state.
+type WorkflowRow struct {
+	WorkflowInstance
+	TaskStates TaskStateCounts `db:"task_states"`
+}
+
+// TaskStateCounts counts task instances by state.
+type TaskStateCounts map[TaskState]int
+
+// Scan reads the JSON object the list query builds.
+func (c *TaskStateCounts) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case []byte:
+		b = v
+	case string:
+		b = []byte(v)
+	case nil:
+		*c = TaskStateCounts{}
+		return nil
+	default:
+		return fmt.Errorf("task state counts: unexpected %T", src)
+	}
+	m := map[TaskState]int{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("task state counts: %w", err)
+	}
+	*c = m
+	return nil
+}
+
+// WorkflowListPage returns one page of the workflow instances that match f, newest first.
+func (q *Queries) WorkflowListPage(ctx context.Context, f WorkflowFilter, c PageCursor) (Page[WorkflowRow], error) {
+	var conds []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		conds = append(conds, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
+	}
+	if f.State != "" {
+		add("w.state = ?", string(f.State))
+	}
+	if f.Name != "" {
+		add("w.workflow_name = ?", f.Name)
+	}
+	page, err := keysetPage[WorkflowRow](ctx, q, `SELECT `+prefixed("w.", workflowColumns)+`,
+		(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
+			(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
+		) AS task_states
+		FROM workflow_instance w`, "w.id", conds, args, c, func(r WorkflowRow) int64 { return r.ID })
+	if err != nil {
+		return page, fmt.Errorf("list workflow instances: %w", err)
+	}
+	return page, nil
+}
+
+// DefinitionSummary is one workflow definition: its latest version and how many it has.
+type DefinitionSummary struct {
+	Name          string    `db:"name" json:"name"`
+	LatestVersion int       `db:"latest_version" json:"latest_version"`
+	Versions      int       `db:"versions" json:"versions"`
+	UpdatedAt     time.Time `db:"updated_at" json:"updated_at"`
+	Instances     int       `db:"instances" json:"instances"`
+}
+
+// DefinitionList returns every workflow definition by name.
+func (q *Queries) DefinitionList(ctx context.Context) ([]DefinitionSummary, error) {
+	var out []DefinitionSummary
+	if err := sqlxSelect(ctx, q, &out, `SELECT d.name, max(d.version) AS latest_version, count(*) AS versions,
+		max(d.created_at) AS updated_at,
+		(SELECT count(*) FROM workflow_instance w WHERE w.workflow_name = d.name) AS instances
+		FROM workflow_definition d GROUP BY d.name ORDER BY d.name`); err != nil {
+		return nil, fmt.Errorf("list workflow definitions: %w", err)
+	}
+	return out, nil
+}
+
+// DefinitionVersion is one stored version of a workflow definition.
+type DefinitionVersion struct {
+	Name      string          `db:"name" json:"name"`
+	Version   int             `db:"version" json:"version"`
+	Spec      json.RawMessage `db:"spec" json:"spec"`
+	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+}
+
+// DefinitionVersions returns every version of a workflow definition, newest first; none when
+// the name is unknown.
+func (q *Queries) DefinitionVersions(ctx context.Context, name string) ([]DefinitionVersion, error) {
+	var out []DefinitionVersion
+	if err := sqlxSelect(ctx, q, &out, `SELECT name, version, spec, created_at FROM workflow_definition
+		WHERE name = $1 ORDER BY version DESC`, name); err != nil {
+		return nil, fmt.Errorf("list versions of definition %q: %w", name, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,284 @@
+// Package llmtest is an OpenAI-compatible chat completions server for tests, on loopback. It
+// answers every prompt deterministically ("answer to: <prompt>") with token usage, counts the
+// requests per prompt, records the high-water mark of requests in flight, and misbehaves on
+// demand: an HTTP error (429 with Retry-After, 5xx, 400, 401) for the next n requests whose
+// prompt contains a string, a delay, or a hold until the test releases it. The worker under
+// test reaches it through an openai provider whose base-url is the server's URL, in-process
+// or from a real worker process.
+package llmtest
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Server is the test model server.
+type Server struct {
+	*httptest.Server
+	// Key, if set, is the API key every request must carry as a bearer token (else 401).
+	Key string
+
+	mu       sync.Mutex
+	rules    []*rule
+	prompts  []string // every request's user prompt, in arrival order
+	answered []string // the prompts answered with 200
+	inFlight int
+	high     int
+	served   time.Duration // time spent answering the 200s, delays included
+	changed  chan struct{} // closed and replaced at every change
+}
+
+type rule struct {
+	prefix     string
+	status     int
+	retryAfter string
+	times      int // requests left to apply to; <0 for every one
+	delay      time.Duration
+	hold       chan struct{}
+}
+
+// New starts a server, closed when the test ends.
+func New(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{changed: make(chan struct{})}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.handle))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// BaseURL is what an openai provider's base-url should be.
+func (s *Server) BaseURL() string { return s.URL + "/v1" }
+
+// Fail makes the next times requests whose prompt starts with prefix fail with status (and,
+// for a 429, Retry-After: retryAfter when it is not ""). times < 0 means every one.
+func (s *Server) Fail(prefix string, status, times int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = append(s.rules, &rule{prefix: prefix, status: status, times: times, retryAfter: retryAfter})
+}
+
+// Delay makes every request whose prompt starts with prefix wait d before its answer.
+func (s *Server) Delay(prefix string, d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = append(s.rules, &rule{prefix: prefix, times: -1, delay: d})
+}
+
+// Hold makes requests whose prompt starts with prefix wait until release is called (or the
+// client goes away). release may be called more than once.
+func (s *Server) Hold(prefix string) (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.rules = append(s.rules, &rule{prefix: prefix, times: -1, hold: ch})
+	s.mu.Unlock()
+	var once sync.Once
+	return func() { once.Do(func() { close(ch) }) }
+}
+
+// Calls returns how many requests had a prompt starting with prefix, failed ones included.
+func (s *Server) Calls(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return count(s.prompts, prefix)
+}
+
+// Answered returns how many requests with a prompt starting with prefix were answered with 200.
+func (s *Server) Answered(prefix string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return count(s.answered, prefix)
+}
+
+// Prompts returns every prompt received, in order.
+func (s *Server) Prompts() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.prompts...)
+}
+
+// HighWater returns the most requests that were in flight at once.
+func (s *Server) HighWater() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.high
+}
+
+// Served returns how many requests were answered with 200 and the time the server spent on
+// them, delays included: the server's own share of a call's latency.
+func (s *Server) Served() (int, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.answered), s.served
+}
+
+// WaitCalls waits up to d until at least n requests with a prompt starting with prefix have
+// arrived, and fails the test otherwise.
+func (s *Server) WaitCalls(t testing.TB, prefix string, n int, d time.Duration) {
+	t.Helper()
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		got, changed := count(s.prompts, prefix), s.changed
+		s.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("llmtest: %d requests with %q after %v, want %d; prompts so far: %q", got, prefix, d, n, s.Prompts())
+		}
+	}
+}
+
+// Answer is the server's reply to prompt.
+func Answer(prompt string) string { return "answer to: " + prompt }
+
+func count(list []string, prefix string) int {
+	n := 0
+	for _, p := range list {
+		if strings.HasPrefix(p, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// notify wakes WaitCalls; s.mu is held.
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	} `json:"messages"`
+}
+
+// text reads a message's content, a string or a list of parts.
+func text(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
+		return
+	}
+	var req chatRequest
+	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "", "malformed request: "+err.Error())
+		return
+	}
+	var prompt, system string
+	for _, m := range req.Messages {
+		switch m.Role {
+		case "user":
+			prompt = text(m.Content)
+		case "system":
+			system = text(m.Content)
+		}
+	}
+
+	s.mu.Lock()
+	s.prompts = append(s.prompts, prompt)
+	s.inFlight++
+	s.high = max(s.high, s.inFlight)
+	var fail *rule
+	var delay time.Duration
+	var holds []chan struct{}
+	for _, ru := range s.rules {
+		if ru.times == 0 || !strings.HasPrefix(prompt, ru.prefix) {
+			continue
+		}
+		switch {
+		case ru.status != 0 && fail == nil:
+			fail = ru
+			if ru.times > 0 {
+				ru.times--
+			}
+		case ru.delay > 0:
+			delay += ru.delay
+		case ru.hold != nil:
+			holds = append(holds, ru.hold)
+		}
+	}
+	s.notify()
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.notify()
+		s.mu.Unlock()
+	}()
+
+	if s.Key != "" && r.Header.Get("Authorization") != "Bearer "+s.Key {
+		writeError(w, http.StatusUnauthorized, "", "Incorrect API key provided")
+		return
+	}
+	for _, h := range holds {
+		select {
+		case <-h:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	if fail != nil {
+		writeError(w, fail.status, fail.retryAfter, fmt.Sprintf("injected failure %d", fail.status))
+		return
+	}
+	answer := Answer(prompt)
+	promptTokens := len(strings.Fields(system)) + len(strings.Fields(prompt))
+	completionTokens := len(strings.Fields(answer))
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"id": "chatcmpl-test", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
+		"choices": []map[string]any{{"index": 0, "finish_reason": "stop",
+			"message": map[string]string{"role": "assistant", "content": answer}}},
+		"usage": map[string]int{"prompt_tokens": promptTokens, "completion_tokens": completionTokens,
+			"total_tokens": promptTokens + completionTokens},
+	})
+	s.mu.Lock()
+	s.answered = append(s.answered, prompt)
+	s.served += time.Since(start)
+	s.mu.Unlock()
+}
+
+func writeError(w http.ResponseWriter, status int, retryAfter, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{"message": msg, "type": "test", "code": status}})
+}

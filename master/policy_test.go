@@ -1,0 +1,172 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/workflow"
+)
+
+type policyBundle struct {
+	db  *dao.DB
+	ctx context.Context
+}
+
+// setupPolicy starts a master "m1" on a fresh schema, stopped at the end of the test.
+func setupPolicy(t *testing.T) *policyBundle {
+	t.Helper()
+	db, _ := daotest.New(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := New(Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, newGate(true))
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &policyBundle{db: db, ctx: context.Background()}
+}
+
+// submit stores a workflow file and creates an instance of it with the spec's priority, as
+// `zksched submit` does.
+func (b *policyBundle) submit(t *testing.T, file string) int64 {
+	t.Helper()
+	spec, err := workflow.Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	var id int64
+	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(b.ctx, spec.Name, raw)
+		if err != nil {
+			return err
+		}
+		id, err = q.WorkflowCreate(b.ctx, spec.Name, v, nil, spec.Priority)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// waitFor polls cond: the master gives the test no signal of its own.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *policyBundle) state(t *testing.T, id int64) dao.WorkflowState {
+	t.Helper()
+	wf, err := b.db.WorkflowGet(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wf.State
+}
+
+func (b *policyBundle) tasks(t *testing.T, id int64) map[string]dao.TaskInstance {
+	t.Helper()
+	ts, err := b.db.TaskListByWorkflow(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]dao.TaskInstance{}
+	for _, ti := range ts {
+		out[ti.Name] = ti
+	}
+	return out
+}
+
+// TestWorkflowTimeout: past its timeout, a workflow instance fails, its running task is asked
+// to stop (kill_requested) and its queued one is killed.
+func TestWorkflowTimeout(t *testing.T) {
+	t.Parallel()
+	b := setupPolicy(t)
+	id := b.submit(t, `
+name: slow
+timeout: 1s
+tasks:
+  - {name: runs, type: shell, command: sleep 60}
+  - {name: waits, type: shell, command: "true", group: nobody}
+`)
+	waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, id)) == 2 })
+	claimed, err := b.db.TaskClaim(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim = %v, %v", claimed, err)
+	}
+	waitFor(t, "the workflow to time out", func() bool { return b.state(t, id) == dao.WorkflowFailed })
+	wf, _ := b.db.WorkflowGet(b.ctx, id)
+	if wf.Error == nil || *wf.Error != "workflow timeout 1s exceeded" {
+		t.Errorf("error = %v", wf.Error)
+	}
+	if started := wf.StartedAt; started == nil || wf.EndedAt.Sub(*started) < time.Second {
+		t.Errorf("ran from %v to %v; want at least the timeout", started, wf.EndedAt)
+	}
+	ts := b.tasks(t, id)
+	if r := ts["runs"]; r.State != dao.TaskRunning || !r.KillRequested {
+		t.Errorf("running task: %s kill_requested=%v; want its worker asked to kill it", r.State, r.KillRequested)
+	}
+	if w := ts["waits"]; w.State != dao.TaskKilled {
+		t.Errorf("queued task: %s, want killed", w.State)
+	}
+	toks, err := b.db.TaskListKillRequested(b.ctx, "w1")
+	if err != nil || len(toks) != 1 || toks[0].TaskID != claimed[0].ID {
+		t.Errorf("kill requests of w1 = %v, %v", toks, err)
+	}
+}
+
+// TestWorkflowPriorityOrdersClaims: a workflow's priority is added to its tasks', so a worker
+// claims the tasks of a higher-priority workflow first, whatever the order of submission.
+func TestWorkflowPriorityOrdersClaims(t *testing.T) {
+	t.Parallel()
+	b := setupPolicy(t)
+	low := b.submit(t, "name: low\ntasks:\n  - {name: a, type: noop, priority: 5}\n  - {name: b, type: noop, priority: 5}\n")
+	high := b.submit(t, "name: high\npriority: 10\ntasks:\n  - {name: a, type: noop}\n")
+	waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, low)) == 2 && len(b.tasks(t, high)) == 1 })
+	got, err := b.db.TaskClaim(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	if got[0].WorkflowInstanceID != high || got[0].Priority != 10 {
+		t.Errorf("claimed task of instance %d with priority %d; want the one of %q (priority 10) before those of %q (5)",
+			got[0].WorkflowInstanceID, got[0].Priority, "high", "low")
+	}
+}
+
+// TestMaxActiveQueue: with max-active-instances 1 and when-full queue, instances start one at
+// a time, in submission order, each once the one before has finished.
+func TestMaxActiveQueue(t *testing.T) {
+	t.Parallel()
+	b := setupPolicy(t)
+	file := "name: one-at-a-time\nmax-active-instances: 1\ntasks:\n  - {name: a, type: noop}\n"
+	ids := []int64{b.submit(t, file), b.submit(t, file), b.submit(t, file)}
+	for i, id := range ids {
+		waitFor(t, "the instance to start", func() bool { return b.state(t, id) == dao.WorkflowRunning })
+		for _, other := range ids[i+1:] {
+			if s := b.state(t, other); s != dao.WorkflowSubmitted {
+				t.Fatalf("instance %d is %s while %d runs; want it waiting (submitted)", other, s, id)
+			}
+		}
+		waitFor(t, "its task", func() bool { return len(b.tasks(t, id)) == 1 })
+		got, err := b.db.TaskClaim(b.ctx, "w1", []string{workflow.DefaultGroup}, 10)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("claim = %v, %v", got, err)
+		}
+		if err := b.db.TaskFinishIfRunning(b.ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded,
+			Next: dao.TaskSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the instance to finish", func() bool { return b.state(t, id) == dao.WorkflowSucceeded })
+	}
+}

@@ -1,0 +1,219 @@
+// Package metrics is a node's Prometheus metrics, on a registry of its own (never the global
+// one, so nothing a library registers leaks in and tests can make as many as they like),
+// served at /metrics on the node's HTTP port.
+//
+// What each metric says, and where it comes from:
+//
+//	zksched_node_info{node,role,version}                 1; the node's identity
+//	zksched_zookeeper_session_state{state}               1 for the current state of the node's ZooKeeper session
+//	zksched_task_claims_total{group}                     worker: task instances this worker claimed
+//	zksched_task_attempts_total{outcome}                 worker: attempts this worker ended, by outcome
+//	zksched_task_results_refused_total                   worker: results refused by the fencing token (the task was taken away)
+//	zksched_task_dispatch_seconds                        worker: histogram of queued_at → started (claim) of claimed tasks
+//	zksched_tasks_running                                worker: attempts running now
+//	zksched_workflows_owned                              master: workflow instances this master drives
+//	zksched_leader                                       master: 1 while this master leads
+//	zksched_queue_depth{group}                           master: queued task instances per worker group (periodic count)
+//	zksched_failovers_total{role}                        master: identities failed over so far, cluster-wide (failover_event)
+//	zksched_fenced_nodes{role}                           master: fence markers in ZooKeeper; each is a node that exits 75 if it comes back
+//
+// The cluster-wide ones (queue depth, failovers, fenced nodes) are read by every master on an
+// interval, so any master can be scraped; sum them with max(), not sum().
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/registry"
+)
+
+// Metrics are one node's metrics.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	claims    *prometheus.CounterVec
+	attempts  *prometheus.CounterVec
+	refused   prometheus.Counter
+	dispatch  prometheus.Histogram
+	queue     *prometheus.GaugeVec
+	fenced    *prometheus.GaugeVec
+	failovers *countCollector
+
+	mu     sync.Mutex
+	groups map[string]bool // the worker groups the queue depth has shown
+}
+
+// New returns the metrics of node (its identity) in role, with the Go runtime's and the
+// process's own.
+func New(node, role, version string) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		reg:    reg,
+		groups: map[string]bool{},
+		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_task_claims_total",
+			Help: "Task instances this worker claimed, by worker group."}, []string{"group"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_task_attempts_total",
+			Help: "Task attempts this worker ended, by outcome."}, []string{"outcome"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "zksched_task_results_refused_total",
+			Help: "Attempt results refused because the task was taken from the attempt (fencing token)."}),
+		dispatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zksched_task_dispatch_seconds",
+			Help:    "Time from a task instance entering the queue to its claim by this worker.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
+		queue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zksched_queue_depth",
+			Help: "Queued task instances per worker group, counted periodically by each master."}, []string{"group"}),
+		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zksched_fenced_nodes",
+			Help: "Fence markers in ZooKeeper by role: nodes failed over, which exit with code 75 if they come back."}, []string{"role"}),
+		failovers: &countCollector{desc: prometheus.NewDesc("zksched_failovers_total",
+			"Identities failed over by the leader so far, cluster-wide, by role.", []string{"role"}, nil)},
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "zksched_node_info", Help: "The node's identity, role and version.",
+		ConstLabels: prometheus.Labels{"node": node, "role": role, "version": version}})
+	info.Set(1)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
+	if role == string(registry.RoleWorker) {
+		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch)
+	} else {
+		reg.MustRegister(m.queue, m.fenced, m.failovers)
+	}
+	return m
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the node's registry, for tests and for collectors of other packages.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Claimed records a claim: worker.Events.
+func (m *Metrics) Claimed(t *dao.TaskInstance) {
+	m.claims.WithLabelValues(t.WorkerGroup).Inc()
+	if t.StartedAt != nil {
+		m.dispatch.Observe(max(t.StartedAt.Sub(t.QueuedAt), 0).Seconds())
+	}
+}
+
+// Ended records how an attempt ended: worker.Events.
+func (m *Metrics) Ended(outcome dao.Outcome, refused bool) {
+	if refused {
+		m.refused.Inc()
+		return
+	}
+	m.attempts.WithLabelValues(string(outcome)).Inc()
+}
+
+// Gauge registers a gauge read from fn at each scrape, such as the running attempts of a
+// worker.
+func (m *Metrics) Gauge(name, help string, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
+}
+
+// WatchSession exposes the state of the node's ZooKeeper session, read at each scrape.
+func (m *Metrics) WatchSession(status func() registry.Status) {
+	for _, st := range []registry.ConnState{registry.Disconnected, registry.Connected, registry.Expired, registry.Closed} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zksched_zookeeper_session_state",
+			Help: "1 for the current state of the node's ZooKeeper session.", ConstLabels: prometheus.Labels{"state": st.String()}},
+			func() float64 {
+				if status().State == st {
+					return 1
+				}
+				return 0
+			}))
+	}
+}
+
+// MarkerReader reads the fence markers (registry.Client).
+type MarkerReader interface {
+	Markers(ctx context.Context) ([]registry.MarkerEntry, error)
+}
+
+// RunClusterCounts refreshes the cluster-wide metrics of a master every interval until ctx
+// ends: queue depth by group and failovers from PostgreSQL, fence markers from ZooKeeper.
+// Each read is cheap (the queue count walks the claim's partial index).
+func (m *Metrics) RunClusterCounts(ctx context.Context, db *dao.DB, markers MarkerReader, interval time.Duration, log zerolog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		m.refresh(ctx, db, markers, log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Metrics) refresh(ctx context.Context, db *dao.DB, markers MarkerReader, log zerolog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if depth, err := db.TaskQueueDepth(ctx); err == nil {
+		// A group whose queue emptied reads 0 rather than vanishing, and the default group is
+		// always there, so a dashboard has a series from the start.
+		m.mu.Lock()
+		for g := range m.groups {
+			if _, ok := depth[g]; !ok {
+				depth[g] = 0
+			}
+		}
+		if _, ok := depth["default"]; !ok {
+			depth["default"] = 0
+		}
+		for g, n := range depth {
+			m.groups[g] = true
+			m.queue.WithLabelValues(g).Set(float64(n))
+		}
+		m.mu.Unlock()
+	} else if ctx.Err() == nil {
+		log.Debug().Err(err).Msg("metrics: queue depth not read")
+	}
+	if counts, err := db.FailoverEventCount(ctx); err == nil {
+		m.failovers.set(counts)
+	}
+	if markers == nil {
+		return
+	}
+	if ms, err := markers.Markers(ctx); err == nil {
+		by := map[string]int{string(registry.RoleMaster): 0, string(registry.RoleWorker): 0}
+		for _, mk := range ms {
+			by[string(mk.Role)]++
+		}
+		for role, n := range by {
+			m.fenced.WithLabelValues(role).Set(float64(n))
+		}
+	}
+}
+
+// countCollector exposes counts read from the database as counters: they only grow.
+type countCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	vals map[string]int
+}
+
+func (c *countCollector) set(v map[string]int) {
+	c.mu.Lock()
+	c.vals = v
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *countCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *countCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, role := range []string{string(registry.RoleMaster), string(registry.RoleWorker)} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(c.vals[role]), role)
+	}
+}

@@ -1,0 +1,72 @@
+package worker_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/llmtest"
+	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/workflow"
+)
+
+// BenchmarkAgentStep measures what zksched adds to each model call of an agent: one
+// iteration runs a 100-step agent task on a worker against the local test server, and the
+// attempt's time per step is compared with the server's own time per request. The
+// difference is the prompt rendering, the client (langchaingo included), the HTTP round trip
+// on loopback, the checkpoint write under the token and the task log.
+func BenchmarkAgentStep(b *testing.B) {
+	db, _ := daotest.New(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	m := master.New(master.Config{ID: "m1", PollInterval: 50 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	b.Cleanup(func() { cancel(); <-done })
+	bundle := &testBundle{db: db, ctx: ctx}
+	srv := llmtest.New(b)
+	bundle.startLLMWorker(b, "w1", srv, 1)
+
+	const steps = 100
+	var y strings.Builder
+	y.WriteString("params: {topic: scheduling}\ntasks:\n  - name: agent\n    type: agent\n    provider: test\n    steps:\n")
+	for i := range steps {
+		fmt.Fprintf(&y, "      - {name: s%d, prompt: 'step %d of the week: {{ .params.topic }}'}\n", i, i)
+	}
+	var perStep time.Duration
+	runs := 0
+	for b.Loop() {
+		spec, err := workflow.Parse([]byte(fmt.Sprintf("name: bench%d\n%s", runs, y.String())))
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := daotest.Submit(b, db, spec.Name, spec)
+		var a *dao.TaskInstance
+		for a == nil || !a.State.Terminal() {
+			time.Sleep(20 * time.Millisecond) // the master and worker give no signal to wait on
+			tasks, err := db.TaskListByWorkflow(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(tasks) == 1 {
+				a = &tasks[0]
+			}
+		}
+		if a.State != dao.TaskSucceeded {
+			b.Fatalf("agent %s: %v", a.State, a.Error)
+		}
+		perStep += a.EndedAt.Sub(*a.StartedAt) / steps
+		runs++
+	}
+	n, served := srv.Served()
+	server := served / time.Duration(n)
+	perStep /= time.Duration(runs)
+	b.ReportMetric(float64(perStep.Microseconds()), "µs/step")
+	b.ReportMetric(float64(server.Microseconds()), "server-µs/request")
+	b.ReportMetric(float64((perStep - server).Microseconds()), "overhead-µs/step")
+}

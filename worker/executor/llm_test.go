@@ -1,0 +1,133 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/llmtest"
+	"github.com/zksched/zksched/worker/llm"
+	"github.com/zksched/zksched/workflow"
+)
+
+// memCheckpoints is a Checkpointer in memory; refuse makes Save fail from that step on, as a
+// refused token does.
+type memCheckpoints struct {
+	mu     sync.Mutex
+	steps  map[string]Checkpoint
+	saved  []string
+	refuse string
+}
+
+func (m *memCheckpoints) Load(context.Context) (map[string]Checkpoint, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]Checkpoint, len(m.steps))
+	for k, v := range m.steps {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (m *memCheckpoints) Save(_ context.Context, step string, cp Checkpoint) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if step == m.refuse {
+		return errors.New("fencing token refused")
+	}
+	cp.Attempt = 9
+	m.steps[step] = cp
+	m.saved = append(m.saved, step)
+	return nil
+}
+
+func testProviders(t *testing.T) (*llm.Providers, *llmtest.Server) {
+	t.Helper()
+	srv := llmtest.New(t)
+	return llm.NewProviders(map[string]conf.Provider{
+		"test": {Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m"},
+	}, llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop()}), srv
+}
+
+func agentTask(cps Checkpointer) Task {
+	return Task{
+		Params:   map[string]string{"who": "ops"},
+		Upstream: map[string]workflow.Upstream{"fetch": {Output: "notes"}},
+		Spec: workflow.Task{Type: "agent", Provider: "test", System: "for {{ .params.who }}", Steps: []workflow.Step{
+			{Name: "a", Prompt: "A {{ .upstream.fetch.output }}"},
+			{Name: "b", Prompt: "B [{{ .steps.a }}]"},
+			{Name: "c", Prompt: "C [{{ .steps.b }}]"},
+		}},
+		Checkpoints: cps,
+	}
+}
+
+func TestAgentGoesOnFromCheckpoints(t *testing.T) {
+	t.Parallel()
+	providers, srv := testProviders(t)
+	a := llmtest.Answer("A notes")
+	cps := &memCheckpoints{steps: map[string]Checkpoint{"a": {Output: a, Usage: llm.Usage{TotalTokens: 7, Calls: 1}, Attempt: 1}}}
+	var log bytes.Buffer
+	res := Agent{Providers: providers}.Run(context.Background(), agentTask(cps), &log)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	b := llmtest.Answer("B [" + a + "]")
+	if want := llmtest.Answer("C [" + b + "]"); res.Output != want {
+		t.Errorf("output = %q, want %q", res.Output, want)
+	}
+	if got := srv.Prompts(); !slices.Equal(got, []string{"B [" + a + "]", "C [" + b + "]"}) {
+		t.Errorf("prompts sent = %q, want steps b and c only", got)
+	}
+	if !slices.Equal(cps.saved, []string{"b", "c"}) {
+		t.Errorf("saved %v, want b and c", cps.saved)
+	}
+	if res.Usage.Calls != 2 || res.TaskUsage.Calls != 3 || res.TaskUsage.TotalTokens != res.Usage.TotalTokens+7 {
+		t.Errorf("usage %+v, task usage %+v: want this attempt's 2 calls, and the restored step's on top", res.Usage, res.TaskUsage)
+	}
+	if !strings.Contains(log.String(), "step 1/3 a: done by attempt 1, taken from its checkpoint (7 tokens)") {
+		t.Errorf("log:\n%s", log.String())
+	}
+}
+
+func TestAgentStopsWhenACheckpointIsRefused(t *testing.T) {
+	t.Parallel()
+	providers, srv := testProviders(t)
+	cps := &memCheckpoints{steps: map[string]Checkpoint{}, refuse: "b"}
+	res := Agent{Providers: providers}.Run(context.Background(), agentTask(cps), &bytes.Buffer{})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), `checkpoint step "b": fencing token refused`) {
+		t.Fatalf("error = %v", res.Err)
+	}
+	if n := len(srv.Prompts()); n != 2 {
+		t.Errorf("%d calls, want 2: step c must not run after b's checkpoint was refused", n)
+	}
+}
+
+func TestLLMRendersAndReportsUsage(t *testing.T) {
+	t.Parallel()
+	providers, srv := testProviders(t)
+	temp := 0.0
+	task := Task{Params: map[string]string{"who": "ops"}, Upstream: map[string]workflow.Upstream{"fetch-data": {Output: "notes"}},
+		Spec: workflow.Task{Type: "llm", Provider: "test", Temperature: &temp, MaxTokens: 10,
+			Prompt: `Sum up {{ index .upstream "fetch-data" "output" }} for {{ .params.who }}`}}
+	res := LLM{Providers: providers}.Run(context.Background(), task, &bytes.Buffer{})
+	if res.Err != nil || res.Output != llmtest.Answer("Sum up notes for ops") || res.Usage == nil || res.Usage.Calls != 1 {
+		t.Fatalf("result = %+v", res)
+	}
+	if got := srv.Prompts(); len(got) != 1 {
+		t.Errorf("prompts = %q", got)
+	}
+	// A shell task downstream gets the same outputs in its environment.
+	env := task.Env()
+	if !slices.Contains(env, "ZKSCHED_UPSTREAM_fetch_data_OUTPUT=notes") {
+		t.Errorf("env %q lacks the upstream output", env)
+	}
+}

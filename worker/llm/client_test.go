@@ -1,0 +1,318 @@
+package llm_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/llmtest"
+	"github.com/zksched/zksched/worker/llm"
+)
+
+type testBundle struct {
+	srv *llmtest.Server
+	ctx context.Context
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	return &testBundle{srv: llmtest.New(t), ctx: context.Background()}
+}
+
+// client returns a client of an openai provider on the test server with a short backoff;
+// change adjusts the provider first.
+func (b *testBundle) client(t *testing.T, change func(p *conf.Provider)) *llm.Client {
+	t.Helper()
+	p := conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "test-model", MaxAttempts: 4}
+	if change != nil {
+		change(&p)
+	}
+	c, err := llm.New("test", p, llm.Options{Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestGenerateReturnsTextAndUsage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	temp := 0.3
+	resp, err := b.client(t, nil).Generate(b.ctx, llm.Request{System: "be brief", Prompt: "name three rivers", Temperature: &temp, MaxTokens: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := llmtest.Answer("name three rivers"); resp.Text != want {
+		t.Errorf("text = %q, want %q", resp.Text, want)
+	}
+	// The server counts words: 2 + 3 of prompt, 5 of its answer.
+	if want := (llm.Usage{PromptTokens: 5, CompletionTokens: 5, TotalTokens: 10, Calls: 1}); resp.Usage != want {
+		t.Errorf("usage = %+v, want %+v", resp.Usage, want)
+	}
+}
+
+func TestGenerateRetries(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		status    int
+		times     int
+		wantErr   llm.Class // "" for success
+		wantCalls int
+	}{
+		{"429 twice, then an answer", 429, 2, "", 3},
+		{"500 then an answer", 500, 1, "", 2},
+		{"503 three times, then an answer", 503, 3, "", 4},
+		{"429 every time: attempts spent", 429, -1, llm.ClassRateLimit, 4},
+		{"502 every time: attempts spent", 502, -1, llm.ClassServer, 4},
+		{"400 is not retried", 400, -1, llm.ClassBadRequest, 1},
+		{"404 is not retried", 404, -1, llm.ClassBadRequest, 1},
+		{"401 is not retried", 401, -1, llm.ClassAuth, 1},
+		{"403 is not retried", 403, -1, llm.ClassAuth, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.srv.Fail("hello", tt.status, tt.times, "")
+			resp, err := b.client(t, nil).Generate(b.ctx, llm.Request{Prompt: "hello"})
+			if got := b.srv.Calls("hello"); got != tt.wantCalls {
+				t.Errorf("server saw %d calls, want %d", got, tt.wantCalls)
+			}
+			if resp.Usage.Calls != tt.wantCalls {
+				t.Errorf("usage counts %d calls, want %d", resp.Usage.Calls, tt.wantCalls)
+			}
+			if tt.wantErr == "" {
+				if err != nil || resp.Text != llmtest.Answer("hello") {
+					t.Fatalf("Generate = %q, %v; want the answer", resp.Text, err)
+				}
+				return
+			}
+			var e *llm.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error = %v (%T), want *llm.Error", err, err)
+			}
+			if e.Class != tt.wantErr || e.Status != tt.status || e.Attempts != tt.wantCalls {
+				t.Errorf("error = %+v, want class %s, status %d, %d attempts", e, tt.wantErr, tt.status, tt.wantCalls)
+			}
+			if !strings.Contains(err.Error(), `llm provider "test"`) || !strings.Contains(err.Error(), "injected failure") {
+				t.Errorf("message %q does not name the provider and what it said", err)
+			}
+		})
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.srv.Fail("slow down", 429, 1, "1")
+	start := time.Now()
+	if _, err := b.client(t, nil).Generate(b.ctx, llm.Request{Prompt: "slow down"}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < time.Second {
+		t.Errorf("retried after %v, before the 1 s Retry-After", took)
+	}
+}
+
+func TestRequestTimeoutIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.srv.Delay("sleepy", 5*time.Second)
+	c := b.client(t, func(p *conf.Provider) { p.Timeout, p.MaxAttempts = 100*time.Millisecond, 2 })
+	start := time.Now()
+	_, err := c.Generate(b.ctx, llm.Request{Prompt: "sleepy"})
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Class != llm.ClassTimeout || e.Attempts != 2 {
+		t.Fatalf("error = %v, want a timeout after 2 attempts", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("took %v: the request timeout did not cut the calls short", took)
+	}
+	if n := b.srv.Calls("sleepy"); n != 2 {
+		t.Errorf("server saw %d calls, want 2", n)
+	}
+}
+
+// TestCancelDuringCall stops a call in flight, as a kill or the task's timeout does: Generate
+// returns the context's cause at once, and nothing is retried.
+func TestCancelDuringCall(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := b.srv.Hold("forever")
+	defer release()
+	cause := errors.New("killed by an operator")
+	ctx, cancel := context.WithCancelCause(b.ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.client(t, nil).Generate(ctx, llm.Request{Prompt: "forever"})
+		done <- err
+	}()
+	b.srv.WaitCalls(t, "forever", 1, 10*time.Second)
+	cancel(cause)
+	select {
+	case err := <-done:
+		if !errors.Is(err, cause) {
+			t.Errorf("error = %v, want the cancellation cause", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Generate did not return after its context was cancelled")
+	}
+	if n := b.srv.Calls("forever"); n != 1 {
+		t.Errorf("server saw %d calls, want 1", n)
+	}
+}
+
+// TestDeadlineStopsRetries: a task whose deadline is nearer than the next backoff fails now
+// with the provider's error, instead of sleeping into its timeout.
+func TestDeadlineStopsRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.srv.Fail("doomed", 500, -1, "")
+	c, err := llm.New("test", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m"},
+		llm.Options{Backoff: 2 * time.Second, MaxBackoff: 4 * time.Second, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Generate(ctx, llm.Request{Prompt: "doomed"})
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Class != llm.ClassServer || !strings.Contains(err.Error(), "deadline") {
+		t.Fatalf("error = %v, want the server error, not retried for the deadline", err)
+	}
+	if took := time.Since(start); took > 400*time.Millisecond {
+		t.Errorf("took %v, want an immediate failure", took)
+	}
+}
+
+func TestNetworkErrorIsRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	url := b.srv.BaseURL()
+	b.srv.Close()
+	c := b.client(t, func(p *conf.Provider) { p.BaseURL, p.MaxAttempts = url, 3 })
+	_, err := c.Generate(b.ctx, llm.Request{Prompt: "anyone?"})
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Class != llm.ClassNetwork || e.Attempts != 3 {
+		t.Fatalf("error = %v, want a network error after 3 attempts", err)
+	}
+}
+
+func TestMaxConcurrent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.srv.Delay("busy", 100*time.Millisecond)
+	c := b.client(t, func(p *conf.Provider) { p.MaxConcurrent = 2 })
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Go(func() {
+			if _, err := c.Generate(b.ctx, llm.Request{Prompt: "busy"}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if h := b.srv.HighWater(); h != 2 {
+		t.Errorf("%d requests in flight at once, want the cap, 2", h)
+	}
+}
+
+func TestRequestsPerMinute(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	c := b.client(t, func(p *conf.Provider) { p.RequestsPerMinute = 3 })
+	for range 3 {
+		if _, err := c.Generate(b.ctx, llm.Request{Prompt: "quick"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The fourth must wait for the first to leave the minute: it is still waiting when its
+	// task ends.
+	ctx, cancel := context.WithTimeout(b.ctx, 300*time.Millisecond)
+	defer cancel()
+	if _, err := c.Generate(ctx, llm.Request{Prompt: "quick"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("fourth call in the minute = %v, want it held until the deadline", err)
+	}
+	if n := b.srv.Calls("quick"); n != 3 {
+		t.Errorf("server saw %d calls, want 3", n)
+	}
+}
+
+func TestProviders(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.srv.Key = "sk-test-secret"
+	env := map[string]string{"GOOD_KEY": "sk-test-secret", "WRONG_KEY": "sk-nope"}
+	ps := llm.NewProviders(map[string]conf.Provider{
+		"good":    {Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "GOOD_KEY"},
+		"wrong":   {Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "WRONG_KEY"},
+		"unset":   {Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "UNSET_KEY"},
+		"offline": {Type: conf.ProviderOffline},
+	}, llm.Options{Getenv: func(k string) string { return env[k] }, Backoff: time.Millisecond, Log: zerolog.Nop()})
+
+	good, err := ps.Get("good")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := good.Generate(b.ctx, llm.Request{Prompt: "with a key"}); err != nil {
+		t.Errorf("with the right key: %v", err)
+	}
+	wrong, err := ps.Get("wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = wrong.Generate(b.ctx, llm.Request{Prompt: "wrong key"})
+	if e := new(llm.Error); !errors.As(err, &e) || e.Class != llm.ClassAuth || strings.Contains(err.Error(), "sk-nope") {
+		t.Errorf("with a wrong key: %v; want an auth error that does not show the key", err)
+	}
+	for name, want := range map[string]string{
+		"unset":  `llm provider "unset": config: the API key variable UNSET_KEY is not set in the worker's environment (llm.providers.unset.api-key-env)`,
+		"absent": `llm provider "absent": config: no such provider in this worker's config (llm.providers; configured: good, offline, unset, wrong)`,
+	} {
+		_, err := ps.Get(name)
+		if e := new(llm.Error); !errors.As(err, &e) || e.Class != llm.ClassConfig || err.Error() != want {
+			t.Errorf("Get(%q) = %v, want %q", name, err, want)
+		}
+	}
+	off, err := ps.Get("offline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := off.Generate(b.ctx, llm.Request{Prompt: "Failover moves tasks; failover fences workers before tasks move."})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := off.Generate(b.ctx, llm.Request{Prompt: "Failover moves tasks; failover fences workers before tasks move."})
+	r3, _ := off.Generate(b.ctx, llm.Request{Prompt: "Something else entirely."})
+	if r1.Text != r2.Text || r1.Text == r3.Text || !strings.HasPrefix(r1.Text, "[offline model] 9 words; key terms: failover, tasks, before, fences") {
+		t.Errorf("offline answers %q, %q, %q: want deterministic, prompt-derived, marked offline", r1.Text, r2.Text, r3.Text)
+	}
+	if r1.Usage.PromptTokens != 9 || r1.Usage.TotalTokens == 0 || r1.Usage.Calls != 1 {
+		t.Errorf("offline usage = %+v", r1.Usage)
+	}
+}
+
+// TestProviderTypes builds a client of every type against the test server's address, so
+// that a change in the libraries' constructors is found here rather than by a user.
+func TestProviderTypes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, p := range []conf.Provider{
+		{Type: conf.ProviderOpenAI, Model: "gpt-4o-mini"},
+		{Type: conf.ProviderOllama, Model: "llama3.2", BaseURL: b.srv.URL},
+		{Type: conf.ProviderAnthropic, Model: "claude-x", APIKeyEnv: "K", BaseURL: b.srv.URL},
+		{Type: conf.ProviderOffline},
+	} {
+		if _, err := llm.New(p.Type, p, llm.Options{Getenv: func(string) string { return "k" }}); err != nil {
+			t.Errorf("New(%s): %v", p.Type, err)
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package llm
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/tmc/langchaingo/llms"
+	"github.com/tmc/langchaingo/llms/anthropic"
+	"github.com/tmc/langchaingo/llms/ollama"
+	"github.com/tmc/langchaingo/llms/openai"
+
+	"github.com/zksched/zksched/conf"
+)
+
+// Defaults of the provider keys left at zero.
+const (
+	// DefaultTimeout bounds one request when the provider's timeout is 0.
+	DefaultTimeout = 2 * time.Minute
+	// DefaultMaxAttempts is how often a call is tried when the provider's max-attempts is 0.
+	DefaultMaxAttempts = 5
+	// DefaultOllamaURL is where an ollama provider without a base-url looks.
+	DefaultOllamaURL = "http://127.0.0.1:11434"
+	// DefaultOpenAIURL is the base URL of an openai provider without a base-url.
+	DefaultOpenAIURL = "https://api.openai.com/v1"
+)
+
+// Options tune the clients of Providers.
+type Options struct {
+	// Getenv reads API key variables; nil means os.Getenv.
+	Getenv func(string) string
+	// Backoff is the first pause between tries of a call, doubled each try up to
+	// MaxBackoff, with jitter. Zero means 500 ms and 30 s; tests shorten them.
+	Backoff, MaxBackoff time.Duration
+	Log                 zerolog.Logger
+}
+
+// Providers builds and keeps one Client per configured provider.
+type Providers struct {
+	cfg  map[string]conf.Provider
+	opts Options
+
+	mu      sync.Mutex
+	clients map[string]*Client
+}
+
+// NewProviders returns the providers of cfg (llm.providers). Clients are built at first
+// use, so a provider that cannot be built fails only the tasks that name it.
+func NewProviders(cfg map[string]conf.Provider, opts Options) *Providers {
+	return &Providers{cfg: cfg, opts: opts, clients: map[string]*Client{}}
+}
+
+// Names returns the configured provider names, sorted.
+func (p *Providers) Names() []string {
+	names := make([]string, 0, len(p.cfg))
+	for n := range p.cfg {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Get returns the client of the provider called name. An unknown provider, or one whose API
+// key variable is unset, is an *Error of class ClassConfig naming what to fix.
+func (p *Providers) Get(name string) (*Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[name]; ok {
+		return c, nil
+	}
+	pc, ok := p.cfg[name]
+	if !ok {
+		known := "none is configured"
+		if names := p.Names(); len(names) > 0 {
+			known = "configured: " + strings.Join(names, ", ")
+		}
+		return nil, &Error{Provider: name, Class: ClassConfig, Msg: fmt.Sprintf(
+			"no such provider in this worker's config (llm.providers; %s)", known)}
+	}
+	c, err := New(name, pc, p.opts)
+	if err != nil {
+		return nil, err
+	}
+	p.clients[name] = c
+	return c, nil
+}
+
+// New builds the client of one provider. The API key is read from the environment variable
+// the config names, here and nowhere else; it is never logged.
+func New(name string, pc conf.Provider, opts Options) (*Client, error) {
+	getenv := opts.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	configErr := func(format string, args ...any) error {
+		return &Error{Provider: name, Class: ClassConfig, Msg: fmt.Sprintf(format, args...)}
+	}
+	var key string
+	if pc.APIKeyEnv != "" && pc.Type != conf.ProviderOffline && pc.Type != conf.ProviderOllama {
+		if key = getenv(pc.APIKeyEnv); key == "" {
+			return nil, configErr("the API key variable %s is not set in the worker's environment (llm.providers.%s.api-key-env)",
+				pc.APIKeyEnv, name)
+		}
+	}
+	httpClient := &http.Client{Transport: recordingTransport{base: newTransport()}}
+	c := &Client{name: name, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
+		backoff: opts.Backoff, maxBackoff: opts.MaxBackoff, log: opts.Log}
+	var err error
+	switch pc.Type {
+	case conf.ProviderOpenAI:
+		base := pc.BaseURL
+		if base == "" {
+			base = DefaultOpenAIURL
+		} else {
+			// Compatible servers (vLLM, llama.cpp, Ollama's /v1) know max_tokens; OpenAI
+			// itself has moved to max_completion_tokens.
+			c.callOpts = append(c.callOpts, openai.WithLegacyMaxTokensField())
+		}
+		if key == "" {
+			key = "none" // the library insists on a token; a server that needs none ignores it
+		}
+		c.model, err = openai.New(openai.WithBaseURL(base), openai.WithToken(key), openai.WithModel(pc.Model),
+			openai.WithHTTPClient(httpClient))
+	case conf.ProviderOllama:
+		base := pc.BaseURL
+		if base == "" {
+			base = DefaultOllamaURL
+		}
+		c.model, err = ollama.New(ollama.WithServerURL(base), ollama.WithModel(pc.Model), ollama.WithHTTPClient(httpClient))
+	case conf.ProviderAnthropic:
+		aopts := []anthropic.Option{anthropic.WithToken(key), anthropic.WithModel(pc.Model), anthropic.WithHTTPClient(httpClient)}
+		if pc.BaseURL != "" {
+			aopts = append(aopts, anthropic.WithBaseURL(pc.BaseURL))
+		}
+		c.model, err = anthropic.New(aopts...)
+	case conf.ProviderOffline:
+		c.model, c.modelName = Offline{}, "offline"
+	default:
+		return nil, configErr("unknown provider type %q", pc.Type)
+	}
+	if err != nil {
+		return nil, configErr("%v", err)
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.maxAttempts <= 0 {
+		c.maxAttempts = DefaultMaxAttempts
+	}
+	if c.backoff <= 0 {
+		c.backoff = 500 * time.Millisecond
+	}
+	if c.maxBackoff < c.backoff {
+		c.maxBackoff = max(30*time.Second, c.backoff)
+	}
+	if pc.RequestsPerMinute > 0 {
+		c.window = newWindow(pc.RequestsPerMinute, time.Minute)
+	}
+	if pc.MaxConcurrent > 0 {
+		c.inFlight = make(chan struct{}, pc.MaxConcurrent)
+	}
+	return c, nil
+}
+
+// newTransport is the HTTP transport of one provider: keep-alive connections enough for the
+// worker's slots, so a call does not pay a new TCP (and TLS) handshake.
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+var _ llms.Model = Offline{}
