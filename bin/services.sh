@@ -66,9 +66,29 @@ CFG
 
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 
+# PostgreSQL runs as the postgres user, which must be able to reach its data directory. A
+# checkout under a private folder (/root, a mktemp -d) is not reachable: then the data lives in
+# /var/tmp/zksched-<hash of this checkout> and .run/postgres links to it.
+pg_locate() {
+  [ "$(id -u)" = 0 ] || return 0
+  mkdir -p "$run"
+  [ -L "$pg_dir" ] && pg_dir=$(readlink "$pg_dir") && return 0
+  if ! runuser -u postgres -- test -x "$run" 2>/dev/null; then
+    local alt
+    alt="/var/tmp/zksched-$(printf %s "$top" | md5sum | cut -c1-12)"
+    mkdir -p "$alt/postgres"
+    chmod 711 "$alt"
+    if [ -d "$pg_dir" ] && [ ! -L "$pg_dir" ]; then rm -rf "$pg_dir"; fi
+    ln -sfn "$alt/postgres" "$pg_dir"
+    log "postgres cannot reach $run; keeping its data in $alt/postgres (linked from $pg_dir)"
+    pg_dir="$alt/postgres"
+  fi
+}
+
 start_pg() {
   if pg_ok; then log "postgresql up on 127.0.0.1:$pg_port"; return; fi
   need_pkg "$pg_bin/postgres" postgresql-15
+  pg_locate
   mkdir -p "$pg_dir"
   # PostgreSQL refuses to run as root: the cluster belongs to the postgres user.
   [ "$(id -u)" = 0 ] && chown postgres: "$pg_dir" && chmod 700 "$pg_dir"
@@ -101,6 +121,7 @@ stop_zk() {
   rm -f "$zk_dir/pid"
 }
 stop_pg() {
+  [ -L "$pg_dir" ] && pg_dir=$(readlink "$pg_dir")
   if [ -f "$pg_dir/data/postmaster.pid" ]; then
     as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -m fast -w stop >/dev/null && log "postgresql stopped"
   fi
