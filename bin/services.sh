@@ -64,7 +64,7 @@ CFG
   log "zookeeper did not start; see $zk_dir/zookeeper.log"; tail -20 "$zk_dir/zookeeper.log" >&2 || true; exit 1
 }
 
-as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+as_pg() { if [ "$(id -u)" = 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi; }
 
 # PostgreSQL runs as the postgres user, which must be able to reach its data directory. A
 # checkout under a private folder (/root, a mktemp -d) is not reachable: then the data lives in
