@@ -40,10 +40,10 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	cmd.Env = append(append([]string{}, env...), t.Env()...)
 	cmd.Dir = t.Spec.Workdir
 	cmd.Stdout, cmd.Stderr = out, log
-	// The supervisor gets SIGTERM when the thread that started it dies with the worker. Its
+	// The supervisor gets ParentDeathSignal when the thread that started it dies with the worker. Its
 	// own process group keeps a terminal's Ctrl-C (meant for the worker's graceful shutdown)
 	// away from the task.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: ParentDeathSignal}
 	// Grandchildren that escaped the group could hold the pipes open; do not wait for them.
 	cmd.WaitDelay = s.KillGrace + 5*time.Second
 

@@ -191,6 +191,36 @@ func TestTaskDiesWithAFrozenWorker(t *testing.T) {
 	t.Logf("task killed %v after its worker was stopped (limit 1s)", ran)
 }
 
+// TestStopWithABrokenLogPipeStillKillsTheTask: the supervisor's output goes to its worker, and
+// once the worker is dead that pipe is broken. A stop must still kill the task: the supervisor
+// acts before it reports, and a failed report does not end it.
+func TestStopWithABrokenLogPipeStillKillsTheTask(t *testing.T) {
+	t.Parallel()
+	out := filepath.Join(t.TempDir(), "ticks")
+	self, _ := os.Executable()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.Close() // nobody reads the supervisor's output any more
+	cmd := exec.Command(self, SuperviseArg, "--grace", "300ms", "while true; do echo tick >> "+out+"; sleep 0.05; done")
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	waitFor(t, func() bool { return size(out) > 0 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		s := size(out)
+		time.Sleep(300 * time.Millisecond)
+		return size(out) == s
+	})
+	_ = cmd.Wait()
+}
+
 func size(path string) int64 {
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -13,6 +13,10 @@ import (
 	"time"
 )
 
+// ParentDeathSignal is what the supervisor receives when its worker dies (Pdeathsig). It is
+// not SIGTERM, which the worker sends to stop a task gracefully.
+const ParentDeathSignal = syscall.SIGUSR1
+
 // SuperviseArg is the first argument that makes the zksched binary (or a test binary that
 // calls SuperviseMain from TestMain) act as a task supervisor.
 const SuperviseArg = "__zksched_supervise"
@@ -23,7 +27,7 @@ const SuperviseArg = "__zksched_supervise"
 //
 //   - SIGTERM from a live worker (a stop: timeout, kill, hand-back): SIGTERM to the group,
 //     SIGKILL after the grace;
-//   - the worker gone (the parent-death SIGTERM, or its parent pid changing — checked every
+//   - the worker gone (the parent-death signal SIGUSR1, or its parent pid changing — checked every
 //     100 ms in case the signal was missed): SIGKILL to the group at once;
 //   - bash exited: SIGKILL to whatever it left running in the group;
 //   - the worker stopped (SIGSTOP: state T) for --parent-stop-limit: SIGKILL to the group. A
@@ -45,6 +49,14 @@ func SuperviseMain(args []string) int {
 	parent := os.Getppid()
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	// The parent-death signal has a signal of its own: it is sent when the worker's thread
+	// that started us exits, which can be while the dying worker's other threads still hold
+	// its pid, so the parent pid does not tell a death from a stop at that moment.
+	death := make(chan os.Signal, 1)
+	signal.Notify(death, ParentDeathSignal)
+	// Our stderr is the worker's pipe: once the worker is dead a write to it must fail, not
+	// end this process (Go exits on SIGPIPE from fd 1 or 2) before it has killed the task.
+	signal.Ignore(syscall.SIGPIPE)
 
 	cmd := exec.Command("bash", "-c", fs.Arg(0))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
@@ -71,19 +83,21 @@ func SuperviseMain(args []string) int {
 		case err := <-done:
 			killGroup(syscall.SIGKILL) // whatever bash left behind in the background
 			return exitStatus(err)
+		case <-death:
+			killGroup(syscall.SIGKILL)
 		case <-sigs:
 			if os.Getppid() != parent {
 				killGroup(syscall.SIGKILL)
 				continue
 			}
 			if hardKill == nil {
-				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its process group, SIGKILL in %s\n", *grace)
-				killGroup(syscall.SIGTERM)
+				killGroup(syscall.SIGTERM) // act first, then tell: the message is best effort
 				hardKill = time.After(*grace)
+				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its process group, SIGKILL in %s\n", *grace)
 			}
 		case <-hardKill:
-			fmt.Fprintln(os.Stderr, "zksched: kill grace over: SIGKILL to the task's process group")
 			killGroup(syscall.SIGKILL)
+			fmt.Fprintln(os.Stderr, "zksched: kill grace over: SIGKILL to the task's process group")
 		case <-tick.C:
 			if os.Getppid() != parent {
 				killGroup(syscall.SIGKILL)
@@ -95,8 +109,8 @@ func SuperviseMain(args []string) int {
 				}
 				if time.Since(stoppedSince) >= *stopLimit && !frozenKill {
 					frozenKill = true
-					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's process group\n", *stopLimit)
 					killGroup(syscall.SIGKILL)
+					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's process group\n", *stopLimit)
 				}
 			} else {
 				stoppedSince = time.Time{}
