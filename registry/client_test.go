@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -232,112 +230,22 @@ func TestStatusReportsExpiryAndNewSession(t *testing.T) {
 	}
 }
 
-// privateZK runs a ZooKeeper server of the test's own, for what cannot be done to the shared one
-// (stopping it, wiping its data).
-type privateZK struct {
-	t    *testing.T
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func newPrivateZK(t *testing.T) *privateZK {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	z := &privateZK{t: t, port: port, dir: t.TempDir()}
-	t.Cleanup(func() {
-		z.stop()
-		if t.Failed() { // the server's own account helps more than anything else here
-			outs, _ := filepath.Glob(filepath.Join(z.dir, "*.out"))
-			for _, o := range outs {
-				data, _ := os.ReadFile(o)
-				t.Logf("%s:\n%s", filepath.Base(o), data)
-			}
-		}
-	})
-	return z
-}
-
-func (z *privateZK) addr() string { return "127.0.0.1:" + strconv.Itoa(z.port) }
-
-// start runs the server with data in dataDir (a name under the test's directory).
-func (z *privateZK) start(dataDir string) {
-	t := z.t
-	t.Helper()
-	data := filepath.Join(z.dir, dataDir)
-	if err := os.MkdirAll(data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	cfgFile := filepath.Join(z.dir, dataDir+".cfg")
-	cfg := fmt.Sprintf("tickTime=500\nminSessionTimeout=1000\nmaxSessionTimeout=60000\ndataDir=%s\n"+
-		"clientPort=%d\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n4lw.commands.whitelist=*\nadmin.enableServer=false\n", data, z.port)
-	if err := os.WriteFile(cfgFile, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := os.OpenFile(filepath.Join(z.dir, dataDir+".out"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	// slf4j-simple first on the class path: of the several SLF4J bindings installed it is then the
-	// one chosen, and the server logs to the .out file (the test reads it).
-	cmd := exec.Command("java", "-Xmx128m",
-		"-cp", "/usr/share/java/slf4j-simple.jar:/usr/share/java/zookeeper.jar:/usr/share/java/*",
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgFile)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start zookeeper: %v", err)
-	}
-	z.cmd = cmd
-	eventually(t, 30*time.Second, "private zookeeper to answer ruok", func() bool { return ruok(z.addr()) })
-}
-
-// stop kills the server (like a crash).
-func (z *privateZK) stop() {
-	if z.cmd == nil {
-		return
-	}
-	z.cmd.Process.Kill()
-	z.cmd.Wait()
-	z.cmd = nil
-}
-
-func ruok(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("ruok")); err != nil {
-		return false
-	}
-	buf := make([]byte, 4)
-	n, _ := conn.Read(buf)
-	return string(buf[:n]) == "imok"
-}
-
 // A server restarted with an empty data directory refuses the client's session (the client has
 // seen a higher zxid than the server ever had) and go-zookeeper would retry it forever
 // (upstream issue #36). The client must notice, start a fresh session, and report an expiry.
 func TestFreshSessionWhenServerLostItsData(t *testing.T) {
 	t.Parallel()
 	log := newLogSink(t)
-	z := newPrivateZK(t)
-	z.start("data1")
-	b := &testBundle{log: log, zk: testenv.ZK{Servers: []string{z.addr()}, Root: "/zksched"}}
+	z := testenv.NewZKServer(t)
+	z.Start("data1")
+	b := &testBundle{log: log, zk: testenv.ZK{Servers: []string{z.Addr()}, Root: "/zksched"}}
 	c := b.dial(t, b.config())
 	w := register(t, c, RoleWorker, "1")
 	old := w.State().SessionID
 
-	z.stop()
+	z.Stop()
 	waitStatus(t, c, 5*time.Second, "disconnected", func(s Status) bool { return s.State != Connected })
-	z.start("data2") // empty
+	z.Start("data2") // empty
 
 	st := waitReg(t, w, 30*time.Second, "registered under a new session", func(s RegState) bool {
 		return s.Kind == Registered && s.SessionID != old
@@ -346,10 +254,10 @@ func TestFreshSessionWhenServerLostItsData(t *testing.T) {
 		t.Fatalf("client status %+v, want connected with session %#x", cs, st.SessionID)
 	}
 	log.waitFor(t, "issue #36", time.Second)
-	if out, _ := os.ReadFile(filepath.Join(z.dir, "data2.out")); !strings.Contains(string(out), "Refusing session request") {
+	if out, _ := os.ReadFile(filepath.Join(z.Dir, "data2.out")); !strings.Contains(string(out), "Refusing session request") {
 		t.Errorf("the server log does not show the refused session of issue #36; the test no longer reproduces it:\n%s", out)
 	}
-	zc := zkConn(t, z.addr())
+	zc := zkConn(t, z.Addr())
 	ok, stat, err := zc.Exists("/zksched/nodes/workers/" + w.ID())
 	if err != nil || !ok || stat.EphemeralOwner != st.SessionID {
 		t.Fatalf("worker znode on the new server: exists %v owner %#x err %v; want owned by %#x", ok, ownerOf(stat), err, st.SessionID)
@@ -361,9 +269,9 @@ func TestFreshSessionWhenServerLostItsData(t *testing.T) {
 func TestSessionSurvivesServerRestart(t *testing.T) {
 	t.Parallel()
 	log := newLogSink(t)
-	z := newPrivateZK(t)
-	z.start("data")
-	b := &testBundle{log: log, zk: testenv.ZK{Servers: []string{z.addr()}, Root: "/zksched"}}
+	z := testenv.NewZKServer(t)
+	z.Start("data")
+	b := &testBundle{log: log, zk: testenv.ZK{Servers: []string{z.Addr()}, Root: "/zksched"}}
 	cfg := b.config()
 	// The session must outlive the restart plus one handshake the starting server may leave
 	// unanswered (2/3 of the timeout, see sniffConn.SetReadDeadline).
@@ -372,9 +280,9 @@ func TestSessionSurvivesServerRestart(t *testing.T) {
 	w := register(t, c, RoleWorker, "1")
 	old := w.State().SessionID
 
-	z.stop()
+	z.Stop()
 	waitStatus(t, c, 10*time.Second, "disconnected", func(s Status) bool { return s.State != Connected })
-	z.start("data")
+	z.Start("data")
 	waitStatus(t, c, 30*time.Second, "reconnected", func(s Status) bool { return s.State == Connected })
 	if st := c.Status(); st.SessionID != old {
 		t.Fatalf("session %#x after the restart, want the old %#x kept", st.SessionID, old)

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -827,7 +826,8 @@ func TestFaultWorkerRestartedOnSameAddress(t *testing.T) {
 // (systemd) would.
 func TestFaultServersRestarted(t *testing.T) {
 	t.Parallel()
-	zks := startPrivateZK(t)
+	zks := testenv.NewZKServer(t)
+	zks.Start("data")
 	pg := startPrivatePG(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -840,7 +840,7 @@ func TestFaultServersRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := history.New(t)
-	c := testcluster.New(t, []string{zks.addr()}, "/zksched", pg.dsn, append(rec.Env(),
+	c := testcluster.New(t, []string{zks.Addr()}, "/zksched", pg.dsn, append(rec.Env(),
 		"ZKSCHED_REGISTRY_SESSION_TIMEOUT=2s", "ZKSCHED_FAILOVER_DELAY=2s", "ZKSCHED_WORKER_KILL_GRACE=500ms",
 		"ZKSCHED_WORKER_POLL_INTERVAL=200ms", "ZKSCHED_MASTER_POLL_INTERVAL=200ms", "ZKSCHED_WORKER_SLOTS=3")...)
 	f := &fault{Cluster: c, db: db, rec: rec, root: "/zksched"}
@@ -858,9 +858,9 @@ func TestFaultServersRestarted(t *testing.T) {
 	f.waitRuns(t, 30*time.Second, "the first tasks to run", func(rs []history.Run) bool { return aliveCount(rs) == 4 })
 
 	zkDown := time.Now()
-	zks.stop()
+	zks.Stop()
 	time.Sleep(2 * sessionTimeout) // the outage, longer than the session timeout
-	zks.start()
+	zks.Start("data")
 	zkUp := time.Now()
 	runsAfter := func(at time.Time) func([]history.Run) bool {
 		return func(rs []history.Run) bool {
@@ -963,82 +963,6 @@ func (s *supervisor) current() []*proc {
 		out = append(out, n)
 	}
 	return out
-}
-
-// privateZK is a ZooKeeper server of the test's own, which it may stop and start.
-type privateZK struct {
-	t    *testing.T
-	port int
-	dir  string
-	cmd  *exec.Cmd
-}
-
-func startPrivateZK(t *testing.T) *privateZK {
-	t.Helper()
-	z := &privateZK{t: t, port: testcluster.FreePort(t), dir: t.TempDir()}
-	cfg := fmt.Sprintf("tickTime=500\nminSessionTimeout=1000\nmaxSessionTimeout=60000\ndataDir=%s\n"+
-		"clientPort=%d\nclientPortAddress=127.0.0.1\nmaxClientCnxns=0\n4lw.commands.whitelist=*\nadmin.enableServer=false\n",
-		filepath.Join(z.dir, "data"), z.port)
-	if err := os.WriteFile(filepath.Join(z.dir, "zoo.cfg"), []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		z.stop()
-		if t.Failed() {
-			out, _ := os.ReadFile(filepath.Join(z.dir, "zookeeper.out"))
-			t.Logf("==== private zookeeper ====\n%s", tailLines(string(out), 60))
-		}
-	})
-	z.start()
-	return z
-}
-
-func (z *privateZK) addr() string { return "127.0.0.1:" + strconv.Itoa(z.port) }
-
-// start runs the server on its data directory and waits until it answers ruok.
-func (z *privateZK) start() {
-	z.t.Helper()
-	out, err := os.OpenFile(filepath.Join(z.dir, "zookeeper.out"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		z.t.Fatal(err)
-	}
-	defer out.Close()
-	// slf4j-simple first: of the SLF4J bindings installed it is then the one used, and the
-	// server logs to the .out file.
-	cmd := exec.Command("java", "-Xmx128m",
-		"-cp", "/usr/share/java/slf4j-simple.jar:/usr/share/java/zookeeper.jar:/usr/share/java/*",
-		"org.apache.zookeeper.server.quorum.QuorumPeerMain", filepath.Join(z.dir, "zoo.cfg"))
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		z.t.Fatalf("start zookeeper: %v", err)
-	}
-	z.cmd = cmd
-	waitUntil(z.t, 30*time.Second, "the private zookeeper to answer ruok", func() bool { return ruok(z.addr()) })
-}
-
-// stop kills the server, like a crash.
-func (z *privateZK) stop() {
-	if z.cmd == nil {
-		return
-	}
-	z.cmd.Process.Kill()
-	z.cmd.Wait()
-	z.cmd = nil
-}
-
-func ruok(addr string) bool {
-	conn, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("ruok")); err != nil {
-		return false
-	}
-	buf := make([]byte, 4)
-	n, _ := conn.Read(buf)
-	return string(buf[:n]) == "imok"
 }
 
 // privatePG is a PostgreSQL cluster of the test's own, which it may restart.
