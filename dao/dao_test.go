@@ -339,3 +339,48 @@ func TestNotifyWakesListeners(t *testing.T) {
 		}
 	}
 }
+
+func TestWorkflowBatchStatementsRespectOwnership(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []int64
+	for range 3 {
+		ids = append(ids, daotest.Submit(t, b.db, "wf", map[string]any{}))
+	}
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 2); err != nil { // ids[0], ids[1]
+		t.Fatal(err)
+	}
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m2", 1); err != nil { // ids[2]
+		t.Fatal(err)
+	}
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		wfs, err := q.WorkflowLockManyIfOwned(b.ctx, ids, "m1")
+		if err != nil {
+			return err
+		}
+		if len(wfs) != 2 || wfs[0].ID != ids[0] || wfs[1].ID != ids[1] {
+			t.Errorf("locked %+v, want m1's two instances", wfs)
+		}
+		n, err := q.WorkflowFinishManyIfOwned(b.ctx, "m1", []dao.WorkflowFinish{
+			{ID: ids[0], State: dao.WorkflowSucceeded},
+			{ID: ids[1], State: dao.WorkflowFailed, Error: "task x failed"},
+			{ID: ids[2], State: dao.WorkflowSucceeded}, // m2's: must be left alone
+		})
+		if err != nil || n != 2 {
+			t.Errorf("finished %d, %v; want 2", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []dao.WorkflowState{dao.WorkflowSucceeded, dao.WorkflowFailed, dao.WorkflowRunning} {
+		wf, err := b.db.WorkflowGet(b.ctx, ids[i])
+		if err != nil || wf.State != want {
+			t.Errorf("instance %d is %v (%v), want %s", ids[i], wf.State, err, want)
+		}
+	}
+	if wf, _ := b.db.WorkflowGet(b.ctx, ids[1]); wf.Error == nil || *wf.Error != "task x failed" || wf.EndedAt == nil {
+		t.Errorf("failed instance = %+v", wf)
+	}
+}

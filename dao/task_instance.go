@@ -248,3 +248,13 @@ func (q *Queries) TaskListRunningOnWorker(ctx context.Context, worker string) ([
 	}
 	return toks, nil
 }
+
+// TaskListByWorkflows returns every task instance of the given workflow instances, by id.
+func (q *Queries) TaskListByWorkflows(ctx context.Context, workflowIDs []int64) ([]TaskInstance, error) {
+	var tasks []TaskInstance
+	if err := sqlxSelect(ctx, q, &tasks, `SELECT `+taskColumns+` FROM task_instance
+		WHERE workflow_instance_id = ANY($1) ORDER BY id`, pq.Array(workflowIDs)); err != nil {
+		return nil, fmt.Errorf("list tasks of %d workflow instances: %w", len(workflowIDs), err)
+	}
+	return tasks, nil
+}

@@ -138,6 +138,9 @@ type WorkflowInstance struct {
 	CreatedAt time.Time  `db:"created_at"`
 	StartedAt *time.Time `db:"started_at"`
 	EndedAt   *time.Time `db:"ended_at"`
+	// RunningMs is how long the instance has run, by the database's clock; only
+	// WorkflowLockManyIfOwned reads it.
+	RunningMs *int64 `db:"running_ms"`
 }
 
 // TaskAttempt is a row of task_attempt.

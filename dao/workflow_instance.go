@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/lib/pq"
 
 	"database/sql"
 	"errors"
@@ -255,4 +256,59 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance,
 		return nil, fmt.Errorf("get workflow instance %d: %w", id, err)
 	}
 	return &wf, nil
+}
+
+// WorkflowLockManyIfOwned is WorkflowLockIfOwned for many instances in one statement: it
+// locks, in id order, those of ids that owner still drives and that are running, and returns
+// them with RunningMs, their age by the database's clock at the transaction's start (the
+// clock their ended_at will be set by). The others are not this master's to advance any more.
+func (q *Queries) WorkflowLockManyIfOwned(ctx context.Context, ids []int64, owner string) ([]WorkflowInstance, error) {
+	var wfs []WorkflowInstance
+	if err := sqlxSelect(ctx, q, &wfs, `SELECT `+workflowColumns+`,
+			(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
+		FROM workflow_instance
+		WHERE id = ANY($1) AND owner = $2 AND state = 'running' ORDER BY id FOR NO KEY UPDATE`,
+		pq.Array(ids), owner); err != nil {
+		return nil, fmt.Errorf("lock %d workflow instances: %w", len(ids), err)
+	}
+	return wfs, nil
+}
+
+// WorkflowFinish is one instance's end, for WorkflowFinishManyIfOwned.
+type WorkflowFinish struct {
+	ID    int64
+	State WorkflowState
+	Error string
+}
+
+// WorkflowFinishManyIfOwned is WorkflowFinishIfOwned for many instances in one statement. It
+// returns how many it finished; call it in the transaction that locked them, so that is all.
+func (q *Queries) WorkflowFinishManyIfOwned(ctx context.Context, owner string, fins []WorkflowFinish) (int, error) {
+	if len(fins) == 0 {
+		return 0, nil
+	}
+	ids, states, errs := make([]int64, len(fins)), make([]string, len(fins)), make([]*string, len(fins))
+	for i, f := range fins {
+		ids[i], states[i] = f.ID, string(f.State)
+		if f.Error != "" {
+			errs[i] = &fins[i].Error
+		}
+	}
+	var n int
+	// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
+	err := sqlxGet(ctx, q, &n, `
+		WITH u AS (
+			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now()
+			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS x(id, state, err)
+			WHERE w.id = x.id AND w.owner = $1 AND w.state = 'running'
+			RETURNING w.max_active
+		), capped AS (
+			SELECT pg_notify($5, '') FROM (SELECT 1 FROM u WHERE max_active IS NOT NULL LIMIT 1) c
+		)
+		SELECT count(*) FROM u, (SELECT count(*) FROM capped) k`,
+		owner, pq.Array(ids), pq.Array(states), pq.Array(errs), q.ch.master)
+	if err != nil {
+		return 0, fmt.Errorf("finish %d workflow instances: %w", len(fins), err)
+	}
+	return n, nil
 }

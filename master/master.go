@@ -17,7 +17,6 @@ package master
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -95,9 +94,7 @@ func (m *Master) Run(ctx context.Context) error {
 			}
 			m.advanceAll(ctx, dirty)
 		}
-		select {
-		case <-ctx.Done():
-		case w := <-wake.C:
+		note := func(w dao.Wakeup) {
 			switch {
 			case w.Rescan:
 				rescan, claim = true, true
@@ -106,6 +103,20 @@ func (m *Master) Run(ctx context.Context) error {
 			default:
 				if id, err := strconv.ParseInt(w.Payload, 10, 64); err == nil {
 					dirty[id] = struct{}{}
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case w := <-wake.C:
+			// Take every wake-up already waiting, so one advance covers them all.
+			note(w)
+			for drained := false; !drained; {
+				select {
+				case w := <-wake.C:
+					note(w)
+				default:
+					drained = true
 				}
 			}
 		case <-tick.C:
@@ -169,26 +180,36 @@ func (m *Master) own(got []dao.WorkflowInstance, dirty map[int64]struct{}) {
 	}
 }
 
+// advanceBatch is how many workflow instances one advance transaction takes: one statement
+// locks them, one lists their tasks, one creates the new task instances and one finishes the
+// instances that are done, whatever the batch's size.
+const advanceBatch = 100
+
 func (m *Master) advanceAll(ctx context.Context, dirty map[int64]struct{}) {
-	for id := range dirty {
+	for len(dirty) > 0 {
 		if !m.gate.Active() || ctx.Err() != nil {
 			return
 		}
+		ids := make([]int64, 0, min(len(dirty), advanceBatch))
 		m.mu.Lock()
-		_, mine := m.owned[id]
+		for id := range dirty {
+			if len(ids) == advanceBatch {
+				break
+			}
+			delete(dirty, id)
+			if _, mine := m.owned[id]; mine {
+				ids = append(ids, id)
+			}
+		}
 		m.mu.Unlock()
-		delete(dirty, id)
-		if !mine {
+		if len(ids) == 0 {
 			continue
 		}
-		err := m.advance(ctx, id)
-		switch {
-		case errors.Is(err, dao.ErrNotOwner):
-			m.cfg.Log.Info().Int64("workflow_instance", id).Msg("no longer the owner; stopped driving it")
-			m.forget(id)
-		case err != nil:
-			m.warn(ctx, err, "advance workflow instance")
-			dirty[id] = struct{}{}
+		if err := m.advance(ctx, ids); err != nil {
+			m.warn(ctx, err, "advance workflow instances")
+			for _, id := range ids {
+				dirty[id] = struct{}{}
+			}
 			return // the database is likely down: try again at the next wake-up
 		}
 	}
@@ -200,76 +221,105 @@ func (m *Master) forget(id int64) {
 	m.mu.Unlock()
 }
 
-// advance moves one workflow instance forward in one transaction that holds its row: a
-// failover that releases the instance waits for it, and a master that lost ownership changes
-// nothing.
-func (m *Master) advance(ctx context.Context, id int64) error {
-	var finished *plan
+// advance moves workflow instances forward in one transaction that holds their rows: a
+// failover that releases one waits for it, and those this master no longer owns are left
+// alone (and forgotten).
+func (m *Master) advance(ctx context.Context, ids []int64) error {
+	var finished []plan
+	var finishedIDs, lost []int64
 	err := m.db.Tx(ctx, func(q *dao.Queries) error {
-		wf, err := q.WorkflowLockIfOwned(ctx, id, m.cfg.ID)
+		finished, finishedIDs, lost = nil, nil, nil
+		wfs, err := q.WorkflowLockManyIfOwned(ctx, ids, m.cfg.ID)
 		if err != nil {
 			return err
 		}
-		spec, err := m.spec(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
+		locked := make(map[int64]bool, len(wfs))
+		wfIDs := make([]int64, len(wfs))
+		for i, wf := range wfs {
+			locked[wf.ID], wfIDs[i] = true, wf.ID
+		}
+		for _, id := range ids {
+			if !locked[id] {
+				lost = append(lost, id)
+			}
+		}
+		all, err := q.TaskListByWorkflows(ctx, wfIDs)
 		if err != nil {
 			return err
 		}
-		if d := time.Duration(spec.Timeout); d > 0 && wf.StartedAt != nil && time.Since(*wf.StartedAt) >= d {
-			msg := "workflow timeout " + d.String() + " exceeded"
-			stopping, err := q.WorkflowTimeOutIfOwned(ctx, id, m.cfg.ID, msg)
+		tasksOf := make(map[int64][]dao.TaskInstance, len(wfs))
+		for _, t := range all {
+			tasksOf[t.WorkflowInstanceID] = append(tasksOf[t.WorkflowInstanceID], t)
+		}
+		var rows []dao.NewTask
+		var fins []dao.WorkflowFinish
+		for i := range wfs {
+			wf := &wfs[i]
+			spec, err := m.spec(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
 			if err != nil {
 				return err
 			}
-			finished = &plan{done: true, state: dao.WorkflowFailed, err: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)}
-			return nil
-		}
-		tasks, err := q.TaskListByWorkflow(ctx, id)
-		if err != nil {
-			return err
-		}
-		states := make(map[string]dao.TaskState, len(tasks))
-		for _, t := range tasks {
-			states[t.Name] = t.State
-		}
-		p := advance(spec, states)
-		if len(p.create) > 0 {
-			params, err := instanceParams(spec, wf.Params)
-			if err != nil {
-				return fmt.Errorf("workflow instance %d: %w", id, err)
-			}
-			rows := make([]dao.NewTask, len(p.create))
-			for i, c := range p.create {
-				raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
+			// The database's clock decides, the one ended_at is set by: no skew between hosts.
+			if d := time.Duration(spec.Timeout); d > 0 && wf.RunningMs != nil && time.Duration(*wf.RunningMs)*time.Millisecond >= d {
+				msg := "workflow timeout " + d.String() + " exceeded"
+				stopping, err := q.WorkflowTimeOutIfOwned(ctx, wf.ID, m.cfg.ID, msg)
 				if err != nil {
 					return err
 				}
-				rows[i] = dao.NewTask{WorkflowInstanceID: id, Name: c.task.Name, Type: c.task.Type, Params: raw,
-					State: c.state, Priority: c.task.Priority + wf.Priority, Group: c.task.Group, Pool: c.task.Pool,
-					MaxRetries: c.task.Retries, RetryInterval: time.Duration(c.task.RetryInterval),
-					Timeout: time.Duration(c.task.Timeout)}
+				finished = append(finished, plan{done: true, state: dao.WorkflowFailed, err: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)})
+				finishedIDs = append(finishedIDs, wf.ID)
+				continue
 			}
-			if _, err := q.TaskInsertMany(ctx, rows); err != nil {
-				return err
+			tasks := tasksOf[wf.ID]
+			states := make(map[string]dao.TaskState, len(tasks))
+			for _, t := range tasks {
+				states[t.Name] = t.State
+			}
+			p := advance(spec, states)
+			if len(p.create) > 0 {
+				params, err := instanceParams(spec, wf.Params)
+				if err != nil {
+					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+				}
+				for _, c := range p.create {
+					raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
+					if err != nil {
+						return err
+					}
+					rows = append(rows, dao.NewTask{WorkflowInstanceID: wf.ID, Name: c.task.Name, Type: c.task.Type, Params: raw,
+						State: c.state, Priority: c.task.Priority + wf.Priority, Group: c.task.Group, Pool: c.task.Pool,
+						MaxRetries: c.task.Retries, RetryInterval: time.Duration(c.task.RetryInterval),
+						Timeout: time.Duration(c.task.Timeout)})
+				}
+			}
+			if p.done {
+				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.state, Error: p.err})
+				finished = append(finished, p)
+				finishedIDs = append(finishedIDs, wf.ID)
 			}
 		}
-		if p.done {
-			if err := q.WorkflowFinishIfOwned(ctx, id, m.cfg.ID, p.state, p.err); err != nil {
-				return err
-			}
-			finished = &p
+		if _, err := q.TaskInsertMany(ctx, rows); err != nil {
+			return err
 		}
-		return nil
+		// The rows are locked and running under this owner, so every one of them finishes.
+		_, err = q.WorkflowFinishManyIfOwned(ctx, m.cfg.ID, fins)
+		return err
 	})
 	if err != nil {
 		return err
 	}
-	if finished != nil {
+	for _, id := range lost {
+		m.cfg.Log.Info().Int64("workflow_instance", id).Msg("no longer the owner, or finished; stopped driving it")
 		m.forget(id)
+	}
+	for i, id := range finishedIDs {
+		m.forget(id)
+		p := finished[i]
 		ev := m.cfg.Log.Info()
-		if finished.state != dao.WorkflowSucceeded {
-			ev = m.cfg.Log.Warn().Str("error", finished.err)
+		if p.state != dao.WorkflowSucceeded {
+			ev = m.cfg.Log.Warn().Str("error", p.err)
 		}
-		ev.Int64("workflow_instance", id).Str("state", string(finished.state)).Msg("workflow instance finished")
+		ev.Int64("workflow_instance", id).Str("state", string(p.state)).Msg("workflow instance finished")
 	}
 	return nil
 }
