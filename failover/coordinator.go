@@ -238,7 +238,7 @@ func (t *term) readMarkers(ctx context.Context) error {
 	for _, e := range entries {
 		k := nodeKey{e.Role, e.ID}
 		if e.Err != nil {
-			c.cfg.Log.Error().Err(e.Err).Str("marker", e.Path).Msg("fence marker with unreadable data; the node stays fenced and its failover is finished again")
+			c.cfg.Log.Error().Err(e.Err).Str("marker", e.Path).Msg("fence marker with unreadable data; the node stays fenced and its work is given back")
 			t.fenced[k] = false
 			continue
 		}
@@ -336,8 +336,10 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	if err != nil && !found {
 		return fmt.Errorf("read marker of %s %s: %w", k.role, k.id, err)
 	}
-	if err != nil || rec.ID == "" {
-		// Unreadable data: the marker's existence is what fences; write a sound record.
+	// Unreadable data: the marker's existence is what fences, so the failover goes on, but the
+	// marker is left as it is for an operator to see (zk tree reports it).
+	garbage := err != nil || rec.ID == ""
+	if garbage {
 		rec = registry.FenceRecord{ID: k.id, Role: k.role, FencedAt: time.Now(), Leader: c.cfg.ID}
 	}
 	var ev *dao.FailoverEvent
@@ -368,6 +370,12 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 		return fmt.Errorf("fail over %s %s: %w", k.role, k.id, err)
 	}
 	injectFault("after-requeue")
+	if garbage {
+		t.fenced[k] = true
+		c.cfg.Log.Error().Str("lost_node", k.id).Str("lost_role", string(k.role)).Int("tasks_requeued", ev.TasksRequeued).
+			Int("workflows_released", ev.WorkflowsReleased).Msg("failover finished for a node whose fence marker has unreadable data; the marker is left as it is")
+		return nil
+	}
 	rec.Phase, rec.TasksRequeued, rec.WorkflowsReleased = registry.PhaseFinished, ev.TasksRequeued, ev.WorkflowsReleased
 	if err := c.reg.FinishMarker(ctx, c.lead.ZnodePath(), rec); err != nil {
 		if errors.Is(err, registry.ErrNotLeader) {

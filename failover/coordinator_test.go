@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
@@ -316,5 +317,31 @@ func TestFinishedMarkersPastRetentionAreRemoved(t *testing.T) {
 			t.Fatal("the marker past retention was not removed by the sweep")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestGarbageMarkerStillFencesAndIsLeftAlone: a marker whose data does not parse still fences
+// its identity, so the identity's work is given back; the data stays as it was, for an operator.
+func TestGarbageMarkerStillFencesAndIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	wc, task := b.worker(t, "127.0.0.1:7_1")
+	zc := testenv.DialZK(t)
+	path := b.zk.Root + "/failover-finish-nodes/worker/127.0.0.1:7_1"
+	if _, err := zc.Create(path, []byte("[1,2"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	wc.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.task(t, task.ID).State != dao.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the garbage-fenced worker's task was not requeued")
+		}
+		b.clock.Advance(time.Hour) // sweeps, which read the markers
+		time.Sleep(100 * time.Millisecond)
+	}
+	data, _, err := zc.Get(path)
+	if err != nil || string(data) != "[1,2" {
+		t.Fatalf("marker data = %q, %v; want it left as it was", data, err)
 	}
 }
