@@ -238,7 +238,7 @@ func (t *term) readMarkers(ctx context.Context) error {
 	for _, e := range entries {
 		k := nodeKey{e.Role, e.ID}
 		if e.Err != nil {
-			c.cfg.Log.Error().Err(e.Err).Str("marker", e.Path).Msg("fence marker with unreadable data; the node stays fenced and its work is given back")
+			c.cfg.Log.Warn().Err(e.Err).Str("marker", e.Path).Msg("fence marker with unreadable data; the node stays fenced and its work is given back")
 			t.fenced[k] = false
 			continue
 		}
@@ -372,7 +372,7 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	injectFault("after-requeue")
 	if garbage {
 		t.fenced[k] = true
-		c.cfg.Log.Error().Str("lost_node", k.id).Str("lost_role", string(k.role)).Int("tasks_requeued", ev.TasksRequeued).
+		c.cfg.Log.Warn().Str("lost_node", k.id).Str("lost_role", string(k.role)).Int("tasks_requeued", ev.TasksRequeued).
 			Int("workflows_released", ev.WorkflowsReleased).Msg("failover finished for a node whose fence marker has unreadable data; the marker is left as it is")
 		return nil
 	}
