@@ -8,33 +8,6 @@ import (
 	"github.com/zksched/zksched/master"
 )
 
-// scheduleJSON is a schedule as the API shows it.
-type scheduleJSON struct {
-	Workflow     string      `json:"workflow"`
-	Version      int         `json:"version"`
-	Cron         string      `json:"cron"`
-	Timezone     string      `json:"timezone"`
-	Enabled      bool        `json:"enabled"`
-	Misfire      string      `json:"misfire"`
-	MisfireLimit int         `json:"misfire_limit,omitempty"`
-	Start        time.Time   `json:"start"`
-	End          *time.Time  `json:"end,omitempty"`
-	LastFire     *time.Time  `json:"last_fire,omitempty"`
-	Next         []time.Time `json:"next"`
-	Active       int         `json:"active"`
-	Problem      string      `json:"problem,omitempty"`
-}
-
-func scheduleOut(v master.ScheduleView) scheduleJSON {
-	out := scheduleJSON{Workflow: v.WorkflowName, Version: v.WorkflowVersion, Cron: v.Cron, Timezone: v.Timezone,
-		Enabled: v.Enabled, Misfire: v.Misfire, MisfireLimit: v.MisfireLimit, Start: v.StartAt, End: v.EndAt,
-		LastFire: v.LastFireAt, Next: v.Next, Active: v.Active, Problem: v.Problem}
-	if out.Next == nil {
-		out.Next = []time.Time{}
-	}
-	return out
-}
-
 // apiSchedules lists every schedule with its next fire times (?next=N, default 3, at most 100).
 func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) error {
 	n := 3
@@ -48,9 +21,9 @@ func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := make([]scheduleJSON, len(views))
+	out := make([]master.ScheduleJSON, len(views))
 	for i, v := range views {
-		out[i] = scheduleOut(v)
+		out[i] = v.JSON()
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"schedules": out})
 	return nil

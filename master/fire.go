@@ -283,6 +283,34 @@ type ScheduleView struct {
 	Problem string
 }
 
+// ScheduleJSON is a schedule as the API and `zksched schedule list --json` show it.
+type ScheduleJSON struct {
+	Workflow     string      `json:"workflow"`
+	Version      int         `json:"version"`
+	Cron         string      `json:"cron"`
+	Timezone     string      `json:"timezone"`
+	Enabled      bool        `json:"enabled"`
+	Misfire      string      `json:"misfire"`
+	MisfireLimit int         `json:"misfire_limit,omitempty"`
+	Start        time.Time   `json:"start"`
+	End          *time.Time  `json:"end,omitempty"`
+	LastFire     *time.Time  `json:"last_fire,omitempty"`
+	Next         []time.Time `json:"next"`
+	Active       int         `json:"active"`
+	Problem      string      `json:"problem,omitempty"`
+}
+
+// JSON returns the view in its JSON form.
+func (v ScheduleView) JSON() ScheduleJSON {
+	out := ScheduleJSON{Workflow: v.WorkflowName, Version: v.WorkflowVersion, Cron: v.Cron, Timezone: v.Timezone,
+		Enabled: v.Enabled, Misfire: v.Misfire, MisfireLimit: v.MisfireLimit, Start: v.StartAt, End: v.EndAt,
+		LastFire: v.LastFireAt, Next: v.Next, Active: v.Active, Problem: v.Problem}
+	if out.Next == nil {
+		out.Next = []time.Time{}
+	}
+	return out
+}
+
 // Schedules returns every schedule with its next n fire times, starting with the one due but
 // not yet handled (in the past when no master has fired it yet).
 func Schedules(ctx context.Context, db *dao.DB, n int) ([]ScheduleView, error) {

@@ -206,29 +206,9 @@ func inZone(t time.Time, zone string) string {
 // writeSchedules prints the schedules as a table or JSON.
 func writeSchedules(w io.Writer, views []master.ScheduleView, asJSON bool) error {
 	if asJSON {
-		type scheduleJSON struct {
-			Workflow     string      `json:"workflow"`
-			Version      int         `json:"version"`
-			Cron         string      `json:"cron"`
-			Timezone     string      `json:"timezone"`
-			Enabled      bool        `json:"enabled"`
-			Misfire      string      `json:"misfire"`
-			MisfireLimit int         `json:"misfireLimit,omitempty"`
-			Start        time.Time   `json:"start"`
-			End          *time.Time  `json:"end,omitempty"`
-			LastFire     *time.Time  `json:"lastFire,omitempty"`
-			Next         []time.Time `json:"next"`
-			Active       int         `json:"active"`
-			Problem      string      `json:"problem,omitempty"`
-		}
-		out := make([]scheduleJSON, len(views))
+		out := make([]master.ScheduleJSON, len(views))
 		for i, v := range views {
-			out[i] = scheduleJSON{Workflow: v.WorkflowName, Version: v.WorkflowVersion, Cron: v.Cron, Timezone: v.Timezone,
-				Enabled: v.Enabled, Misfire: v.Misfire, MisfireLimit: v.MisfireLimit, Start: v.StartAt, End: v.EndAt,
-				LastFire: v.LastFireAt, Next: v.Next, Active: v.Active, Problem: v.Problem}
-			if out[i].Next == nil {
-				out[i].Next = []time.Time{}
-			}
+			out[i] = v.JSON()
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
