@@ -384,3 +384,78 @@ func TestWorkflowBatchStatementsRespectOwnership(t *testing.T) {
 		t.Errorf("failed instance = %+v", wf)
 	}
 }
+
+// TestFinishManyRecordsEachAttemptByItsOwnToken checks the completer's batch write: in one
+// statement, each attempt is recorded only under its own token, a stale one is refused without
+// disturbing the others, and the masters get one wake-up naming every workflow instance whose
+// tasks ended.
+func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	wfA := b.queue(t, 2, "g")
+	wfB := b.queue(t, 1, "g")
+	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"g"}, 10)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim = %d tasks, %v; want 3", len(got), err)
+	}
+	// Wait for the master listener, then drop what it heard so far.
+	for deadline := time.After(10 * time.Second); ; {
+		daotest.Submit(t, b.db, "other", map[string]any{})
+		select {
+		case <-ml.C:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-deadline:
+			t.Fatal("master listener never heard")
+		}
+		break
+	}
+	for drained := false; !drained; {
+		select {
+		case <-ml.C:
+		case <-time.After(200 * time.Millisecond):
+			drained = true
+		}
+	}
+	stale := got[2].Token()
+	stale.Attempt++ // an attempt that does not hold the task
+	out := "ok"
+	done, err := b.db.TaskFinishMany(b.ctx, []dao.Finish{
+		{Token: got[0].Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded, Output: &out}},
+		{Token: got[1].Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskQueued, Retry: true, Error: "boom"}},
+		{Token: stale, Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}},
+	})
+	if err != nil || len(done) != 3 || !done[0] || !done[1] || done[2] {
+		t.Fatalf("done = %v, %v; want [true true false]", done, err)
+	}
+	for i, want := range []dao.TaskState{dao.TaskSucceeded, dao.TaskQueued, dao.TaskRunning} {
+		ti, err := b.db.TaskGet(b.ctx, got[i].ID)
+		if err != nil || ti.State != want {
+			t.Fatalf("task %d: %+v, %v; want %s", i, ti, err, want)
+		}
+	}
+	ti, _ := b.db.TaskGet(b.ctx, got[1].ID)
+	if ti.Retries != 1 || ti.Error == nil || *ti.Error != "boom" {
+		t.Fatalf("retried task = %+v; want retries 1 and its error", ti)
+	}
+	atts, err := b.db.AttemptList(b.ctx, got[2].ID)
+	if err != nil || len(atts) != 1 || atts[0].Outcome != nil {
+		t.Fatalf("attempts of the refused task = %+v, %v; want one, still open", atts, err)
+	}
+	// got[0] ended (wake its master); got[1] went back to the queue (wakes workers, not masters).
+	want := fmt.Sprint(got[0].WorkflowInstanceID)
+	select {
+	case w := <-ml.C:
+		if w.Payload != want {
+			t.Fatalf("master wake-up %q, want %q (instances %d and %d)", w.Payload, want, wfA, wfB)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no master wake-up")
+	}
+	// The refused task and the third instance still finish by themselves.
+	if err := b.db.TaskFinishIfRunning(b.ctx, got[2].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -17,7 +17,7 @@ type Wakeup struct {
 }
 
 // Listener delivers wake-ups on C. When the consumer falls behind, wake-ups are dropped rather
-// than queued without bound; every consumer also polls, so a dropped one costs latency only.
+// than queued without bound, and a Rescan is delivered in their place once there is room.
 type Listener struct {
 	C <-chan Wakeup
 	l *pq.Listener
@@ -53,14 +53,39 @@ func (db *DB) listen(channel string, log zerolog.Logger) *Listener {
 	}()
 	go func() {
 		defer close(out)
-		for n := range pl.Notify {
-			w := Wakeup{Rescan: true}
-			if n != nil {
-				w = Wakeup{Payload: n.Extra}
+		// A wake-up dropped because the consumer fell behind is owed as a Rescan, delivered
+		// as soon as there is room: the consumer then looks at everything.
+		owed := false
+		retry := time.NewTicker(100 * time.Millisecond)
+		defer retry.Stop()
+		for {
+			var w Wakeup
+			select {
+			case n, ok := <-pl.Notify:
+				if !ok {
+					return
+				}
+				w = Wakeup{Rescan: true}
+				if n != nil {
+					w = Wakeup{Payload: n.Extra}
+				}
+			case <-retry.C:
+				if !owed {
+					continue
+				}
+				w = Wakeup{Rescan: true}
+			}
+			if owed {
+				select {
+				case out <- Wakeup{Rescan: true}:
+					owed = false
+				default:
+				}
 			}
 			select {
 			case out <- w:
 			default:
+				owed = true
 			}
 		}
 	}()

@@ -16,6 +16,55 @@ const taskColumns = `id, workflow_instance_id, name, type, params, state, priori
 	(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 	not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage`
 
+// claimSQL is TaskClaim's statement: $1 the worker, $2 its groups, $3 the limit.
+const claimSQL = `
+		WITH open_pool AS MATERIALIZED (
+			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
+			WHERE (p.max_running IS NULL OR p.running < p.max_running)
+			  -- A scalar subquery rather than EXISTS, which the planner may turn into a scan
+			  -- of every queued task; this probes the pool's own index once per pool.
+			  AND (SELECT true FROM task_instance t
+			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
+			         AND (t.not_before IS NULL OR t.not_before <= now())
+			       LIMIT 1)
+			ORDER BY p.name
+			FOR UPDATE OF p
+		), candidate AS (
+			-- Each group's queued tasks in claim order, straight off task_instance_queued (one
+			-- "worker_group = ANY" would read every queued row of the groups to sort them), and
+			-- locked as they are read, skipping those another claimer holds: claimers at once
+			-- take the next tasks down the queue instead of all finding the same ones taken.
+			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+				SELECT t.id, t.priority FROM task_instance t
+				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+				  AND (t.not_before IS NULL OR t.not_before <= now())
+				ORDER BY t.priority DESC, t.id
+				LIMIT $3
+				FOR UPDATE OF t SKIP LOCKED) c
+			UNION ALL
+			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
+				SELECT t.id, t.priority FROM task_instance t
+				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
+				  AND (t.not_before IS NULL OR t.not_before <= now())
+				ORDER BY t.priority DESC, t.id
+				LIMIT least(op.free, $3)
+				FOR UPDATE OF t SKIP LOCKED) c
+		), locked AS (
+			-- The best $3 of the groups' and pools' candidates; the others are let go at commit.
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3
+		), claimed AS (
+			UPDATE task_instance t
+			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
+			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
+			-- By primary key: a join with locked may be planned as a scan of the whole table.
+			WHERE t.id = ANY(ARRAY(SELECT id FROM locked))
+			RETURNING t.*
+		), opened AS (
+			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
+			SELECT id, attempt, worker_id, started_at FROM claimed
+		)
+		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
+
 // TaskClaim claims up to limit queued tasks of the given groups for worker, highest priority
 // first, in one statement: the rows are locked with SKIP LOCKED so concurrent claimers never
 // wait for or take the same task, each claimed task's attempt grows by one (the new fencing
@@ -29,46 +78,7 @@ const taskColumns = `id, workflow_instance_id, name, type, params, state, priori
 // queued and do not stand in the way of other tasks.
 func (q *Queries) TaskClaim(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
 	var tasks []TaskInstance
-	err := sqlxSelect(ctx, q, &tasks, `
-		WITH open_pool AS MATERIALIZED (
-			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
-			WHERE (p.max_running IS NULL OR p.running < p.max_running)
-			  -- A scalar subquery rather than EXISTS, which the planner may turn into a scan
-			  -- of every queued task; this probes the pool's own index once per pool.
-			  AND (SELECT true FROM task_instance t
-			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-			         AND (t.not_before IS NULL OR t.not_before <= now())
-			       LIMIT 1)
-			ORDER BY p.name
-			FOR UPDATE OF p
-		), candidate AS (
-			(SELECT id, priority FROM task_instance
-			 WHERE state = 'queued' AND worker_group = ANY($2) AND pool IS NULL
-			   AND (not_before IS NULL OR not_before <= now())
-			 ORDER BY priority DESC, id
-			 LIMIT $3)
-			UNION ALL
-			(SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
-				SELECT t.id, t.priority FROM task_instance t
-				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-				  AND (t.not_before IS NULL OR t.not_before <= now())
-				ORDER BY t.priority DESC, t.id
-				LIMIT least(op.free, $3)) c)
-		), locked AS (
-			SELECT t.id FROM task_instance t
-			WHERE t.id IN (SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3) AND t.state = 'queued'
-			FOR UPDATE OF t SKIP LOCKED
-		), claimed AS (
-			UPDATE task_instance t
-			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
-			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
-			FROM locked WHERE t.id = locked.id
-			RETURNING t.*
-		), opened AS (
-			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
-			SELECT id, attempt, worker_id, started_at FROM claimed
-		)
-		SELECT `+taskColumns+` FROM claimed ORDER BY priority DESC, id`,
+	err := sqlxSelect(ctx, q, &tasks, claimSQL,
 		worker, pq.Array(groups), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
@@ -101,37 +111,126 @@ type AttemptResult struct {
 // ErrTokenRefused when it is not, and then writes nothing. The owning master is woken when the
 // task reached a terminal state, the workers of its group when it went back to the queue.
 func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res AttemptResult) error {
-	var errMsg *string
-	if res.Error != "" {
-		errMsg = &res.Error
-	}
-	rows, err := q.q.QueryContext(ctx, `
-		WITH t AS (
-			UPDATE task_instance SET
-				state = $4,
-				retries = retries + CASE WHEN $5 THEN 1 ELSE 0 END,
-				not_before = CASE WHEN $5 THEN now() + retry_interval END,
-				output = CASE WHEN $4 = 'queued' THEN output ELSE $6 END,
-				error = $7,
-				exit_code = $8,
-				ended_at = CASE WHEN $4 = 'queued' THEN NULL ELSE now() END,
-				queued_at = CASE WHEN $4 = 'queued' THEN now() ELSE queued_at END,
-				usage = COALESCE($13::jsonb, usage)
-			WHERE id = $1 AND worker_id = $2 AND attempt = $3 AND state = 'running'
-			RETURNING id, attempt, workflow_instance_id, state, worker_group
-		), a AS (
-			UPDATE task_attempt SET ended_at = now(), outcome = $9, exit_code = $8, error = $7, usage = $12::jsonb
-			FROM t WHERE task_attempt.task_instance_id = t.id AND task_attempt.attempt = t.attempt
-		)
-		SELECT t.id FROM t, LATERAL pg_notify(
-			CASE WHEN t.state = 'queued' THEN $10 ELSE $11 END,
-			CASE WHEN t.state = 'queued' THEN t.worker_group ELSE t.workflow_instance_id::text END) n`,
-		tok.TaskID, tok.WorkerID, tok.Attempt, string(res.Next), res.Retry, res.Output, errMsg,
-		res.ExitCode, string(res.Outcome), q.ch.task, q.ch.master, jsonOrNil(res.AttemptUsage), jsonOrNil(res.TaskUsage))
+	done, err := q.TaskFinishMany(ctx, []Finish{{Token: tok, Result: res}})
 	if err != nil {
-		return fmt.Errorf("finish task %d attempt %d: %w", tok.TaskID, tok.Attempt, err)
+		return err
 	}
-	return expectOneRow(rows, tok)
+	if !done[0] {
+		return fmt.Errorf("finish task %d attempt %d of %s: %w", tok.TaskID, tok.Attempt, tok.WorkerID, ErrTokenRefused)
+	}
+	return nil
+}
+
+// Finish is one attempt's end, for TaskFinishMany.
+type Finish struct {
+	Token  Token
+	Result AttemptResult
+}
+
+// notifyIDsPerPayload keeps a master wake-up's payload, a comma-separated list of workflow
+// instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
+const notifyIDsPerPayload = 300
+
+// finishManySQL is TaskFinishMany's statement: the attempts' columns as arrays ($1-$11), the
+// wake-up channels ($12, $13) and the ids per master wake-up ($14).
+const finishManySQL = `
+		WITH x AS (
+			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
+				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[])
+				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage)
+		), t AS (
+			UPDATE task_instance ti SET
+				state = x.next,
+				retries = ti.retries + CASE WHEN x.retry THEN 1 ELSE 0 END,
+				not_before = CASE WHEN x.retry THEN now() + ti.retry_interval END,
+				output = CASE WHEN x.next = 'queued' THEN ti.output ELSE x.output END,
+				error = x.err,
+				exit_code = x.exit_code,
+				ended_at = CASE WHEN x.next = 'queued' THEN NULL ELSE now() END,
+				queued_at = CASE WHEN x.next = 'queued' THEN now() ELSE ti.queued_at END,
+				usage = COALESCE(x.task_usage::jsonb, ti.usage)
+			FROM x
+			WHERE ti.id = x.id AND ti.worker_id = x.worker AND ti.attempt = x.attempt AND ti.state = 'running'
+			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.state, ti.worker_group,
+				x.outcome, x.exit_code, x.err, x.attempt_usage
+		), a AS (
+			UPDATE task_attempt ta SET ended_at = now(), outcome = t.outcome, exit_code = t.exit_code,
+				error = t.err, usage = t.attempt_usage::jsonb
+			FROM t WHERE ta.task_instance_id = t.id AND ta.attempt = t.attempt
+		), requeued AS (
+			SELECT pg_notify($12, g) FROM (SELECT DISTINCT worker_group AS g FROM t WHERE state = 'queued') d
+		), ended AS (
+			SELECT pg_notify($13, string_agg(id::text, ',')) FROM (
+				SELECT id, (row_number() OVER (ORDER BY id) - 1) / $14 AS chunk
+				FROM (SELECT DISTINCT workflow_instance_id AS id FROM t WHERE state <> 'queued') d) c
+			GROUP BY chunk
+		)
+		SELECT t.id, t.attempt FROM t, (SELECT count(*) FROM requeued) r, (SELECT count(*) FROM ended) e`
+
+// TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
+// batching completer's write: each task moves to its result's next state, and its attempt row
+// records the outcome, only if the task still runs under that attempt's token. done[i] says
+// whether fins[i] was recorded; false is a refused token (nothing written for it). The masters
+// get one wake-up per 300 workflow instances whose tasks ended, the workers one per group
+// whose tasks went back to the queue.
+func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []bool, err error) {
+	n := len(fins)
+	if n == 0 {
+		return nil, nil
+	}
+	ids, attempts, exits := make([]int64, n), make([]int64, n), make([]*int64, n)
+	workers, nexts, outcomes := make([]string, n), make([]string, n), make([]string, n)
+	outputs, errs, attemptUsage, taskUsage := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	retry := make([]bool, n)
+	for i, f := range fins {
+		r := &fins[i].Result
+		ids[i], workers[i], attempts[i] = f.Token.TaskID, f.Token.WorkerID, int64(f.Token.Attempt)
+		nexts[i], outcomes[i], retry[i], outputs[i] = string(r.Next), string(r.Outcome), r.Retry, r.Output
+		if r.Error != "" {
+			errs[i] = &r.Error
+		}
+		if r.ExitCode != nil {
+			c := int64(*r.ExitCode)
+			exits[i] = &c
+		}
+		attemptUsage[i], taskUsage[i] = jsonText(r.AttemptUsage), jsonText(r.TaskUsage)
+	}
+	var recorded []struct {
+		ID      int64 `db:"id"`
+		Attempt int   `db:"attempt"`
+	}
+	err = sqlxSelect(ctx, q, &recorded, finishManySQL,
+		pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts), pq.Array(retry), pq.Array(outputs),
+		pq.Array(errs), pq.Array(exits), pq.Array(outcomes), pq.Array(attemptUsage), pq.Array(taskUsage),
+		q.ch.task, q.ch.master, notifyIDsPerPayload)
+	if err != nil {
+		if n == 1 {
+			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)
+		}
+		return nil, fmt.Errorf("finish %d task attempts: %w", n, err)
+	}
+	type key struct {
+		id      int64
+		attempt int
+	}
+	got := make(map[key]bool, len(recorded))
+	for _, r := range recorded {
+		got[key{r.ID, r.Attempt}] = true
+	}
+	done = make([]bool, n)
+	for i, f := range fins {
+		done[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
+	}
+	return done, nil
+}
+
+// jsonText passes JSON as an element of a text[] parameter cast to jsonb, and nothing as NULL.
+func jsonText(raw json.RawMessage) *string {
+	if len(raw) == 0 {
+		return nil
+	}
+	s := string(raw)
+	return &s
 }
 
 // NewTask is a task instance the master creates when its dependencies are met.
@@ -249,11 +348,20 @@ func (q *Queries) TaskListRunningOnWorker(ctx context.Context, worker string) ([
 	return toks, nil
 }
 
+// listByWorkflowsSQL is TaskListByWorkflows's statement: $1 the workflow instance ids.
+const listByWorkflowsSQL = `SELECT ` + taskColumns + `
+	FROM unnest($1::bigint[]) AS w(wf)
+	CROSS JOIN LATERAL (SELECT * FROM task_instance WHERE workflow_instance_id = w.wf OFFSET 0) t
+	ORDER BY id`
+
 // TaskListByWorkflows returns every task instance of the given workflow instances, by id.
 func (q *Queries) TaskListByWorkflows(ctx context.Context, workflowIDs []int64) ([]TaskInstance, error) {
 	var tasks []TaskInstance
-	if err := sqlxSelect(ctx, q, &tasks, `SELECT `+taskColumns+` FROM task_instance
-		WHERE workflow_instance_id = ANY($1) ORDER BY id`, pq.Array(workflowIDs)); err != nil {
+	// One index probe per instance, whatever the statistics say: with none yet (a table that
+	// filled since the last ANALYZE, as after a burst of submissions) "= ANY" of a hundred ids
+	// is planned as a scan of the whole table. OFFSET 0 keeps the planner from flattening the
+	// probe back into that scan.
+	if err := sqlxSelect(ctx, q, &tasks, listByWorkflowsSQL, pq.Array(workflowIDs)); err != nil {
 		return nil, fmt.Errorf("list tasks of %d workflow instances: %w", len(workflowIDs), err)
 	}
 	return tasks, nil

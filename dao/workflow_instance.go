@@ -88,13 +88,8 @@ func (q *Queries) workflowLockAndCount(ctx context.Context, name, states string)
 	return n, nil
 }
 
-// WorkflowClaimUnowned makes owner the master of up to limit workflow instances that have
-// none (new ones, and those released by a failover), highest priority first, with SKIP LOCKED
-// so masters claiming at once never take the same instance. New instances with a
-// max-active-instances are left to WorkflowClaimWaiting.
-func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
-	var wfs []WorkflowInstance
-	err := sqlxSelect(ctx, q, &wfs, `
+// claimUnownedSQL is WorkflowClaimUnowned's statement: $1 the owner, $2 the limit.
+var claimUnownedSQL = `
 		WITH locked AS (
 			SELECT id FROM workflow_instance
 			WHERE owner IS NULL AND state IN ('submitted', 'running')
@@ -106,7 +101,15 @@ func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit 
 		UPDATE workflow_instance w
 		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
 		FROM locked WHERE w.id = locked.id
-		RETURNING `+prefixed("w.", workflowColumns), owner, limit)
+		RETURNING ` + prefixed("w.", workflowColumns)
+
+// WorkflowClaimUnowned makes owner the master of up to limit workflow instances that have
+// none (new ones, and those released by a failover), highest priority first, with SKIP LOCKED
+// so masters claiming at once never take the same instance. New instances with a
+// max-active-instances are left to WorkflowClaimWaiting.
+func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
+	var wfs []WorkflowInstance
+	err := sqlxSelect(ctx, q, &wfs, claimUnownedSQL, owner, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim workflow instances for %s: %w", owner, err)
 	}
@@ -258,17 +261,25 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance,
 	return &wf, nil
 }
 
+// lockManySQL is WorkflowLockManyIfOwned's statement: $1 the ids, $2 the owner.
+//
+// It and finishManyWorkflowsSQL test owner and state with IS NOT DISTINCT FROM, which is "="
+// for these non-null values but which no index serves: with "=", the planner reads the rows
+// by workflow_instance_owned or _active, every instance the master drives, to pick out the
+// hundred it asked for. The primary key is then the only way in.
+const lockManySQL = `SELECT ` + workflowColumns + `,
+		(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
+	FROM workflow_instance
+	WHERE id = ANY($1) AND owner IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'running'
+	ORDER BY id FOR NO KEY UPDATE`
+
 // WorkflowLockManyIfOwned is WorkflowLockIfOwned for many instances in one statement: it
 // locks, in id order, those of ids that owner still drives and that are running, and returns
 // them with RunningMs, their age by the database's clock at the transaction's start (the
 // clock their ended_at will be set by). The others are not this master's to advance any more.
 func (q *Queries) WorkflowLockManyIfOwned(ctx context.Context, ids []int64, owner string) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
-	if err := sqlxSelect(ctx, q, &wfs, `SELECT `+workflowColumns+`,
-			(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
-		FROM workflow_instance
-		WHERE id = ANY($1) AND owner = $2 AND state = 'running' ORDER BY id FOR NO KEY UPDATE`,
-		pq.Array(ids), owner); err != nil {
+	if err := sqlxSelect(ctx, q, &wfs, lockManySQL, pq.Array(ids), owner); err != nil {
 		return nil, fmt.Errorf("lock %d workflow instances: %w", len(ids), err)
 	}
 	return wfs, nil
@@ -280,6 +291,19 @@ type WorkflowFinish struct {
 	State WorkflowState
 	Error string
 }
+
+// finishManyWorkflowsSQL is WorkflowFinishManyIfOwned's statement: $1 the owner, $2-$4 the
+// instances' ids, states and errors, $5 the masters' channel.
+const finishManyWorkflowsSQL = `
+		WITH u AS (
+			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now()
+			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS x(id, state, err)
+			WHERE w.id = ANY($2::bigint[]) AND w.id = x.id AND w.owner IS NOT DISTINCT FROM $1 AND w.state IS NOT DISTINCT FROM 'running'
+			RETURNING w.max_active
+		), capped AS (
+			SELECT pg_notify($5, '') FROM (SELECT 1 FROM u WHERE max_active IS NOT NULL LIMIT 1) c
+		)
+		SELECT count(*) FROM u, (SELECT count(*) FROM capped) k`
 
 // WorkflowFinishManyIfOwned is WorkflowFinishIfOwned for many instances in one statement. It
 // returns how many it finished; call it in the transaction that locked them, so that is all.
@@ -296,16 +320,7 @@ func (q *Queries) WorkflowFinishManyIfOwned(ctx context.Context, owner string, f
 	}
 	var n int
 	// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
-	err := sqlxGet(ctx, q, &n, `
-		WITH u AS (
-			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now()
-			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS x(id, state, err)
-			WHERE w.id = x.id AND w.owner = $1 AND w.state = 'running'
-			RETURNING w.max_active
-		), capped AS (
-			SELECT pg_notify($5, '') FROM (SELECT 1 FROM u WHERE max_active IS NOT NULL LIMIT 1) c
-		)
-		SELECT count(*) FROM u, (SELECT count(*) FROM capped) k`,
+	err := sqlxGet(ctx, q, &n, finishManyWorkflowsSQL,
 		owner, pq.Array(ids), pq.Array(states), pq.Array(errs), q.ch.master)
 	if err != nil {
 		return 0, fmt.Errorf("finish %d workflow instances: %w", len(fins), err)

@@ -64,6 +64,7 @@ type Worker struct {
 	running map[int64]*attempt
 	wg      sync.WaitGroup
 	freed   chan struct{}
+	done    *completer
 	// hardStop ends the retries of result reports once shutdown has given up on them.
 	hardStop chan struct{}
 }
@@ -78,7 +79,7 @@ type attempt struct {
 // New returns a Worker.
 func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
 	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, running: map[int64]*attempt{},
-		freed: make(chan struct{}, 1), hardStop: make(chan struct{})}
+		freed: make(chan struct{}, 1), done: newCompleter(db, max(cfg.Slots, 1)), hardStop: make(chan struct{})}
 }
 
 // Running returns the number of attempts running now.
@@ -92,6 +93,12 @@ func (w *Worker) Running() int {
 // attempts get ShutdownTimeout to finish, the rest are stopped and handed back. It returns
 // when every attempt has been reported.
 func (w *Worker) Run(ctx context.Context) error {
+	// The completer outlives the claim loop: shutdown returns once every attempt has been
+	// reported, and only then does it stop.
+	stopCompleter := make(chan struct{})
+	completerDone := make(chan struct{})
+	go func() { w.done.run(stopCompleter); close(completerDone) }()
+	defer func() { close(stopCompleter); <-completerDone }()
 	tasks := w.db.ListenTasks(w.cfg.Log)
 	defer tasks.Close()
 	kills := w.db.ListenKills(w.cfg.Log)
@@ -246,7 +253,7 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 	wait := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := w.db.TaskFinishIfRunning(ctx, tok, r)
+		err := w.done.finish(ctx, tok, r)
 		cancel()
 		if w.cfg.Events != nil && (err == nil || errors.Is(err, dao.ErrTokenRefused)) {
 			w.cfg.Events.Ended(r.Outcome, err != nil)

@@ -1,0 +1,15 @@
+package dao
+
+// The hot statements, for the plan test.
+const (
+	ClaimSQL           = claimSQL
+	FinishManySQL      = finishManySQL
+	ListByWorkflowsSQL = listByWorkflowsSQL
+)
+
+// The master's, for the plan test.
+var (
+	ClaimUnownedSQL        = claimUnownedSQL
+	LockManySQL            = lockManySQL
+	FinishManyWorkflowsSQL = finishManyWorkflowsSQL
+)

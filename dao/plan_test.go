@@ -1,0 +1,136 @@
+package dao_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/lib/pq"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+)
+
+// seedHistory makes a table that looks like a scheduler's after a while: finished is the
+// number of finished single-task workflow instances, running the number of instances master
+// m1 drives, and queued tasks wait in group "g".
+func seedHistory(t testing.TB, db *dao.DB, finished, running, queued int) {
+	t.Helper()
+	ctx := context.Background()
+	daotest.Submit(t, db, "wf", map[string]any{"name": "wf"})
+	for _, stmt := range []string{
+		`INSERT INTO workflow_instance (workflow_name, workflow_version, state, owner, ended_at)
+		 SELECT 'wf', 1, 'succeeded', 'm1', now() FROM generate_series(1, FINISHED)`,
+		`INSERT INTO task_instance (workflow_instance_id, name, type, state, worker_id, attempt, ended_at)
+		 SELECT id, 't', 'noop', 'succeeded', 'w1', 1, now() FROM workflow_instance WHERE state = 'succeeded'`,
+		`INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at, ended_at, outcome)
+		 SELECT id, 1, 'w1', now(), now(), 'succeeded' FROM task_instance`,
+		`INSERT INTO workflow_instance (workflow_name, workflow_version, state, owner, started_at)
+		 SELECT 'wf', 1, 'running', 'm1', now() FROM generate_series(1, RUNNING)`,
+		`UPDATE workflow_instance SET state = 'running', owner = 'm1', started_at = now() WHERE state = 'submitted'`,
+		`INSERT INTO task_instance (workflow_instance_id, name, type, state, worker_group)
+		 SELECT (SELECT min(id) FROM workflow_instance WHERE state = 'running'), 'q' || g, 'noop', 'queued', 'g'
+		 FROM generate_series(1, QUEUED) g`,
+	} {
+		if _, err := db.SQL().ExecContext(ctx, strings.NewReplacer("FINISHED", fmt.Sprint(finished), "QUEUED", fmt.Sprint(queued), "RUNNING", fmt.Sprint(running)).Replace(stmt)); err != nil {
+			t.Fatalf("seed: %v", err)
+		}
+	}
+}
+
+// plan returns EXPLAIN's JSON plan of query with args, flattened to one string per node:
+// "Node Type|Relation Name|Index Name".
+func plan(t *testing.T, db *dao.DB, query string, args ...any) []string {
+	t.Helper()
+	var raw string
+	if err := db.SQL().QueryRowContext(context.Background(), "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	var doc []struct{ Plan node }
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	var walk func(n node)
+	walk = func(n node) {
+		out = append(out, n.Type+"|"+n.Relation+"|"+n.Index)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(doc[0].Plan)
+	return out
+}
+
+type node struct {
+	Type     string `json:"Node Type"`
+	Relation string `json:"Relation Name"`
+	Index    string `json:"Index Name"`
+	Plans    []node `json:"Plans"`
+}
+
+// TestHotStatementsUseTheirIndexes checks, with EXPLAIN, that the statements every task goes
+// through read task_instance by index and never scan it: the finished rows, which are nearly
+// all of a long-lived table, are never read again. It checks the plans with no statistics (a
+// table that filled since the last ANALYZE, as after a burst of submissions) and with them.
+func TestHotStatementsUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	seedHistory(t, db, 20000, 5000, 50)
+	var ids []int64
+	if err := db.SQL().Select(&ids, `SELECT id FROM workflow_instance WHERE state = 'running' ORDER BY id LIMIT 100`); err != nil {
+		t.Fatal(err)
+	}
+	var some []int64
+	if err := db.SQL().Select(&some, `SELECT id FROM task_instance ORDER BY id LIMIT 100`); err != nil {
+		t.Fatal(err)
+	}
+	n := len(some)
+	strs := func(v string) []string {
+		out := make([]string, n)
+		for i := range out {
+			out[i] = v
+		}
+		return out
+	}
+	ints := make([]int64, n)
+	nulls := make([]*string, n)
+	bools := make([]bool, n)
+	for _, stats := range []string{"without statistics", "after ANALYZE"} {
+		if stats == "after ANALYZE" {
+			if _, err := db.SQL().Exec(`ANALYZE task_instance; ANALYZE task_attempt; ANALYZE workflow_instance`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			name, query string
+			args        []any
+			index       string // any of, separated by "|"
+		}{
+			{"claim", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued"},
+			{"claim, two groups", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued"},
+			{"finish", dao.FinishManySQL, []any{pq.Array(some), pq.Array(strs("w1")), pq.Array(ints), pq.Array(strs("succeeded")),
+				pq.Array(bools), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(strs("succeeded")), pq.Array(nulls),
+				pq.Array(nulls), "task_ch", "master_ch", 300}, "task_instance_pkey|task_instance_running"},
+			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key"},
+			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_unowned"},
+			{"lock workflows", dao.LockManySQL, []any{pq.Array(ids), "m1"}, "workflow_instance_pkey"},
+			{"finish workflows", dao.FinishManyWorkflowsSQL, []any{"m1", pq.Array(ids), pq.Array(strs("succeeded")[:len(ids)]),
+				pq.Array(make([]*string, len(ids))), "master_ch"}, "workflow_instance_pkey"},
+		} {
+			nodes := plan(t, db, c.query, c.args...)
+			joined := strings.Join(nodes, "\n")
+			for _, n := range nodes {
+				if strings.HasPrefix(n, "Seq Scan|task_") || strings.HasPrefix(n, "Seq Scan|workflow_instance|") {
+					t.Errorf("%s, %s: scans a whole table:\n%s", c.name, stats, joined)
+				}
+			}
+			if !slices.ContainsFunc(strings.Split(c.index, "|"), func(ix string) bool { return strings.Contains(joined, "|"+ix) }) {
+				t.Errorf("%s, %s: does not use %s:\n%s", c.name, stats, c.index, joined)
+			}
+		}
+	}
+}

@@ -1,0 +1,99 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// completer records the attempts' results in batches: one goroutine takes every result
+// waiting and writes them in one statement (dao.TaskFinishMany), each still fenced by its own
+// token. There is no timer: a result that arrives while the worker is idle is written at once,
+// and the results that arrive while a write is under way make up the next one, so the batches
+// grow with the load and a commit per task stops being the ceiling.
+//
+// A failed write fails every result of its batch: each reporter retries on its own, as it did
+// when it wrote alone, so a result is never dropped while the worker lives.
+type completer struct {
+	db  *dao.DB
+	in  chan *pending
+	max int
+}
+
+type pending struct {
+	fin  dao.Finish
+	done chan error
+}
+
+// maxFinishBatch bounds one write: a few hundred rows keep a statement in milliseconds and
+// its master wake-ups to a handful.
+const maxFinishBatch = 500
+
+func newCompleter(db *dao.DB, queue int) *completer {
+	return &completer{db: db, in: make(chan *pending, queue), max: maxFinishBatch}
+}
+
+// finish records one result and waits for its batch to be written. It returns
+// dao.ErrTokenRefused when the task no longer runs under tok.
+func (c *completer) finish(ctx context.Context, tok dao.Token, r dao.AttemptResult) error {
+	p := &pending{fin: dao.Finish{Token: tok, Result: r}, done: make(chan error, 1)}
+	select {
+	case c.in <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		// The batch may still be written; if it is, the task has ended and a retry is refused
+		// by its token, which the reporter takes as "not ours" — the result is recorded once.
+		return ctx.Err()
+	}
+}
+
+// run writes batches until stop is closed and no result is waiting.
+func (c *completer) run(stop <-chan struct{}) {
+	batch := make([]*pending, 0, c.max)
+	for {
+		select {
+		case p := <-c.in:
+			batch = append(batch[:0], p)
+		case <-stop:
+			return
+		}
+	more:
+		for len(batch) < c.max {
+			select {
+			case p := <-c.in:
+				batch = append(batch, p)
+			default:
+				break more
+			}
+		}
+		c.write(batch)
+	}
+}
+
+func (c *completer) write(batch []*pending) {
+	fins := make([]dao.Finish, len(batch))
+	for i, p := range batch {
+		fins[i] = p.fin
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	done, err := c.db.TaskFinishMany(ctx, fins)
+	cancel()
+	for i, p := range batch {
+		switch {
+		case err != nil:
+			p.done <- err
+		case !done[i]:
+			tok := p.fin.Token
+			p.done <- fmt.Errorf("finish task %d attempt %d of %s: %w", tok.TaskID, tok.Attempt, tok.WorkerID, dao.ErrTokenRefused)
+		default:
+			p.done <- nil
+		}
+	}
+}
