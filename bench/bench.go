@@ -28,20 +28,32 @@ import (
 
 // Options configure a run.
 type Options struct {
-	// Mode is burn-down, latency or dag.
+	// Mode is burn-down, latency, dag or failover.
 	Mode string
 	// N is the number of workflows (burn-down, dag).
 	N int
-	// Rate is the submit rate in workflows per second (latency), for Duration.
+	// Rate is the submit rate in workflows per second (latency, failover), for Duration.
 	Rate     float64
 	Duration time.Duration
-	// Masters, Workers and Slots size the in-process cluster.
+	// Masters, Workers and Slots size the cluster: in process, or processes for failover.
 	Masters, Workers, Slots int
 	// DSN is the database; the run makes a schema of its own in it.
 	DSN string
 	// Progress receives a line every 2 s; Log the nodes' logs (usually discarded).
 	Progress io.Writer
 	Log      zerolog.Logger
+
+	// The failover mode runs Binary (empty: this executable) as its nodes, on ZooKeeper at
+	// ZooKeeper under a root of its own beside Root (Root-bench-<random>), with the nodes'
+	// registry.session-timeout SessionTimeout and failover.delay FailoverDelay. Each task
+	// sleeps TaskSleep; the worker running the most tasks is killed KillAfter into the load.
+	ZooKeeper      []string
+	Root           string
+	Binary         string
+	SessionTimeout time.Duration
+	FailoverDelay  time.Duration
+	TaskSleep      time.Duration
+	KillAfter      time.Duration
 }
 
 // Summary is the result of a run, printed as JSON with --json.
@@ -58,6 +70,8 @@ type Summary struct {
 	Masters     int               `json:"masters"`
 	Workers     int               `json:"workers"`
 	Slots       int               `json:"slots"`
+	// FailoverFigures are the failover mode's own, nil in the others.
+	*FailoverFigures
 }
 
 // openGate lets the in-process nodes work: there is no ZooKeeper membership to lose.
@@ -80,8 +94,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return latency(ctx, db, o)
 	case "dag":
 		return dag(ctx, db, o)
+	case "failover":
+		return failover(ctx, db, o)
 	}
-	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency or dag)", o.Mode)
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag or failover)", o.Mode)
 }
 
 // scratch makes a migrated schema of the run's own and returns a function that drops it.

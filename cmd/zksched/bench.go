@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag [flags]")
+		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover [flags]")
 		if len(args) == 0 {
 			return usageError{fmt.Errorf("want a mode")}
 		}
@@ -24,29 +25,54 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("bench "+mode, stdout)
 	config := configFlag(fs)
 	n := fs.Int("n", 10000, "workflows (burn-down, dag)")
-	rate := fs.Float64("rate", 500, "workflows per second (latency)")
-	duration := fs.Duration("duration", 20*time.Second, "how long to submit (latency)")
-	masters := fs.Int("masters", 1, "masters in process")
-	workers := fs.Int("workers", 2, "workers in process")
+	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set)")
+	duration := fs.Duration("duration", 20*time.Second, "how long to submit (latency; failover: 15s unless set)")
+	masters := fs.Int("masters", 1, "masters (in process; failover: processes)")
+	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed)")
 	slots := fs.Int("slots", 64, "slots per worker")
+	sleep := fs.Duration("sleep", time.Second, "how long each task sleeps (failover)")
+	killAfter := fs.Duration("kill-after", 3*time.Second, "when, into the load, to kill -9 a worker (failover)")
+	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover)")
+	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover)")
+	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover; default: this one)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
+	}
+	if mode == "failover" {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rate"] {
+			*rate = 50
+		}
+		if !set["duration"] {
+			*duration = 15 * time.Second
+		}
 	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
 	}
 	opts := bench.Options{Mode: mode, N: *n, Rate: *rate, Duration: *duration, Masters: *masters,
-		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: zerolog.Nop()}
+		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: zerolog.Nop(),
+		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
+		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter}
 	s, err := bench.Run(ctx, opts)
-	if err != nil {
+	if s == nil {
 		return err
 	}
+	// A failover run that found problems has a summary too: print it, then fail.
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		if encErr := enc.Encode(s); encErr != nil {
+			return encErr
+		}
+		return err
+	}
+	if s.FailoverFigures != nil {
+		printFailover(stdout, s)
+		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d workflows (%d tasks) in %.2fs = %.0f tasks/s; %d master(s), %d worker(s) × %d slots\n",
 		s.Mode, s.Workflows, s.Tasks, s.Seconds, s.TasksPerSec, s.Masters, s.Workers, s.Slots)
@@ -55,4 +81,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "submit → workflow finished: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
 		s.Latency.Finish.P50, s.Latency.Finish.P95, s.Latency.Finish.P99, s.Latency.Finish.Max)
 	return nil
+}
+
+// printFailover prints the summary of a failover run.
+func printFailover(w io.Writer, s *bench.Summary) {
+	f := s.FailoverFigures
+	fmt.Fprintf(w, "failover: %d workflows at %.0f/s, tasks sleeping %.0f ms, in %.2fs; %d master(s), %d worker(s) × %d slots\n",
+		s.Workflows, f.Rate, f.TaskSleepMs, s.Seconds, s.Masters, s.Workers, s.Slots)
+	fmt.Fprintf(w, "kill -9 of %s: %d running task(s) failed over (failover_event: %d requeued)\n",
+		f.KilledWorker, f.TasksFailedOver, f.TasksRequeued)
+	fmt.Fprintf(w, "kill → session expired seen by the leader %.0f ms, → fenced %.0f ms (session timeout %.0f ms, failover delay %.0f ms)\n",
+		f.LostMs, f.FencedMs, f.SessionTimeoutMs, f.FailoverDelayMs)
+	fmt.Fprintf(w, "kill → its tasks running elsewhere: p50 %.0f ms  p95 %.0f ms  p99 %.0f ms  min %.0f ms  max %.0f ms\n",
+		s.P50ms, s.P95ms, s.P99ms, f.FailoverMsMin, f.FailoverMsMax)
+	fmt.Fprintf(w, "submit → workflow finished: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
+		s.Latency.Finish.P50, s.Latency.Finish.P95, s.Latency.Finish.P99, s.Latency.Finish.Max)
+	fmt.Fprintf(w, "lost %d, committed twice %d, overlaps %d\n", f.Lost, f.CommittedTwice, f.Overlaps)
 }

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/bench"
+	"github.com/zksched/zksched/internal/testcluster"
+	"github.com/zksched/zksched/internal/testenv"
+)
+
+// benchFailover runs `zksched bench failover args…` against the test's ZooKeeper root (the
+// bench makes its own beside it) and the test database (it makes its own schema in it), and
+// returns its stdout, stderr and exit code. Whatever the bench leaves under its root is
+// deleted when the test ends, and fails the test.
+func benchFailover(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	zkEnv := testenv.ZooKeeper(t)
+	t.Cleanup(func() {
+		c := testenv.DialZK(t)
+		children, _, err := c.Children("/")
+		if err != nil {
+			t.Errorf("list the ZooKeeper roots: %v", err)
+			return
+		}
+		for _, name := range children {
+			if strings.HasPrefix("/"+name, zkEnv.Root+"-bench-") {
+				t.Errorf("the bench left its ZooKeeper root /%s behind", name)
+				if err := testenv.DeleteTree(c, "/"+name); err != nil {
+					t.Errorf("delete /%s: %v", name, err)
+				}
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, testcluster.Binary(t), append([]string{"bench", "failover"}, args...)...)
+	// On timeout, SIGTERM: the bench then stops its nodes and removes what it made.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	cmd.Env = append(os.Environ(),
+		"ZKSCHED_REGISTRY_SERVERS="+strings.Join(zkEnv.Servers, ","),
+		"ZKSCHED_REGISTRY_ROOT="+zkEnv.Root,
+		"ZKSCHED_DB_DSN="+testenv.BaseDSN(),
+		// The binary is built with -race, whose runtime sleeps 1 s at every exit by default:
+		// every task supervisor would end 1 s after its task.
+		"GORACE=atexit_sleep_ms=0 halt_on_error=1",
+	)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run zksched bench failover: %v\n%s", err, errOut.String())
+	}
+	return out.String(), errOut.String(), code
+}
+
+// TestBenchFailover runs the failover benchmark end to end on a small load: a worker process
+// is killed with kill -9, its tasks run again on the other worker within the failover's own
+// time, nothing is lost, committed twice or run twice at once, and the run leaves nothing
+// behind.
+func TestBenchFailover(t *testing.T) {
+	t.Parallel()
+	// A session timeout longer than the fault tests' 2 s: the surviving worker runs the killed
+	// one's tasks too, every one with a -race supervisor, and must not lose its own session on
+	// a loaded machine.
+	const sessionTimeout, failoverDelay = 4 * time.Second, 2 * time.Second
+	stdout, stderr, code := benchFailover(t, "--json", "--rate", "10", "--duration", "6s", "--sleep", "500ms",
+		"--kill-after", "3s", "--session-timeout", sessionTimeout.String(),
+		"--failover-delay", failoverDelay.String())
+	t.Logf("progress:\n%s", stderr)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s", code, stdout)
+	}
+	var s bench.Summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("the summary is not JSON: %v\n%s", err, stdout)
+	}
+	f := s.FailoverFigures
+	if s.Mode != "failover" || f == nil {
+		t.Fatalf("summary = %s, want a failover summary", stdout)
+	}
+	if s.Workflows != 60 || s.Tasks != s.Workflows {
+		t.Errorf("workflows %d, tasks %d; want 60 of each (10/s for 6 s)", s.Workflows, s.Tasks)
+	}
+	if f.TasksFailedOver == 0 || f.TasksRequeued != f.TasksFailedOver {
+		t.Errorf("tasks failed over %d, requeued by the failover %d; want the same positive number", f.TasksFailedOver, f.TasksRequeued)
+	}
+	// The leader requeues no sooner than failover.delay after it sees the session expire; the
+	// bound leaves the loaded test machine a few seconds more.
+	bound := float64((sessionTimeout + failoverDelay + 4*time.Second).Milliseconds())
+	if f.FailoverMsMin < float64(failoverDelay.Milliseconds()) || f.FailoverMsMax > bound || s.P50ms < f.FailoverMsMin || s.P50ms > f.FailoverMsMax {
+		t.Errorf("kill → running elsewhere: min %.0f ms, p50 %.0f ms, max %.0f ms; want all within %v..%.0f ms",
+			f.FailoverMsMin, s.P50ms, f.FailoverMsMax, failoverDelay, bound)
+	}
+	if f.LostMs <= 0 || f.FencedMs < f.LostMs {
+		t.Errorf("kill → session expiry seen %.0f ms, → fenced %.0f ms; want 0 < expiry <= fenced", f.LostMs, f.FencedMs)
+	}
+	if f.Lost != 0 || f.CommittedTwice != 0 || f.Overlaps != 0 || len(f.Problems) != 0 {
+		t.Errorf("lost %d, committed twice %d, overlaps %d, problems %q; want none", f.Lost, f.CommittedTwice, f.Overlaps, f.Problems)
+	}
+	t.Logf("figure: kill -9 of a worker under load → its %d tasks running elsewhere: p50 %.0f ms, max %.0f ms (fenced at %.0f ms)",
+		f.TasksFailedOver, s.P50ms, f.FailoverMsMax, f.FencedMs)
+
+	// Nothing left behind: the bench's schema and ZooKeeper root are gone.
+	db, err := sql.Open("postgres", testenv.BaseDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var schemas int
+	if err := db.QueryRow(`SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1`, f.Schema).Scan(&schemas); err != nil {
+		t.Fatal(err)
+	}
+	if f.Schema == "" || schemas != 0 {
+		t.Errorf("the bench's schema %q is still there", f.Schema)
+	}
+	if ok, _, err := testenv.DialZK(t).Exists(f.ZKRoot); err != nil || ok || f.ZKRoot == "" {
+		t.Errorf("the bench's ZooKeeper root %q: exists %v (%v), want it deleted", f.ZKRoot, ok, err)
+	}
+}
+
+// TestBenchFailoverNeedsTwoWorkers: with one worker nothing could take over its tasks, so the
+// run is refused before it starts a node.
+func TestBenchFailoverNeedsTwoWorkers(t *testing.T) {
+	t.Parallel()
+	_, stderr, code := benchFailover(t, "--workers", "1")
+	if code == 0 || !strings.Contains(stderr, "--workers 1: want at least 2") {
+		t.Errorf("exit code %d, stderr %q; want a failure naming --workers", code, stderr)
+	}
+}
