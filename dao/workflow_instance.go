@@ -101,7 +101,8 @@ var claimUnownedSQL = `
 		UPDATE workflow_instance w
 		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
 		FROM locked WHERE w.id = locked.id
-		RETURNING ` + prefixed("w.", workflowColumns)
+		RETURNING ` + prefixed("w.", workflowColumns) + `,
+		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms`
 
 // WorkflowClaimUnowned makes owner the master of up to limit workflow instances that have
 // none (new ones, and those released by a failover), highest priority first, with SKIP LOCKED

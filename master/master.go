@@ -21,6 +21,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -55,6 +56,9 @@ type Master struct {
 	mu    sync.Mutex
 	specs map[specKey]*workflow.Spec // definitions never change: cache them
 	owned map[int64]struct{}
+	// deadlines holds when each owned instance with a workflow timeout times out, on this
+	// host's clock, from its age by the database's clock at its last advance.
+	deadlines map[int64]time.Time
 }
 
 type specKey struct {
@@ -62,11 +66,15 @@ type specKey struct {
 	version int
 }
 
+// claimBatch is how many instances one claim statement takes. A round of the master's loop
+// claims advanceParallel batches at most before it advances what it has: a backlog of new
+// instances is worked through in rounds, not claimed whole before the first of them starts.
 const claimBatch = 100
 
 // New returns a Master.
 func New(cfg Config, db *dao.DB, gate Gate) *Master {
-	return &Master{cfg: cfg, db: db, gate: gate, specs: map[specKey]*workflow.Spec{}, owned: map[int64]struct{}{}}
+	return &Master{cfg: cfg, db: db, gate: gate, specs: map[specKey]*workflow.Spec{}, owned: map[int64]struct{}{},
+		deadlines: map[int64]time.Time{}}
 }
 
 // Owned returns how many workflow instances the master drives now.
@@ -76,6 +84,12 @@ func (m *Master) Owned() int {
 	return len(m.owned)
 }
 
+// fullResyncEvery is how many polls pass between two full resyncs, which advance every owned
+// instance. A notification is lost only with the listening connection or to an overflowing
+// consumer, and both are followed by a full resync at once (Wakeup.Rescan); the periodic one is
+// a backstop that costs a pass over every owned instance, so it is not run at every poll.
+const fullResyncEvery = 10
+
 // Run drives workflows until ctx ends. It wakes on notifications and polls as a fallback.
 func (m *Master) Run(ctx context.Context) error {
 	wake := m.db.ListenMaster(m.cfg.Log)
@@ -83,49 +97,98 @@ func (m *Master) Run(ctx context.Context) error {
 	tick := time.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
 	rescan, claim := true, true
+	polls := 0
 	dirty := map[int64]struct{}{}
+	note := func(w dao.Wakeup) {
+		switch {
+		case w.Rescan:
+			rescan, claim = true, true
+		case w.Payload == "":
+			claim = true
+		default:
+			// A list of workflow instance ids: a worker's batch of results wakes once.
+			for f := range strings.SplitSeq(w.Payload, ",") {
+				if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+					dirty[id] = struct{}{}
+				}
+			}
+		}
+	}
+	onTick := func() {
+		claim = true
+		if polls++; polls%fullResyncEvery == 0 {
+			rescan = true
+		}
+		m.markDue(dirty)
+	}
 	for ctx.Err() == nil {
+		busy := false
 		if m.gate.Active() {
 			if rescan {
 				rescan = !m.resync(ctx, dirty)
 			}
 			if claim {
-				claim = !m.claim(ctx, dirty)
+				var ok bool
+				ok, claim = m.claim(ctx, dirty)
+				claim = claim || !ok
 			}
-			m.advanceAll(ctx, dirty)
+			m.advanceRound(ctx, dirty)
+			busy = len(dirty) > 0 || claim
 		}
-		note := func(w dao.Wakeup) {
-			switch {
-			case w.Rescan:
+		if busy {
+			// More to do: take what has arrived without waiting for it, so the instances whose
+			// tasks just ended are advanced in the next round, not behind the whole backlog.
+			select {
+			case w := <-wake.C:
+				note(w)
+				drain(wake.C, note)
+			case <-tick.C:
+				onTick()
+			case <-m.gate.Changed():
 				rescan, claim = true, true
-			case w.Payload == "":
-				claim = true
+			case <-ctx.Done():
 			default:
-				if id, err := strconv.ParseInt(w.Payload, 10, 64); err == nil {
-					dirty[id] = struct{}{}
-				}
 			}
+			continue
 		}
 		select {
 		case <-ctx.Done():
 		case w := <-wake.C:
 			// Take every wake-up already waiting, so one advance covers them all.
 			note(w)
-			for drained := false; !drained; {
-				select {
-				case w := <-wake.C:
-					note(w)
-				default:
-					drained = true
-				}
-			}
+			drain(wake.C, note)
 		case <-tick.C:
-			rescan, claim = true, true
+			onTick()
 		case <-m.gate.Changed():
 			rescan, claim = true, true
 		}
 	}
 	return nil
+}
+
+// drain passes every wake-up already waiting on c to note.
+func drain(c <-chan dao.Wakeup, note func(dao.Wakeup)) {
+	for {
+		select {
+		case w := <-c:
+			note(w)
+		default:
+			return
+		}
+	}
+}
+
+// markDue marks the owned instances whose workflow timeout has passed, by the deadline their
+// last advance computed from the database's clock.
+func (m *Master) markDue(dirty map[int64]struct{}) {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id, at := range m.deadlines {
+		if !now.Before(at) {
+			dirty[id] = struct{}{}
+		}
+	}
 }
 
 // resync marks every instance the master owns as dirty, which also picks up changes whose
@@ -143,21 +206,32 @@ func (m *Master) resync(ctx context.Context, dirty map[int64]struct{}) bool {
 	}
 	m.mu.Lock()
 	m.owned = owned
+	for id := range m.deadlines {
+		if _, ok := owned[id]; !ok {
+			delete(m.deadlines, id)
+		}
+	}
 	m.mu.Unlock()
 	return true
 }
 
-func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}) bool {
-	for {
-		got, err := m.db.WorkflowClaimUnowned(ctx, m.cfg.ID, claimBatch)
-		if err != nil {
-			m.warn(ctx, err, "claim workflow instances")
-			return false
+// claim takes up to advanceParallel batches of unowned instances, and admits waiting ones of capped workflows.
+// It reports whether it succeeded, and whether there may be more to claim.
+func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}) (ok, more bool) {
+	// advanceParallel claims at once: SKIP LOCKED gives each its own instances.
+	n := make([]int, advanceParallel)
+	errs := make([]error, advanceParallel)
+	var wg sync.WaitGroup
+	for i := range advanceParallel {
+		wg.Go(func() { n[i], errs[i] = m.claimAndAdvance(ctx) })
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			m.warn(ctx, errs[i], "claim workflow instances")
+			return false, false
 		}
-		m.own(got, dirty)
-		if len(got) < claimBatch {
-			break
-		}
+		more = more || n[i] == claimBatch
 	}
 	// Instances of workflows with max-active-instances start only while their workflow has a
 	// free slot; the rest wait, and a finishing instance wakes the masters to look again.
@@ -165,9 +239,9 @@ func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}) bool {
 	m.own(got, dirty)
 	if err != nil {
 		m.warn(ctx, err, "admit waiting workflow instances")
-		return false
+		return false, more
 	}
-	return true
+	return true, more
 }
 
 func (m *Master) own(got []dao.WorkflowInstance, dirty map[int64]struct{}) {
@@ -175,42 +249,62 @@ func (m *Master) own(got []dao.WorkflowInstance, dirty map[int64]struct{}) {
 	defer m.mu.Unlock()
 	for _, wf := range got {
 		m.owned[wf.ID] = struct{}{}
-		dirty[wf.ID] = struct{}{}
+		if dirty != nil {
+			dirty[wf.ID] = struct{}{}
+		}
 		m.cfg.Log.Info().Int64("workflow_instance", wf.ID).Str("workflow", wf.WorkflowName).Msg("claimed workflow instance")
 	}
 }
 
 // advanceBatch is how many workflow instances one advance transaction takes: one statement
 // locks them, one lists their tasks, one creates the new task instances and one finishes the
-// instances that are done, whatever the batch's size.
-const advanceBatch = 100
+// instances that are done, whatever the batch's size. advanceParallel transactions run at once,
+// on disjoint batches: most of a transaction's time is round trips, and the row locks keep
+// two advances of one instance apart anyway.
+const (
+	advanceBatch    = 100
+	advanceParallel = 2
+)
 
-func (m *Master) advanceAll(ctx context.Context, dirty map[int64]struct{}) {
-	for len(dirty) > 0 {
-		if !m.gate.Active() || ctx.Err() != nil {
-			return
-		}
-		ids := make([]int64, 0, min(len(dirty), advanceBatch))
-		m.mu.Lock()
-		for id := range dirty {
-			if len(ids) == advanceBatch {
-				break
-			}
-			delete(dirty, id)
-			if _, mine := m.owned[id]; mine {
-				ids = append(ids, id)
-			}
-		}
-		m.mu.Unlock()
-		if len(ids) == 0 {
+// advanceRound advances up to advanceParallel batches of the dirty instances.
+func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) {
+	if len(dirty) == 0 || !m.gate.Active() || ctx.Err() != nil {
+		return
+	}
+	var batches [][]int64
+	m.mu.Lock()
+	ids := make([]int64, 0, advanceBatch)
+	for id := range dirty {
+		delete(dirty, id)
+		if _, mine := m.owned[id]; !mine {
 			continue
 		}
-		if err := m.advance(ctx, ids); err != nil {
-			m.warn(ctx, err, "advance workflow instances")
-			for _, id := range ids {
-				dirty[id] = struct{}{}
+		if ids = append(ids, id); len(ids) == advanceBatch {
+			batches = append(batches, ids)
+			if len(batches) == advanceParallel {
+				break
 			}
-			return // the database is likely down: try again at the next wake-up
+			ids = make([]int64, 0, advanceBatch)
+		}
+	}
+	if len(ids) > 0 && len(batches) < advanceParallel {
+		batches = append(batches, ids)
+	}
+	m.mu.Unlock()
+	errs := make([]error, len(batches))
+	var wg sync.WaitGroup
+	for i, b := range batches {
+		wg.Go(func() { errs[i] = m.advance(ctx, b) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		m.warn(ctx, err, "advance workflow instances")
+		// The database is likely down: the next round, or the next wake-up, tries again.
+		for _, id := range batches[i] {
+			dirty[id] = struct{}{}
 		}
 	}
 }
@@ -218,6 +312,7 @@ func (m *Master) advanceAll(ctx context.Context, dirty map[int64]struct{}) {
 func (m *Master) forget(id int64) {
 	m.mu.Lock()
 	delete(m.owned, id)
+	delete(m.deadlines, id)
 	m.mu.Unlock()
 }
 
@@ -225,11 +320,35 @@ func (m *Master) forget(id int64) {
 // failover that releases one waits for it, and those this master no longer owns are left
 // alone (and forgotten).
 func (m *Master) advance(ctx context.Context, ids []int64) error {
+	_, err := m.advanceWith(ctx, ids, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		return q.WorkflowLockManyIfOwned(ctx, ids, m.cfg.ID)
+	})
+	return err
+}
+
+// claimAndAdvance claims up to claimBatch unowned instances and advances them in the same
+// transaction, which the claim's row locks already protect: a new instance's first tasks are
+// queued by the statement after the one that claimed it. It returns how many it claimed.
+func (m *Master) claimAndAdvance(ctx context.Context) (int, error) {
+	got, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		return q.WorkflowClaimUnowned(ctx, m.cfg.ID, claimBatch)
+	})
+	return len(got), err
+}
+
+// advanceWith advances, in one transaction, the instances pick returns locked: those of ids
+// still owned, or newly claimed ones (then ids is nil, and they are returned once committed).
+func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error)) ([]dao.WorkflowInstance, error) {
 	var finished []plan
 	var finishedIDs, lost []int64
+	var wfs []dao.WorkflowInstance
+	deadlines := map[int64]time.Time{}
+	began := time.Now()
 	err := m.db.Tx(ctx, func(q *dao.Queries) error {
 		finished, finishedIDs, lost = nil, nil, nil
-		wfs, err := q.WorkflowLockManyIfOwned(ctx, ids, m.cfg.ID)
+		clear(deadlines)
+		var err error
+		wfs, err = pick(q)
 		if err != nil {
 			return err
 		}
@@ -260,6 +379,9 @@ func (m *Master) advance(ctx context.Context, ids []int64) error {
 				return err
 			}
 			// The database's clock decides, the one ended_at is set by: no skew between hosts.
+			if d := time.Duration(spec.Timeout); d > 0 && wf.RunningMs != nil && time.Duration(*wf.RunningMs)*time.Millisecond < d {
+				deadlines[wf.ID] = began.Add(d - time.Duration(*wf.RunningMs)*time.Millisecond)
+			}
 			if d := time.Duration(spec.Timeout); d > 0 && wf.RunningMs != nil && time.Duration(*wf.RunningMs)*time.Millisecond >= d {
 				msg := "workflow timeout " + d.String() + " exceeded"
 				stopping, err := q.WorkflowTimeOutIfOwned(ctx, wf.ID, m.cfg.ID, msg)
@@ -306,8 +428,14 @@ func (m *Master) advance(ctx context.Context, ids []int64) error {
 		return err
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	if ids == nil {
+		m.own(wfs, nil)
+	}
+	m.mu.Lock()
+	maps.Copy(m.deadlines, deadlines)
+	m.mu.Unlock()
 	for _, id := range lost {
 		m.cfg.Log.Info().Int64("workflow_instance", id).Msg("no longer the owner, or finished; stopped driving it")
 		m.forget(id)
@@ -321,7 +449,7 @@ func (m *Master) advance(ctx context.Context, ids []int64) error {
 		}
 		ev.Int64("workflow_instance", id).Str("state", string(p.state)).Msg("workflow instance finished")
 	}
-	return nil
+	return wfs, nil
 }
 
 // spec returns a workflow definition, from the cache when it can.
