@@ -178,7 +178,7 @@ func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
 // waitFinished waits until want workflows created since start have finished, printing
 // progress every 2 s.
 func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, want int) error {
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastPrint, lastN := time.Now(), 0
 	for {

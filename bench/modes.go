@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/zksched/zksched/dao"
@@ -49,17 +51,31 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	time.Sleep(500 * time.Millisecond) // let the nodes start listening
 	start := time.Now()
 	interval := time.Duration(float64(time.Second) / o.Rate)
+	// Each submission is a client of its own, sent on its tick whether or not the ones before
+	// have returned, so the rate is the one asked for even when a commit takes longer than
+	// the interval; at most 64 are in flight.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	var failed atomic.Pointer[error]
 	n := 0
-	for next := start; time.Since(start) < o.Duration; next = next.Add(interval) {
+	for next := start; time.Since(start) < o.Duration && failed.Load() == nil; next = next.Add(interval) {
 		time.Sleep(time.Until(next))
-		err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
+		sem <- struct{}{}
 		n++
+		wg.Go(func() {
+			defer func() { <-sem }()
+			err := db.Tx(ctx, func(q *dao.Queries) error {
+				_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+				return err
+			})
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return nil, *err
 	}
 	if err := waitFinished(ctx, db, o, start, n); err != nil {
 		return nil, err
