@@ -28,6 +28,7 @@ type DB struct {
 	db       *sqlx.DB
 	dsn      string
 	channels channels
+	nf       *notifier
 }
 
 // channels are the NOTIFY channel names. They carry the schema name, so that deployments (and
@@ -42,6 +43,9 @@ type channels struct {
 type Queries struct {
 	q  sqlx.ExtContext
 	ch channels
+	nf *notifier
+	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
+	notes *[]note
 }
 
 // Open connects to dsn and waits until PostgreSQL answers, retrying with a growing interval
@@ -89,7 +93,8 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 		ch.task += "." + schema
 		ch.kill += "." + schema
 	}
-	return &DB{Queries: &Queries{q: sdb, ch: ch}, db: sdb, dsn: dsn, channels: ch}, nil
+	nf := newNotifier(sdb)
+	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
 }
 
 // withConnectTimeout bounds connection establishment at 5 s unless the DSN says otherwise:
@@ -108,11 +113,17 @@ func withConnectTimeout(dsn string) string {
 	return dsn + " connect_timeout=5"
 }
 
-// Close closes the pool.
-func (db *DB) Close() error { return db.db.Close() }
+// Close sends the wake-ups still pending and closes the pool.
+func (db *DB) Close() error {
+	db.nf.close()
+	return db.db.Close()
+}
 
 // SQL returns the underlying pool, for tests and tools that need plain database/sql.
 func (db *DB) SQL() *sqlx.DB { return db.db }
+
+// DSN is the data source the DB was opened with, for another pool on the same schema.
+func (db *DB) DSN() string { return db.dsn }
 
 // Tx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
 func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
@@ -120,13 +131,15 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	if err := fn(&Queries{q: tx, ch: db.channels}); err != nil {
+	var notes []note
+	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, notes: &notes}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	db.nf.send(notes...)
 	return nil
 }
 

@@ -114,12 +114,12 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 			{"claim, two groups", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued"},
 			{"finish", dao.FinishManySQL, []any{pq.Array(some), pq.Array(strs("w1")), pq.Array(ints), pq.Array(strs("succeeded")),
 				pq.Array(bools), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(strs("succeeded")), pq.Array(nulls),
-				pq.Array(nulls), "task_ch", "master_ch", 300}, "task_instance_pkey|task_instance_running"},
+				pq.Array(nulls)}, "task_instance_pkey|task_instance_running"},
 			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key"},
 			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_unowned"},
 			{"lock workflows", dao.LockManySQL, []any{pq.Array(ids), "m1"}, "workflow_instance_pkey"},
 			{"finish workflows", dao.FinishManyWorkflowsSQL, []any{"m1", pq.Array(ids), pq.Array(strs("succeeded")[:len(ids)]),
-				pq.Array(make([]*string, len(ids))), "master_ch"}, "workflow_instance_pkey"},
+				pq.Array(make([]*string, len(ids)))}, "workflow_instance_pkey"},
 		} {
 			nodes := plan(t, db, c.query, c.args...)
 			joined := strings.Join(nodes, "\n")

@@ -14,16 +14,13 @@ func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version i
 		params = json.RawMessage("{}")
 	}
 	_, err := q.q.ExecContext(ctx, `
-		WITH ins AS (
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params)
-			SELECT $1, $2, $3::jsonb FROM generate_series(1, $4)
-			RETURNING id
-		)
-		SELECT pg_notify($5, '') FROM (SELECT count(*) FROM ins) c`,
-		name, version, string(params), n, q.ch.master)
+		INSERT INTO workflow_instance (workflow_name, workflow_version, params)
+		SELECT $1, $2, $3::jsonb FROM generate_series(1, $4)`,
+		name, version, string(params), n)
 	if err != nil {
 		return fmt.Errorf("create %d instances of %q: %w", n, name, err)
 	}
+	q.notify(q.ch.master, "")
 	return nil
 }
 
@@ -46,8 +43,10 @@ type Percentiles struct {
 }
 
 // LatencyStats are the percentiles of the finished workflow instances created at or after
-// since: Start is submit → first task started, Finish is submit → instance finished.
+// since: Queued is submit → first task queued (the master's part), Start is submit → first
+// task started, Finish is submit → instance finished.
 type LatencyStats struct {
+	Queued Percentiles `json:"queued"`
 	Start  Percentiles `json:"start"`
 	Finish Percentiles `json:"finish"`
 }
@@ -65,13 +64,18 @@ func (q *Queries) WorkflowLatency(ctx context.Context, since time.Time) (*Latenc
 	if err != nil {
 		return nil, fmt.Errorf("finish latency: %w", err)
 	}
-	err = sqlxGet(ctx, q, &st.Start, `SELECT `+pct+` FROM (
-		SELECT extract(epoch FROM min(t.started_at) - w.created_at) * 1000 AS ms
-		FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
-		WHERE w.ended_at IS NOT NULL AND w.created_at >= $1 AND t.started_at IS NOT NULL
-		GROUP BY w.id, w.created_at) x`, since)
-	if err != nil {
-		return nil, fmt.Errorf("start latency: %w", err)
+	for _, c := range []struct {
+		into *Percentiles
+		col  string
+	}{{&st.Start, "started_at"}, {&st.Queued, "queued_at"}} {
+		err = sqlxGet(ctx, q, c.into, `SELECT `+pct+` FROM (
+			SELECT extract(epoch FROM min(t.`+c.col+`) - w.created_at) * 1000 AS ms
+			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
+			WHERE w.ended_at IS NOT NULL AND w.created_at >= $1 AND t.`+c.col+` IS NOT NULL
+			GROUP BY w.id, w.created_at) x`, since)
+		if err != nil {
+			return nil, fmt.Errorf("%s latency: %w", c.col, err)
+		}
 	}
 	return &st, nil
 }

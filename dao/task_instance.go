@@ -131,8 +131,7 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const notifyIDsPerPayload = 300
 
-// finishManySQL is TaskFinishMany's statement: the attempts' columns as arrays ($1-$11), the
-// wake-up channels ($12, $13) and the ids per master wake-up ($14).
+// finishManySQL is TaskFinishMany's statement: the attempts' columns as arrays ($1-$11).
 const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
@@ -157,22 +156,15 @@ const finishManySQL = `
 			UPDATE task_attempt ta SET ended_at = now(), outcome = t.outcome, exit_code = t.exit_code,
 				error = t.err, usage = t.attempt_usage::jsonb
 			FROM t WHERE ta.task_instance_id = t.id AND ta.attempt = t.attempt
-		), requeued AS (
-			SELECT pg_notify($12, g) FROM (SELECT DISTINCT worker_group AS g FROM t WHERE state = 'queued') d
-		), ended AS (
-			SELECT pg_notify($13, string_agg(id::text, ',')) FROM (
-				SELECT id, (row_number() OVER (ORDER BY id) - 1) / $14 AS chunk
-				FROM (SELECT DISTINCT workflow_instance_id AS id FROM t WHERE state <> 'queued') d) c
-			GROUP BY chunk
 		)
-		SELECT t.id, t.attempt FROM t, (SELECT count(*) FROM requeued) r, (SELECT count(*) FROM ended) e`
+		SELECT id, attempt, workflow_instance_id, state, worker_group FROM t`
 
 // TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
 // batching completer's write: each task moves to its result's next state, and its attempt row
 // records the outcome, only if the task still runs under that attempt's token. done[i] says
-// whether fins[i] was recorded; false is a refused token (nothing written for it). The masters
-// get one wake-up per 300 workflow instances whose tasks ended, the workers one per group
-// whose tasks went back to the queue.
+// whether fins[i] was recorded; false is a refused token (nothing written for it). Once it
+// has committed, the masters get one wake-up per 300 workflow instances whose tasks ended,
+// the workers one per group whose tasks went back to the queue.
 func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []bool, err error) {
 	n := len(fins)
 	if n == 0 {
@@ -196,13 +188,15 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []boo
 		attemptUsage[i], taskUsage[i] = jsonText(r.AttemptUsage), jsonText(r.TaskUsage)
 	}
 	var recorded []struct {
-		ID      int64 `db:"id"`
-		Attempt int   `db:"attempt"`
+		ID       int64  `db:"id"`
+		Attempt  int    `db:"attempt"`
+		Workflow int64  `db:"workflow_instance_id"`
+		State    string `db:"state"`
+		Group    string `db:"worker_group"`
 	}
 	err = sqlxSelect(ctx, q, &recorded, finishManySQL,
 		pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts), pq.Array(retry), pq.Array(outputs),
-		pq.Array(errs), pq.Array(exits), pq.Array(outcomes), pq.Array(attemptUsage), pq.Array(taskUsage),
-		q.ch.task, q.ch.master, notifyIDsPerPayload)
+		pq.Array(errs), pq.Array(exits), pq.Array(outcomes), pq.Array(attemptUsage), pq.Array(taskUsage))
 	if err != nil {
 		if n == 1 {
 			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)
@@ -214,9 +208,19 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []boo
 		attempt int
 	}
 	got := make(map[key]bool, len(recorded))
+	ended, requeued := map[int64]struct{}{}, map[string]bool{}
 	for _, r := range recorded {
 		got[key{r.ID, r.Attempt}] = true
+		if r.State == string(TaskQueued) {
+			if !requeued[r.Group] {
+				requeued[r.Group] = true
+				q.notify(q.ch.task, r.Group)
+			}
+		} else {
+			ended[r.Workflow] = struct{}{}
+		}
 	}
+	q.notifyEnded(ended)
 	done = make([]bool, n)
 	for i, f := range fins {
 		done[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
@@ -283,7 +287,6 @@ func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string
 		Group string `db:"worker_group"`
 	}
 	err := sqlxSelect(ctx, q, &created, `
-		WITH ins AS (
 			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
 				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
 			SELECT w, nm, ty, p::jsonb, st, pr, g, pl, r, rm * interval '1 millisecond',
@@ -292,20 +295,21 @@ func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string
 				$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
 				AS x(w, nm, ty, p, st, pr, g, pl, r, rm, tm)
 			ON CONFLICT (workflow_instance_id, name) DO NOTHING
-			RETURNING name, state, worker_group
-		), woken AS (
-			SELECT pg_notify($12, g) FROM (SELECT DISTINCT worker_group AS g FROM ins WHERE state = 'queued') d
-		)
-		SELECT name, state, worker_group FROM ins, (SELECT count(*) FROM woken) w`,
+			RETURNING name, state, worker_group`,
 		pq.Array(wf), pq.Array(names), pq.Array(types), pq.Array(params), pq.Array(states),
 		pq.Array(prio), pq.Array(groups), pq.Array(pools), pq.Array(retries), pq.Array(retryMs),
-		pq.Array(timeoutMs), q.ch.task)
+		pq.Array(timeoutMs))
 	if err != nil {
 		return nil, fmt.Errorf("create %d task instances: %w", n, err)
 	}
 	out := make([]string, len(created))
+	woken := map[string]bool{}
 	for i, c := range created {
 		out[i] = c.Name
+		if c.State == string(TaskQueued) && !woken[c.Group] {
+			woken[c.Group] = true
+			q.notify(q.ch.task, c.Group)
+		}
 	}
 	return out, nil
 }

@@ -61,15 +61,13 @@ func (q *Queries) workflowCreate(ctx context.Context, name string, version int, 
 	}
 	var id int64
 	err = sqlxGet(ctx, q, &id, `
-		WITH ins AS (
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
-			VALUES ($1, $2, $3::jsonb, $4, $6) RETURNING id
-		)
-		SELECT ins.id FROM ins, LATERAL pg_notify($5, '') n`,
-		name, version, string(params), priority, q.ch.master, policy.MaxActive)
+		INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
+		VALUES ($1, $2, $3::jsonb, $4, $5) RETURNING id`,
+		name, version, string(params), priority, policy.MaxActive)
 	if err != nil {
 		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 	}
+	q.notify(q.ch.master, "")
 	return id, nil
 }
 
@@ -294,17 +292,15 @@ type WorkflowFinish struct {
 }
 
 // finishManyWorkflowsSQL is WorkflowFinishManyIfOwned's statement: $1 the owner, $2-$4 the
-// instances' ids, states and errors, $5 the masters' channel.
+// instances' ids, states and errors.
 const finishManyWorkflowsSQL = `
 		WITH u AS (
 			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now()
 			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS x(id, state, err)
 			WHERE w.id = ANY($2::bigint[]) AND w.id = x.id AND w.owner IS NOT DISTINCT FROM $1 AND w.state IS NOT DISTINCT FROM 'running'
 			RETURNING w.max_active
-		), capped AS (
-			SELECT pg_notify($5, '') FROM (SELECT 1 FROM u WHERE max_active IS NOT NULL LIMIT 1) c
 		)
-		SELECT count(*) FROM u, (SELECT count(*) FROM capped) k`
+		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped FROM u`
 
 // WorkflowFinishManyIfOwned is WorkflowFinishIfOwned for many instances in one statement. It
 // returns how many it finished; call it in the transaction that locked them, so that is all.
@@ -319,12 +315,17 @@ func (q *Queries) WorkflowFinishManyIfOwned(ctx context.Context, owner string, f
 			errs[i] = &fins[i].Error
 		}
 	}
-	var n int
-	// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
-	err := sqlxGet(ctx, q, &n, finishManyWorkflowsSQL,
-		owner, pq.Array(ids), pq.Array(states), pq.Array(errs), q.ch.master)
+	var res struct {
+		N      int  `db:"n"`
+		Capped bool `db:"capped"`
+	}
+	err := sqlxGet(ctx, q, &res, finishManyWorkflowsSQL, owner, pq.Array(ids), pq.Array(states), pq.Array(errs))
 	if err != nil {
 		return 0, fmt.Errorf("finish %d workflow instances: %w", len(fins), err)
 	}
-	return n, nil
+	if res.Capped {
+		// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
+		q.notify(q.ch.master, "")
+	}
+	return res.N, nil
 }

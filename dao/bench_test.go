@@ -1,0 +1,90 @@
+package dao_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+)
+
+// The hot statements, each on a fresh schema holding 20,000 finished tasks (the history a
+// table carries) and a queue to work on. Each op handles a batch of 100 tasks, the size the
+// worker and the master use; tasks/s is the figure to compare with the issue's targets. Run
+// with: go test -run '^$' -bench . -benchtime 200x ./dao
+
+const benchBatch = 100
+
+// benchQueue fills the queue with n tasks in group "g", 100 to a workflow instance owned by m1.
+func benchQueue(b *testing.B, db *dao.DB, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i += benchBatch {
+		wf := daotest.Submit(b, db, "wf", map[string]any{"name": "wf"})
+		if _, err := db.WorkflowClaimUnowned(ctx, "m1", 1000); err != nil {
+			b.Fatal(err)
+		}
+		tasks := make([]dao.NewTask, min(benchBatch, n-i))
+		for j := range tasks {
+			tasks[j] = dao.NewTask{WorkflowInstanceID: wf, Name: fmt.Sprintf("t%d", j), Type: "noop", State: dao.TaskQueued, Group: "g"}
+		}
+		if _, err := db.TaskInsertMany(ctx, tasks); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchDB(b *testing.B) *dao.DB {
+	b.Helper()
+	db, _ := daotest.New(b)
+	seedHistory(b, db, 20000, 0, 0)
+	if _, err := db.SQL().Exec(`ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
+func reportTasks(b *testing.B) {
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkTaskClaim claims 100 queued tasks a statement.
+func BenchmarkTaskClaim(b *testing.B) {
+	db := benchDB(b)
+	benchQueue(b, db, b.N*benchBatch)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		got, err := db.TaskClaim(ctx, "w1", []string{"g"}, benchBatch)
+		if err != nil || len(got) != benchBatch {
+			b.Fatalf("claim = %d tasks, %v", len(got), err)
+		}
+	}
+	reportTasks(b)
+}
+
+// BenchmarkTaskFinishMany records 100 attempts' results a statement, as the completer does.
+func BenchmarkTaskFinishMany(b *testing.B) {
+	db := benchDB(b)
+	benchQueue(b, db, b.N*benchBatch)
+	ctx := context.Background()
+	batches := make([][]dao.Finish, b.N)
+	for i := range batches {
+		got, err := db.TaskClaim(ctx, "w1", []string{"g"}, benchBatch)
+		if err != nil || len(got) != benchBatch {
+			b.Fatalf("claim = %d tasks, %v", len(got), err)
+		}
+		for _, t := range got {
+			batches[i] = append(batches[i], dao.Finish{Token: t.Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}})
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		done, err := db.TaskFinishMany(ctx, batches[i])
+		if err != nil || len(done) != benchBatch || !done[0] {
+			b.Fatalf("finish = %v, %v", done, err)
+		}
+	}
+	reportTasks(b)
+}

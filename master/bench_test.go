@@ -1,0 +1,99 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/workflow"
+)
+
+// The master's advance, one transaction for 100 workflow instances of one noop task each: the
+// first advance creates their tasks, the second, once the tasks succeeded, finishes them. Run
+// with: go test -run '^$' -bench Advance -benchtime 100x ./master
+
+const benchBatch = 100
+
+// benchOwned creates n instances owned by the master m1 and returns their ids in batches.
+func benchOwned(b *testing.B, db *dao.DB, n int) (*Master, [][]int64) {
+	b.Helper()
+	ctx := context.Background()
+	spec := &workflow.Spec{Name: "bench", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
+	raw, _ := json.Marshal(spec)
+	err := db.Tx(ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+		if err != nil {
+			return err
+		}
+		return q.WorkflowCreateMany(ctx, spec.Name, v, nil, n)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var batches [][]int64
+	for len(batches)*benchBatch < n {
+		got, err := db.WorkflowClaimUnowned(ctx, "m1", benchBatch)
+		if err != nil || len(got) == 0 {
+			b.Fatalf("claim: %d, %v", len(got), err)
+		}
+		ids := make([]int64, len(got))
+		for i, wf := range got {
+			ids[i] = wf.ID
+		}
+		batches = append(batches, ids)
+	}
+	if _, err := db.SQL().Exec(`ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	m := New(Config{ID: "m1", PollInterval: time.Second, Log: zerolog.Nop()}, db, newGate(true))
+	for _, ids := range batches {
+		for _, id := range ids {
+			m.owned[id] = struct{}{}
+		}
+	}
+	return m, batches
+}
+
+func BenchmarkAdvanceCreate(b *testing.B) {
+	db, _ := daotest.New(b)
+	m, batches := benchOwned(b, db, b.N*benchBatch)
+	ctx := context.Background()
+	b.ResetTimer()
+	for i := range b.N {
+		if err := m.advance(ctx, batches[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "workflows/s")
+}
+
+func BenchmarkAdvanceFinish(b *testing.B) {
+	db, _ := daotest.New(b)
+	m, batches := benchOwned(b, db, b.N*benchBatch)
+	ctx := context.Background()
+	for i := range b.N {
+		if err := m.advance(ctx, batches[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := db.SQL().Exec(`UPDATE task_instance SET state = 'succeeded', output = 'ok', ended_at = now(); ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if err := m.advance(ctx, batches[i]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	var left int
+	if err := db.SQL().Get(&left, `SELECT count(*) FROM workflow_instance WHERE state = 'running'`); err != nil || left != 0 {
+		b.Fatalf("%d instances still running, %v", left, err)
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "workflows/s")
+}
