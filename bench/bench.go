@@ -1,9 +1,12 @@
 // Package bench measures zksched: how fast a cluster works down a backlog (burn-down), how
-// long a workflow waits at a steady submit rate (latency), and how long a fan-out/fan-in DAG
-// takes above its tasks' own time (dag). Each run gets a PostgreSQL schema of its own, dropped
-// at the end, and by default runs its master and workers in process: the figures are those of
-// zksched's scheduling path, the same code the nodes run, without ZooKeeper in the loop (which
-// only decides membership, never the path of a task).
+// long a workflow waits at a steady submit rate (latency), how long a fan-out/fan-in DAG
+// takes above its tasks' own time (dag), how long a killed worker's tasks take to run again
+// (failover), and how much memory the nodes hold with a large queue (memory). Each run gets a
+// PostgreSQL schema of its own, dropped at the end. The first three run their master and
+// workers in process: the figures are those of zksched's scheduling path, the same code the
+// nodes run, without ZooKeeper in the loop (which only decides membership, never the path of
+// a task). Failover and memory need real processes, to kill and to measure: they run the
+// zksched binary as their nodes, on a ZooKeeper root of their own.
 package bench
 
 import (
@@ -28,14 +31,16 @@ import (
 
 // Options configure a run.
 type Options struct {
-	// Mode is burn-down, latency, dag or failover.
+	// Mode is burn-down, latency, dag, failover or memory.
 	Mode string
-	// N is the number of workflows (burn-down, dag).
+	// N is the number of workflows (burn-down, dag, memory).
 	N int
-	// Rate is the submit rate in workflows per second (latency, failover), for Duration.
+	// Rate is the submit rate in workflows per second (latency, failover), for Duration. The
+	// memory mode submits N at once and waits at most Duration for the queue to fill.
 	Rate     float64
 	Duration time.Duration
-	// Masters, Workers and Slots size the cluster: in process, or processes for failover.
+	// Masters, Workers and Slots size the cluster: in process, or processes for failover and
+	// memory.
 	Masters, Workers, Slots int
 	// DSN is the database; the run makes a schema of its own in it.
 	DSN string
@@ -43,10 +48,12 @@ type Options struct {
 	Progress io.Writer
 	Log      zerolog.Logger
 
-	// The failover mode runs Binary (empty: this executable) as its nodes, on ZooKeeper at
-	// ZooKeeper under a root of its own beside Root (Root-bench-<random>), with the nodes'
-	// registry.session-timeout SessionTimeout and failover.delay FailoverDelay. Each task
-	// sleeps TaskSleep; the worker running the most tasks is killed KillAfter into the load.
+	// The failover and memory modes run Binary (empty: this executable) as their nodes, on
+	// ZooKeeper at ZooKeeper under a root of their own beside Root (Root-bench-<random>),
+	// with the nodes' registry.session-timeout SessionTimeout and failover.delay
+	// FailoverDelay. Each task sleeps TaskSleep. In failover, the worker running the most
+	// tasks is killed KillAfter into the load; memory samples the nodes for Hold once the
+	// queue is full.
 	ZooKeeper      []string
 	Root           string
 	Binary         string
@@ -54,6 +61,7 @@ type Options struct {
 	FailoverDelay  time.Duration
 	TaskSleep      time.Duration
 	KillAfter      time.Duration
+	Hold           time.Duration
 }
 
 // Summary is the result of a run, printed as JSON with --json.
@@ -72,6 +80,10 @@ type Summary struct {
 	Slots       int               `json:"slots"`
 	// FailoverFigures are the failover mode's own, nil in the others.
 	*FailoverFigures
+	// Memory holds the memory mode's figures, nil in the others. It is not inlined as the
+	// failover figures are: the two share field names (zk_root, schema), which JSON would
+	// then drop from both.
+	Memory *MemoryFigures `json:"memory,omitempty"`
 }
 
 // openGate lets the in-process nodes work: there is no ZooKeeper membership to lose.
@@ -96,8 +108,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return dag(ctx, db, o)
 	case "failover":
 		return failover(ctx, db, o)
+	case "memory":
+		return memory(ctx, db, o)
 	}
-	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag or failover)", o.Mode)
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, failover or memory)", o.Mode)
 }
 
 // scratch makes a migrated schema of the run's own and returns a function that drops it.

@@ -5,11 +5,12 @@ package bench
 // again elsewhere, and fails the run when the failover broke a promise: a workflow lost, a
 // result committed twice, or two attempts of one task running at once.
 //
-// Unlike the other modes it cannot run its nodes in process: kill -9 needs a process to kill
-// and ZooKeeper to see its session expire. So it starts the zksched binary as masters and
-// workers (one and two by default) on a ZooKeeper root of its own, beside the configured one,
-// and on the run's schema, with a config file in a temporary directory; all of it is removed
-// at the end, and the nodes are stopped, whether the run passes, fails or is interrupted.
+// Unlike the in-process modes it cannot run its nodes in process: kill -9 needs a process to
+// kill and ZooKeeper to see its session expire. So it starts the zksched binary as masters and
+// workers (one and two by default) as a procCluster, defined here and shared with the memory
+// mode: on a ZooKeeper root of its own, beside the configured one, and on the run's schema,
+// with a config file in a temporary directory; all of it is removed at the end, and the nodes
+// are stopped, whether the run passes, fails or is interrupted.
 
 import (
 	"context"
@@ -88,6 +89,8 @@ type benchNode struct {
 	role    registry.Role
 	cmd     *exec.Cmd
 	logPath string
+	// port is the node's HTTP port, where it serves /metrics.
+	port int
 	// id is the node's identity, known once it has registered.
 	id   string
 	done chan struct{}
@@ -109,10 +112,12 @@ func (n *benchNode) String() string {
 	return n.name + " (" + n.id + ")"
 }
 
-// failoverRun is the state of one run of the failover mode.
-type failoverRun struct {
+// procCluster is the zksched processes of a run and what they run on: a ZooKeeper root of
+// the run's own, the run's schema, and a config file in a temporary directory.
+type procCluster struct {
 	o      Options
 	db     *dao.DB
+	mode   string
 	start  time.Time
 	dir    string
 	config string
@@ -120,9 +125,86 @@ type failoverRun struct {
 	schema string
 	reg    *registry.Client
 	nodes  []*benchNode
-	// victim is the killed worker, nil until the kill; killedAt is when, by the database's
-	// clock.
-	victim   *benchNode
+	// victim is a node killed on purpose, whose exit checkAlive accepts; nil until then.
+	victim *benchNode
+}
+
+// startCluster starts o.Masters masters and o.Workers workers for a run of mode on db, the
+// run's scratch schema, and waits until every one is registered and a master leads. The
+// cluster's close must be called whatever it returns, error or not.
+func startCluster(ctx context.Context, db *dao.DB, o Options, mode string) (c *procCluster, err error) {
+	c = &procCluster{o: o, db: db, mode: mode, start: time.Now()}
+	if err := db.SQL().GetContext(ctx, &c.schema, "SELECT current_schema()"); err != nil {
+		return c, fmt.Errorf("read the run's schema: %w", err)
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	c.root = strings.TrimSuffix(o.Root, "/") + "-bench-" + hex.EncodeToString(b)
+	if c.dir, err = os.MkdirTemp("", "zksched-bench-"+mode+"-"); err != nil {
+		return c, err
+	}
+	if err := c.writeConfig(); err != nil {
+		return c, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	c.reg, err = registry.Dial(dctx, registry.Config{Servers: o.ZooKeeper, Root: c.root})
+	cancel()
+	if err != nil {
+		c.reg = nil
+		return c, fmt.Errorf("zookeeper %v: %w (is ZooKeeper running?)", o.ZooKeeper, err)
+	}
+	for i := range o.Masters {
+		if err := c.startNode(fmt.Sprintf("master-%d", i+1), registry.RoleMaster); err != nil {
+			return c, err
+		}
+	}
+	for i := range o.Workers {
+		if err := c.startNode(fmt.Sprintf("worker-%d", i+1), registry.RoleWorker); err != nil {
+			return c, err
+		}
+	}
+	return c, c.waitRegistered(ctx)
+}
+
+// close stops the nodes and removes the ZooKeeper root and the temporary directory; with
+// logTails it first prints the end of every node's log, for a run that failed.
+func (c *procCluster) close(logTails bool) {
+	if logTails {
+		c.printLogTails()
+	}
+	if c.reg != nil {
+		c.reg.Close()
+	}
+	c.stopNodes()
+	c.cleanZooKeeper()
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// withProcDefaults fills the defaults of the modes that run processes: this executable as
+// the nodes, and the ZooKeeper of a default config.
+func withProcDefaults(o *Options) error {
+	if o.Binary == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the zksched binary: %w", err)
+		}
+		o.Binary = self
+	}
+	if len(o.ZooKeeper) == 0 {
+		o.ZooKeeper = []string{"127.0.0.1:2181"}
+	}
+	if o.Root == "" {
+		o.Root = "/zksched"
+	}
+	return nil
+}
+
+// failoverRun is the state of one run of the failover mode.
+type failoverRun struct {
+	*procCluster
+	// killedAt is when the victim was killed, by the database's clock.
 	killedAt time.Time
 	// lastPrint is when the last progress line was printed.
 	lastPrint time.Time
@@ -138,49 +220,14 @@ func failover(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error
 			err = fmt.Errorf("failover: interrupted: %w", ctx.Err())
 		}
 	}()
-	r := &failoverRun{o: o, db: db, start: time.Now()}
-	if err := db.SQL().GetContext(ctx, &r.schema, "SELECT current_schema()"); err != nil {
-		return nil, fmt.Errorf("read the run's schema: %w", err)
-	}
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	r.root = strings.TrimSuffix(o.Root, "/") + "-bench-" + hex.EncodeToString(b)
-	if r.dir, err = os.MkdirTemp("", "zksched-bench-failover-"); err != nil {
-		return nil, err
-	}
-	defer os.RemoveAll(r.dir)
-	defer r.cleanZooKeeper()
-	defer r.stopNodes()
-	if err := r.writeConfig(); err != nil {
-		return nil, err
-	}
-	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	r.reg, err = registry.Dial(dctx, registry.Config{Servers: o.ZooKeeper, Root: r.root})
-	cancel()
+	c, err := startCluster(ctx, db, o, "failover")
+	// Logs are printed for a failure, not after a verdict (it has a summary) or an
+	// interruption: they say nothing then.
+	defer func() { c.close(err != nil && s == nil && ctx.Err() == nil) }()
 	if err != nil {
-		return nil, fmt.Errorf("zookeeper %v: %w (is ZooKeeper running?)", o.ZooKeeper, err)
-	}
-	defer r.reg.Close()
-	defer func() {
-		// Not after a verdict (it has a summary) or an interruption: the logs say nothing then.
-		if err != nil && s == nil && ctx.Err() == nil {
-			r.printLogTails()
-		}
-	}()
-
-	for i := range o.Masters {
-		if err := r.startNode(fmt.Sprintf("master-%d", i+1), registry.RoleMaster); err != nil {
-			return nil, err
-		}
-	}
-	for i := range o.Workers {
-		if err := r.startNode(fmt.Sprintf("worker-%d", i+1), registry.RoleWorker); err != nil {
-			return nil, err
-		}
-	}
-	if err := r.waitRegistered(ctx); err != nil {
 		return nil, err
 	}
+	r := &failoverRun{procCluster: c}
 
 	spec := &workflow.Spec{Name: "bench-failover", Tasks: []workflow.Task{{Name: "t", Type: "shell",
 		Group: workflow.DefaultGroup, Command: fmt.Sprintf("sleep %g", o.TaskSleep.Seconds())}}}
@@ -204,18 +251,8 @@ func failover(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error
 
 // checkFailoverOptions fills the defaults of the failover mode and refuses what cannot run.
 func checkFailoverOptions(o *Options) error {
-	if o.Binary == "" {
-		self, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find the zksched binary: %w", err)
-		}
-		o.Binary = self
-	}
-	if len(o.ZooKeeper) == 0 {
-		o.ZooKeeper = []string{"127.0.0.1:2181"}
-	}
-	if o.Root == "" {
-		o.Root = "/zksched"
+	if err := withProcDefaults(o); err != nil {
+		return err
 	}
 	var problems []string
 	check := func(bad bool, format string, args ...any) {
@@ -242,7 +279,7 @@ func checkFailoverOptions(o *Options) error {
 // writeConfig writes the nodes' config file: the run's ZooKeeper root and schema, the
 // failover timing, and nothing else the nodes do not need. Each node gets its port from
 // ZKSCHED_MASTER_PORT or ZKSCHED_WORKER_PORT.
-func (r *failoverRun) writeConfig() error {
+func (r *procCluster) writeConfig() error {
 	u, err := url.Parse(r.o.DSN)
 	if err != nil {
 		return fmt.Errorf("database dsn: %w", err)
@@ -266,12 +303,12 @@ func (r *failoverRun) writeConfig() error {
 		return err
 	}
 	r.config = filepath.Join(r.dir, "zksched.yaml")
-	header := "# written by zksched bench failover for one run; removed when the run ends\n"
+	header := "# written by zksched bench " + r.mode + " for one run; removed when the run ends\n"
 	return os.WriteFile(r.config, append([]byte(header), raw...), 0o600)
 }
 
 // startNode starts a master or worker process on a free port, logging to a file of the run.
-func (r *failoverRun) startNode(name string, role registry.Role) error {
+func (r *procCluster) startNode(name string, role registry.Role) error {
 	port, err := freePort()
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
@@ -297,7 +334,7 @@ func (r *failoverRun) startNode(name string, role registry.Role) error {
 		f.Close()
 		return fmt.Errorf("start %s: %s %s: %w", name, r.o.Binary, role, err)
 	}
-	n := &benchNode{name: name, role: role, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	n := &benchNode{name: name, role: role, cmd: cmd, logPath: logPath, port: port, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		f.Close()
@@ -309,7 +346,7 @@ func (r *failoverRun) startNode(name string, role registry.Role) error {
 
 // waitRegistered waits until every node is registered in ZooKeeper and a master leads, and
 // learns each node's identity from its registration (by pid).
-func (r *failoverRun) waitRegistered(ctx context.Context) error {
+func (r *procCluster) waitRegistered(ctx context.Context) error {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if err := r.checkAlive(); err != nil {
@@ -355,8 +392,8 @@ func (r *failoverRun) waitRegistered(ctx context.Context) error {
 	}
 }
 
-// checkAlive returns an error if a node other than the killed one has exited.
-func (r *failoverRun) checkAlive() error {
+// checkAlive returns an error if a node other than the victim has exited.
+func (r *procCluster) checkAlive() error {
 	for _, n := range r.nodes {
 		if n == r.victim || !n.exited() {
 			continue
@@ -744,7 +781,7 @@ func (r *failoverRun) judge(rows []attemptRow, events []dao.FailoverEvent, submi
 
 // stopNodes stops every node still running with SIGTERM, and with SIGKILL those still
 // running 20 s later (a worker's shutdown-timeout is 5 s).
-func (r *failoverRun) stopNodes() {
+func (r *procCluster) stopNodes() {
 	for _, n := range r.nodes {
 		if !n.exited() {
 			_ = n.cmd.Process.Signal(syscall.SIGTERM)
@@ -771,7 +808,7 @@ func (r *failoverRun) stopNodes() {
 
 // cleanZooKeeper deletes the run's ZooKeeper root with everything under it, in a session of
 // its own (the registry client's is closed by now).
-func (r *failoverRun) cleanZooKeeper() {
+func (r *procCluster) cleanZooKeeper() {
 	if r.reg == nil {
 		return // never created
 	}
@@ -821,7 +858,7 @@ func deleteTree(c *zk.Conn, p string) error {
 }
 
 // printLogTails shows the end of every node's log, after a failed run.
-func (r *failoverRun) printLogTails() {
+func (r *procCluster) printLogTails() {
 	if r.o.Progress == nil {
 		return
 	}
@@ -830,7 +867,7 @@ func (r *failoverRun) printLogTails() {
 	}
 }
 
-func (r *failoverRun) warn(format string, args ...any) {
+func (r *procCluster) warn(format string, args ...any) {
 	if r.o.Progress != nil {
 		fmt.Fprintf(r.o.Progress, "warning: "+format+"\n", args...)
 	}

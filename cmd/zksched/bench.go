@@ -15,7 +15,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover [flags]")
+		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover|memory [flags]")
 		if len(args) == 0 {
 			return usageError{fmt.Errorf("want a mode")}
 		}
@@ -24,29 +24,47 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mode := args[0]
 	fs := newFlags("bench "+mode, stdout)
 	config := configFlag(fs)
-	n := fs.Int("n", 10000, "workflows (burn-down, dag)")
+	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory: 100000 unless set)")
 	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set)")
-	duration := fs.Duration("duration", 20*time.Second, "how long to submit (latency; failover: 15s unless set)")
-	masters := fs.Int("masters", 1, "masters (in process; failover: processes)")
-	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed)")
+	duration := fs.Duration("duration", 20*time.Second,
+		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set")
+	masters := fs.Int("masters", 1, "masters (in process; failover, memory: processes)")
+	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed; memory: processes)")
 	slots := fs.Int("slots", 64, "slots per worker")
-	sleep := fs.Duration("sleep", time.Second, "how long each task sleeps (failover)")
+	sleep := fs.Duration("sleep", time.Second, "how long each task sleeps (failover; memory: 30s unless set)")
 	killAfter := fs.Duration("kill-after", 3*time.Second, "when, into the load, to kill -9 a worker (failover)")
-	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover)")
-	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover)")
-	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover; default: this one)")
+	hold := fs.Duration("hold", 10*time.Second, "how long to go on sampling once the queue is full (memory)")
+	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover; memory: 10s unless set)")
+	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
+	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory; default: this one)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if mode == "failover" {
-		set := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch mode {
+	case "failover":
 		if !set["rate"] {
 			*rate = 50
 		}
 		if !set["duration"] {
 			*duration = 15 * time.Second
+		}
+	case "memory":
+		if !set["n"] {
+			*n = 100_000
+		}
+		if !set["duration"] {
+			*duration = 5 * time.Minute
+		}
+		if !set["sleep"] {
+			*sleep = 30 * time.Second
+		}
+		// Longer than failover's short one: the master creating 100,000 task instances on a
+		// small machine must not lose its session on the way.
+		if !set["session-timeout"] {
+			*sessionTimeout = 10 * time.Second
 		}
 	}
 	cfg, err := loadConfig(*config)
@@ -56,7 +74,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := bench.Options{Mode: mode, N: *n, Rate: *rate, Duration: *duration, Masters: *masters,
 		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: zerolog.Nop(),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
-		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter}
+		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold}
 	s, err := bench.Run(ctx, opts)
 	if s == nil {
 		return err
@@ -72,6 +90,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if s.FailoverFigures != nil {
 		printFailover(stdout, s)
+		return err
+	}
+	if s.Memory != nil {
+		printMemory(stdout, s)
 		return err
 	}
 	fmt.Fprintf(stdout, "%s: %d workflows (%d tasks) in %.2fs = %.0f tasks/s; %d master(s), %d worker(s) × %d slots\n",
@@ -97,4 +119,20 @@ func printFailover(w io.Writer, s *bench.Summary) {
 	fmt.Fprintf(w, "submit → workflow finished: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
 		s.Latency.Finish.P50, s.Latency.Finish.P95, s.Latency.Finish.P99, s.Latency.Finish.Max)
 	fmt.Fprintf(w, "lost %d, committed twice %d, overlaps %d\n", f.Lost, f.CommittedTwice, f.Overlaps)
+}
+
+// printMemory prints the summary of a memory run, beside the targets.
+func printMemory(w io.Writer, s *bench.Summary) {
+	m := s.Memory
+	fmt.Fprintf(w, "memory: %d single-task workflows, tasks sleeping %.0f s; %d master(s), %d worker(s) × %d slots\n",
+		s.Workflows, m.TaskSleepMs/1000, s.Masters, s.Workers, s.Slots)
+	fmt.Fprintf(w, "submitted in %.1fs; every task instance created in %.1fs (%.0f/s); held %.1fs; %d samples in %.1fs\n",
+		m.SubmitMs/1000, m.FillMs/1000, s.TasksPerSec, m.HoldMs/1000, m.Samples, s.Seconds)
+	fmt.Fprintf(w, "queued task instances: max %d of %d\n", m.QueuedMax, m.TaskInstances)
+	fmt.Fprintf(w, "master RSS max %.1f MB, HWM %.1f MB (target: under 100 MB)\n", m.MasterRSSMBMax, m.MasterHWMMB)
+	fmt.Fprintf(w, "worker RSS max %.1f MB, HWM %.1f MB (target: under 50 MB)\n", m.WorkerRSSMBMax, m.WorkerHWMMB)
+	for _, n := range m.Nodes {
+		fmt.Fprintf(w, "  %-9s RSS max %6.1f MB  HWM %6.1f MB  Go heap in use %6.1f MB  Go sys %6.1f MB  %d goroutines  (pid %d, %s)\n",
+			n.Name, n.RSSMBMax, n.HWMMB, n.HeapInuseMB, n.GoSysMB, n.Goroutines, n.PID, n.ID)
+	}
 }
