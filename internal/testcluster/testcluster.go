@@ -25,11 +25,13 @@ import (
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
 
-// Binary builds cmd/zksched once for the whole test binary and returns its path.
+// Binary builds cmd/zksched once for the whole test binary and returns its path. The binary
+// lives in a directory of its own until Cleanup.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -38,6 +40,7 @@ func Binary(t testing.TB) string {
 			buildErr = err
 			return
 		}
+		binDir = dir
 		binPath = filepath.Join(dir, "zksched")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -51,6 +54,14 @@ func Binary(t testing.TB) string {
 		t.Fatalf("testcluster: %v", buildErr)
 	}
 	return binPath
+}
+
+// Cleanup removes the binary Binary built, if it built one. A test package that uses Binary
+// calls it from its TestMain once m.Run has returned: no test may use the binary after it.
+func Cleanup() {
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
 }
 
 // Cluster is a set of zksched processes sharing one registry root and one schema.
