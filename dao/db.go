@@ -93,7 +93,16 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 		ch.task += "." + schema
 		ch.kill += "." + schema
 	}
-	nf := newNotifier(sdb)
+	// The notifier has a connection of its own: a wake-up must not wait for a connection
+	// behind the very work it announces (a pool busy with claims, or with submissions).
+	ndb, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	ndb.SetMaxOpenConns(1)
+	ndb.SetMaxIdleConns(1)
+	nf := newNotifier(ndb)
 	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
 }
 

@@ -94,6 +94,7 @@ func (n *notifier) flush() {
 func (n *notifier) close() {
 	n.once.Do(func() { close(n.stop) })
 	<-n.done
+	n.db.Close()
 }
 
 // notify announces a change: at once (through the notifier) on the pool, after the commit in

@@ -148,6 +148,11 @@ func (w *Worker) reconcile(ctx context.Context) {
 		}
 		err := w.db.TaskFinishIfRunning(ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted, Next: dao.TaskQueued,
 			Error: "claimed by this worker but never started (the claim's reply was lost)"})
+		if errors.Is(err, dao.ErrTokenRefused) {
+			// The attempt ended (and left running) between the listing and the look at
+			// w.running: it was one of ours after all, and its result is recorded.
+			continue
+		}
 		w.cfg.Log.Warn().Err(err).Int64("task_instance", tok.TaskID).Int("attempt", tok.Attempt).
 			Msg("handed back a task claimed for this worker that it never started")
 	}
