@@ -22,6 +22,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/worker"
@@ -156,21 +157,35 @@ func scratch(ctx context.Context, dsn string, log zerolog.Logger) (*dao.DB, func
 func cluster(db *dao.DB, o Options) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, o.Masters+o.Workers)
+	// Each node has a pool of its own, of the default size, as a node process has: sharing
+	// the load generator's made the nodes wait for connections the submitters held.
+	var pools []*dao.DB
+	pool := func() *dao.DB {
+		p, err := dao.Open(ctx, db.DSN(), conf.Defaults().DB.MaxConns, o.Log)
+		if err != nil {
+			return db // the scratch schema just answered; this is not expected
+		}
+		pools = append(pools, p)
+		return p
+	}
 	for i := range o.Masters {
-		m := master.New(master.Config{ID: fmt.Sprintf("bench-master-%d", i), PollInterval: time.Second, Log: o.Log}, db, openGate{})
+		m := master.New(master.Config{ID: fmt.Sprintf("bench-master-%d", i), PollInterval: time.Second, Log: o.Log}, pool(), openGate{})
 		go func() { m.Run(ctx); done <- struct{}{} }()
 	}
 	self, _ := os.Executable()
 	for i := range o.Workers {
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
 			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log},
-			db, openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
+			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
 	return func() {
 		cancel()
 		for range o.Masters + o.Workers {
 			<-done
+		}
+		for _, p := range pools {
+			p.Close()
 		}
 	}
 }

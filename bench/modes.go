@@ -49,8 +49,57 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	stop := cluster(db, o)
 	defer stop()
 	time.Sleep(500 * time.Millisecond) // let the nodes start listening
+	// Warm up first at the same rate: the first second of a fresh cluster on a fresh schema
+	// (connections opening, the planner without statistics) is not the steady state.
+	if _, err := submitAt(ctx, db, spec.Name, v, o.Rate, warmUp); err != nil {
+		return nil, err
+	}
+	if err := settle(ctx, db); err != nil {
+		return nil, err
+	}
 	start := time.Now()
-	interval := time.Duration(float64(time.Second) / o.Rate)
+	n, err := submitAt(ctx, db, spec.Name, v, o.Rate, o.Duration)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFinished(ctx, db, o, start, n); err != nil {
+		return nil, err
+	}
+	return summarize(ctx, db, o, start, time.Since(start), n, n)
+}
+
+// warmUp is how long the latency mode submits before it measures.
+const warmUp = 2 * time.Second
+
+// settle waits until no workflow instance is unfinished, then for the second that keeps the
+// warm-up's instances out of the measured ones (measures look one second back, for clocks).
+func settle(ctx context.Context, db *dao.DB) error {
+	for {
+		var left int
+		if err := db.SQL().GetContext(ctx, &left, `SELECT count(*) FROM workflow_instance WHERE ended_at IS NULL`); err != nil {
+			return err
+		}
+		if left == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(1100 * time.Millisecond):
+	}
+	return nil
+}
+
+// submitAt submits single instances of a workflow at rate for d and returns how many.
+func submitAt(ctx context.Context, db *dao.DB, name string, v int, rate float64, d time.Duration) (int, error) {
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / rate)
 	// Each submission is a client of its own, sent on its tick whether or not the ones before
 	// have returned, so the rate is the one asked for even when a commit takes longer than
 	// the interval; at most 64 are in flight.
@@ -58,14 +107,14 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	sem := make(chan struct{}, 64)
 	var failed atomic.Pointer[error]
 	n := 0
-	for next := start; time.Since(start) < o.Duration && failed.Load() == nil; next = next.Add(interval) {
+	for next := start; time.Since(start) < d && failed.Load() == nil; next = next.Add(interval) {
 		time.Sleep(time.Until(next))
 		sem <- struct{}{}
 		n++
 		wg.Go(func() {
 			defer func() { <-sem }()
 			err := db.Tx(ctx, func(q *dao.Queries) error {
-				_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+				_, err := q.WorkflowCreate(ctx, name, v, nil, 0)
 				return err
 			})
 			if err != nil {
@@ -75,12 +124,9 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	}
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		return nil, *err
+		return n, *err
 	}
-	if err := waitFinished(ctx, db, o, start, n); err != nil {
-		return nil, err
-	}
-	return summarize(ctx, db, o, start, time.Since(start), n, n)
+	return n, nil
 }
 
 // dag runs N fan-out/fan-in workflows (1 → 50 → 1 noop tasks) one after another and measures
@@ -106,6 +152,19 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	stop := cluster(db, o)
 	defer stop()
 	time.Sleep(500 * time.Millisecond)
+	// Two workflows to warm up (see latency), not measured.
+	for range 2 {
+		err := db.Tx(ctx, func(q *dao.Queries) error {
+			_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := settle(ctx, db); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	for i := range o.N {
 		err := db.Tx(ctx, func(q *dao.Queries) error {

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,6 +40,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
 	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory; default: this one)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (pprof) to this file")
+	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the run (pprof) to this file")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -67,12 +72,31 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			*sessionTimeout = 10 * time.Second
 		}
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *memProfile != "" {
+		defer func() {
+			if f, err := os.Create(*memProfile); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+		}()
+	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
 	}
 	opts := bench.Options{Mode: mode, N: *n, Rate: *rate, Duration: *duration, Masters: *masters,
-		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: zerolog.Nop(),
+		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: benchLog(*nodeLog, stderr),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
 		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold}
 	s, err := bench.Run(ctx, opts)
@@ -98,6 +122,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "%s: %d workflows (%d tasks) in %.2fs = %.0f tasks/s; %d master(s), %d worker(s) × %d slots\n",
 		s.Mode, s.Workflows, s.Tasks, s.Seconds, s.TasksPerSec, s.Masters, s.Workers, s.Slots)
+	fmt.Fprintf(stdout, "submit → first task queued: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
+		s.Latency.Queued.P50, s.Latency.Queued.P95, s.Latency.Queued.P99, s.Latency.Queued.Max)
 	fmt.Fprintf(stdout, "submit → first task start: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
 		s.Latency.Start.P50, s.Latency.Start.P95, s.Latency.Start.P99, s.Latency.Start.Max)
 	fmt.Fprintf(stdout, "submit → workflow finished: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
@@ -135,4 +161,13 @@ func printMemory(w io.Writer, s *bench.Summary) {
 		fmt.Fprintf(w, "  %-9s RSS max %6.1f MB  HWM %6.1f MB  Go heap in use %6.1f MB  Go sys %6.1f MB  %d goroutines  (pid %d, %s)\n",
 			n.Name, n.RSSMBMax, n.HWMMB, n.HeapInuseMB, n.GoSysMB, n.Goroutines, n.PID, n.ID)
 	}
+}
+
+// benchLog is the in-process nodes' log: none unless asked for.
+func benchLog(level string, w io.Writer) zerolog.Logger {
+	lvl, err := zerolog.ParseLevel(level)
+	if level == "" || err != nil {
+		return zerolog.Nop()
+	}
+	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true}).Level(lvl).With().Timestamp().Logger()
 }
