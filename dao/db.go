@@ -41,9 +41,10 @@ type channels struct {
 
 // Queries runs zksched's statements on a pool or inside one transaction.
 type Queries struct {
-	q  sqlx.ExtContext
-	ch channels
-	nf *notifier
+	q    sqlx.ExtContext
+	ch   channels
+	nf   *notifier
+	prep *prepared
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
 	notes *[]note
 }
@@ -103,7 +104,8 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	ndb.SetMaxOpenConns(1)
 	ndb.SetMaxIdleConns(1)
 	nf := newNotifier(ndb)
-	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
+	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
+	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
 }
 
 // withConnectTimeout bounds connection establishment at 5 s unless the DSN says otherwise:
@@ -125,6 +127,7 @@ func withConnectTimeout(dsn string) string {
 // Close sends the wake-ups still pending and closes the pool.
 func (db *DB) Close() error {
 	db.nf.close()
+	db.Queries.prep.close()
 	return db.db.Close()
 }
 
@@ -141,7 +144,7 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	var notes []note
-	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, notes: &notes}); err != nil {
+	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -2,6 +2,7 @@ package dao_test
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -41,6 +42,48 @@ func seedHistory(t testing.TB, db *dao.DB, finished, running, queued int) {
 	}
 }
 
+// genericPlan is plan for the generic plan PostgreSQL settles on for a prepared statement
+// (how the hot statements run, see prepared.go): the plan made without the parameters' values.
+func genericPlan(t *testing.T, db *dao.DB, query, types string, args ...any) []string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.SQL().Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// EXECUTE takes no bound parameters: the values go in as literals.
+	placeholders := make([]string, len(args))
+	for i, a := range args {
+		if v, ok := a.(driver.Valuer); ok {
+			var err error
+			if a, err = v.Value(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch v := a.(type) {
+		case string:
+			placeholders[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
+		case []byte:
+			placeholders[i] = "'" + strings.ReplaceAll(string(v), "'", "''") + "'"
+		default:
+			placeholders[i] = fmt.Sprint(v)
+		}
+	}
+	for _, stmt := range []string{"SET plan_cache_mode = force_generic_plan", "DEALLOCATE ALL",
+		"PREPARE hot (" + types + ") AS " + query} {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt[:min(len(stmt), 40)], err)
+		}
+	}
+	defer conn.ExecContext(ctx, "RESET plan_cache_mode; DEALLOCATE ALL")
+	var raw string
+	if err := conn.QueryRowxContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE hot ("+strings.Join(placeholders, ", ")+")").Scan(&raw); err != nil {
+		t.Fatalf("explain execute: %v", err)
+	}
+	return flatten(t, raw)
+}
+
 // plan returns EXPLAIN's JSON plan of query with args, flattened to one string per node:
 // "Node Type|Relation Name|Index Name".
 func plan(t *testing.T, db *dao.DB, query string, args ...any) []string {
@@ -49,6 +92,11 @@ func plan(t *testing.T, db *dao.DB, query string, args ...any) []string {
 	if err := db.SQL().QueryRowContext(context.Background(), "EXPLAIN (FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
 		t.Fatalf("explain: %v", err)
 	}
+	return flatten(t, raw)
+}
+
+func flatten(t *testing.T, raw string) []string {
+	t.Helper()
 	var doc []struct{ Plan node }
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
 		t.Fatal(err)
@@ -99,7 +147,7 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 	ints := make([]int64, n)
 	nulls := make([]*string, n)
 	bools := make([]bool, n)
-	for _, stats := range []string{"without statistics", "after ANALYZE"} {
+	for _, stats := range []string{"without statistics", "after ANALYZE", "generic plan"} {
 		if stats == "after ANALYZE" {
 			if _, err := db.SQL().Exec(`ANALYZE task_instance; ANALYZE task_attempt; ANALYZE workflow_instance`); err != nil {
 				t.Fatal(err)
@@ -109,19 +157,26 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 			name, query string
 			args        []any
 			index       string // any of, separated by "|"
+			types       string // of the parameters, for the generic plan
 		}{
-			{"claim", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued"},
-			{"claim, two groups", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued"},
+			{"claim", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued", "text, text[], int"},
+			{"claim, two groups", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued", "text, text[], int"},
 			{"finish", dao.FinishManySQL, []any{pq.Array(some), pq.Array(strs("w1")), pq.Array(ints), pq.Array(strs("succeeded")),
 				pq.Array(bools), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(strs("succeeded")), pq.Array(nulls),
-				pq.Array(nulls)}, "task_instance_pkey|task_instance_running"},
-			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key"},
-			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_unowned"},
-			{"lock workflows", dao.LockManySQL, []any{pq.Array(ids), "m1"}, "workflow_instance_pkey"},
+				pq.Array(nulls)}, "task_instance_pkey|task_instance_running",
+				"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[]"},
+			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key", "bigint[]"},
+			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_unowned", "text, int"},
+			{"lock workflows", dao.LockManySQL, []any{pq.Array(ids), "m1"}, "workflow_instance_pkey", "bigint[], text"},
 			{"finish workflows", dao.FinishManyWorkflowsSQL, []any{"m1", pq.Array(ids), pq.Array(strs("succeeded")[:len(ids)]),
-				pq.Array(make([]*string, len(ids)))}, "workflow_instance_pkey"},
+				pq.Array(make([]*string, len(ids)))}, "workflow_instance_pkey", "text, bigint[], text[], text[]"},
 		} {
-			nodes := plan(t, db, c.query, c.args...)
+			var nodes []string
+			if stats == "generic plan" {
+				nodes = genericPlan(t, db, c.query, c.types, c.args...)
+			} else {
+				nodes = plan(t, db, c.query, c.args...)
+			}
 			joined := strings.Join(nodes, "\n")
 			for _, n := range nodes {
 				if strings.HasPrefix(n, "Seq Scan|task_") || strings.HasPrefix(n, "Seq Scan|workflow_instance|") {

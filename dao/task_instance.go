@@ -78,7 +78,7 @@ const claimSQL = `
 // queued and do not stand in the way of other tasks.
 func (q *Queries) TaskClaim(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
 	var tasks []TaskInstance
-	err := sqlxSelect(ctx, q, &tasks, claimSQL,
+	err := selectHot(ctx, q, &tasks, claimSQL,
 		worker, pq.Array(groups), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
@@ -194,7 +194,7 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []boo
 		State    string `db:"state"`
 		Group    string `db:"worker_group"`
 	}
-	err = sqlxSelect(ctx, q, &recorded, finishManySQL,
+	err = selectHot(ctx, q, &recorded, finishManySQL,
 		pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts), pq.Array(retry), pq.Array(outputs),
 		pq.Array(errs), pq.Array(exits), pq.Array(outcomes), pq.Array(attemptUsage), pq.Array(taskUsage))
 	if err != nil {
@@ -365,7 +365,7 @@ func (q *Queries) TaskListByWorkflows(ctx context.Context, workflowIDs []int64) 
 	// filled since the last ANALYZE, as after a burst of submissions) "= ANY" of a hundred ids
 	// is planned as a scan of the whole table. OFFSET 0 keeps the planner from flattening the
 	// probe back into that scan.
-	if err := sqlxSelect(ctx, q, &tasks, listByWorkflowsSQL, pq.Array(workflowIDs)); err != nil {
+	if err := selectHot(ctx, q, &tasks, listByWorkflowsSQL, pq.Array(workflowIDs)); err != nil {
 		return nil, fmt.Errorf("list tasks of %d workflow instances: %w", len(workflowIDs), err)
 	}
 	return tasks, nil

@@ -108,7 +108,7 @@ var claimUnownedSQL = `
 // max-active-instances are left to WorkflowClaimWaiting.
 func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
-	err := sqlxSelect(ctx, q, &wfs, claimUnownedSQL, owner, limit)
+	err := selectHot(ctx, q, &wfs, claimUnownedSQL, owner, limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim workflow instances for %s: %w", owner, err)
 	}
@@ -278,7 +278,7 @@ const lockManySQL = `SELECT ` + workflowColumns + `,
 // clock their ended_at will be set by). The others are not this master's to advance any more.
 func (q *Queries) WorkflowLockManyIfOwned(ctx context.Context, ids []int64, owner string) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
-	if err := sqlxSelect(ctx, q, &wfs, lockManySQL, pq.Array(ids), owner); err != nil {
+	if err := selectHot(ctx, q, &wfs, lockManySQL, pq.Array(ids), owner); err != nil {
 		return nil, fmt.Errorf("lock %d workflow instances: %w", len(ids), err)
 	}
 	return wfs, nil
@@ -319,7 +319,7 @@ func (q *Queries) WorkflowFinishManyIfOwned(ctx context.Context, owner string, f
 		N      int  `db:"n"`
 		Capped bool `db:"capped"`
 	}
-	err := sqlxGet(ctx, q, &res, finishManyWorkflowsSQL, owner, pq.Array(ids), pq.Array(states), pq.Array(errs))
+	err := getHot(ctx, q, &res, finishManyWorkflowsSQL, owner, pq.Array(ids), pq.Array(states), pq.Array(errs))
 	if err != nil {
 		return 0, fmt.Errorf("finish %d workflow instances: %w", len(fins), err)
 	}
