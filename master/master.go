@@ -128,12 +128,12 @@ func (m *Master) Run(ctx context.Context) error {
 				rescan = !m.resync(ctx, dirty)
 			}
 			if claim {
-				var ok bool
-				ok, claim = m.claim(ctx, dirty)
-				claim = claim || !ok
+				// A failed claim waits for the next wake-up or poll, as a failed round does:
+				// with the database away, retrying at once would spin.
+				_, claim = m.claim(ctx, dirty)
 			}
-			m.advanceRound(ctx, dirty)
-			busy = len(dirty) > 0 || claim
+			advanced := m.advanceRound(ctx, dirty)
+			busy = (advanced && len(dirty) > 0) || claim
 		}
 		if busy {
 			// More to do: take what has arrived without waiting for it, so the instances whose
@@ -266,10 +266,11 @@ const (
 	advanceParallel = 2
 )
 
-// advanceRound advances up to advanceParallel batches of the dirty instances.
-func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) {
+// advanceRound advances up to advanceParallel batches of the dirty instances. It reports
+// false when one failed (its instances stay dirty).
+func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) bool {
 	if len(dirty) == 0 || !m.gate.Active() || ctx.Err() != nil {
-		return
+		return true
 	}
 	var batches [][]int64
 	m.mu.Lock()
@@ -297,16 +298,19 @@ func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) {
 		wg.Go(func() { errs[i] = m.advance(ctx, b) })
 	}
 	wg.Wait()
+	ok := true
 	for i, err := range errs {
 		if err == nil {
 			continue
 		}
+		ok = false
 		m.warn(ctx, err, "advance workflow instances")
-		// The database is likely down: the next round, or the next wake-up, tries again.
+		// The database is likely down: the next wake-up or poll tries again.
 		for _, id := range batches[i] {
 			dirty[id] = struct{}{}
 		}
 	}
+	return ok
 }
 
 func (m *Master) forget(id int64) {
