@@ -43,8 +43,15 @@ type Options struct {
 	// Masters, Workers and Slots size the cluster: in process, or processes for failover and
 	// memory.
 	Masters, Workers, Slots int
-	// DSN is the database; the run makes a schema of its own in it.
+	// DSN is the database; the run makes a schema of its own in it, unless Cluster.
 	DSN string
+	// Cluster runs burn-down, latency or dag against the configured cluster: its database
+	// (DSN as it is, migrated) and the master and workers already running on it, which must
+	// serve the default group with the noop task type. The bench's workflows (bench-noop,
+	// bench-latency, bench-dag) stay in its history.
+	Cluster bool
+	// workflow is the name of the mode's workflow, whose instances alone are measured.
+	workflow string
 	// Progress receives a line every 2 s; Log the nodes' logs (usually discarded).
 	Progress io.Writer
 	Log      zerolog.Logger
@@ -95,11 +102,24 @@ func (openGate) Changed() <-chan struct{} { return nil }
 
 // Run runs one benchmark.
 func Run(ctx context.Context, o Options) (*Summary, error) {
-	db, drop, err := scratch(ctx, o.DSN, o.Log)
-	if err != nil {
-		return nil, err
+	var db *dao.DB
+	if o.Cluster {
+		if o.Mode != "burn-down" && o.Mode != "latency" && o.Mode != "dag" {
+			return nil, fmt.Errorf("--cluster is for burn-down, latency and dag; %s runs nodes of its own", o.Mode)
+		}
+		var err error
+		if db, err = dao.Open(ctx, o.DSN, 80, o.Log); err != nil {
+			return nil, err
+		}
+		defer db.Close()
+	} else {
+		scratchDB, drop, err := scratch(ctx, o.DSN, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		defer drop()
+		db = scratchDB
 	}
-	defer drop()
 	switch o.Mode {
 	case "burn-down":
 		return burnDown(ctx, db, o)
@@ -153,8 +173,12 @@ func scratch(ctx context.Context, dsn string, log zerolog.Logger) (*dao.DB, func
 	return db, func() { db.Close(); drop() }, nil
 }
 
-// cluster runs masters and workers in process until stop is called.
+// cluster runs masters and workers in process until stop is called; with o.Cluster, the
+// configured cluster's nodes do the work and cluster starts nothing.
 func cluster(db *dao.DB, o Options) (stop func()) {
+	if o.Cluster {
+		return func() {}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, o.Masters+o.Workers)
 	// Each node has a pool of its own, of the default size, as a node process has: sharing
@@ -211,7 +235,7 @@ func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, w
 	defer tick.Stop()
 	lastPrint, lastN := time.Now(), 0
 	for {
-		n, err := db.WorkflowCountFinished(ctx, start.Add(-time.Second))
+		n, err := db.WorkflowCountFinished(ctx, o.workflow, start.Add(-time.Second))
 		if err != nil {
 			return err
 		}
@@ -232,7 +256,7 @@ func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, w
 }
 
 func summarize(ctx context.Context, db *dao.DB, o Options, start time.Time, took time.Duration, workflows, tasks int) (*Summary, error) {
-	st, err := db.WorkflowLatency(ctx, start.Add(-time.Second))
+	st, err := db.WorkflowLatency(ctx, o.workflow, start.Add(-time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/worker/executor"
 )
@@ -44,5 +45,38 @@ func TestModesRun(t *testing.T) {
 				t.Fatalf("latency = %+v", s.Latency)
 			}
 		})
+	}
+}
+
+// TestClusterModeMeasuresTheRunningCluster runs the modes with Cluster against a database
+// whose nodes run elsewhere (here: in process, on a schema of the test's own), with another
+// workflow's instance left unfinished beside the bench's: the bench measures its own
+// workflows and is not held up by the others. The modes with nodes of their own refuse it.
+func TestClusterModeMeasuresTheRunningCluster(t *testing.T) {
+	t.Parallel()
+	db, dsn := daotest.New(t)
+	stop := cluster(db, Options{Masters: 1, Workers: 1, Slots: 8, Log: zerolog.Nop()})
+	defer stop()
+	// An instance of a workflow no worker can run (its group has none) stays unfinished.
+	daotest.Submit(t, db, "other", map[string]any{"name": "other", "tasks": []map[string]any{
+		{"name": "t", "type": "noop", "group": "nobody"}}})
+	for _, o := range []Options{
+		{Mode: "burn-down", N: 100},
+		{Mode: "latency", Rate: 50, Duration: time.Second},
+		{Mode: "dag", N: 1},
+	} {
+		o.Cluster, o.DSN, o.Log = true, dsn, zerolog.Nop()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		s, err := Run(ctx, o)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", o.Mode, err)
+		}
+		if s.Workflows == 0 || s.TasksPerSec <= 0 || s.Latency.Finish.P50 <= 0 {
+			t.Fatalf("%s: summary = %+v", o.Mode, s)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Mode: "failover", Cluster: true, DSN: dsn}); err == nil {
+		t.Fatal("failover with Cluster: no error")
 	}
 }

@@ -503,7 +503,7 @@ func (r *failoverRun) progress(ctx context.Context, start time.Time, what string
 		return nil
 	}
 	r.lastPrint = time.Now()
-	finished, err := r.db.WorkflowCountFinished(ctx, start.Add(-time.Second))
+	finished, err := r.db.WorkflowCountFinished(ctx, "", start.Add(-time.Second))
 	if err != nil {
 		return err
 	}
@@ -532,7 +532,7 @@ func (r *failoverRun) progress(ctx context.Context, start time.Time, what string
 func (r *failoverRun) waitFinished(ctx context.Context, start time.Time, n int) error {
 	deadline := time.Now().Add(r.o.SessionTimeout + r.o.FailoverDelay + r.o.TaskSleep + time.Minute)
 	for {
-		finished, err := r.db.WorkflowCountFinished(ctx, start.Add(-time.Second))
+		finished, err := r.db.WorkflowCountFinished(ctx, "", start.Add(-time.Second))
 		if err != nil {
 			return err
 		}
@@ -590,7 +590,7 @@ func (r *failoverRun) summarize(ctx context.Context, start time.Time, took time.
 	if err != nil {
 		return nil, err
 	}
-	lat, err := r.db.WorkflowLatency(ctx, start.Add(-time.Second))
+	lat, err := r.db.WorkflowLatency(ctx, "", start.Add(-time.Second))
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 // until every workflow (task and instance) has finished.
 func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	spec := &workflow.Spec{Name: "bench-noop", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
+	o.workflow = spec.Name
 	v, err := define(ctx, db, spec)
 	if err != nil {
 		return nil, err
@@ -42,6 +43,7 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 // submit → task start and submit → finish.
 func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	spec := &workflow.Spec{Name: "bench-latency", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
+	o.workflow = spec.Name
 	v, err := define(ctx, db, spec)
 	if err != nil {
 		return nil, err
@@ -54,7 +56,7 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	if _, err := submitAt(ctx, db, spec.Name, v, o.Rate, warmUp); err != nil {
 		return nil, err
 	}
-	if err := settle(ctx, db); err != nil {
+	if err := settle(ctx, db, spec.Name); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -71,12 +73,13 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 // warmUp is how long the latency mode submits before it measures.
 const warmUp = 2 * time.Second
 
-// settle waits until no workflow instance is unfinished, then for the second that keeps the
-// warm-up's instances out of the measured ones (measures look one second back, for clocks).
-func settle(ctx context.Context, db *dao.DB) error {
+// settle waits until no instance of workflow is unfinished, then for the second that keeps
+// the warm-up's instances out of the measured ones (measures look one second back, for clocks).
+func settle(ctx context.Context, db *dao.DB, workflow string) error {
 	for {
 		var left int
-		if err := db.SQL().GetContext(ctx, &left, `SELECT count(*) FROM workflow_instance WHERE ended_at IS NULL`); err != nil {
+		if err := db.SQL().GetContext(ctx, &left, `SELECT count(*) FROM workflow_instance
+			WHERE ended_at IS NULL AND workflow_name = $1`, workflow); err != nil {
 			return err
 		}
 		if left == 0 {
@@ -145,6 +148,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	o.workflow = spec.Name
 	v, err := define(ctx, db, spec)
 	if err != nil {
 		return nil, err
@@ -161,7 +165,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := settle(ctx, db); err != nil {
+		if err := settle(ctx, db, spec.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -174,7 +178,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := waitFinished(ctx, db, Options{}, start, i+1); err != nil {
+		if err := waitFinished(ctx, db, Options{workflow: spec.Name}, start, i+1); err != nil {
 			return nil, err
 		}
 	}

@@ -24,11 +24,13 @@ func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version i
 	return nil
 }
 
-// WorkflowCountFinished counts the finished workflow instances created at or after since.
-func (q *Queries) WorkflowCountFinished(ctx context.Context, since time.Time) (int, error) {
+// WorkflowCountFinished counts the finished instances of workflow (every workflow for "")
+// created at or after since.
+func (q *Queries) WorkflowCountFinished(ctx context.Context, workflow string, since time.Time) (int, error) {
 	var n int
 	if err := sqlxGet(ctx, q, &n, `SELECT count(*) FROM workflow_instance
-		WHERE state IN ('succeeded', 'failed', 'stopped') AND created_at >= $1`, since); err != nil {
+		WHERE state IN ('succeeded', 'failed', 'stopped') AND created_at >= $1
+		  AND ($2 = '' OR workflow_name = $2)`, since, workflow); err != nil {
 		return 0, fmt.Errorf("count finished workflow instances: %w", err)
 	}
 	return n, nil
@@ -51,8 +53,9 @@ type LatencyStats struct {
 	Finish Percentiles `json:"finish"`
 }
 
-// WorkflowLatency measures the finished workflow instances created at or after since.
-func (q *Queries) WorkflowLatency(ctx context.Context, since time.Time) (*LatencyStats, error) {
+// WorkflowLatency measures the finished instances of workflow (every workflow for "")
+// created at or after since.
+func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, since time.Time) (*LatencyStats, error) {
 	const pct = `coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
 		coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
 		coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
@@ -60,7 +63,7 @@ func (q *Queries) WorkflowLatency(ctx context.Context, since time.Time) (*Latenc
 	var st LatencyStats
 	err := sqlxGet(ctx, q, &st.Finish, `SELECT `+pct+` FROM (
 		SELECT extract(epoch FROM ended_at - created_at) * 1000 AS ms FROM workflow_instance
-		WHERE ended_at IS NOT NULL AND created_at >= $1) x`, since)
+		WHERE ended_at IS NOT NULL AND created_at >= $1 AND ($2 = '' OR workflow_name = $2)) x`, since, workflow)
 	if err != nil {
 		return nil, fmt.Errorf("finish latency: %w", err)
 	}
@@ -72,7 +75,8 @@ func (q *Queries) WorkflowLatency(ctx context.Context, since time.Time) (*Latenc
 			SELECT extract(epoch FROM min(t.`+c.col+`) - w.created_at) * 1000 AS ms
 			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
 			WHERE w.ended_at IS NOT NULL AND w.created_at >= $1 AND t.`+c.col+` IS NOT NULL
-			GROUP BY w.id, w.created_at) x`, since)
+			  AND ($2 = '' OR w.workflow_name = $2)
+			GROUP BY w.id, w.created_at) x`, since, workflow)
 		if err != nil {
 			return nil, fmt.Errorf("%s latency: %w", c.col, err)
 		}

@@ -40,6 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
 	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory; default: this one)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
+	external := fs.Bool("cluster", false, "burn-down, latency, dag: measure the configured cluster (its database and running nodes) instead of nodes in process on a scratch schema")
 	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (pprof) to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the run (pprof) to this file")
@@ -98,7 +99,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := bench.Options{Mode: mode, N: *n, Rate: *rate, Duration: *duration, Masters: *masters,
 		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: benchLog(*nodeLog, stderr),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
-		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold}
+		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold, Cluster: *external}
 	s, err := bench.Run(ctx, opts)
 	if s == nil {
 		return err
@@ -120,8 +121,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printMemory(stdout, s)
 		return err
 	}
-	fmt.Fprintf(stdout, "%s: %d workflows (%d tasks) in %.2fs = %.0f tasks/s; %d master(s), %d worker(s) × %d slots\n",
-		s.Mode, s.Workflows, s.Tasks, s.Seconds, s.TasksPerSec, s.Masters, s.Workers, s.Slots)
+	nodes := fmt.Sprintf("%d master(s), %d worker(s) × %d slots in process", s.Masters, s.Workers, s.Slots)
+	if *external {
+		nodes = "the configured cluster's nodes"
+	}
+	fmt.Fprintf(stdout, "%s: %d workflows (%d tasks) in %.2fs = %.0f tasks/s; %s\n",
+		s.Mode, s.Workflows, s.Tasks, s.Seconds, s.TasksPerSec, nodes)
 	fmt.Fprintf(stdout, "submit → first task queued: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
 		s.Latency.Queued.P50, s.Latency.Queued.P95, s.Latency.Queued.P99, s.Latency.Queued.Max)
 	fmt.Fprintf(stdout, "submit → first task start: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
