@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -457,5 +458,75 @@ func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
 	// The refused task and the third instance still finish by themselves.
 	if err := b.db.TaskFinishIfRunning(b.ctx, got[2].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWakeUpsFollowTheCommit checks the notifier: a transaction's wake-ups are sent once it
+// has committed, and never for one that rolled back.
+func TestWakeUpsFollowTheCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	// Wait until the listener hears, then drop what it heard.
+	for deadline := time.After(10 * time.Second); ; {
+		daotest.Submit(t, b.db, "wf", map[string]any{})
+		select {
+		case <-ml.C:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-deadline:
+			t.Fatal("master listener never heard")
+		}
+		break
+	}
+	for drained := false; !drained; {
+		select {
+		case <-ml.C:
+		case <-time.After(300 * time.Millisecond):
+			drained = true
+		}
+	}
+	raw := []byte(`{"name":"wf"}`)
+	rolledBack := errors.New("roll back")
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(b.ctx, "wf", raw)
+		if err != nil {
+			return err
+		}
+		if _, err := q.WorkflowCreate(b.ctx, "wf", v, nil, 0); err != nil {
+			return err
+		}
+		return rolledBack
+	})
+	if !errors.Is(err, rolledBack) {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-ml.C:
+		t.Fatalf("a rolled-back submission woke the masters: %+v", w)
+	case <-time.After(500 * time.Millisecond):
+	}
+	var id int64
+	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(b.ctx, "wf", raw)
+		if err != nil {
+			return err
+		}
+		id, err = q.WorkflowCreate(b.ctx, "wf", v, nil, 0)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case w := <-ml.C:
+		// Woken, the instance must be there to be claimed.
+		got, err := b.db.WorkflowClaimUnowned(b.ctx, "m9", 100)
+		if err != nil || !slices.ContainsFunc(got, func(wf dao.WorkflowInstance) bool { return wf.ID == id }) {
+			t.Fatalf("woken (%+v) but instance %d not claimable: %d claimed, %v", w, id, len(got), err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a committed submission did not wake the masters")
 	}
 }
