@@ -401,25 +401,7 @@ func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim = %d tasks, %v; want 3", len(got), err)
 	}
-	// Wait for the master listener, then drop what it heard so far.
-	for deadline := time.After(10 * time.Second); ; {
-		daotest.Submit(t, b.db, "other", map[string]any{})
-		select {
-		case <-ml.C:
-		case <-time.After(100 * time.Millisecond):
-			continue
-		case <-deadline:
-			t.Fatal("master listener never heard")
-		}
-		break
-	}
-	for drained := false; !drained; {
-		select {
-		case <-ml.C:
-		case <-time.After(200 * time.Millisecond):
-			drained = true
-		}
-	}
+	masterListening(t, b, ml)
 	stale := got[2].Token()
 	stale.Attempt++ // an attempt that does not hold the task
 	out := "ok"
@@ -468,25 +450,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 	b := setup(t)
 	ml := b.db.ListenMaster(zerolog.Nop())
 	defer ml.Close()
-	// Wait until the listener hears, then drop what it heard.
-	for deadline := time.After(10 * time.Second); ; {
-		daotest.Submit(t, b.db, "wf", map[string]any{})
-		select {
-		case <-ml.C:
-		case <-time.After(100 * time.Millisecond):
-			continue
-		case <-deadline:
-			t.Fatal("master listener never heard")
-		}
-		break
-	}
-	for drained := false; !drained; {
-		select {
-		case <-ml.C:
-		case <-time.After(300 * time.Millisecond):
-			drained = true
-		}
-	}
+	masterListening(t, b, ml)
 	raw := []byte(`{"name":"wf"}`)
 	rolledBack := errors.New("roll back")
 	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
@@ -528,5 +492,29 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("a committed submission did not wake the masters")
+	}
+}
+
+// masterListening waits until ml hears the masters' wake-ups (it submits until one arrives),
+// then drops what it heard, so that the test sees only the wake-ups that follow.
+func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
+	t.Helper()
+	for deadline := time.After(10 * time.Second); ; {
+		daotest.Submit(t, b.db, "listening", map[string]any{})
+		select {
+		case <-ml.C:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		case <-deadline:
+			t.Fatal("master listener never heard")
+		}
+		break
+	}
+	for drained := false; !drained; {
+		select {
+		case <-ml.C:
+		case <-time.After(300 * time.Millisecond):
+			drained = true
+		}
 	}
 }

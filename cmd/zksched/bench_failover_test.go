@@ -1,72 +1,15 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
-	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/zksched/zksched/bench"
-	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
 )
-
-// benchFailover runs `zksched bench failover args…` against the test's ZooKeeper root (the
-// bench makes its own beside it) and the test database (it makes its own schema in it), and
-// returns its stdout, stderr and exit code. Whatever the bench leaves under its root is
-// deleted when the test ends, and fails the test.
-func benchFailover(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	zkEnv := testenv.ZooKeeper(t)
-	t.Cleanup(func() {
-		c := testenv.DialZK(t)
-		children, _, err := c.Children("/")
-		if err != nil {
-			t.Errorf("list the ZooKeeper roots: %v", err)
-			return
-		}
-		for _, name := range children {
-			if strings.HasPrefix("/"+name, zkEnv.Root+"-bench-") {
-				t.Errorf("the bench left its ZooKeeper root /%s behind", name)
-				if err := testenv.DeleteTree(c, "/"+name); err != nil {
-					t.Errorf("delete /%s: %v", name, err)
-				}
-			}
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, testcluster.Binary(t), append([]string{"bench", "failover"}, args...)...)
-	// On timeout, SIGTERM: the bench then stops its nodes and removes what it made.
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	cmd.Env = append(os.Environ(),
-		"ZKSCHED_REGISTRY_SERVERS="+strings.Join(zkEnv.Servers, ","),
-		"ZKSCHED_REGISTRY_ROOT="+zkEnv.Root,
-		"ZKSCHED_DB_DSN="+testenv.BaseDSN(),
-		// The binary is built with -race, whose runtime sleeps 1 s at every exit by default:
-		// every task supervisor would end 1 s after its task.
-		"GORACE=atexit_sleep_ms=0 halt_on_error=1",
-	)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run zksched bench failover: %v\n%s", err, errOut.String())
-	}
-	return out.String(), errOut.String(), code
-}
 
 // TestBenchFailover runs the failover benchmark end to end on a small load: a worker process
 // is killed with kill -9, its tasks run again on the other worker within the failover's own
@@ -78,7 +21,7 @@ func TestBenchFailover(t *testing.T) {
 	// one's tasks too, every one with a -race supervisor, and must not lose its own session on
 	// a loaded machine.
 	const sessionTimeout, failoverDelay = 4 * time.Second, 2 * time.Second
-	stdout, stderr, code := benchFailover(t, "--json", "--rate", "10", "--duration", "6s", "--sleep", "500ms",
+	stdout, stderr, code := benchProcesses(t, "failover", "--json", "--rate", "10", "--duration", "6s", "--sleep", "500ms",
 		"--kill-after", "3s", "--session-timeout", sessionTimeout.String(),
 		"--failover-delay", failoverDelay.String())
 	t.Logf("progress:\n%s", stderr)
@@ -137,7 +80,7 @@ func TestBenchFailover(t *testing.T) {
 // run is refused before it starts a node.
 func TestBenchFailoverNeedsTwoWorkers(t *testing.T) {
 	t.Parallel()
-	_, stderr, code := benchFailover(t, "--workers", "1")
+	_, stderr, code := benchProcesses(t, "failover", "--workers", "1")
 	if code == 0 || !strings.Contains(stderr, "--workers 1: want at least 2") {
 		t.Errorf("exit code %d, stderr %q; want a failure naming --workers", code, stderr)
 	}
