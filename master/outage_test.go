@@ -1,0 +1,69 @@
+package master
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
+)
+
+// countWarnings counts the log lines at warn level or above.
+type countWarnings struct{ n atomic.Int64 }
+
+func (c *countWarnings) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), `"level":"warn"`) || strings.Contains(string(p), `"level":"error"`) {
+		c.n.Add(1)
+	}
+	return len(p), nil
+}
+
+// TestDatabaseGoneDoesNotSpin checks that a master whose database refuses connections retries
+// at its poll interval, not in a loop: each failed claim waits for the next wake-up or poll.
+func TestDatabaseGoneDoesNotSpin(t *testing.T) {
+	t.Parallel()
+	_, dsn := daotest.New(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, err := dao.Open(ctx, u.String(), 4, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	warns := &countWarnings{}
+	const poll = 200 * time.Millisecond
+	m := New(Config{ID: "m1", PollInterval: poll, Log: zerolog.New(warns)}, db, newGate(true))
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+	time.Sleep(500 * time.Millisecond)
+
+	proxy.Close() // connection refused from now on
+	time.Sleep(500 * time.Millisecond)
+	before := warns.n.Load()
+	const window = 2 * time.Second
+	time.Sleep(window)
+	got := warns.n.Load() - before
+	// Each poll may warn for its claim and for the admission of waiting instances; a loop
+	// retrying at once warns thousands of times in the window.
+	if limit := int64(3 * window / poll); got > limit {
+		t.Fatalf("%d warnings in %v with the database gone, want at most %d (one retry per poll)", got, window, limit)
+	}
+	if got == 0 {
+		t.Fatalf("no warning in %v with the database gone: the test saw no failed claim", window)
+	}
+}
