@@ -116,10 +116,19 @@ func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res Attemp
 		return err
 	}
 	if !done[0] {
-		return fmt.Errorf("finish task %d attempt %d of %s: %w", tok.TaskID, tok.Attempt, tok.WorkerID, ErrTokenRefused)
+		return tok.refusedFinish()
 	}
 	return nil
 }
+
+// refusedFinish is the error of a finish that tok no longer holds the task for.
+func (tok Token) refusedFinish() error {
+	return fmt.Errorf("finish task %d attempt %d of %s: %w", tok.TaskID, tok.Attempt, tok.WorkerID, ErrTokenRefused)
+}
+
+// Refused is the error a batched finish (TaskFinishMany) stands for when done is false:
+// the one TaskFinishIfRunning returns.
+func (f Finish) Refused() error { return f.Token.refusedFinish() }
 
 // Finish is one attempt's end, for TaskFinishMany.
 type Finish struct {

@@ -2,7 +2,6 @@ package worker
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/zksched/zksched/dao"
@@ -90,8 +89,7 @@ func (c *completer) write(batch []*pending) {
 		case err != nil:
 			p.done <- err
 		case !done[i]:
-			tok := p.fin.Token
-			p.done <- fmt.Errorf("finish task %d attempt %d of %s: %w", tok.TaskID, tok.Attempt, tok.WorkerID, dao.ErrTokenRefused)
+			p.done <- p.fin.Refused()
 		default:
 			p.done <- nil
 		}

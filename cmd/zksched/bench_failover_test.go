@@ -1,14 +1,12 @@
 package main
 
 import (
-	"database/sql"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zksched/zksched/bench"
-	"github.com/zksched/zksched/internal/testenv"
 )
 
 // TestBenchFailover runs the failover benchmark end to end on a small load: a worker process
@@ -58,22 +56,7 @@ func TestBenchFailover(t *testing.T) {
 	t.Logf("figure: kill -9 of a worker under load → its %d tasks running elsewhere: p50 %.0f ms, max %.0f ms (fenced at %.0f ms)",
 		f.TasksFailedOver, s.P50ms, f.FailoverMsMax, f.FencedMs)
 
-	// Nothing left behind: the bench's schema and ZooKeeper root are gone.
-	db, err := sql.Open("postgres", testenv.BaseDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var schemas int
-	if err := db.QueryRow(`SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1`, f.Schema).Scan(&schemas); err != nil {
-		t.Fatal(err)
-	}
-	if f.Schema == "" || schemas != 0 {
-		t.Errorf("the bench's schema %q is still there", f.Schema)
-	}
-	if ok, _, err := testenv.DialZK(t).Exists(f.ZKRoot); err != nil || ok || f.ZKRoot == "" {
-		t.Errorf("the bench's ZooKeeper root %q: exists %v (%v), want it deleted", f.ZKRoot, ok, err)
-	}
+	leftNothingBehind(t, f.Schema, f.ZKRoot)
 }
 
 // TestBenchFailoverNeedsTwoWorkers: with one worker nothing could take over its tasks, so the

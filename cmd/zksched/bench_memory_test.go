@@ -116,20 +116,25 @@ func TestBenchMemory(t *testing.T) {
 	}
 	t.Logf("figure (-race build): %d queued; master RSS max %.1f MB, worker RSS max %.1f MB", m.QueuedMax, m.MasterRSSMBMax, m.WorkerRSSMBMax)
 
-	// Nothing left behind: the bench's schema and ZooKeeper root are gone.
+	leftNothingBehind(t, m.Schema, m.ZKRoot)
+}
+
+// leftNothingBehind checks that a bench run removed its schema and its ZooKeeper root.
+func leftNothingBehind(t *testing.T, schema, root string) {
+	t.Helper()
 	db, err := sql.Open("postgres", testenv.BaseDSN())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var schemas int
-	if err := db.QueryRow(`SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1`, m.Schema).Scan(&schemas); err != nil {
+	if err := db.QueryRow(`SELECT count(*) FROM information_schema.schemata WHERE schema_name = $1`, schema).Scan(&schemas); err != nil {
 		t.Fatal(err)
 	}
-	if m.Schema == "" || schemas != 0 {
-		t.Errorf("the bench's schema %q is still there", m.Schema)
+	if schema == "" || schemas != 0 {
+		t.Errorf("the bench's schema %q is still there", schema)
 	}
-	if ok, _, err := testenv.DialZK(t).Exists(m.ZKRoot); err != nil || ok || m.ZKRoot == "" {
-		t.Errorf("the bench's ZooKeeper root %q: exists %v (%v), want it deleted", m.ZKRoot, ok, err)
+	if ok, _, err := testenv.DialZK(t).Exists(root); err != nil || ok || root == "" {
+		t.Errorf("the bench's ZooKeeper root %q: exists %v (%v), want it deleted", root, ok, err)
 	}
 }
