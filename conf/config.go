@@ -113,9 +113,10 @@ type Master struct {
 	Port int `yaml:"port"`
 
 	// PollInterval is how often a master looks for work in PostgreSQL without being woken
-	// by a NOTIFY. Defaults to 1 s. NOTIFY is the fast path; the poll only bounds the delay
-	// when a notification is lost (listener reconnecting), at the cost of one query per
-	// interval.
+	// by a NOTIFY. Defaults to 1 s. NOTIFY is the fast path; the poll claims new instances
+	// and checks workflow timeouts, and every 10th poll re-advances every instance the master
+	// drives, which bounds the delay when a notification is lost (a listener reconnecting
+	// rescans at once).
 	PollInterval time.Duration `yaml:"poll-interval"`
 
 	// MisfireThreshold is how late a master may make a schedule's fire and still count it
