@@ -36,3 +36,5 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+
+replace github.com/go-zookeeper/zk => ./internal/third_party/zk
