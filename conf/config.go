@@ -90,9 +90,11 @@ type DB struct {
 	// database; lib/pq would otherwise require TLS, which a local server does not offer.
 	DSN string `yaml:"dsn"`
 
-	// MaxConns caps the node's open PostgreSQL connections. Defaults to 20, enough for a
-	// worker's claims, completions and log writes at 16 slots. Keep masters×MaxConns plus
-	// workers×MaxConns under the server's max_connections.
+	// MaxConns caps the node's pooled PostgreSQL connections. Defaults to 20, enough for a
+	// worker's claims, completions and log writes at 16 slots. Half of them run the hot
+	// statements (claims, completions, advances), the rest everything else; each half has at
+	// least one. A node also holds one connection per LISTEN and one that sends wake-ups.
+	// Keep (masters + workers) × (MaxConns + 3) under the server's max_connections.
 	MaxConns int `yaml:"max-conns"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -314,8 +315,10 @@ func TestNotifyWakesListeners(t *testing.T) {
 	b := setup(t)
 	ml := b.db.ListenMaster(zerolog.Nop())
 	defer ml.Close()
-	tl := b.db.ListenTasks(zerolog.Nop())
+	// A worker's two listeners share one connection; each hears its own channel only.
+	tl, kl := b.db.ListenWorker(zerolog.Nop())
 	defer tl.Close()
+	defer kl.Close()
 	// Wait until both listeners are subscribed: keep submitting until the master one hears.
 	deadline := time.After(10 * time.Second)
 	for heard := false; !heard; {
@@ -329,14 +332,33 @@ func TestNotifyWakesListeners(t *testing.T) {
 		}
 	}
 	b.queue(t, 1, "gpu")
-	for {
+	for heard := false; !heard; {
 		select {
 		case w := <-tl.C:
-			if w.Payload == "gpu" {
-				return
-			}
+			heard = w.Payload == "gpu"
+		case w := <-kl.C:
+			t.Fatalf("kill listener heard a queued task: %+v", w)
 		case <-deadline:
 			t.Fatal("task listener heard no queued task")
+		}
+	}
+	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"gpu"}, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	if _, err := b.db.TaskKill(b.ctx, got[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case w := <-kl.C:
+			if w.Payload == "w1" {
+				return
+			}
+		case w := <-tl.C:
+			t.Fatalf("task listener heard a kill request: %+v", w)
+		case <-deadline:
+			t.Fatal("kill listener heard no kill request")
 		}
 	}
 }
@@ -516,5 +538,86 @@ func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
 		case <-time.After(300 * time.Millisecond):
 			drained = true
 		}
+	}
+}
+
+// TestWorkflowCreateWakeups checks the submission's one statement: a missing definition is an
+// error that creates nothing; an uncapped instance wakes the masters with WakeupNew (claim
+// only) and a capped one with "" (claim and admit waiting instances); a claim says which
+// instances never started (and so have no task instances to list).
+func TestWorkflowCreateWakeups(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	masterListening(t, b, ml)
+
+	_, err := b.db.WorkflowCreate(b.ctx, "never-defined", 1, nil, 0)
+	if err == nil || !strings.Contains(err.Error(), "no such definition") {
+		t.Fatalf("create without a definition: %v", err)
+	}
+	var n int
+	if err := b.db.SQL().GetContext(b.ctx, &n, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'never-defined'`); err != nil || n != 0 {
+		t.Fatalf("instances after a failed create: %d, %v", n, err)
+	}
+
+	next := func() string {
+		t.Helper()
+		select {
+		case w := <-ml.C:
+			return w.Payload
+		case <-time.After(5 * time.Second):
+			t.Fatal("no wake-up")
+			return ""
+		}
+	}
+	create := func(name, raw string) int64 {
+		t.Helper()
+		var id int64
+		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+			v, err := q.DefinitionEnsure(b.ctx, name, []byte(raw))
+			if err != nil {
+				return err
+			}
+			id, err = q.WorkflowCreate(b.ctx, name, v, nil, 0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	free := create("free", `{"name":"free"}`)
+	if p := next(); p != dao.WakeupNew {
+		t.Fatalf("uncapped instance woke the masters with %q, want %q", p, dao.WakeupNew)
+	}
+	create("capped", `{"name":"capped","max-active-instances":1}`)
+	if p := next(); p != "" {
+		t.Fatalf("capped instance woke the masters with %q, want \"\"", p)
+	}
+
+	claimed := func(owner string) *dao.WorkflowInstance {
+		t.Helper()
+		got, err := b.db.WorkflowClaimUnowned(b.ctx, owner, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if got[i].ID == free {
+				return &got[i]
+			}
+		}
+		t.Fatalf("instance %d not claimed by %s: %+v", free, owner, got)
+		return nil
+	}
+	if wf := claimed("m1"); !wf.Fresh {
+		t.Fatalf("a new instance claimed as not fresh: %+v", wf)
+	}
+	// Released by a failover after it started, it is claimed again as not fresh.
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE workflow_instance SET owner = NULL WHERE id = $1`, free); err != nil {
+		t.Fatal(err)
+	}
+	if wf := claimed("m2"); wf.Fresh {
+		t.Fatalf("a released instance claimed as fresh: %+v", wf)
 	}
 }

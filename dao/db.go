@@ -26,6 +26,7 @@ var ErrNotOwner = errors.New("workflow instance is not owned by this master")
 type DB struct {
 	*Queries
 	db       *sqlx.DB
+	hot      *sqlx.DB // the hot statements' connections, see prepared
 	dsn      string
 	channels channels
 	nf       *notifier
@@ -45,6 +46,8 @@ type Queries struct {
 	ch   channels
 	nf   *notifier
 	prep *prepared
+	// hot says q is a transaction on the hot pool, where the prepared statements live.
+	hot bool
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
 	notes *[]note
 }
@@ -61,8 +64,10 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	sdb.SetMaxOpenConns(maxConns)
-	sdb.SetMaxIdleConns(maxConns)
+	// The hot statements run on connections of their own (see prepared), half the budget.
+	hotConns := max(1, maxConns/2)
+	sdb.SetMaxOpenConns(max(1, maxConns-hotConns))
+	sdb.SetMaxIdleConns(max(1, maxConns-hotConns))
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
 	wait := time.Second
 	for attempt := 1; ; attempt++ {
@@ -104,8 +109,29 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	ndb.SetMaxOpenConns(1)
 	ndb.SetMaxIdleConns(1)
 	nf := newNotifier(ndb)
-	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
-	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
+	hot, err := sqlx.Open("postgres", withParam(dsn, "plan_cache_mode", "force_generic_plan"))
+	if err != nil {
+		sdb.Close()
+		nf.close()
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	hot.SetMaxOpenConns(hotConns)
+	hot.SetMaxIdleConns(hotConns)
+	hot.SetConnMaxIdleTime(5 * time.Minute)
+	prep := &prepared{db: hot, stmts: map[string]*sqlx.Stmt{}}
+	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, hot: hot, dsn: dsn, channels: ch, nf: nf}, nil
+}
+
+// withParam sets a run-time parameter in dsn (a URL or key=value pairs), which lib/pq sends
+// to the server when it connects.
+func withParam(dsn, key, value string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + key + "=" + value
 }
 
 // withConnectTimeout bounds connection establishment at 5 s unless the DSN says otherwise:
@@ -115,19 +141,14 @@ func withConnectTimeout(dsn string) string {
 	if strings.Contains(dsn, "connect_timeout") {
 		return dsn
 	}
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		q := u.Query()
-		q.Set("connect_timeout", "5")
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " connect_timeout=5"
+	return withParam(dsn, "connect_timeout", "5")
 }
 
 // Close sends the wake-ups still pending and closes the pool.
 func (db *DB) Close() error {
 	db.nf.close()
 	db.Queries.prep.close()
+	db.hot.Close()
 	return db.db.Close()
 }
 
@@ -139,12 +160,22 @@ func (db *DB) DSN() string { return db.dsn }
 
 // Tx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
 func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
-	tx, err := db.db.BeginTxx(ctx, nil)
+	return db.tx(ctx, db.db, fn)
+}
+
+// HotTx is Tx on the hot statements' connections, for a transaction of hot statements (the
+// master's claims and advances): every statement in it is planned generically, see prepared.
+func (db *DB) HotTx(ctx context.Context, fn func(q *Queries) error) error {
+	return db.tx(ctx, db.hot, fn)
+}
+
+func (db *DB) tx(ctx context.Context, pool *sqlx.DB, fn func(q *Queries) error) error {
+	tx, err := pool.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	var notes []note
-	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes}); err != nil {
+	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, hot: pool == db.hot, notes: &notes}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

@@ -2,6 +2,8 @@ package dao
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/lib/pq"
@@ -20,11 +22,16 @@ type Wakeup struct {
 // than queued without bound, and a Rescan is delivered in their place once there is room.
 type Listener struct {
 	C <-chan Wakeup
-	l *pq.Listener
+	l *sharedListener
 }
 
-// ListenMaster listens for changes masters act on: new or released workflow instances
-// (payload "") and tasks that reached a terminal state (payload: the workflow instance id).
+// WakeupNew is the masters' payload for a new instance of an uncapped workflow: claim, with no
+// need to look at the waiting instances of capped workflows, as payload "" also asks.
+const WakeupNew = "new"
+
+// ListenMaster listens for changes masters act on: new instances of uncapped workflows
+// (payload WakeupNew), new or released instances and freed capacity of capped workflows
+// (payload "") and tasks that reached a terminal state (payload: the workflow instance ids).
 func (db *DB) ListenMaster(log zerolog.Logger) *Listener { return db.listen(db.channels.master, log) }
 
 // ListenTasks listens for newly queued tasks (payload: the worker group).
@@ -34,62 +41,109 @@ func (db *DB) ListenTasks(log zerolog.Logger) *Listener { return db.listen(db.ch
 // runs the task).
 func (db *DB) ListenKills(log zerolog.Logger) *Listener { return db.listen(db.channels.kill, log) }
 
+// ListenWorker is ListenTasks and ListenKills on one connection. PostgreSQL wakes every
+// listening connection of the database at every NOTIFY, whatever its channel, so each
+// connection fewer is a process fewer woken per queued task.
+func (db *DB) ListenWorker(log zerolog.Logger) (tasks, kills *Listener) {
+	ls := db.listenMany(log, db.channels.task, db.channels.kill)
+	return ls[0], ls[1]
+}
+
 func (db *DB) listen(channel string, log zerolog.Logger) *Listener {
+	return db.listenMany(log, channel)[0]
+}
+
+// listenMany listens on channels over one connection, with a Listener for each.
+func (db *DB) listenMany(log zerolog.Logger, channels ...string) []*Listener {
+	name := strings.Join(channels, ",")
 	pl := pq.NewListener(db.dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		switch ev {
 		case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
-			log.Warn().Err(err).Str("channel", channel).Msg("notification connection lost; polling meanwhile")
+			log.Warn().Err(err).Str("channel", name).Msg("notification connection lost; polling meanwhile")
 		case pq.ListenerEventReconnected:
-			log.Info().Str("channel", channel).Msg("notification connection re-established")
+			log.Info().Str("channel", name).Msg("notification connection re-established")
 		}
 	})
-	out := make(chan Wakeup, 1024)
+	shared := &sharedListener{l: pl}
+	outs := make([]chan Wakeup, len(channels))
+	ls := make([]*Listener, len(channels))
+	index := make(map[string]int, len(channels))
+	for i, ch := range channels {
+		outs[i] = make(chan Wakeup, 1024)
+		ls[i] = &Listener{C: outs[i], l: shared}
+		index[ch] = i
+	}
 	go func() {
 		// Listen blocks until the server acknowledges, which may be long if PostgreSQL is
 		// down; the consumer polls meanwhile.
-		if err := pl.Listen(channel); err != nil && err != pq.ErrChannelAlreadyOpen {
-			log.Error().Err(err).Str("channel", channel).Msg("listen failed; polling only")
+		for _, ch := range channels {
+			if err := pl.Listen(ch); err != nil && err != pq.ErrChannelAlreadyOpen {
+				log.Error().Err(err).Str("channel", ch).Msg("listen failed; polling only")
+			}
 		}
 	}()
 	go func() {
-		defer close(out)
+		defer func() {
+			for _, out := range outs {
+				close(out)
+			}
+		}()
 		// A wake-up dropped because the consumer fell behind is owed as a Rescan, delivered
 		// as soon as there is room: the consumer then looks at everything.
-		owed := false
+		owed := make([]bool, len(outs))
+		deliver := func(i int, w Wakeup) {
+			if owed[i] {
+				select {
+				case outs[i] <- Wakeup{Rescan: true}:
+					owed[i] = false
+				default:
+				}
+			}
+			select {
+			case outs[i] <- w:
+			default:
+				owed[i] = true
+			}
+		}
 		retry := time.NewTicker(100 * time.Millisecond)
 		defer retry.Stop()
 		for {
-			var w Wakeup
 			select {
 			case n, ok := <-pl.Notify:
 				if !ok {
 					return
 				}
-				w = Wakeup{Rescan: true}
-				if n != nil {
-					w = Wakeup{Payload: n.Extra}
-				}
-			case <-retry.C:
-				if !owed {
+				if n == nil { // reconnected: anything may have been missed, on every channel
+					for i := range outs {
+						deliver(i, Wakeup{Rescan: true})
+					}
 					continue
 				}
-				w = Wakeup{Rescan: true}
-			}
-			if owed {
-				select {
-				case out <- Wakeup{Rescan: true}:
-					owed = false
-				default:
+				if i, ok := index[n.Channel]; ok {
+					deliver(i, Wakeup{Payload: n.Extra})
 				}
-			}
-			select {
-			case out <- w:
-			default:
-				owed = true
+			case <-retry.C:
+				for i := range outs {
+					if owed[i] {
+						deliver(i, Wakeup{Rescan: true})
+					}
+				}
 			}
 		}
 	}()
-	return &Listener{C: out, l: pl}
+	return ls
+}
+
+// sharedListener closes a connection that several Listeners share once, at the first Close.
+type sharedListener struct {
+	l    *pq.Listener
+	once sync.Once
+	err  error
+}
+
+func (s *sharedListener) Close() error {
+	s.once.Do(func() { s.err = s.l.Close() })
+	return s.err
 }
 
 // Close stops listening; C is closed.

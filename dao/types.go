@@ -139,8 +139,11 @@ type WorkflowInstance struct {
 	StartedAt *time.Time `db:"started_at"`
 	EndedAt   *time.Time `db:"ended_at"`
 	// RunningMs is how long the instance has run, by the database's clock; only
-	// WorkflowLockManyIfOwned reads it.
+	// WorkflowLockManyIfOwned and WorkflowClaimUnowned read it.
 	RunningMs *int64 `db:"running_ms"`
+	// Fresh says the instance had never started before WorkflowClaimUnowned claimed it, so it
+	// has no task instances yet; only that claim reads it.
+	Fresh bool `db:"fresh"`
 }
 
 // TaskAttempt is a row of task_attempt.

@@ -35,40 +35,64 @@ func (q *Queries) WorkflowCreateQueued(ctx context.Context, name string, version
 	return q.workflowCreate(ctx, name, version, params, priority, true)
 }
 
+// createSQL is workflowCreate's statement: $1 the workflow, $2 the version, $3 the params,
+// $4 the priority, $5 whether to create a capped instance even at a when-full: skip.
+const createSQL = `
+		WITH d AS (
+			SELECT nullif((spec->>'max-active-instances')::int, 0) AS max_active,
+			       coalesce(spec->>'when-full', '') = 'skip' AS skip
+			FROM workflow_definition WHERE name = $1 AND version = $2
+		), created AS (
+			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
+			SELECT $1, $2, $3::jsonb, $4, d.max_active FROM d
+			WHERE d.max_active IS NULL OR NOT d.skip OR $5
+			RETURNING id
+		)
+		SELECT (SELECT id FROM created) AS id, max_active FROM d`
+
 func (q *Queries) workflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool) (int64, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
-	var policy struct {
+	// One statement in the common case: the instance, with its cap read from the definition.
+	// A capped definition with when-full: skip needs its count under the admission lock
+	// first, so for it (unless queue) the statement creates nothing and the steps below run.
+	var got struct {
+		ID        *int64 `db:"id"`
 		MaxActive *int   `db:"max_active"`
-		WhenFull  string `db:"when_full"`
 	}
-	err := sqlxGet(ctx, q, &policy, `SELECT nullif((spec->>'max-active-instances')::int, 0) AS max_active,
-		coalesce(spec->>'when-full', '') AS when_full FROM workflow_definition WHERE name = $1 AND version = $2`,
-		name, version)
+	err := getHot(ctx, q, &got, createSQL, name, version, string(params), priority, queue)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("create workflow instance of %q version %d: no such definition stored: %w", name, version, err)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("create workflow instance of %q version %d: read definition: %w", name, version, err)
+		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 	}
-	if policy.MaxActive != nil && policy.WhenFull == "skip" && !queue {
+	if got.ID == nil {
 		n, err := q.workflowLockAndCount(ctx, name, "'submitted', 'running'")
 		if err != nil {
 			return 0, err
 		}
-		if n >= *policy.MaxActive {
+		if n >= *got.MaxActive {
 			return 0, fmt.Errorf("create workflow instance of %q: %d active of max-active-instances %d: %w",
-				name, n, *policy.MaxActive, ErrWorkflowFull)
+				name, n, *got.MaxActive, ErrWorkflowFull)
+		}
+		got.ID = new(int64)
+		err = sqlxGet(ctx, q, got.ID, `
+			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
+			VALUES ($1, $2, $3::jsonb, $4, $5) RETURNING id`,
+			name, version, string(params), priority, got.MaxActive)
+		if err != nil {
+			return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 		}
 	}
-	var id int64
-	err = sqlxGet(ctx, q, &id, `
-		INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
-		VALUES ($1, $2, $3::jsonb, $4, $5) RETURNING id`,
-		name, version, string(params), priority, policy.MaxActive)
-	if err != nil {
-		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
+	// A capped instance may only start by WorkflowClaimWaiting, which the plain wake-up runs.
+	if got.MaxActive == nil {
+		q.notify(q.ch.master, WakeupNew)
+	} else {
+		q.notify(q.ch.master, "")
 	}
-	q.notify(q.ch.master, "")
-	return id, nil
+	return *got.ID, nil
 }
 
 // workflowLockAndCount takes the workflow's admission lock for the rest of the transaction and
@@ -89,7 +113,9 @@ func (q *Queries) workflowLockAndCount(ctx context.Context, name, states string)
 // claimUnownedSQL is WorkflowClaimUnowned's statement: $1 the owner, $2 the limit.
 var claimUnownedSQL = `
 		WITH locked AS (
-			SELECT id FROM workflow_instance
+			-- Read under the row lock, so from the latest version: an instance that never
+			-- started has no task instances (only its owner creates them, after this claim).
+			SELECT id, started_at IS NULL AS fresh FROM workflow_instance
 			WHERE owner IS NULL AND state IN ('submitted', 'running')
 			  AND (state = 'running' OR max_active IS NULL)
 			ORDER BY priority DESC, id
@@ -100,7 +126,7 @@ var claimUnownedSQL = `
 		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
 		FROM locked WHERE w.id = locked.id
 		RETURNING ` + prefixed("w.", workflowColumns) + `,
-		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms`
+		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms, locked.fresh`
 
 // WorkflowClaimUnowned makes owner the master of up to limit workflow instances that have
 // none (new ones, and those released by a failover), highest priority first, with SKIP LOCKED

@@ -96,14 +96,17 @@ func (m *Master) Run(ctx context.Context) error {
 	defer wake.Close()
 	tick := time.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
-	rescan, claim := true, true
+	// admit asks for a pass over the waiting instances of capped workflows as well as the claim.
+	rescan, claim, admit := true, true, true
 	polls := 0
 	dirty := map[int64]struct{}{}
 	note := func(w dao.Wakeup) {
 		switch {
 		case w.Rescan:
-			rescan, claim = true, true
+			rescan, claim, admit = true, true, true
 		case w.Payload == "":
+			claim, admit = true, true
+		case w.Payload == dao.WakeupNew:
 			claim = true
 		default:
 			// A list of workflow instance ids: a worker's batch of results wakes once.
@@ -115,7 +118,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 	}
 	onTick := func() {
-		claim = true
+		claim, admit = true, true
 		if polls++; polls%fullResyncEvery == 0 {
 			rescan = true
 		}
@@ -130,7 +133,9 @@ func (m *Master) Run(ctx context.Context) error {
 			if claim {
 				// A failed claim waits for the next wake-up or poll, as a failed round does:
 				// with the database away, retrying at once would spin.
-				_, claim = m.claim(ctx, dirty)
+				var ok bool
+				ok, claim = m.claim(ctx, dirty, admit)
+				admit = admit && !ok
 			}
 			advanced := m.advanceRound(ctx, dirty)
 			busy = (advanced && len(dirty) > 0) || claim
@@ -145,7 +150,7 @@ func (m *Master) Run(ctx context.Context) error {
 			case <-tick.C:
 				onTick()
 			case <-m.gate.Changed():
-				rescan, claim = true, true
+				rescan, claim, admit = true, true, true
 			case <-ctx.Done():
 			default:
 			}
@@ -160,7 +165,7 @@ func (m *Master) Run(ctx context.Context) error {
 		case <-tick.C:
 			onTick()
 		case <-m.gate.Changed():
-			rescan, claim = true, true
+			rescan, claim, admit = true, true, true
 		}
 	}
 	return nil
@@ -217,21 +222,34 @@ func (m *Master) resync(ctx context.Context, dirty map[int64]struct{}) bool {
 
 // claim takes up to advanceParallel batches of unowned instances, and admits waiting ones of capped workflows.
 // It reports whether it succeeded, and whether there may be more to claim.
-func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}) (ok, more bool) {
-	// advanceParallel claims at once: SKIP LOCKED gives each its own instances.
-	n := make([]int, advanceParallel)
-	errs := make([]error, advanceParallel)
-	var wg sync.WaitGroup
-	for i := range advanceParallel {
-		wg.Go(func() { n[i], errs[i] = m.claimAndAdvance(ctx) })
+func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}, admit bool) (ok, more bool) {
+	// One claim first: a wake-up usually announces a few instances, and a second claim at
+	// once would find nothing at the cost of a transaction. Only after a full batch (a
+	// backlog) do advanceParallel claims run at once; SKIP LOCKED gives each its own instances.
+	n, err := m.claimAndAdvance(ctx)
+	if err != nil {
+		m.warn(ctx, err, "claim workflow instances")
+		return false, false
 	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] != nil {
-			m.warn(ctx, errs[i], "claim workflow instances")
-			return false, false
+	if more = n == claimBatch; more {
+		ns := make([]int, advanceParallel)
+		errs := make([]error, advanceParallel)
+		var wg sync.WaitGroup
+		for i := range advanceParallel {
+			wg.Go(func() { ns[i], errs[i] = m.claimAndAdvance(ctx) })
 		}
-		more = more || n[i] == claimBatch
+		wg.Wait()
+		more = false
+		for i := range ns {
+			if errs[i] != nil {
+				m.warn(ctx, errs[i], "claim workflow instances")
+				return false, false
+			}
+			more = more || ns[i] == claimBatch
+		}
+	}
+	if !admit {
+		return true, more
 	}
 	// Instances of workflows with max-active-instances start only while their workflow has a
 	// free slot; the rest wait, and a finishing instance wakes the masters to look again.
@@ -348,7 +366,7 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 	var wfs []dao.WorkflowInstance
 	deadlines := map[int64]time.Time{}
 	began := time.Now()
-	err := m.db.Tx(ctx, func(q *dao.Queries) error {
+	err := m.db.HotTx(ctx, func(q *dao.Queries) error {
 		finished, finishedIDs, lost = nil, nil, nil
 		clear(deadlines)
 		var err error
@@ -357,18 +375,23 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 			return err
 		}
 		locked := make(map[int64]bool, len(wfs))
-		wfIDs := make([]int64, len(wfs))
-		for i, wf := range wfs {
-			locked[wf.ID], wfIDs[i] = true, wf.ID
+		var wfIDs []int64 // those that may have task instances: all but freshly claimed ones
+		for _, wf := range wfs {
+			locked[wf.ID] = true
+			if !wf.Fresh {
+				wfIDs = append(wfIDs, wf.ID)
+			}
 		}
 		for _, id := range ids {
 			if !locked[id] {
 				lost = append(lost, id)
 			}
 		}
-		all, err := q.TaskListByWorkflows(ctx, wfIDs)
-		if err != nil {
-			return err
+		var all []dao.TaskInstance
+		if len(wfIDs) > 0 {
+			if all, err = q.TaskListByWorkflows(ctx, wfIDs); err != nil {
+				return err
+			}
 		}
 		tasksOf := make(map[int64][]dao.TaskInstance, len(wfs))
 		for _, t := range all {

@@ -99,16 +99,21 @@ func (w *Worker) Run(ctx context.Context) error {
 	completerDone := make(chan struct{})
 	go func() { w.done.run(stopCompleter); close(completerDone) }()
 	defer func() { close(stopCompleter); <-completerDone }()
-	tasks := w.db.ListenTasks(w.cfg.Log)
+	tasks, kills := w.db.ListenWorker(w.cfg.Log)
 	defer tasks.Close()
-	kills := w.db.ListenKills(w.cfg.Log)
 	defer kills.Close()
 	tick := time.NewTicker(w.cfg.PollInterval)
 	defer tick.Stop()
 	checkKills := false
+	// look asks for a claim. backlog says the last one may have left claimable tasks behind
+	// (it filled every slot), so a freed slot claims again; after a claim that found fewer
+	// than it asked for, a freed slot waits for a wake-up or the poll instead of asking the
+	// database again for nothing.
+	look, backlog := true, true
 	for ctx.Err() == nil {
-		if w.gate.Active() {
-			w.claim(ctx)
+		if look && w.gate.Active() {
+			backlog = w.claim(ctx)
+			look = false
 		}
 		if checkKills {
 			w.stopKilled(ctx)
@@ -117,14 +122,17 @@ func (w *Worker) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-tasks.C:
+			look = true
 		case k := <-kills.C:
 			checkKills = k.Rescan || k.Payload == w.cfg.ID
 		case <-tick.C:
 			// The poll also covers kill requests whose notification was lost.
-			checkKills = true
+			look, checkKills = true, true
 			w.reconcile(ctx)
 		case <-w.freed:
+			look = look || backlog
 		case <-w.gate.Changed():
+			look = true
 		}
 	}
 	return w.shutdown()
@@ -158,20 +166,25 @@ func (w *Worker) reconcile(ctx context.Context) {
 	}
 }
 
-func (w *Worker) claim(ctx context.Context) {
+// claim claims tasks while there are free slots and the queue gives them. It reports whether
+// claimable tasks may be left: it stopped with every slot taken.
+func (w *Worker) claim(ctx context.Context) (backlog bool) {
 	for {
 		w.mu.Lock()
 		free := w.cfg.Slots - len(w.running)
 		w.mu.Unlock()
-		if free <= 0 || ctx.Err() != nil {
-			return
+		if free <= 0 {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
 		}
 		got, err := w.db.TaskClaim(ctx, w.cfg.ID, w.cfg.Groups, min(free, 100))
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn().Err(err).Msg("claim failed; retrying at the next poll")
 			}
-			return
+			return false
 		}
 		killed := false
 		for i := range got {
@@ -187,7 +200,7 @@ func (w *Worker) claim(ctx context.Context) {
 			w.stopKilled(ctx)
 		}
 		if len(got) < min(free, 100) {
-			return
+			return false
 		}
 	}
 }
