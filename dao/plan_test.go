@@ -189,3 +189,29 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimWorkflowsOfABacklogByPrimaryKey checks the workflow claim against a backlog of new
+// instances, where the claim of 100 looks big to the planner: written as a join with the
+// locked rows it was planned as a hash join over a scan of every instance (12 ms a claim in
+// the burn-down); it must update by primary key, planned with or without the parameters.
+func TestClaimWorkflowsOfABacklogByPrimaryKey(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	daotest.Submit(t, db, "wf", map[string]any{"name": "wf"})
+	if _, err := db.SQL().Exec(`INSERT INTO workflow_instance (workflow_name, workflow_version)
+		SELECT 'wf', 1 FROM generate_series(1, 20000); ANALYZE workflow_instance`); err != nil {
+		t.Fatal(err)
+	}
+	for _, generic := range []bool{false, true} {
+		var nodes []string
+		if generic {
+			nodes = genericPlan(t, db, dao.ClaimUnownedSQL, "text, int", "m1", 100)
+		} else {
+			nodes = plan(t, db, dao.ClaimUnownedSQL, "m1", 100)
+		}
+		joined := strings.Join(nodes, "\n")
+		if strings.Contains(joined, "Seq Scan|workflow_instance|") || !strings.Contains(joined, "|workflow_instance_pkey") {
+			t.Errorf("claim of a backlog (generic plan: %v) does not update by primary key:\n%s", generic, joined)
+		}
+	}
+}
