@@ -262,6 +262,18 @@ type NewTask struct {
 	Timeout       time.Duration
 }
 
+// insertManySQL is TaskInsertMany's statement: $1-$11 the new rows' columns, as arrays.
+const insertManySQL = `
+			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
+				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
+			SELECT w, nm, ty, p::jsonb, st, pr, g, pl, r, rm * interval '1 millisecond',
+				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
+				$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
+				AS x(w, nm, ty, p, st, pr, g, pl, r, rm, tm)
+			ON CONFLICT (workflow_instance_id, name) DO NOTHING
+			RETURNING name, state, worker_group`
+
 // TaskInsertMany creates task instances in one statement. A task that already exists (same
 // workflow instance and name) is left as it is, so a master that advances a workflow twice, or
 // a second master after a failover, creates nothing twice. It returns the names created and
@@ -295,16 +307,8 @@ func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string
 		State string `db:"state"`
 		Group string `db:"worker_group"`
 	}
-	err := sqlxSelect(ctx, q, &created, `
-			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
-			SELECT w, nm, ty, p::jsonb, st, pr, g, pl, r, rm * interval '1 millisecond',
-				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
-			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
-				$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
-				AS x(w, nm, ty, p, st, pr, g, pl, r, rm, tm)
-			ON CONFLICT (workflow_instance_id, name) DO NOTHING
-			RETURNING name, state, worker_group`,
+	// Prepared: the master creates tasks in its claim and advance transactions (HotTx).
+	err := selectHot(ctx, q, &created, insertManySQL,
 		pq.Array(wf), pq.Array(names), pq.Array(types), pq.Array(params), pq.Array(states),
 		pq.Array(prio), pq.Array(groups), pq.Array(pools), pq.Array(retries), pq.Array(retryMs),
 		pq.Array(timeoutMs))
