@@ -91,10 +91,9 @@ type DB struct {
 	DSN string `yaml:"dsn"`
 
 	// MaxConns caps the node's pooled PostgreSQL connections. Defaults to 20, enough for a
-	// worker's claims, completions and log writes at 16 slots. Half of them run the hot
-	// statements (claims, completions, advances), the rest everything else; each half has at
-	// least one. A node also holds one connection per LISTEN and one that sends wake-ups.
-	// Keep (masters + workers) × (MaxConns + 3) under the server's max_connections.
+	// worker's claims, completions and log writes at 16 slots. A node also holds a listening
+	// connection and one that sends wake-ups: keep (masters + workers) × (MaxConns + 2)
+	// under the server's max_connections.
 	MaxConns int `yaml:"max-conns"`
 }
 

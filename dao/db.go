@@ -26,7 +26,6 @@ var ErrNotOwner = errors.New("workflow instance is not owned by this master")
 type DB struct {
 	*Queries
 	db       *sqlx.DB
-	hot      *sqlx.DB // the hot statements' connections, see prepared
 	dsn      string
 	channels channels
 	nf       *notifier
@@ -46,8 +45,6 @@ type Queries struct {
 	ch   channels
 	nf   *notifier
 	prep *prepared
-	// hot says q is a transaction on the hot pool, where the prepared statements live.
-	hot bool
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
 	notes *[]note
 }
@@ -64,10 +61,8 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
-	// The hot statements run on connections of their own (see prepared), half the budget.
-	hotConns := max(1, maxConns/2)
-	sdb.SetMaxOpenConns(max(1, maxConns-hotConns))
-	sdb.SetMaxIdleConns(max(1, maxConns-hotConns))
+	sdb.SetMaxOpenConns(maxConns)
+	sdb.SetMaxIdleConns(maxConns)
 	sdb.SetConnMaxIdleTime(5 * time.Minute)
 	wait := time.Second
 	for attempt := 1; ; attempt++ {
@@ -109,17 +104,8 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	ndb.SetMaxOpenConns(1)
 	ndb.SetMaxIdleConns(1)
 	nf := newNotifier(ndb)
-	hot, err := sqlx.Open("postgres", withParam(dsn, "plan_cache_mode", "force_generic_plan"))
-	if err != nil {
-		sdb.Close()
-		nf.close()
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	hot.SetMaxOpenConns(hotConns)
-	hot.SetMaxIdleConns(hotConns)
-	hot.SetConnMaxIdleTime(5 * time.Minute)
-	prep := &prepared{db: hot, stmts: map[string]*sqlx.Stmt{}}
-	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, hot: hot, dsn: dsn, channels: ch, nf: nf}, nil
+	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
+	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
 }
 
 // withParam sets a run-time parameter in dsn (a URL or key=value pairs), which lib/pq sends
@@ -148,7 +134,6 @@ func withConnectTimeout(dsn string) string {
 func (db *DB) Close() error {
 	db.nf.close()
 	db.Queries.prep.close()
-	db.hot.Close()
 	return db.db.Close()
 }
 
@@ -160,22 +145,12 @@ func (db *DB) DSN() string { return db.dsn }
 
 // Tx runs fn in one transaction, committed when fn returns nil and rolled back otherwise.
 func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
-	return db.tx(ctx, db.db, fn)
-}
-
-// HotTx is Tx on the hot statements' connections, for a transaction of hot statements (the
-// master's claims and advances): every statement in it is planned generically, see prepared.
-func (db *DB) HotTx(ctx context.Context, fn func(q *Queries) error) error {
-	return db.tx(ctx, db.hot, fn)
-}
-
-func (db *DB) tx(ctx context.Context, pool *sqlx.DB, fn func(q *Queries) error) error {
-	tx, err := pool.BeginTxx(ctx, nil)
+	tx, err := db.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
 	var notes []note
-	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, hot: pool == db.hot, notes: &notes}); err != nil {
+	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

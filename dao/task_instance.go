@@ -307,7 +307,7 @@ func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string
 		State string `db:"state"`
 		Group string `db:"worker_group"`
 	}
-	// Prepared: the master creates tasks in its claim and advance transactions (HotTx).
+	// Prepared: the master creates tasks in every claim and advance transaction.
 	err := selectHot(ctx, q, &created, insertManySQL,
 		pq.Array(wf), pq.Array(names), pq.Array(types), pq.Array(params), pq.Array(states),
 		pq.Array(prio), pq.Array(groups), pq.Array(pools), pq.Array(retries), pq.Array(retryMs),

@@ -366,7 +366,7 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 	var wfs []dao.WorkflowInstance
 	deadlines := map[int64]time.Time{}
 	began := time.Now()
-	err := m.db.HotTx(ctx, func(q *dao.Queries) error {
+	err := m.db.Tx(ctx, func(q *dao.Queries) error {
 		finished, finishedIDs, lost = nil, nil, nil
 		clear(deadlines)
 		var err error
