@@ -32,25 +32,16 @@ const WakeupNew = "new"
 // ListenMaster listens for changes masters act on: new instances of uncapped workflows
 // (payload WakeupNew), new or released instances and freed capacity of capped workflows
 // (payload "") and tasks that reached a terminal state (payload: the workflow instance ids).
-func (db *DB) ListenMaster(log zerolog.Logger) *Listener { return db.listen(db.channels.master, log) }
+func (db *DB) ListenMaster(log zerolog.Logger) *Listener { return db.listenMany(log, db.channels.master)[0] }
 
-// ListenTasks listens for newly queued tasks (payload: the worker group).
-func (db *DB) ListenTasks(log zerolog.Logger) *Listener { return db.listen(db.channels.task, log) }
-
-// ListenKills listens for kill requests of running tasks (payload: the id of the worker that
-// runs the task).
-func (db *DB) ListenKills(log zerolog.Logger) *Listener { return db.listen(db.channels.kill, log) }
-
-// ListenWorker is ListenTasks and ListenKills on one connection. PostgreSQL wakes every
-// listening connection of the database at every NOTIFY, whatever its channel, so each
-// connection fewer is a process fewer woken per queued task.
+// ListenWorker listens, on one connection, for newly queued tasks (tasks; payload: the worker
+// group) and for kill requests of running tasks (kills; payload: the id of the worker that
+// runs the task). PostgreSQL wakes every listening connection of the database at every
+// NOTIFY, whatever its channel, so each connection fewer is a process fewer woken per queued
+// task.
 func (db *DB) ListenWorker(log zerolog.Logger) (tasks, kills *Listener) {
 	ls := db.listenMany(log, db.channels.task, db.channels.kill)
 	return ls[0], ls[1]
-}
-
-func (db *DB) listen(channel string, log zerolog.Logger) *Listener {
-	return db.listenMany(log, channel)[0]
 }
 
 // listenMany listens on channels over one connection, with a Listener for each.
