@@ -32,7 +32,9 @@ const WakeupNew = "new"
 // ListenMaster listens for changes masters act on: new instances of uncapped workflows
 // (payload WakeupNew), new or released instances and freed capacity of capped workflows
 // (payload "") and tasks that reached a terminal state (payload: the workflow instance ids).
-func (db *DB) ListenMaster(log zerolog.Logger) *Listener { return db.listenMany(log, db.channels.master)[0] }
+func (db *DB) ListenMaster(log zerolog.Logger) *Listener {
+	return db.listenMany(log, db.channels.master)[0]
+}
 
 // ListenWorker listens, on one connection, for newly queued tasks (tasks; payload: the worker
 // group) and for kill requests of running tasks (kills; payload: the id of the worker that
