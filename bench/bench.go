@@ -263,11 +263,15 @@ func summarize(ctx context.Context, db *dao.DB, o Options, start time.Time, took
 	if err != nil {
 		return nil, err
 	}
+	return summary(o, took, workflows, tasks, st), nil
+}
+
+func summary(o Options, took time.Duration, workflows, tasks int, st *dao.LatencyStats) *Summary {
 	s := &Summary{Mode: o.Mode, Tasks: tasks, Workflows: workflows, Seconds: took.Seconds(),
 		TasksPerSec: float64(tasks) / took.Seconds(), Latency: st, Masters: o.Masters, Workers: o.Workers, Slots: o.Slots}
 	s.P50ms, s.P95ms, s.P99ms = st.Finish.P50, st.Finish.P95, st.Finish.P99
 	if o.Mode == "latency" {
 		s.P50ms, s.P95ms, s.P99ms = st.Start.P50, st.Start.P95, st.Start.P99
 	}
-	return s, nil
+	return s
 }

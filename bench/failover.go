@@ -33,6 +33,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -238,7 +239,7 @@ func failover(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error
 	if err != nil {
 		return nil, err
 	}
-	start, n, err := r.load(ctx, spec.Name, v)
+	start, n, err := r.load(ctx, spec, v)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +412,7 @@ func (r *procCluster) checkAlive() error {
 // into it. When the database falls behind the schedule, the workflows due are created in one
 // statement, so the load keeps its rate. It returns when the load started and how many
 // workflows it submitted.
-func (r *failoverRun) load(ctx context.Context, name string, version int) (time.Time, int, error) {
+func (r *failoverRun) load(ctx context.Context, spec *workflow.Spec, version int) (time.Time, int, error) {
 	o := r.o
 	total := max(int(o.Duration.Seconds()*o.Rate), 1)
 	start := time.Now()
@@ -420,7 +421,7 @@ func (r *failoverRun) load(ctx context.Context, name string, version int) (time.
 	for n < total {
 		due := min(int(time.Since(start).Seconds()*o.Rate)+1, total)
 		if due > n {
-			if err := r.db.WorkflowCreateMany(ctx, name, version, nil, due-n); err != nil {
+			if err := master.SubmitMany(ctx, r.db.Queries, spec, version, nil, due-n); err != nil {
 				return start, n, err
 			}
 			n = due

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -133,7 +134,7 @@ func memory(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error) 
 	submitDone := make(chan struct{})
 	go func() {
 		defer close(submitDone)
-		submitErr = r.submit(sctx, spec.Name, v)
+		submitErr = r.submit(sctx, spec, v)
 		submitTook = time.Since(start)
 	}()
 	// The submitter uses db, which the caller closes once this returns.
@@ -214,10 +215,10 @@ func checkMemoryOptions(o *Options) error {
 }
 
 // submit creates the N workflows in chunks, counting them in r.submitted.
-func (r *memoryRun) submit(ctx context.Context, name string, version int) error {
+func (r *memoryRun) submit(ctx context.Context, spec *workflow.Spec, version int) error {
 	for left := r.o.N; left > 0; left -= memoryChunk {
 		n := min(left, memoryChunk)
-		if err := r.db.WorkflowCreateMany(ctx, name, version, nil, n); err != nil {
+		if err := master.SubmitMany(ctx, r.db.Queries, spec, version, nil, n); err != nil {
 			return err
 		}
 		r.submitted.Add(int64(n))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -22,7 +23,7 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	}
 	loadStart := time.Now()
 	for left := o.N; left > 0; left -= 10_000 {
-		if err := db.WorkflowCreateMany(ctx, spec.Name, v, nil, min(left, 10_000)); err != nil {
+		if err := master.SubmitMany(ctx, db.Queries, spec, v, nil, min(left, 10_000)); err != nil {
 			return nil, err
 		}
 	}
@@ -53,21 +54,27 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	time.Sleep(500 * time.Millisecond) // let the nodes start listening
 	// Warm up first at the same rate: the first second of a fresh cluster on a fresh schema
 	// (connections opening, the planner without statistics) is not the steady state.
-	if _, err := submitAt(ctx, db, spec.Name, v, o.Rate, warmUp); err != nil {
+	if _, _, err := submitAt(ctx, db, spec, v, o.Rate, warmUp); err != nil {
 		return nil, err
 	}
 	if err := settle(ctx, db, spec.Name); err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	n, err := submitAt(ctx, db, spec.Name, v, o.Rate, o.Duration)
+	ids, sent, err := submitAt(ctx, db, spec, v, o.Rate, o.Duration)
 	if err != nil {
 		return nil, err
 	}
+	n := len(ids)
 	if err := waitFinished(ctx, db, o, start, n); err != nil {
 		return nil, err
 	}
-	return summarize(ctx, db, o, start, time.Since(start), n, n)
+	took := time.Since(start)
+	st, err := db.WorkflowLatencyFrom(ctx, ids, sent)
+	if err != nil {
+		return nil, err
+	}
+	return summary(o, took, n, n, st), nil
 }
 
 // warmUp is how long the latency mode submits before it measures.
@@ -99,35 +106,41 @@ func settle(ctx context.Context, db *dao.DB, workflow string) error {
 	return nil
 }
 
-// submitAt submits single instances of a workflow at rate for d and returns how many.
-func submitAt(ctx context.Context, db *dao.DB, name string, v int, rate float64, d time.Duration) (int, error) {
+// submitAt submits single instances of a workflow at rate for d, and returns their ids and
+// when each submission was called (microseconds since the epoch): latency counts from there.
+func submitAt(ctx context.Context, db *dao.DB, spec *workflow.Spec, v int, rate float64, d time.Duration) (ids, sent []int64, err error) {
 	start := time.Now()
 	interval := time.Duration(float64(time.Second) / rate)
 	// Each submission is a client of its own, sent on its tick whether or not the ones before
 	// have returned, so the rate is the one asked for even when a commit takes longer than
 	// the interval; at most 64 are in flight.
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	sem := make(chan struct{}, 64)
 	var failed atomic.Pointer[error]
-	n := 0
 	for next := start; time.Since(start) < d && failed.Load() == nil; next = next.Add(interval) {
 		time.Sleep(time.Until(next))
 		sem <- struct{}{}
-		n++
 		wg.Go(func() {
 			defer func() { <-sem }()
-			// One statement, committed on its own: a client that has stored its definition
-			// (define did) submits with one round trip, and the scheduler is what is measured.
-			if _, err := db.WorkflowCreate(ctx, name, v, nil, 0); err != nil {
+			called := time.Now().UnixMicro()
+			// On the pool, as a node submits what its clients send: submissions of the same
+			// moment share a statement and a commit (dao.DB.Submit).
+			id, err := master.SubmitNow(ctx, db, spec, v, nil, 0)
+			if err != nil {
 				failed.CompareAndSwap(nil, &err)
+				return
 			}
+			mu.Lock()
+			ids, sent = append(ids, id), append(sent, called)
+			mu.Unlock()
 		})
 	}
 	wg.Wait()
 	if err := failed.Load(); err != nil {
-		return n, *err
+		return ids, sent, *err
 	}
-	return n, nil
+	return ids, sent, nil
 }
 
 // dag runs N fan-out/fan-in workflows (1 → 50 → 1 noop tasks) one after another and measures
@@ -157,7 +170,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	// Two workflows to warm up (see latency), not measured.
 	for range 2 {
 		err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+			_, err := master.Submit(ctx, q, spec, v, nil, 0)
 			return err
 		})
 		if err != nil {
@@ -170,7 +183,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	start := time.Now()
 	for i := range o.N {
 		err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := q.WorkflowCreate(ctx, spec.Name, v, nil, 0)
+			_, err := master.Submit(ctx, q, spec, v, nil, 0)
 			return err
 		})
 		if err != nil {

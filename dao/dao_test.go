@@ -2,6 +2,7 @@ package dao_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -619,5 +620,147 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 	}
 	if wf := claimed("m2"); wf.Fresh {
 		t.Fatalf("a released instance claimed as fresh: %+v", wf)
+	}
+}
+
+// TestSubmitSharesStatements checks DB.Submit: concurrent submissions each get their own
+// instance, started with its own root task instances and woken workers; a missing definition
+// and a malformed params document fail alone, without losing the submissions batched with
+// them; a capped definition's instance waits for admission without roots, and at a full
+// when-full: skip workflow nothing is created.
+func TestSubmitSharesStatements(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tasks, kills := b.db.ListenWorker(zerolog.Nop())
+	defer tasks.Close()
+	defer kills.Close()
+	define := func(name, raw string) int {
+		t.Helper()
+		v, err := b.db.DefinitionEnsure(b.ctx, name, []byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := define("sub", `{"name":"sub"}`)
+	roots := func(k int) []dao.NewTask {
+		return []dao.NewTask{
+			{Name: "a", Type: "noop", State: dao.TaskQueued, Group: "ga", Priority: k, Params: json.RawMessage(fmt.Sprintf(`{"k":%d}`, k))},
+			{Name: "b", Type: "noop", State: dao.TaskQueued, Group: "gb", Priority: k, Pool: "p", MaxRetries: 2,
+				RetryInterval: 1500 * time.Millisecond, Timeout: time.Minute},
+		}
+	}
+	// A listener that hears a wake-up of each group has heard them all; without one, the
+	// workers of a root's group would wait for their poll.
+	woken := map[string]bool{}
+	listen := func() {
+		t.Helper()
+		for deadline := time.After(10 * time.Second); !woken["ga"] || !woken["gb"]; {
+			select {
+			case w := <-tasks.C:
+				woken[w.Payload] = true
+			case <-deadline:
+				t.Fatalf("workers woken for %v, want ga and gb", woken)
+			}
+		}
+	}
+
+	const n = 60
+	ids := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Go(func() {
+			sub := dao.Submission{Name: "sub", Version: v, Priority: k, Params: json.RawMessage(fmt.Sprintf(`{"k":"%d"}`, k)), Roots: roots(k)}
+			switch k {
+			case 7:
+				sub.Name = "never-defined"
+			case 8:
+				sub.Params = json.RawMessage(`{"k":`)
+			}
+			ids[k], errs[k] = b.db.Submit(b.ctx, sub)
+		})
+	}
+	wg.Wait()
+	listen()
+	seen := map[int64]bool{}
+	for k := range n {
+		switch {
+		case k == 7:
+			if errs[k] == nil || !strings.Contains(errs[k].Error(), "no such definition") {
+				t.Errorf("submission of a missing definition: %v", errs[k])
+			}
+			continue
+		case k == 8:
+			if errs[k] == nil || !strings.Contains(errs[k].Error(), "json") {
+				t.Errorf("submission with malformed params: %v", errs[k])
+			}
+			continue
+		case errs[k] != nil:
+			t.Fatalf("submission %d: %v", k, errs[k])
+		case seen[ids[k]]:
+			t.Fatalf("submission %d got instance %d twice", k, ids[k])
+		}
+		seen[ids[k]] = true
+		var wf struct {
+			State    string  `db:"state"`
+			Owner    *string `db:"owner"`
+			Started  bool    `db:"started"`
+			Priority int     `db:"priority"`
+			K        string  `db:"k"`
+		}
+		if err := b.db.SQL().GetContext(b.ctx, &wf, `SELECT state, owner, started_at IS NOT NULL AS started, priority,
+			params->>'k' AS k FROM workflow_instance WHERE id = $1`, ids[k]); err != nil {
+			t.Fatal(err)
+		}
+		if wf.State != "running" || wf.Owner != nil || !wf.Started || wf.Priority != k || wf.K != fmt.Sprint(k) {
+			t.Errorf("instance of submission %d = %+v, want running, no owner, started, priority and params its own", k, wf)
+		}
+		var ts []struct {
+			Name      string  `db:"name"`
+			State     string  `db:"state"`
+			Group     string  `db:"worker_group"`
+			Priority  int     `db:"priority"`
+			Pool      *string `db:"pool"`
+			Retries   int     `db:"max_retries"`
+			RetryMs   int64   `db:"retry_ms"`
+			TimeoutMs *int64  `db:"timeout_ms"`
+			Params    string  `db:"params"`
+		}
+		if err := b.db.SQL().SelectContext(b.ctx, &ts, `SELECT name, state, worker_group, priority, pool, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_ms, (extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			params::text AS params FROM task_instance WHERE workflow_instance_id = $1 ORDER BY name`, ids[k]); err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) != 2 || ts[0].Name != "a" || ts[0].State != "queued" || ts[0].Group != "ga" || ts[0].Priority != k ||
+			ts[0].Params != fmt.Sprintf(`{"k": %d}`, k) || ts[0].Pool != nil || ts[0].TimeoutMs != nil ||
+			ts[1].Name != "b" || ts[1].Group != "gb" || ts[1].Pool == nil || *ts[1].Pool != "p" || ts[1].Retries != 2 ||
+			ts[1].RetryMs != 1500 || ts[1].TimeoutMs == nil || *ts[1].TimeoutMs != 60000 {
+			t.Errorf("roots of submission %d = %+v", k, ts)
+		}
+	}
+	var total int
+	if err := b.db.SQL().GetContext(b.ctx, &total, `SELECT count(*) FROM workflow_instance`); err != nil || total != n-2 {
+		t.Errorf("%d instances, %v; want %d", total, err, n-2)
+	}
+
+	// Capped: no roots until a master admits it; full with when-full: skip: nothing created.
+	vc := define("capped-sub", `{"name":"capped-sub","max-active-instances":1,"when-full":"skip"}`)
+	sub := dao.Submission{Name: "capped-sub", Version: vc, Roots: roots(0)}
+	id, err := b.db.Submit(b.ctx, sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st string
+	var nt int
+	if err := b.db.SQL().QueryRowContext(b.ctx, `SELECT state, (SELECT count(*) FROM task_instance WHERE workflow_instance_id = $1)
+		FROM workflow_instance WHERE id = $1`, id).Scan(&st, &nt); err != nil || st != "submitted" || nt != 0 {
+		t.Errorf("capped instance: %s with %d tasks, %v; want submitted with none", st, nt, err)
+	}
+	if _, err := b.db.Submit(b.ctx, sub); !errors.Is(err, dao.ErrWorkflowFull) {
+		t.Errorf("submission to a full skip workflow: %v, want ErrWorkflowFull", err)
+	}
+	if err := b.db.SQL().GetContext(b.ctx, &nt, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'capped-sub'`); err != nil || nt != 1 {
+		t.Errorf("%d capped instances, %v; want 1", nt, err)
 	}
 }

@@ -29,6 +29,7 @@ type DB struct {
 	dsn      string
 	channels channels
 	nf       *notifier
+	sub      *submitter
 }
 
 // channels are the NOTIFY channel names. They carry the schema name, so that deployments (and
@@ -105,7 +106,9 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	ndb.SetMaxIdleConns(1)
 	nf := newNotifier(ndb)
 	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
-	return &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf}, nil
+	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf}
+	db.sub = newSubmitter(db)
+	return db, nil
 }
 
 // withParam sets a run-time parameter in dsn (a URL or key=value pairs), which lib/pq sends
@@ -130,8 +133,10 @@ func withConnectTimeout(dsn string) string {
 	return withParam(dsn, "connect_timeout", "5")
 }
 
-// Close sends the wake-ups still pending and closes the pool.
+// Close fails the submissions still waiting (DB.Submit), sends the wake-ups still pending
+// and closes the pool.
 func (db *DB) Close() error {
+	db.sub.close()
 	db.nf.close()
 	db.Queries.prep.close()
 	return db.db.Close()

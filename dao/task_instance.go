@@ -282,6 +282,32 @@ func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string
 	if len(tasks) == 0 {
 		return nil, nil
 	}
+	var created []struct {
+		Name  string `db:"name"`
+		State string `db:"state"`
+		Group string `db:"worker_group"`
+	}
+	// Prepared: the master creates tasks in every claim and advance transaction.
+	err := selectHot(ctx, q, &created, insertManySQL, taskArrays(tasks)...)
+	if err != nil {
+		return nil, fmt.Errorf("create %d task instances: %w", len(tasks), err)
+	}
+	out := make([]string, len(created))
+	woken := map[string]bool{}
+	for i, c := range created {
+		out[i] = c.Name
+		if c.State == string(TaskQueued) && !woken[c.Group] {
+			woken[c.Group] = true
+			q.notify(q.ch.task, c.Group)
+		}
+	}
+	return out, nil
+}
+
+// taskArrays is tasks as the 11 array parameters of insertManySQL, in its order: workflow
+// instance, name, type, params, state, priority, group, pool, retries, retry interval and
+// timeout (in milliseconds). createSQL and createManySQL take the last ten.
+func taskArrays(tasks []NewTask) []any {
 	n := len(tasks)
 	wf, prio, retries := make([]int64, n), make([]int64, n), make([]int64, n)
 	retryMs, timeoutMs := make([]int64, n), make([]*int64, n)
@@ -302,29 +328,9 @@ func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string
 			timeoutMs[i] = &ms
 		}
 	}
-	var created []struct {
-		Name  string `db:"name"`
-		State string `db:"state"`
-		Group string `db:"worker_group"`
-	}
-	// Prepared: the master creates tasks in every claim and advance transaction.
-	err := selectHot(ctx, q, &created, insertManySQL,
-		pq.Array(wf), pq.Array(names), pq.Array(types), pq.Array(params), pq.Array(states),
+	return []any{pq.Array(wf), pq.Array(names), pq.Array(types), pq.Array(params), pq.Array(states),
 		pq.Array(prio), pq.Array(groups), pq.Array(pools), pq.Array(retries), pq.Array(retryMs),
-		pq.Array(timeoutMs))
-	if err != nil {
-		return nil, fmt.Errorf("create %d task instances: %w", n, err)
-	}
-	out := make([]string, len(created))
-	woken := map[string]bool{}
-	for i, c := range created {
-		out[i] = c.Name
-		if c.State == string(TaskQueued) && !woken[c.Group] {
-			woken[c.Group] = true
-			q.notify(q.ch.task, c.Group)
-		}
-	}
-	return out, nil
+		pq.Array(timeoutMs)}
 }
 
 // TaskListByWorkflow returns every task instance of a workflow instance, by id.

@@ -18,7 +18,9 @@ const workflowColumns = `id, workflow_name, workflow_version, state, owner, para
 var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances and its when-full policy is skip")
 
 // WorkflowCreate creates a submitted workflow instance of a stored definition and wakes the
-// masters. Call it in the transaction that ensured the definition.
+// masters; the first master to claim it creates its first task instances. Call it in the
+// transaction that ensured the definition. Submissions go through master.Submit, which creates
+// the first task instances at once (WorkflowCreateWithTasks).
 //
 // The instance takes its max-active-instances from the definition: masters start it only
 // while fewer instances of the workflow run (see WorkflowClaimWaiting). When the definition
@@ -26,73 +28,171 @@ var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances an
 // ErrWorkflowFull; the count is exact because creators and admitters of one workflow hold the
 // same transaction-scoped advisory lock.
 func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int) (int64, error) {
-	return q.workflowCreate(ctx, name, version, params, priority, false)
+	return q.WorkflowCreateWithTasks(ctx, name, version, params, priority, false, nil)
 }
 
 // WorkflowCreateQueued is WorkflowCreate for a backfill: at the cap, the instance waits for a
 // slot even when the workflow's when-full is skip, since every run was asked for.
 func (q *Queries) WorkflowCreateQueued(ctx context.Context, name string, version int, params json.RawMessage, priority int) (int64, error) {
-	return q.workflowCreate(ctx, name, version, params, priority, true)
+	return q.WorkflowCreateWithTasks(ctx, name, version, params, priority, true, nil)
 }
 
-// createSQL is workflowCreate's statement: $1 the workflow, $2 the version, $3 the params,
-// $4 the priority, $5 whether to create a capped instance even at a when-full: skip.
+// createSQL is the statement of WorkflowCreateWithTasks and of the pool's submitter: it
+// creates many instances at once. $1-$5 are the submissions' workflows, versions, params,
+// priorities and whether a capped one is created even at a when-full: skip; $6 the number (from
+// 1) of the submission each root task instance belongs to, $7-$16 the roots' other columns (as
+// taskArrays, without the instance). It returns a row per submission whose definition exists:
+// its number, its cap, and its instance's id, NULL for a capped one with when-full: skip (it
+// needs the count under the admission lock; WorkflowCreateWithTasks does that).
+//
+// The ids are drawn before the inserts, so every root knows its instance without relying on
+// the order an INSERT ... RETURNING gives its rows back.
 const createSQL = `
-		WITH d AS (
-			SELECT nullif((spec->>'max-active-instances')::int, 0) AS max_active,
-			       coalesce(spec->>'when-full', '') = 'skip' AS skip
-			FROM workflow_definition WHERE name = $1 AND version = $2
+		WITH r AS MATERIALIZED (
+			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue,
+			       nullif((d.spec->>'max-active-instances')::int, 0) AS max_active,
+			       coalesce(d.spec->>'when-full', '') = 'skip' AS skip
+			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[])
+				WITH ORDINALITY AS x(name, version, params, priority, queue, i)
+			JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
+		), c AS MATERIALIZED (
+			-- With its root tasks an instance starts at once: running, with no owner yet, as
+			-- one a failover released; a capped one waits for admission without them.
+			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active,
+			       nextval(pg_get_serial_sequence('workflow_instance', 'id')) AS id,
+			       r.max_active IS NULL AND r.i = ANY($6::bigint[]) AS started
+			FROM r WHERE r.max_active IS NULL OR NOT r.skip OR r.queue
 		), created AS (
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
-			SELECT $1, $2, $3::jsonb, $4, d.max_active FROM d
-			WHERE d.max_active IS NULL OR NOT d.skip OR $5
-			RETURNING id
+			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
+				state, started_at)
+			SELECT id, name, version, params::jsonb, priority, max_active,
+				CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
+			FROM c
+		), roots AS (
+			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
+				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
+			SELECT c.id, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
+				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+			FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[],
+				$12::text[], $13::text[], $14::int[], $15::bigint[], $16::bigint[])
+				AS x(i, nm, ty, p, st, pr, g, pl, rt, rm, tm)
+			JOIN c ON c.i = x.i AND c.started
 		)
-		SELECT (SELECT id FROM created) AS id, max_active FROM d`
+		SELECT r.i, r.max_active, c.id FROM r LEFT JOIN c ON c.i = r.i`
 
-func (q *Queries) workflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool) (int64, error) {
+// Submission is one workflow instance to create with WorkflowCreateWithTasks or DB.Submit.
+type Submission struct {
+	Name     string
+	Version  int
+	Params   json.RawMessage
+	Priority int
+	// Queue creates a capped instance even when its workflow is full and says when-full:
+	// skip (a backfill: every run was asked for).
+	Queue bool
+	// Roots are the instance's root task instances (their WorkflowInstanceID is ignored),
+	// created with it unless its definition has max-active-instances.
+	Roots []NewTask
+}
+
+// created is what createSQL says of one submission.
+type created struct {
+	I         int    `db:"i"`
+	MaxActive *int   `db:"max_active"`
+	ID        *int64 `db:"id"`
+}
+
+// createMany runs createSQL for subs and returns, for each, its row (nil: no such definition).
+func (q *Queries) createMany(ctx context.Context, subs []Submission) ([]*created, error) {
+	n := len(subs)
+	names, versions, params := make([]string, n), make([]int64, n), make([]string, n)
+	prios, queue := make([]int64, n), make([]bool, n)
+	var roots []NewTask
+	var owners []int64
+	for i, s := range subs {
+		names[i], versions[i], prios[i], queue[i] = s.Name, int64(s.Version), int64(s.Priority), s.Queue
+		params[i] = "{}"
+		if len(s.Params) > 0 {
+			params[i] = string(s.Params)
+		}
+		for _, r := range s.Roots {
+			roots, owners = append(roots, r), append(owners, int64(i+1))
+		}
+	}
+	args := append([]any{pq.Array(names), pq.Array(versions), pq.Array(params), pq.Array(prios), pq.Array(queue),
+		pq.Array(owners)}, taskArrays(roots)[1:]...)
+	var rows []created
+	if err := selectHot(ctx, q, &rows, createSQL, args...); err != nil {
+		return nil, err
+	}
+	out := make([]*created, n)
+	for i := range rows {
+		if r := &rows[i]; r.I >= 1 && r.I <= n {
+			out[r.I-1] = r
+		}
+	}
+	return out, nil
+}
+
+// notifyCreated wakes the masters for an instance created as c says, and the workers of the
+// groups of its queued roots if it started with them.
+func (q *Queries) notifyCreated(c *created, roots []NewTask) {
+	if c.MaxActive != nil {
+		// A capped instance may only start by WorkflowClaimWaiting, which the plain wake-up runs.
+		q.notify(q.ch.master, "")
+		return
+	}
+	woken := map[string]bool{}
+	for _, r := range roots {
+		if r.State == TaskQueued && !woken[r.Group] {
+			woken[r.Group] = true
+			q.notify(q.ch.task, r.Group)
+		}
+	}
+	q.notify(q.ch.master, WakeupNew)
+}
+
+// WorkflowCreateWithTasks creates a workflow instance of a stored definition, as
+// WorkflowCreate does (queue as WorkflowCreateQueued), and with it, in the same statement, its
+// root task instances (those without dependencies; every row's WorkflowInstanceID is
+// ignored): the instance is then running at once, without an owner, and the workers of the
+// roots' groups are woken with the masters. A master claims it as it claims one a failover
+// released, and advances it when its tasks end. A definition with max-active-instances takes
+// no roots: its instance waits for admission, which creates them.
+func (q *Queries) WorkflowCreateWithTasks(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool, roots []NewTask) (int64, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
 	// One statement in the common case: the instance, with its cap read from the definition.
 	// A capped definition with when-full: skip needs its count under the admission lock
 	// first, so for it (unless queue) the statement creates nothing and the steps below run.
-	var got struct {
-		ID        *int64 `db:"id"`
-		MaxActive *int   `db:"max_active"`
-	}
-	err := getHot(ctx, q, &got, createSQL, name, version, string(params), priority, queue)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("create workflow instance of %q version %d: no such definition stored: %w", name, version, err)
-	}
+	got, err := q.createMany(ctx, []Submission{{Name: name, Version: version, Params: params, Priority: priority, Queue: queue, Roots: roots}})
 	if err != nil {
 		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 	}
-	if got.ID == nil {
+	c := got[0]
+	if c == nil {
+		return 0, fmt.Errorf("create workflow instance of %q version %d: no such definition stored: %w", name, version, sql.ErrNoRows)
+	}
+	if c.ID == nil {
 		n, err := q.workflowLockAndCount(ctx, name, "'submitted', 'running'")
 		if err != nil {
 			return 0, err
 		}
-		if n >= *got.MaxActive {
+		if n >= *c.MaxActive {
 			return 0, fmt.Errorf("create workflow instance of %q: %d active of max-active-instances %d: %w",
-				name, n, *got.MaxActive, ErrWorkflowFull)
+				name, n, *c.MaxActive, ErrWorkflowFull)
 		}
-		got.ID = new(int64)
-		err = sqlxGet(ctx, q, got.ID, `
+		c.ID = new(int64)
+		err = sqlxGet(ctx, q, c.ID, `
 			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
 			VALUES ($1, $2, $3::jsonb, $4, $5) RETURNING id`,
-			name, version, string(params), priority, got.MaxActive)
+			name, version, string(params), priority, c.MaxActive)
 		if err != nil {
 			return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 		}
 	}
-	// A capped instance may only start by WorkflowClaimWaiting, which the plain wake-up runs.
-	if got.MaxActive == nil {
-		q.notify(q.ch.master, WakeupNew)
-	} else {
-		q.notify(q.ch.master, "")
-	}
-	return *got.ID, nil
+	q.notifyCreated(c, roots)
+	return *c.ID, nil
 }
 
 // workflowLockAndCount takes the workflow's admission lock for the rest of the transaction and

@@ -30,7 +30,7 @@ func benchOwned(b *testing.B, db *dao.DB, n int) (*Master, [][]int64) {
 		if err != nil {
 			return err
 		}
-		return q.WorkflowCreateMany(ctx, spec.Name, v, nil, n)
+		return q.WorkflowCreateMany(ctx, spec.Name, v, nil, n, nil)
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -185,11 +185,11 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 	if err != nil {
 		return res, err
 	}
-	create := f.q.WorkflowCreate
+	create := Submit
 	if queue {
-		create = f.q.WorkflowCreateQueued
+		create = SubmitQueued
 	}
-	id, err := create(ctx, f.s.WorkflowName, f.s.WorkflowVersion, raw, f.spec.Priority)
+	id, err := create(ctx, f.q, f.spec, f.s.WorkflowVersion, raw, f.spec.Priority)
 	switch {
 	case errors.Is(err, dao.ErrWorkflowFull):
 		res.Skipped = fmt.Sprintf("max-active-instances %d reached (when-full: skip)", f.spec.MaxActiveInstances)

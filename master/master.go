@@ -3,6 +3,12 @@
 // and finishes the instance when every task has. Every write is conditioned on ownership, so
 // a master whose instance was released by a failover stops driving it.
 //
+// A submission (Submit, SubmitNow; submit.go) creates the instance with its root tasks already
+// queued, so the first tasks start on the workers' wake-up, not a master's claim and a second
+// commit later: the instance starts running without an owner, as one a failover released, and
+// the first master to claim it takes it from there. Instances of workflows with
+// max-active-instances are the exception: they wait for admission, which creates their roots.
+//
 // Retries and timeouts are decided where the attempt ends, by the worker, from the policy the
 // master copied onto the task instance (max_retries, retry_interval, timeout). The
 // workflow-level policies are the master's: an instance of a workflow with
@@ -431,14 +437,11 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
 				}
 				for _, c := range p.create {
-					raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
+					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
 					if err != nil {
 						return err
 					}
-					rows = append(rows, dao.NewTask{WorkflowInstanceID: wf.ID, Name: c.task.Name, Type: c.task.Type, Params: raw,
-						State: c.state, Priority: c.task.Priority + wf.Priority, Group: c.task.Group, Pool: c.task.Pool,
-						MaxRetries: c.task.Retries, RetryInterval: time.Duration(c.task.RetryInterval),
-						Timeout: time.Duration(c.task.Timeout)})
+					rows = append(rows, row)
 				}
 			}
 			if p.done {
@@ -500,6 +503,19 @@ func (m *Master) spec(ctx context.Context, q *dao.Queries, name string, version 
 	m.specs[k] = s
 	m.mu.Unlock()
 	return s, nil
+}
+
+// taskRow is the task instance c of the workflow instance wfID (of priority wfPriority) whose
+// params are params and whose task instances so far are tasks.
+func taskRow(wfID int64, wfPriority int, c planned, params map[string]string, tasks []dao.TaskInstance) (dao.NewTask, error) {
+	raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
+	if err != nil {
+		return dao.NewTask{}, err
+	}
+	return dao.NewTask{WorkflowInstanceID: wfID, Name: c.task.Name, Type: c.task.Type, Params: raw,
+		State: c.state, Priority: c.task.Priority + wfPriority, Group: c.task.Group, Pool: c.task.Pool,
+		MaxRetries: c.task.Retries, RetryInterval: time.Duration(c.task.RetryInterval),
+		Timeout: time.Duration(c.task.Timeout)}, nil
 }
 
 // upstream returns the outputs of t's dependencies among the workflow instance's tasks,

@@ -45,7 +45,7 @@ func (b *policyBundle) submit(t *testing.T, file string) int64 {
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(b.ctx, spec.Name, v, nil, spec.Priority)
+		id, err = Submit(b.ctx, q, spec, v, nil, spec.Priority)
 		return err
 	})
 	if err != nil {

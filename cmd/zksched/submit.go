@@ -93,7 +93,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if sched, unscheduled, err = master.StoreSchedule(ctx, q, spec, version, time.Now()); err != nil || sched != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(ctx, spec.Name, version, rawParams, *priority)
+		id, err = master.Submit(ctx, q, spec, version, rawParams, *priority)
 		return err
 	})
 	if errors.Is(err, dao.ErrWorkflowFull) {

@@ -1,0 +1,84 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
+)
+
+// Submit creates an instance of the stored definition spec, version version, with params (a
+// JSON object of strings; empty for none) and priority, and wakes the masters. An instance of
+// a workflow without max-active-instances is created with its root tasks (those without
+// dependencies) queued, in the same statement: running at once with no owner, so its first
+// tasks start on the workers' wake-up without waiting for a master, and a master claims it as
+// it claims one a failover released. An instance of a capped workflow waits for admission,
+// which creates its roots. Call it in the transaction that stored the definition.
+//
+// A workflow with when-full: skip at its cap creates nothing: the error wraps
+// dao.ErrWorkflowFull.
+func Submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
+	return submit(ctx, q, spec, version, params, priority, false)
+}
+
+// SubmitQueued is Submit for a backfill: at the cap, the instance waits for a slot even when
+// the workflow's when-full is skip, since every run was asked for.
+func SubmitQueued(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
+	return submit(ctx, q, spec, version, params, priority, true)
+}
+
+func submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int, queue bool) (int64, error) {
+	rows, err := roots(spec, params, priority)
+	if err != nil {
+		return 0, err
+	}
+	return q.WorkflowCreateWithTasks(ctx, spec.Name, version, params, priority, queue, rows)
+}
+
+// SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
+// created in a statement, and a commit, shared with the submissions of the same moment from
+// this process (dao.DB.Submit), which is how a node or a client submitting many at once should.
+func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
+	rows, err := roots(spec, params, priority)
+	if err != nil {
+		return 0, err
+	}
+	return db.Submit(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows})
+}
+
+// SubmitMany creates n instances of the stored definition as Submit does, in one statement,
+// for bulk loads (benchmarks); max-active-instances is not applied.
+func SubmitMany(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, n int) error {
+	s := *spec
+	s.MaxActiveInstances = 0
+	rows, err := roots(&s, params, spec.Priority)
+	if err != nil {
+		return err
+	}
+	return q.WorkflowCreateMany(ctx, spec.Name, version, params, n, rows)
+}
+
+// roots returns the task instances a new instance of spec with params and priority starts
+// with: its tasks without dependencies, or none for a capped workflow, which starts them
+// only once admitted.
+func roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
+	if spec.MaxActiveInstances > 0 {
+		return nil, nil
+	}
+	merged, err := instanceParams(spec, params)
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
+	}
+	p := advance(spec, nil)
+	rows := make([]dao.NewTask, 0, len(p.create))
+	for _, c := range p.create {
+		row, err := taskRow(0, priority, c, merged, nil)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
