@@ -3,6 +3,7 @@ package dao
 // The hot statements, for the plan test.
 const (
 	ClaimSQL           = claimSQL
+	ClaimUnpooledSQL   = claimUnpooledSQL
 	FinishManySQL      = finishManySQL
 	ListByWorkflowsSQL = listByWorkflowsSQL
 )

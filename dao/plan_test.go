@@ -161,6 +161,8 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 		}{
 			{"claim", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued", "text, text[], int"},
 			{"claim, two groups", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued", "text, text[], int"},
+			{"claim without pools", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued", "text, text[], int"},
+			{"claim without pools, two groups", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued", "text, text[], int"},
 			{"finish", dao.FinishManySQL, []any{pq.Array(some), pq.Array(strs("w1")), pq.Array(ints), pq.Array(strs("succeeded")),
 				pq.Array(bools), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(strs("succeeded")), pq.Array(nulls),
 				pq.Array(nulls)}, "task_instance_pkey|task_instance_running",

@@ -65,6 +65,52 @@ const claimSQL = `
 		)
 		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
 
+// claimUnpooledSQL is TaskClaimUnpooled's statement: claimSQL without its pools.
+const claimUnpooledSQL = `
+		WITH locked AS (
+			SELECT c.id FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+				SELECT t.id, t.priority FROM task_instance t
+				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+				  AND (t.not_before IS NULL OR t.not_before <= now())
+				ORDER BY t.priority DESC, t.id
+				LIMIT $3
+				FOR UPDATE OF t SKIP LOCKED) c
+			ORDER BY c.priority DESC, c.id LIMIT $3
+		), claimed AS (
+			UPDATE task_instance t
+			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
+			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
+			WHERE t.id = ANY(ARRAY(SELECT id FROM locked))
+			RETURNING t.*
+		), opened AS (
+			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
+			SELECT id, attempt, worker_id, started_at FROM claimed
+		)
+		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
+
+// TaskClaimUnpooled is TaskClaim for a database where no task names a pool (TaskPoolsExist
+// says so): it claims the tasks without a pool only, with a statement PostgreSQL plans in
+// under half the time of TaskClaim's. At 500 submissions a second the claims' planning alone
+// (custom plans, at every call) was the largest use of the database's CPU.
+func (q *Queries) TaskClaimUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
+	var tasks []TaskInstance
+	err := selectHot(ctx, q, &tasks, claimUnpooledSQL, worker, pq.Array(groups), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
+	}
+	return tasks, nil
+}
+
+// TaskPoolsExist says whether any pool is known: a task instance named it, or a master's
+// config limits it. Rows of task_pool are never deleted, so once true it stays true.
+func (q *Queries) TaskPoolsExist(ctx context.Context) (bool, error) {
+	var ok bool
+	if err := sqlxGet(ctx, q, &ok, `SELECT EXISTS (SELECT 1 FROM task_pool)`); err != nil {
+		return false, fmt.Errorf("look for task pools: %w", err)
+	}
+	return ok, nil
+}
+
 // TaskClaim claims up to limit queued tasks of the given groups for worker, highest priority
 // first, in one statement: the rows are locked with SKIP LOCKED so concurrent claimers never
 // wait for or take the same task, each claimed task's attempt grows by one (the new fencing

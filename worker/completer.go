@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/zksched/zksched/dao"
@@ -19,6 +20,8 @@ type completer struct {
 	db  *dao.DB
 	in  chan *pending
 	max int
+	// waiting counts the results handed in and not yet answered: slots about to be freed.
+	waiting atomic.Int64
 }
 
 type pending struct {
@@ -38,6 +41,8 @@ func newCompleter(db *dao.DB, queue int) *completer {
 // dao.ErrTokenRefused when the task no longer runs under tok.
 func (c *completer) finish(ctx context.Context, tok dao.Token, r dao.AttemptResult) error {
 	p := &pending{fin: dao.Finish{Token: tok, Result: r}, done: make(chan error, 1)}
+	c.waiting.Add(1)
+	defer c.waiting.Add(-1)
 	select {
 	case c.in <- p:
 	case <-ctx.Done():

@@ -67,6 +67,9 @@ type Worker struct {
 	done    *completer
 	// hardStop ends the retries of result reports once shutdown has given up on them.
 	hardStop chan struct{}
+	// unpooled says the database knew no task pool at the last look, poolsSeen that it knew
+	// one (then it always will). Both belong to the claim loop's goroutine.
+	unpooled, poolsSeen bool
 }
 
 type attempt struct {
@@ -110,10 +113,19 @@ func (w *Worker) Run(ctx context.Context) error {
 	// than it asked for, a freed slot waits for a wake-up or the poll instead of asking the
 	// database again for nothing.
 	look, backlog := true, true
+	// gather holds back the claim of a freed slot while tasks are waiting (backlog): slots
+	// free up in bursts, as the completer's batches commit, and claiming them one by one, a
+	// statement each, costs the database several times what one claim of the burst does. The
+	// claim goes when half the slots are free, or once no result is waiting to be recorded
+	// (no slot is about to be freed), looking every claimGather, and at the latest
+	// claimGatherMax after the first slot was freed.
+	var gather <-chan time.Time
+	var gatherSince time.Time
+	w.lookForPools(ctx)
 	for ctx.Err() == nil {
 		if look && w.gate.Active() {
 			backlog = w.claim(ctx)
-			look = false
+			look, gather = false, nil
 		}
 		if checkKills {
 			w.stopKilled(ctx)
@@ -129,8 +141,21 @@ func (w *Worker) Run(ctx context.Context) error {
 			// The poll also covers kill requests whose notification was lost.
 			look, checkKills = true, true
 			w.reconcile(ctx)
+			w.lookForPools(ctx)
 		case <-w.freed:
-			look = look || backlog
+			switch {
+			case !backlog || look:
+			case 2*w.free() >= w.cfg.Slots:
+				look = true
+			case gather == nil:
+				gather, gatherSince = time.After(claimGather), time.Now()
+			}
+		case <-gather:
+			if 2*w.free() >= w.cfg.Slots || w.done.waiting.Load() == 0 || time.Since(gatherSince) >= claimGatherMax {
+				look = true
+			} else {
+				gather = time.After(claimGather)
+			}
 		case <-w.gate.Changed():
 			look = true
 		}
@@ -166,20 +191,48 @@ func (w *Worker) reconcile(ctx context.Context) {
 	}
 }
 
-// claim claims tasks while there are free slots and the queue gives them. It reports whether
-// claimable tasks may be left: it stopped with every slot taken.
+// lookForPools sets w.unpooled while the database knows no task pool, so claims leave the
+// pools out (dao.TaskClaimUnpooled); the poll looks again, so the first task ever to name a
+// pool waits a poll interval at most. A failed look claims with pools, which is always right.
+func (w *Worker) lookForPools(ctx context.Context) {
+	if w.poolsSeen {
+		return
+	}
+	exist, err := w.db.TaskPoolsExist(ctx)
+	w.unpooled = err == nil && !exist
+	w.poolsSeen = err == nil && exist
+}
+
+// claimGather and claimGatherMax bound how long a freed slot waits for others before it
+// claims, while tasks wait (see Run).
+const (
+	claimGather    = 2 * time.Millisecond
+	claimGatherMax = 20 * time.Millisecond
+)
+
+// free returns how many slots are free.
+func (w *Worker) free() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cfg.Slots - len(w.running)
+}
+
+// claim claims tasks while half the slots or more are free and the queue gives them. It
+// reports whether claimable tasks may be left: its last claim got all it asked for.
 func (w *Worker) claim(ctx context.Context) (backlog bool) {
 	for {
-		w.mu.Lock()
-		free := w.cfg.Slots - len(w.running)
-		w.mu.Unlock()
+		free := w.free()
 		if free <= 0 {
 			return true
 		}
 		if ctx.Err() != nil {
 			return false
 		}
-		got, err := w.db.TaskClaim(ctx, w.cfg.ID, w.cfg.Groups, min(free, 100))
+		claim := w.db.TaskClaim
+		if w.unpooled {
+			claim = w.db.TaskClaimUnpooled
+		}
+		got, err := claim(ctx, w.cfg.ID, w.cfg.Groups, min(free, 100))
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn().Err(err).Msg("claim failed; retrying at the next poll")
@@ -201,6 +254,10 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 		}
 		if len(got) < min(free, 100) {
 			return false
+		}
+		if 2*w.free() < w.cfg.Slots {
+			// The slots freed meanwhile are claimed with those that follow (see claimGather).
+			return true
 		}
 	}
 }

@@ -246,3 +246,22 @@ func TestClaimWhoseReplyWasLostIsHandedBack(t *testing.T) {
 		t.Fatalf("attempts = %s, want the lost claim handed back, then a run", got)
 	}
 }
+
+// TestPooledTaskRunsOnceAPoolAppears: a worker started on a database that knows no pool
+// claims without the pools' part of the claim; the first task to name a pool still runs, once
+// the worker's poll has seen the pool appear.
+func TestPooledTaskRunsOnceAPoolAppears(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorker(t, "w1", 5*time.Second)
+	if wf, _ := b.waitDone(t, b.submit(t, "name: plain\ntasks:\n  - {name: a, type: noop}\n")); wf.State != dao.WorkflowSucceeded {
+		t.Fatalf("plain workflow: %s", wf.State)
+	}
+	if exist, err := b.db.TaskPoolsExist(b.ctx); err != nil || exist {
+		t.Fatalf("pools before the pooled workflow: %v, %v", exist, err)
+	}
+	wf, tasks := b.waitDone(t, b.submit(t, "name: pooled\ntasks:\n  - {name: a, type: noop, pool: gpu}\n  - {name: b, type: noop, pool: gpu, depends-on: [a]}\n"))
+	if wf.State != dao.WorkflowSucceeded || tasks["a"].WorkerID == nil || *tasks["a"].WorkerID != "w1" {
+		t.Fatalf("pooled workflow: %s, tasks %+v", wf.State, tasks)
+	}
+}
