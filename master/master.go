@@ -90,6 +90,9 @@ func (m *Master) Owned() int {
 	return len(m.owned)
 }
 
+// newClaimDelay is how long after a new instance is announced the master claims it (Run).
+const newClaimDelay = 20 * time.Millisecond
+
 // fullResyncEvery is how many polls pass between two full resyncs, which advance every owned
 // instance. A notification is lost only with the listening connection or to an overflowing
 // consumer, and both are followed by a full resync at once (Wakeup.Rescan); the periodic one is
@@ -106,6 +109,10 @@ func (m *Master) Run(ctx context.Context) error {
 	rescan, claim, admit := true, true, true
 	polls := 0
 	dirty := map[int64]struct{}{}
+	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
+	// they started with their root tasks queued, so nothing waits for the master, and the
+	// instances submitted meanwhile are claimed in one statement instead of one each.
+	var newClaim <-chan time.Time
 	note := func(w dao.Wakeup) {
 		switch {
 		case w.Rescan:
@@ -113,7 +120,9 @@ func (m *Master) Run(ctx context.Context) error {
 		case w.Payload == "":
 			claim, admit = true, true
 		case w.Payload == dao.WakeupNew:
-			claim = true
+			if newClaim == nil && !claim {
+				newClaim = time.After(newClaimDelay)
+			}
 		default:
 			// A list of workflow instance ids: a worker's batch of results wakes once.
 			for f := range strings.SplitSeq(w.Payload, ",") {
@@ -142,6 +151,7 @@ func (m *Master) Run(ctx context.Context) error {
 				var ok bool
 				ok, claim = m.claim(ctx, dirty, admit)
 				admit = admit && !ok
+				newClaim = nil
 			}
 			advanced := m.advanceRound(ctx, dirty)
 			busy = (advanced && len(dirty) > 0) || claim
@@ -157,6 +167,8 @@ func (m *Master) Run(ctx context.Context) error {
 				onTick()
 			case <-m.gate.Changed():
 				rescan, claim, admit = true, true, true
+			case <-newClaim:
+				claim = true
 			case <-ctx.Done():
 			default:
 			}
@@ -172,6 +184,8 @@ func (m *Master) Run(ctx context.Context) error {
 			onTick()
 		case <-m.gate.Changed():
 			rescan, claim, admit = true, true, true
+		case <-newClaim:
+			claim = true
 		}
 	}
 	return nil
