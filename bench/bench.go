@@ -231,10 +231,10 @@ func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
 	return v, err
 }
 
-// waitFinished waits until want workflows created since start have finished, printing
-// progress every 2 s.
-func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, want int) error {
-	tick := time.NewTicker(100 * time.Millisecond)
+// waitFinished waits until want workflows created since start have finished, counting them
+// every interval, and printing progress every 2 s.
+func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, want int, every time.Duration) error {
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	lastPrint, lastN := time.Now(), 0
 	for {
