@@ -11,6 +11,7 @@ const (
 // The master's, for the plan test.
 var (
 	ClaimUnownedSQL        = claimUnownedSQL
+	ClaimByIDSQL           = claimByIDSQL
 	LockManySQL            = lockManySQL
 	FinishManyWorkflowsSQL = finishManyWorkflowsSQL
 )

@@ -169,6 +169,7 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 				"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[]"},
 			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key", "bigint[]"},
 			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_unowned", "text, int"},
+			{"claim workflows by id", dao.ClaimByIDSQL, []any{"m2", pq.Array(ids)}, "workflow_instance_pkey", "text, bigint[]"},
 			{"lock workflows", dao.LockManySQL, []any{pq.Array(ids), "m1"}, "workflow_instance_pkey", "bigint[], text"},
 			{"finish workflows", dao.FinishManyWorkflowsSQL, []any{"m1", pq.Array(ids), pq.Array(strs("succeeded")[:len(ids)]),
 				pq.Array(make([]*string, len(ids)))}, "workflow_instance_pkey", "text, bigint[], text[], text[]"},

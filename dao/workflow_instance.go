@@ -244,6 +244,35 @@ func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit 
 	return wfs, nil
 }
 
+// claimByIDSQL is WorkflowClaimByID's statement: $1 the owner, $2 the ids. Owner and state are
+// tested with IS NOT DISTINCT FROM so that the planner reads the rows by primary key (see
+// lockManySQL) rather than through workflow_instance_unowned.
+var claimByIDSQL = `
+		WITH locked AS (
+			-- One probe of the primary key per id, whatever the statistics say (see
+			-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
+			SELECT w.id FROM unnest($2::bigint[]) AS x(id) CROSS JOIN LATERAL (
+				SELECT id FROM workflow_instance
+				WHERE id = x.id AND owner IS NOT DISTINCT FROM NULL AND state IS NOT DISTINCT FROM 'running'
+				FOR UPDATE SKIP LOCKED) w
+		)
+		UPDATE workflow_instance w SET owner = $1
+		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
+		RETURNING ` + prefixed("w.", workflowColumns) + `,
+		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms`
+
+// WorkflowClaimByID makes owner the master of those of ids that are running without an owner
+// (started with their root tasks and not claimed yet, or released by a failover), skipping
+// any another master is claiming: a master claims these when a task of theirs ended, to
+// advance them at once. None of them is Fresh.
+func (q *Queries) WorkflowClaimByID(ctx context.Context, owner string, ids []int64) ([]WorkflowInstance, error) {
+	var wfs []WorkflowInstance
+	if err := selectHot(ctx, q, &wfs, claimByIDSQL, owner, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("claim %d workflow instances by id for %s: %w", len(ids), owner, err)
+	}
+	return wfs, nil
+}
+
 // WorkflowClaimWaiting makes owner the master of the new instances of capped workflows
 // (max-active-instances) that fit under their caps: for each such workflow, under its
 // admission lock, the waiting instances in priority and then creation order while fewer than

@@ -304,25 +304,33 @@ const (
 	advanceParallel = 2
 )
 
-// advanceRound advances up to advanceParallel batches of the dirty instances. It reports
-// false when one failed (its instances stay dirty).
+// advanceRound advances up to advanceParallel batches of the dirty instances. Dirty instances
+// this master does not own (a task of theirs ended before any master claimed them, as happens
+// to those that started with their root tasks) are claimed by id and advanced in a batch of
+// their own; those another master owns are left to it. It reports false when a batch failed
+// (its instances stay dirty).
 func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) bool {
 	if len(dirty) == 0 || !m.gate.Active() || ctx.Err() != nil {
 		return true
 	}
 	var batches [][]int64
+	var unowned []int64
 	m.mu.Lock()
 	ids := make([]int64, 0, advanceBatch)
 	for id := range dirty {
-		delete(dirty, id)
 		if _, mine := m.owned[id]; !mine {
+			if len(unowned) < advanceBatch {
+				delete(dirty, id)
+				unowned = append(unowned, id)
+			}
 			continue
 		}
+		if len(batches) == advanceParallel {
+			continue
+		}
+		delete(dirty, id)
 		if ids = append(ids, id); len(ids) == advanceBatch {
 			batches = append(batches, ids)
-			if len(batches) == advanceParallel {
-				break
-			}
 			ids = make([]int64, 0, advanceBatch)
 		}
 	}
@@ -330,10 +338,18 @@ func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) boo
 		batches = append(batches, ids)
 	}
 	m.mu.Unlock()
-	errs := make([]error, len(batches))
+	errs := make([]error, len(batches)+1)
 	var wg sync.WaitGroup
 	for i, b := range batches {
 		wg.Go(func() { errs[i] = m.advance(ctx, b) })
+	}
+	if len(unowned) > 0 {
+		slices.Sort(unowned)
+		wg.Go(func() {
+			_, errs[len(batches)] = m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+				return q.WorkflowClaimByID(ctx, m.cfg.ID, unowned)
+			})
+		})
 	}
 	wg.Wait()
 	ok := true
@@ -344,7 +360,11 @@ func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) boo
 		ok = false
 		m.warn(ctx, err, "advance workflow instances")
 		// The database is likely down: the next wake-up or poll tries again.
-		for _, id := range batches[i] {
+		retry := unowned
+		if i < len(batches) {
+			retry = batches[i]
+		}
+		for _, id := range retry {
 			dirty[id] = struct{}{}
 		}
 	}

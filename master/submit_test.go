@@ -90,3 +90,67 @@ tasks:
 		t.Errorf("owner = %v, want m1", wf.Owner)
 	}
 }
+
+// TestTaskEndClaimsTheInstanceByID: a task that ends in an instance no master has claimed yet
+// (one that started with its roots) makes the master that hears of it claim that instance by
+// id and advance it in the same round, rather than wait for its next claim of new instances;
+// an instance another master owns is left alone.
+func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	spec, err := workflow.Parse([]byte("name: byid\ntasks:\n  - {name: first, type: noop}\n  - {name: second, type: noop, depends-on: [first]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	submit := func() int64 {
+		var id int64
+		err := db.Tx(ctx, func(q *dao.Queries) error {
+			v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+			if err != nil {
+				return err
+			}
+			id, err = Submit(ctx, q, spec, v, nil, 0)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	mine, theirs := submit(), submit()
+	if got, err := db.WorkflowClaimByID(ctx, "m2", []int64{theirs}); err != nil || len(got) != 1 {
+		t.Fatalf("m2's claim of %d = %v, %v", theirs, got, err)
+	}
+	got, err := db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	for _, ti := range got {
+		if err := db.TaskFinishIfRunning(ctx, ti.Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m := New(Config{ID: "m1", PollInterval: time.Hour, Log: zerolog.Nop()}, db, newGate(true))
+	if !m.advanceRound(ctx, map[int64]struct{}{mine: {}, theirs: {}}) {
+		t.Fatal("advance round failed")
+	}
+	for id, owner := range map[int64]string{mine: "m1", theirs: "m2"} {
+		wf, err := db.WorkflowGet(ctx, id)
+		if err != nil || wf.Owner == nil || *wf.Owner != owner {
+			t.Fatalf("owner of %d = %v, %v; want %s", id, wf.Owner, err, owner)
+		}
+	}
+	if m.Owned() != 1 {
+		t.Errorf("m1 drives %d instances, want 1", m.Owned())
+	}
+	tasks, err := db.TaskListByWorkflow(ctx, mine)
+	if err != nil || len(tasks) != 2 || tasks[1].Name != "second" || tasks[1].State != dao.TaskQueued {
+		t.Errorf("tasks of %d after the round = %+v, %v; want second queued", mine, tasks, err)
+	}
+	if tasks, _ := db.TaskListByWorkflow(ctx, theirs); len(tasks) != 1 {
+		t.Errorf("m1 advanced m2's instance: %+v", tasks)
+	}
+}
