@@ -64,6 +64,22 @@ func BenchmarkTaskClaim(b *testing.B) {
 	reportTasks(b)
 }
 
+// BenchmarkTaskClaimUnpooled is BenchmarkTaskClaim with the claim workers use while no pool
+// exists.
+func BenchmarkTaskClaimUnpooled(b *testing.B) {
+	db := benchDB(b)
+	benchQueue(b, db, b.N*benchBatch)
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		got, err := db.TaskClaimUnpooled(ctx, "w1", []string{"g"}, benchBatch)
+		if err != nil || len(got) != benchBatch {
+			b.Fatalf("claim = %d tasks, %v", len(got), err)
+		}
+	}
+	reportTasks(b)
+}
+
 // BenchmarkTaskFinishMany records 100 attempts' results a statement, as the completer does.
 func BenchmarkTaskFinishMany(b *testing.B) {
 	db := benchDB(b)

@@ -292,7 +292,8 @@ func jsonText(raw json.RawMessage) *string {
 	return &s
 }
 
-// NewTask is a task instance the master creates when its dependencies are met.
+// NewTask is a task instance created when its dependencies are met: by the master, or for a
+// root by the submission (WorkflowCreateWithTasks).
 type NewTask struct {
 	WorkflowInstanceID int64
 	Name               string

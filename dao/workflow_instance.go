@@ -214,7 +214,8 @@ func (q *Queries) workflowLockAndCount(ctx context.Context, name, states string)
 var claimUnownedSQL = `
 		WITH locked AS (
 			-- Read under the row lock, so from the latest version: an instance that never
-			-- started has no task instances (only its owner creates them, after this claim).
+			-- started has no task instances (a submission that queues the roots starts it;
+			-- otherwise only its owner creates them, after this claim).
 			SELECT id, started_at IS NULL AS fresh FROM workflow_instance
 			WHERE owner IS NULL AND state IN ('submitted', 'running')
 			  AND (state = 'running' OR max_active IS NULL)
