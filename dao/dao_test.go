@@ -764,3 +764,39 @@ func TestSubmitSharesStatements(t *testing.T) {
 		t.Errorf("%d capped instances, %v; want 1", nt, err)
 	}
 }
+
+// TestSubmitAfterCloseOrCancel: a submission whose context has ended, or to a closed DB,
+// returns an error at once and creates nothing.
+func TestSubmitAfterCloseOrCancel(t *testing.T) {
+	t.Parallel()
+	pg := testenv.Postgres(t)
+	db, err := dao.Open(context.Background(), pg.DSN, 4, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	v, err := db.DefinitionEnsure(ctx, "late", []byte(`{"name":"late"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := dao.Submission{Name: "late", Version: v, Roots: []dao.NewTask{{Name: "a", Type: "noop", State: dao.TaskQueued, Group: "g"}}}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := db.Submit(cancelled, sub); !errors.Is(err, context.Canceled) {
+		t.Errorf("submit with an ended context: %v, want context.Canceled", err)
+	}
+	var n int
+	if err := db.SQL().GetContext(ctx, &n, `SELECT count(*) FROM workflow_instance`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := db.Submit(ctx, sub); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("submit to a closed DB: %v", err)
+	}
+	if n != 0 {
+		t.Errorf("%d instances after a cancelled submission, want 0", n)
+	}
+}
