@@ -43,8 +43,12 @@ type submission struct {
 	done chan struct{}
 }
 
-// submitBatch is the most submissions one statement creates.
-const submitBatch = 200
+// submitBatch is the most submissions one statement creates; submitWriters statements run at
+// once, so a submission arriving during a statement's commit need not wait for it.
+const (
+	submitBatch   = 200
+	submitWriters = 2
+)
 
 // errClosed is the error of a submission to a closed DB.
 var errClosed = errors.New("database closed")
@@ -79,22 +83,28 @@ func (s *submitter) submit(ctx context.Context, sub Submission) (int64, error) {
 
 func (s *submitter) run() {
 	defer close(s.done)
-	for {
-		select {
-		case <-s.wake:
-		case <-s.stop:
-			s.mu.Lock()
-			left := s.pending
-			s.pending, s.closed = nil, true
-			s.mu.Unlock()
-			for _, p := range left {
-				p.err = errClosed
-				close(p.done)
+	var wg sync.WaitGroup
+	for range submitWriters {
+		wg.Go(func() {
+			for {
+				select {
+				case <-s.wake:
+				case <-s.stop:
+					return
+				}
+				for s.flush() {
+				}
 			}
-			return
-		}
-		for s.flush() {
-		}
+		})
+	}
+	wg.Wait()
+	s.mu.Lock()
+	left := s.pending
+	s.pending, s.closed = nil, true
+	s.mu.Unlock()
+	for _, p := range left {
+		p.err = errClosed
+		close(p.done)
 	}
 }
 
