@@ -419,14 +419,26 @@ func (q *Queries) TaskListRunningOnWorker(ctx context.Context, worker string) ([
 }
 
 // listByWorkflowsSQL is TaskListByWorkflows's statement: $1 the workflow instance ids.
-const listByWorkflowsSQL = `SELECT ` + taskColumns + `
+const listByWorkflowsSQL = `SELECT t.id, t.workflow_instance_id, t.name, t.state, t.output
 	FROM unnest($1::bigint[]) AS w(wf)
 	CROSS JOIN LATERAL (SELECT * FROM task_instance WHERE workflow_instance_id = w.wf OFFSET 0) t
-	ORDER BY id`
+	ORDER BY t.id`
 
-// TaskListByWorkflows returns every task instance of the given workflow instances, by id.
-func (q *Queries) TaskListByWorkflows(ctx context.Context, workflowIDs []int64) ([]TaskInstance, error) {
-	var tasks []TaskInstance
+// TaskOutcome is what a master reads of a task instance to advance its workflow: where the
+// task stands, and its output for the tasks downstream.
+type TaskOutcome struct {
+	ID                 int64     `db:"id"`
+	WorkflowInstanceID int64     `db:"workflow_instance_id"`
+	Name               string    `db:"name"`
+	State              TaskState `db:"state"`
+	Output             *string   `db:"output"`
+}
+
+// TaskListByWorkflows returns the outcome of every task instance of the given workflow
+// instances, by id. It reads no params: a task's carry its whole definition and the
+// instance's params (kilobytes for an agent), which an advance never needs.
+func (q *Queries) TaskListByWorkflows(ctx context.Context, workflowIDs []int64) ([]TaskOutcome, error) {
+	var tasks []TaskOutcome
 	// One index probe per instance, whatever the statistics say: with none yet (a table that
 	// filled since the last ANALYZE, as after a burst of submissions) "= ANY" of a hundred ids
 	// is planned as a scan of the whole table. OFFSET 0 keeps the planner from flattening the

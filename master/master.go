@@ -427,13 +427,13 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 				lost = append(lost, id)
 			}
 		}
-		var all []dao.TaskInstance
+		var all []dao.TaskOutcome
 		if len(wfIDs) > 0 {
 			if all, err = q.TaskListByWorkflows(ctx, wfIDs); err != nil {
 				return err
 			}
 		}
-		tasksOf := make(map[int64][]dao.TaskInstance, len(wfs))
+		tasksOf := make(map[int64][]dao.TaskOutcome, len(wfs))
 		for _, t := range all {
 			tasksOf[t.WorkflowInstanceID] = append(tasksOf[t.WorkflowInstanceID], t)
 		}
@@ -541,7 +541,7 @@ func (m *Master) spec(ctx context.Context, q *dao.Queries, name string, version 
 
 // taskRow is the task instance c of the workflow instance wfID (of priority wfPriority) whose
 // params are params and whose task instances so far are tasks.
-func taskRow(wfID int64, wfPriority int, c planned, params map[string]string, tasks []dao.TaskInstance) (dao.NewTask, error) {
+func taskRow(wfID int64, wfPriority int, c planned, params map[string]string, tasks []dao.TaskOutcome) (dao.NewTask, error) {
 	raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
 	if err != nil {
 		return dao.NewTask{}, err
@@ -554,7 +554,7 @@ func taskRow(wfID int64, wfPriority int, c planned, params map[string]string, ta
 
 // upstream returns the outputs of t's dependencies among the workflow instance's tasks,
 // which are all finished when t is created: downstream tasks get them in their params.
-func upstream(t *workflow.Task, tasks []dao.TaskInstance) map[string]workflow.Upstream {
+func upstream(t *workflow.Task, tasks []dao.TaskOutcome) map[string]workflow.Upstream {
 	if len(t.DependsOn) == 0 {
 		return nil
 	}
