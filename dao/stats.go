@@ -2,6 +2,7 @@ package dao
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -9,44 +10,26 @@ import (
 	"github.com/lib/pq"
 )
 
-// WorkflowCreateMany creates n instances of a stored definition in one statement, each with
-// the root task instances given (as WorkflowCreateWithTasks; none leaves them submitted for a
-// master to start), and wakes the masters and workers once. It is for bulk loads
-// (benchmarks): the definition's max-active-instances is not applied.
+// WorkflowCreateMany creates n instances of a stored definition in one statement, each as
+// WorkflowCreateQueued with the root task instances given would (a capped definition's wait
+// for admission, none is skipped), and wakes the masters and workers once. It is for bulk
+// loads (benchmarks).
 func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version int, params json.RawMessage, n int, roots []NewTask) error {
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
+	if n <= 0 {
+		return nil
 	}
-	var groups pq.StringArray
-	args := append([]any{name, version, string(params), n}, taskArrays(roots)[1:]...)
-	err := sqlxGet(ctx, q, &groups, `
-		WITH created AS (
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params, state, started_at)
-			SELECT $1, $2, $3::jsonb,
-				CASE WHEN cardinality($5::text[]) > 0 THEN 'running' ELSE 'submitted' END,
-				CASE WHEN cardinality($5::text[]) > 0 THEN now() END
-			FROM generate_series(1, $4)
-			RETURNING id
-		), roots AS (
-			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
-			SELECT c.id, nm, ty, p::jsonb, st, pr, g, pl, r, rm * interval '1 millisecond',
-				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
-			FROM created c, unnest($5::text[], $6::text[], $7::text[], $8::text[], $9::int[],
-				$10::text[], $11::text[], $12::int[], $13::bigint[], $14::bigint[])
-				AS x(nm, ty, p, st, pr, g, pl, r, rm, tm)
-			ORDER BY c.id
-			RETURNING worker_group, state
-		)
-		SELECT coalesce(array_agg(DISTINCT worker_group) FILTER (WHERE state = 'queued'), '{}') FROM roots`,
-		args...)
+	subs := make([]Submission, n)
+	for i := range subs {
+		subs[i] = Submission{Name: name, Version: version, Params: params, Queue: true, Roots: roots}
+	}
+	got, err := q.createMany(ctx, subs)
 	if err != nil {
 		return fmt.Errorf("create %d instances of %q: %w", n, name, err)
 	}
-	for _, g := range groups {
-		q.notify(q.ch.task, g)
+	if got[0] == nil {
+		return fmt.Errorf("create %d instances of %q version %d: no such definition stored: %w", n, name, version, sql.ErrNoRows)
 	}
-	q.notify(q.ch.master, "")
+	q.notifyCreated(got[0], roots) // every instance is alike
 	return nil
 }
 
@@ -79,16 +62,18 @@ type LatencyStats struct {
 	Finish Percentiles `json:"finish"`
 }
 
+// percentilesSQL reads Percentiles from a column ms.
+const percentilesSQL = `coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+	coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+	coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+	coalesce(max(ms), 0) AS max`
+
 // WorkflowLatencyFrom measures the instances ids from when their clients sent them: sent[i]
 // is when the submission of ids[i] was called, in microseconds since the Unix epoch (on the
 // database host's clock: the benchmark runs there). Unlike WorkflowLatency it counts what a
 // submission waited before its statement started (for a connection of the client's pool),
 // which created_at does not see.
 func (q *Queries) WorkflowLatencyFrom(ctx context.Context, ids []int64, sent []int64) (*LatencyStats, error) {
-	const pct = `coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
-		coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
-		coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
-		coalesce(max(ms), 0) AS max`
 	var st LatencyStats
 	for _, c := range []struct {
 		into *Percentiles
@@ -98,7 +83,7 @@ func (q *Queries) WorkflowLatencyFrom(ctx context.Context, ids []int64, sent []i
 		{&st.Start, "(SELECT min(t.started_at) FROM task_instance t WHERE t.workflow_instance_id = w.id)"},
 		{&st.Queued, "(SELECT min(t.queued_at) FROM task_instance t WHERE t.workflow_instance_id = w.id)"},
 	} {
-		err := sqlxGet(ctx, q, c.into, `SELECT `+pct+` FROM (
+		err := sqlxGet(ctx, q, c.into, `SELECT `+percentilesSQL+` FROM (
 			SELECT extract(epoch FROM `+c.expr+` - to_timestamp(x.sent / 1e6)) * 1000 AS ms
 			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
 			JOIN workflow_instance w ON w.id = x.id) m WHERE ms IS NOT NULL`, pq.Array(ids), pq.Array(sent))
@@ -112,12 +97,8 @@ func (q *Queries) WorkflowLatencyFrom(ctx context.Context, ids []int64, sent []i
 // WorkflowLatency measures the finished instances of workflow (every workflow for "")
 // created at or after since.
 func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, since time.Time) (*LatencyStats, error) {
-	const pct = `coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
-		coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
-		coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
-		coalesce(max(ms), 0) AS max`
 	var st LatencyStats
-	err := sqlxGet(ctx, q, &st.Finish, `SELECT `+pct+` FROM (
+	err := sqlxGet(ctx, q, &st.Finish, `SELECT `+percentilesSQL+` FROM (
 		SELECT extract(epoch FROM ended_at - created_at) * 1000 AS ms FROM workflow_instance
 		WHERE ended_at IS NOT NULL AND created_at >= $1 AND ($2 = '' OR workflow_name = $2)) x`, since, workflow)
 	if err != nil {
@@ -127,7 +108,7 @@ func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, since ti
 		into *Percentiles
 		col  string
 	}{{&st.Start, "started_at"}, {&st.Queued, "queued_at"}} {
-		err = sqlxGet(ctx, q, c.into, `SELECT `+pct+` FROM (
+		err = sqlxGet(ctx, q, c.into, `SELECT `+percentilesSQL+` FROM (
 			SELECT extract(epoch FROM min(t.`+c.col+`) - w.created_at) * 1000 AS ms
 			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
 			WHERE w.ended_at IS NOT NULL AND w.created_at >= $1 AND t.`+c.col+` IS NOT NULL

@@ -16,42 +16,23 @@ const taskColumns = `id, workflow_instance_id, name, type, params, state, priori
 	(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 	not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage`
 
-// claimSQL is TaskClaim's statement: $1 the worker, $2 its groups, $3 the limit.
-const claimSQL = `
-		WITH open_pool AS MATERIALIZED (
-			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
-			WHERE (p.max_running IS NULL OR p.running < p.max_running)
-			  -- A scalar subquery rather than EXISTS, which the planner may turn into a scan
-			  -- of every queued task; this probes the pool's own index once per pool.
-			  AND (SELECT true FROM task_instance t
-			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-			         AND (t.not_before IS NULL OR t.not_before <= now())
-			       LIMIT 1)
-			ORDER BY p.name
-			FOR UPDATE OF p
-		), candidate AS (
-			-- Each group's queued tasks in claim order, straight off task_instance_queued (one
-			-- "worker_group = ANY" would read every queued row of the groups to sort them), and
-			-- locked as they are read, skipping those another claimer holds: claimers at once
-			-- take the next tasks down the queue instead of all finding the same ones taken.
+// groupCandidatesSQL are the claim's candidates without a pool: each of the worker's groups'
+// ($2) queued tasks in claim order, up to $3 a group, straight off task_instance_queued (one
+// "worker_group = ANY" would read every queued row of the groups to sort them), and locked as
+// they are read, skipping those another claimer holds: claimers at once take the next tasks
+// down the queue instead of all finding the same ones taken.
+const groupCandidatesSQL = `
 			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
 				  AND (t.not_before IS NULL OR t.not_before <= now())
 				ORDER BY t.priority DESC, t.id
 				LIMIT $3
-				FOR UPDATE OF t SKIP LOCKED) c
-			UNION ALL
-			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
-				SELECT t.id, t.priority FROM task_instance t
-				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-				  AND (t.not_before IS NULL OR t.not_before <= now())
-				ORDER BY t.priority DESC, t.id
-				LIMIT least(op.free, $3)
-				FOR UPDATE OF t SKIP LOCKED) c
-		), locked AS (
-			-- The best $3 of the groups' and pools' candidates; the others are let go at commit.
-			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3
+				FOR UPDATE OF t SKIP LOCKED) c`
+
+// claimTailSQL ends both claims: the tasks of the CTE "locked" become running under worker $1
+// with their next attempt, and each gets its task_attempt row.
+const claimTailSQL = `
 		), claimed AS (
 			UPDATE task_instance t
 			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
@@ -65,28 +46,37 @@ const claimSQL = `
 		)
 		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
 
-// claimUnpooledSQL is TaskClaimUnpooled's statement: claimSQL without its pools.
-const claimUnpooledSQL = `
-		WITH locked AS (
-			SELECT c.id FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+// claimSQL is TaskClaim's statement: $1 the worker, $2 its groups, $3 the limit.
+const claimSQL = `
+		WITH open_pool AS MATERIALIZED (
+			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
+			WHERE (p.max_running IS NULL OR p.running < p.max_running)
+			  -- A scalar subquery rather than EXISTS, which the planner may turn into a scan
+			  -- of every queued task; this probes the pool's own index once per pool.
+			  AND (SELECT true FROM task_instance t
+			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
+			         AND (t.not_before IS NULL OR t.not_before <= now())
+			       LIMIT 1)
+			ORDER BY p.name
+			FOR UPDATE OF p
+		), candidate AS (` + groupCandidatesSQL + `
+			UNION ALL
+			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
-				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
 				  AND (t.not_before IS NULL OR t.not_before <= now())
 				ORDER BY t.priority DESC, t.id
-				LIMIT $3
+				LIMIT least(op.free, $3)
 				FOR UPDATE OF t SKIP LOCKED) c
-			ORDER BY c.priority DESC, c.id LIMIT $3
-		), claimed AS (
-			UPDATE task_instance t
-			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
-			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
-			WHERE t.id = ANY(ARRAY(SELECT id FROM locked))
-			RETURNING t.*
-		), opened AS (
-			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
-			SELECT id, attempt, worker_id, started_at FROM claimed
-		)
-		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
+		), locked AS (
+			-- The best $3 of the groups' and pools' candidates; the others are let go at commit.
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
+
+// claimUnpooledSQL is TaskClaimUnpooled's statement: claimSQL without its pools.
+const claimUnpooledSQL = `
+		WITH candidate AS (` + groupCandidatesSQL + `
+		), locked AS (
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
 
 // TaskClaimUnpooled is TaskClaim for a database where no task names a pool (TaskPoolsExist
 // says so): it claims the tasks without a pool only, with a statement PostgreSQL plans in
@@ -310,16 +300,24 @@ type NewTask struct {
 }
 
 // insertManySQL is TaskInsertMany's statement: $1-$11 the new rows' columns, as arrays.
-const insertManySQL = `
-			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
-			SELECT w, nm, ty, p::jsonb, st, pr, g, pl, r, rm * interval '1 millisecond',
-				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+const insertManySQL = taskInsertSQL + `
+			SELECT w, ` + taskValuesSQL + `
 			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
 				$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
-				AS x(w, nm, ty, p, st, pr, g, pl, r, rm, tm)
+				AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm)
 			ON CONFLICT (workflow_instance_id, name) DO NOTHING
 			RETURNING name, state, worker_group`
+
+// taskInsertSQL and taskValuesSQL insert new task instances from the columns of taskArrays,
+// named x(nm, ty, p, st, pr, g, pl, rt, rm, tm) after the instance's id, which the statement
+// selects first.
+const (
+	taskInsertSQL = `
+			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
+				worker_group, pool, max_retries, retry_interval, timeout, ended_at)`
+	taskValuesSQL = `nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
+				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END`
+)
 
 // TaskInsertMany creates task instances in one statement. A task that already exists (same
 // workflow instance and name) is left as it is, so a master that advances a workflow twice, or

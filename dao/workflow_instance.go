@@ -60,7 +60,7 @@ const createSQL = `
 			-- one a failover released; a capped one waits for admission without them.
 			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active,
 			       nextval(pg_get_serial_sequence('workflow_instance', 'id')) AS id,
-			       r.max_active IS NULL AND r.i = ANY($6::bigint[]) AS started
+			       r.max_active IS NULL AND r.i IN (SELECT unnest($6::bigint[])) AS started
 			FROM r WHERE r.max_active IS NULL OR NOT r.skip OR r.queue
 		), created AS (
 			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
@@ -68,11 +68,8 @@ const createSQL = `
 			SELECT id, name, version, params::jsonb, priority, max_active,
 				CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
 			FROM c
-		), roots AS (
-			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
-			SELECT c.id, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+		), roots AS (` + taskInsertSQL + `
+			SELECT c.id, ` + taskValuesSQL + `
 			FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[],
 				$12::text[], $13::text[], $14::int[], $15::bigint[], $16::bigint[])
 				AS x(i, nm, ty, p, st, pr, g, pl, rt, rm, tm)

@@ -48,12 +48,10 @@ func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int
 	return db.Submit(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows})
 }
 
-// SubmitMany creates n instances of the stored definition as Submit does, in one statement,
-// for bulk loads (benchmarks); max-active-instances is not applied.
+// SubmitMany creates n instances of the stored definition as SubmitQueued does (priority 0),
+// in one statement, for bulk loads (benchmarks).
 func SubmitMany(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, n int) error {
-	s := *spec
-	s.MaxActiveInstances = 0
-	rows, err := roots(&s, params, spec.Priority)
+	rows, err := roots(spec, params, 0)
 	if err != nil {
 		return err
 	}

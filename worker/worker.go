@@ -145,13 +145,13 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-w.freed:
 			switch {
 			case !backlog || look:
-			case 2*w.free() >= w.cfg.Slots:
+			case w.halfFree():
 				look = true
 			case gather == nil:
 				gather, gatherSince = time.After(claimGather), time.Now()
 			}
 		case <-gather:
-			if 2*w.free() >= w.cfg.Slots || w.done.waiting.Load() == 0 || time.Since(gatherSince) >= claimGatherMax {
+			if w.halfFree() || w.done.waiting.Load() == 0 || time.Since(gatherSince) >= claimGatherMax {
 				look = true
 			} else {
 				gather = time.After(claimGather)
@@ -217,6 +217,9 @@ func (w *Worker) free() int {
 	return w.cfg.Slots - len(w.running)
 }
 
+// halfFree says whether half the slots or more are free: enough to claim at once in a backlog.
+func (w *Worker) halfFree() bool { return 2*w.free() >= w.cfg.Slots }
+
 // claim claims tasks while half the slots or more are free and the queue gives them. It
 // reports whether claimable tasks may be left: its last claim got all it asked for.
 func (w *Worker) claim(ctx context.Context) (backlog bool) {
@@ -255,7 +258,7 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 		if len(got) < min(free, 100) {
 			return false
 		}
-		if 2*w.free() < w.cfg.Slots {
+		if !w.halfFree() {
 			// The slots freed meanwhile are claimed with those that follow (see claimGather).
 			return true
 		}
