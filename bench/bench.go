@@ -86,6 +86,8 @@ type Summary struct {
 	Masters     int               `json:"masters"`
 	Workers     int               `json:"workers"`
 	Slots       int               `json:"slots"`
+	// CPU is what the run cost in CPU time (burn-down; nil where /proc/stat is missing).
+	CPU *CPUFigures `json:"cpu,omitempty"`
 	// FailoverFigures are the failover mode's own, nil in the others.
 	*FailoverFigures
 	// Memory holds the memory mode's figures, nil in the others. It is not inlined as the

@@ -44,6 +44,15 @@ func TestModesRun(t *testing.T) {
 			if s.Latency.Finish.P50 <= 0 || s.Latency.Finish.P99 < s.Latency.Finish.P50 || s.Latency.Start.P50 > s.Latency.Finish.P50 {
 				t.Fatalf("latency = %+v", s.Latency)
 			}
+			if o.Mode != "burn-down" {
+				return
+			}
+			// The run's cost: the whole machine's CPU time covers this process's.
+			c := s.CPU
+			if c == nil || c.Cores < 1 || c.ProcessSeconds <= 0 || c.MachineSeconds < c.ProcessSeconds*0.9 ||
+				c.MachineUsPerWorkflow != c.MachineSeconds*1e6/float64(s.Workflows) || c.MachineBusyFractionPct <= 0 {
+				t.Fatalf("cpu = %+v", c)
+			}
 		})
 	}
 }

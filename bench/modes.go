@@ -38,16 +38,22 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	if err := db.SQL().GetContext(ctx, &start, `SELECT clock_timestamp()`); err != nil {
 		return nil, err
 	}
+	cpu := sampleCPU()
 	stop := cluster(db, o)
 	defer stop()
 	if err := waitFinished(ctx, db, o, loadStart, o.N, 500*time.Millisecond); err != nil {
 		return nil, err
 	}
+	cost := cpu.since(o.N)
 	var end time.Time
 	if err := db.SQL().GetContext(ctx, &end, `SELECT max(ended_at) FROM workflow_instance WHERE workflow_name = $1`, spec.Name); err != nil {
 		return nil, err
 	}
-	return summarize(ctx, db, o, loadStart, end.Sub(start), o.N, o.N)
+	s, err := summarize(ctx, db, o, loadStart, end.Sub(start), o.N, o.N)
+	if s != nil {
+		s.CPU = cost
+	}
+	return s, err
 }
 
 // latency submits single-task workflows at a steady rate to a running cluster and measures

@@ -133,6 +133,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		s.Latency.Start.P50, s.Latency.Start.P95, s.Latency.Start.P99, s.Latency.Start.Max)
 	fmt.Fprintf(stdout, "submit → workflow finished: p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n",
 		s.Latency.Finish.P50, s.Latency.Finish.P95, s.Latency.Finish.P99, s.Latency.Finish.Max)
+	if s.CPU != nil {
+		fmt.Fprintln(stdout, s.CPU)
+	}
 	return nil
 }
 
