@@ -597,9 +597,9 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 		t.Fatalf("capped instance woke the masters with %q, want \"\"", p)
 	}
 
-	claimed := func(owner string) *dao.WorkflowInstance {
+	claimed := func(owner string, claim func(ctx context.Context, owner string, limit int) ([]dao.WorkflowInstance, error)) *dao.WorkflowInstance {
 		t.Helper()
-		got, err := b.db.WorkflowClaimUnowned(b.ctx, owner, 100)
+		got, err := claim(b.ctx, owner, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -608,18 +608,22 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 				return &got[i]
 			}
 		}
-		t.Fatalf("instance %d not claimed by %s: %+v", free, owner, got)
 		return nil
 	}
-	if wf := claimed("m1"); !wf.Fresh {
-		t.Fatalf("a new instance claimed as not fresh: %+v", wf)
+	if wf := claimed("m1", b.db.WorkflowClaimUnowned); wf == nil || !wf.Fresh {
+		t.Fatalf("a new instance claimed as %+v, want fresh", wf)
 	}
-	// Released by a failover after it started, it is claimed again as not fresh.
+	// Released by a failover after it started, with no task running (none was ever
+	// created), it is claimed again as not fresh, by the sweep: a running instance without a
+	// timeout waits for a task of it to end otherwise.
 	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE workflow_instance SET owner = NULL WHERE id = $1`, free); err != nil {
 		t.Fatal(err)
 	}
-	if wf := claimed("m2"); wf.Fresh {
-		t.Fatalf("a released instance claimed as fresh: %+v", wf)
+	if wf := claimed("m2", b.db.WorkflowClaimUnowned); wf != nil {
+		t.Fatalf("the claim of new instances took a released running one: %+v", wf)
+	}
+	if wf := claimed("m2", b.db.WorkflowClaimStranded); wf == nil || wf.Fresh {
+		t.Fatalf("the sweep claimed the released instance as %+v, want not fresh", wf)
 	}
 }
 
@@ -798,5 +802,130 @@ func TestSubmitAfterCloseOrCancel(t *testing.T) {
 	}
 	if n != 0 {
 		t.Errorf("%d instances after a cancelled submission, want 0", n)
+	}
+}
+
+// TestClaimLeavesStartedInstancesToTheirTasks checks which unowned instances the masters'
+// claims take. An instance that started with its root task queued is left to that task (its
+// end wakes a master, which locks the instance by id) unless its workflow has a timeout,
+// which an owner must enforce even if the task hangs; the sweep takes it once no task of it
+// is queued or running. Locked by id, it is finished in one update that names the master.
+func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	submit := func(raw string) int64 {
+		t.Helper()
+		var id int64
+		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+			var spec struct{ Name string }
+			if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+				return err
+			}
+			v, err := q.DefinitionEnsure(b.ctx, spec.Name, []byte(raw))
+			if err != nil {
+				return err
+			}
+			id, err = q.WorkflowCreateWithTasks(b.ctx, spec.Name, v, nil, 0, false,
+				[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "lazy"}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	plain := submit(`{"name":"plain"}`)
+	timed := submit(`{"name":"timed","timeout":"1m0s"}`)
+	ids := func(wfs []dao.WorkflowInstance, err error) []int64 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int64
+		for _, wf := range wfs {
+			out = append(out, wf.ID)
+		}
+		return out
+	}
+	if got := ids(b.db.WorkflowClaimUnowned(b.ctx, "m1", 100)); !slices.Equal(got, []int64{timed}) {
+		t.Fatalf("claim took %v, want only the timed instance %d", got, timed)
+	}
+	if got := ids(b.db.WorkflowClaimStranded(b.ctx, "m1", 100)); len(got) != 0 {
+		t.Fatalf("the sweep took %v, whose task is queued", got)
+	}
+
+	// Its task ends while no master listens: the sweep takes it.
+	tasks, err := b.db.TaskClaim(b.ctx, "w1", []string{"lazy"}, 1)
+	if err != nil || len(tasks) != 1 || tasks[0].WorkflowInstanceID != plain {
+		t.Fatalf("task claim = %+v, %v", tasks, err)
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, tasks[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		if got := ids(q.WorkflowClaimStranded(b.ctx, "m2", 100)); !slices.Equal(got, []int64{plain}) {
+			return fmt.Errorf("the sweep took %v, want %d", got, plain)
+		}
+		return errors.New("roll back")
+	})
+	if err == nil || err.Error() != "roll back" {
+		t.Fatal(err)
+	}
+
+	// Locked by id and finished: one update, owned by the master that finished it. An
+	// instance another master owns is not locked.
+	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		if got := ids(q.WorkflowLockUnowned(b.ctx, []int64{plain, timed})); !slices.Equal(got, []int64{plain}) {
+			return fmt.Errorf("lock by id took %v, want %d", got, plain)
+		}
+		n, err := q.WorkflowFinishManyIfOwned(b.ctx, "m3", []dao.WorkflowFinish{{ID: plain, State: dao.WorkflowSucceeded}})
+		if err != nil || n != 1 {
+			return fmt.Errorf("finish = %d, %v", n, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := b.db.WorkflowGet(b.ctx, plain)
+	if err != nil || wf.State != dao.WorkflowSucceeded || wf.Owner == nil || *wf.Owner != "m3" || wf.EndedAt == nil {
+		t.Fatalf("finished instance = %+v, %v", wf, err)
+	}
+	if got := ids(b.db.WorkflowClaimStranded(b.ctx, "m2", 100)); len(got) != 0 {
+		t.Fatalf("the sweep took %v after the finish", got)
+	}
+}
+
+// TestReleaseWakesMastersWithTheIDs: a failover's release of a lost master's instances wakes
+// the masters with the released ids, as the end of a task of theirs would, so a master locks
+// and advances them at once (the claim of new instances no longer takes running ones).
+func TestReleaseWakesMastersWithTheIDs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, fmt.Sprint(daotest.Submit(t, b.db, "wf", map[string]any{"name": "wf"})))
+	}
+	if got, err := b.db.WorkflowClaimUnowned(b.ctx, "lost", 10); err != nil || len(got) != 3 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	masterListening(t, b, ml)
+	var n int
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) (err error) {
+		n, err = q.WorkflowReleaseLostMaster(b.ctx, "lost")
+		return err
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("release = %d, %v", n, err)
+	}
+	select {
+	case w := <-ml.C:
+		if w.Payload != strings.Join(ids, ",") {
+			t.Fatalf("wake-up %q, want %q", w.Payload, strings.Join(ids, ","))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up")
 	}
 }

@@ -11,7 +11,8 @@ const (
 // The master's, for the plan test.
 var (
 	ClaimUnownedSQL        = claimUnownedSQL
-	ClaimByIDSQL           = claimByIDSQL
+	LockUnownedSQL         = lockUnownedSQL
+	ClaimStrandedSQL       = claimStrandedSQL
 	LockManySQL            = lockManySQL
 	FinishManyWorkflowsSQL = finishManyWorkflowsSQL
 )

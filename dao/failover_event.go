@@ -60,7 +60,10 @@ func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int
 }
 
 // WorkflowReleaseLostMaster clears the owner of every unfinished workflow instance a fenced
-// master drove, so another master claims and continues it. Idempotent.
+// master drove, so another master continues it. Idempotent. The masters are woken with the
+// released ids, as by the end of a task of theirs (300 to a wake-up): whichever hears them
+// locks and advances those it can at once (one whose tasks ended while its master was gone
+// has waited long enough); a wake-up no master heard is made up for by their sweep.
 func (q *Queries) WorkflowReleaseLostMaster(ctx context.Context, master string) (int, error) {
 	var n int
 	err := sqlxGet(ctx, q, &n, `
@@ -68,8 +71,12 @@ func (q *Queries) WorkflowReleaseLostMaster(ctx context.Context, master string) 
 			UPDATE workflow_instance SET owner = NULL
 			WHERE owner = $1 AND state IN ('submitted', 'running')
 			RETURNING id
+		), woken AS (
+			SELECT pg_notify($2, string_agg(id::text, ',')) FROM (
+				SELECT id, (row_number() OVER (ORDER BY id) - 1) / $3 AS k FROM w) c
+			GROUP BY k
 		)
-		SELECT count(*) FROM w, LATERAL (SELECT pg_notify($2, '')) n`, master, q.ch.master)
+		SELECT count(*) FROM w, (SELECT count(*) FROM woken) n`, master, q.ch.master, notifyIDsPerPayload)
 	if err != nil {
 		return 0, fmt.Errorf("release workflow instances of lost master %s: %w", master, err)
 	}

@@ -147,6 +147,9 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 	ints := make([]int64, n)
 	nulls := make([]*string, n)
 	bools := make([]bool, n)
+	// Indexes a statement must not read: the sweep's probe of an instance's live tasks read
+	// every queued and running task through task_instance_state_id (1.2 ms an instance).
+	avoid := map[string]string{"claim stranded workflows": "task_instance_state_id"}
 	for _, stats := range []string{"without statistics", "after ANALYZE", "generic plan"} {
 		if stats == "after ANALYZE" {
 			if _, err := db.SQL().Exec(`ANALYZE task_instance; ANALYZE task_attempt; ANALYZE workflow_instance`); err != nil {
@@ -168,8 +171,9 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 				pq.Array(nulls)}, "task_instance_pkey|task_instance_running",
 				"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[]"},
 			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key", "bigint[]"},
-			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_unowned", "text, int"},
-			{"claim workflows by id", dao.ClaimByIDSQL, []any{"m2", pq.Array(ids)}, "workflow_instance_pkey", "text, bigint[]"},
+			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_claimable", "text, int"},
+			{"claim stranded workflows", dao.ClaimStrandedSQL, []any{"m2", 100}, "workflow_instance_unowned", "text, int"},
+			{"lock unowned workflows", dao.LockUnownedSQL, []any{pq.Array(ids)}, "workflow_instance_pkey", "bigint[]"},
 			{"lock workflows", dao.LockManySQL, []any{pq.Array(ids), "m1"}, "workflow_instance_pkey", "bigint[], text"},
 			{"finish workflows", dao.FinishManyWorkflowsSQL, []any{"m1", pq.Array(ids), pq.Array(strs("succeeded")[:len(ids)]),
 				pq.Array(make([]*string, len(ids)))}, "workflow_instance_pkey", "text, bigint[], text[], text[]"},
@@ -188,6 +192,9 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 			}
 			if !slices.ContainsFunc(strings.Split(c.index, "|"), func(ix string) bool { return strings.Contains(joined, "|"+ix) }) {
 				t.Errorf("%s, %s: does not use %s:\n%s", c.name, stats, c.index, joined)
+			}
+			if ix := avoid[c.name]; ix != "" && strings.Contains(joined, "|"+ix) {
+				t.Errorf("%s, %s: reads %s:\n%s", c.name, stats, ix, joined)
 			}
 		}
 	}

@@ -139,7 +139,7 @@ type WorkflowInstance struct {
 	StartedAt *time.Time `db:"started_at"`
 	EndedAt   *time.Time `db:"ended_at"`
 	// RunningMs is how long the instance has run, by the database's clock; only
-	// WorkflowLockManyIfOwned, WorkflowClaimUnowned and WorkflowClaimByID read it.
+	// WorkflowLockManyIfOwned, WorkflowClaimUnowned and WorkflowLockUnowned read it.
 	RunningMs *int64 `db:"running_ms"`
 	// Fresh says the instance had never started before WorkflowClaimUnowned claimed it, so it
 	// has no task instances yet; only that claim reads it.

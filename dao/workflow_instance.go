@@ -51,21 +51,22 @@ const createSQL = `
 		WITH r AS MATERIALIZED (
 			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue,
 			       nullif((d.spec->>'max-active-instances')::int, 0) AS max_active,
-			       coalesce(d.spec->>'when-full', '') = 'skip' AS skip
+			       coalesce(d.spec->>'when-full', '') = 'skip' AS skip,
+			       coalesce(d.spec->>'timeout', '') <> '' AS has_timeout
 			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[])
 				WITH ORDINALITY AS x(name, version, params, priority, queue, i)
 			JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
 		), c AS MATERIALIZED (
 			-- With its root tasks an instance starts at once: running, with no owner yet, as
 			-- one a failover released; a capped one waits for admission without them.
-			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active,
+			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.has_timeout,
 			       nextval(pg_get_serial_sequence('workflow_instance', 'id')) AS id,
 			       r.max_active IS NULL AND r.i IN (SELECT unnest($6::bigint[])) AS started
 			FROM r WHERE r.max_active IS NULL OR NOT r.skip OR r.queue
 		), created AS (
 			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
-				state, started_at)
-			SELECT id, name, version, params::jsonb, priority, max_active,
+				has_timeout, state, started_at)
+			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout,
 				CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
 			FROM c
 		), roots AS (` + taskInsertSQL + `
@@ -207,32 +208,44 @@ func (q *Queries) workflowLockAndCount(ctx context.Context, name, states string)
 	return n, nil
 }
 
-// claimUnownedSQL is WorkflowClaimUnowned's statement: $1 the owner, $2 the limit.
+// workflowClaimTailSQL ends the claims of unowned instances: those of the CTE "locked" (id, fresh)
+// get owner $1 and are returned with their age and whether they had never started.
+var workflowClaimTailSQL = `
+		UPDATE workflow_instance w
+		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
+		-- By primary key: a join with locked is planned as a hash join over a scan of the
+		-- whole table once a backlog makes the claim look big (seen: 12 ms a claim of 100).
+		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
+		RETURNING ` + workflowReturning + `,
+		w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
+
+// workflowReturning is what the claims and locks return of an instance: its columns and
+// running_ms, its age by the database's clock.
+var workflowReturning = prefixed("w.", workflowColumns) + `,
+		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms`
+
+// claimUnownedSQL is WorkflowClaimUnowned's statement: $1 the owner, $2 the limit. Its
+// condition is workflow_instance_claimable's (migration 00006).
 var claimUnownedSQL = `
 		WITH locked AS (
 			-- Read under the row lock, so from the latest version: an instance that never
 			-- started has no task instances (a submission that queues the roots starts it;
 			-- otherwise only its owner creates them, after this claim).
 			SELECT id, started_at IS NULL AS fresh FROM workflow_instance
-			WHERE owner IS NULL AND state IN ('submitted', 'running')
-			  AND (state = 'running' OR max_active IS NULL)
+			WHERE owner IS NULL
+			  AND ((state = 'submitted' AND max_active IS NULL) OR (state = 'running' AND has_timeout))
 			ORDER BY priority DESC, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
-		)
-		UPDATE workflow_instance w
-		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
-		-- By primary key: a join with locked is planned as a hash join over a scan of the
-		-- whole table once a backlog makes the claim look big (seen: 12 ms a claim of 100).
-		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
-		RETURNING ` + prefixed("w.", workflowColumns) + `,
-		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
-		w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
+		)` + workflowClaimTailSQL
 
-// WorkflowClaimUnowned makes owner the master of up to limit workflow instances that have
-// none (new ones, and those released by a failover), highest priority first, with SKIP LOCKED
-// so masters claiming at once never take the same instance. New instances with a
-// max-active-instances are left to WorkflowClaimWaiting.
+// WorkflowClaimUnowned makes owner the master of up to limit unowned instances that need a
+// master whatever their tasks do, highest priority first, with SKIP LOCKED so masters
+// claiming at once never take the same instance: new instances without root tasks (those
+// with a max-active-instances are left to WorkflowClaimWaiting) and running ones whose
+// workflow has a timeout, which their owner enforces. A running instance without one is left
+// until a task of it ends (WorkflowLockUnowned) or the sweep finds it stranded
+// (WorkflowClaimStranded).
 func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
 	err := selectHot(ctx, q, &wfs, claimUnownedSQL, owner, limit)
@@ -242,33 +255,72 @@ func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit 
 	return wfs, nil
 }
 
-// claimByIDSQL is WorkflowClaimByID's statement: $1 the owner, $2 the ids. Owner and state are
-// tested with IS NOT DISTINCT FROM so that the planner reads the rows by primary key (see
-// lockManySQL) rather than through workflow_instance_unowned.
-var claimByIDSQL = `
+// claimStrandedSQL is WorkflowClaimStranded's statement: $1 the owner, $2 the limit.
+var claimStrandedSQL = `
 		WITH locked AS (
-			-- One probe of the primary key per id, whatever the statistics say (see
-			-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
-			SELECT w.id FROM unnest($2::bigint[]) AS x(id) CROSS JOIN LATERAL (
-				SELECT id FROM workflow_instance
-				WHERE id = x.id AND owner IS NOT DISTINCT FROM NULL AND state IS NOT DISTINCT FROM 'running'
-				FOR UPDATE SKIP LOCKED) w
-		)
-		UPDATE workflow_instance w SET owner = $1
-		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
-		RETURNING ` + prefixed("w.", workflowColumns) + `,
-		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms`
+			SELECT id, false AS fresh FROM workflow_instance w
+			WHERE owner IS NULL AND state IN ('submitted', 'running') AND state = 'running'
+			  -- Probed by task_instance_workflow_instance_id_name_key alone: with "state IN",
+			  -- the planner ANDed it with task_instance_state_id, whose queued and running
+			  -- entries (a whole backlog) it then read for every instance (1.2 ms each).
+			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
+			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'))
+			ORDER BY priority DESC, id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		)` + workflowClaimTailSQL
 
-// WorkflowClaimByID makes owner the master of those of ids that are running without an owner
-// (started with their root tasks and not claimed yet, or released by a failover), skipping
-// any another master is claiming: a master claims these when a task of theirs ended, to
-// advance them at once. None of them is Fresh.
-func (q *Queries) WorkflowClaimByID(ctx context.Context, owner string, ids []int64) ([]WorkflowInstance, error) {
+// WorkflowClaimStranded makes owner the master of up to limit unowned running instances with
+// no task queued or running: those whose last task ended when no master heard of it (none was
+// listening). It reads every unowned running instance, so masters run it only when wake-ups
+// may have been missed: at start, after their listening connection came back, and now and
+// then. An instance that was stranded only for a moment (a task was being requeued) is
+// claimed all the same; its owner then finds nothing to do until that task ends.
+func (q *Queries) WorkflowClaimStranded(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
-	if err := selectHot(ctx, q, &wfs, claimByIDSQL, owner, pq.Array(ids)); err != nil {
-		return nil, fmt.Errorf("claim %d workflow instances by id for %s: %w", len(ids), owner, err)
+	if err := selectHot(ctx, q, &wfs, claimStrandedSQL, owner, limit); err != nil {
+		return nil, fmt.Errorf("claim stranded workflow instances for %s: %w", owner, err)
 	}
 	return wfs, nil
+}
+
+// lockUnownedSQL is WorkflowLockUnowned's statement: $1 the ids. Owner and state are tested
+// with IS NOT DISTINCT FROM so that the planner reads the rows by primary key (see
+// lockManySQL) rather than through workflow_instance_unowned.
+var lockUnownedSQL = `
+		-- One probe of the primary key per id, whatever the statistics say (see
+		-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
+		SELECT w.* FROM unnest($1::bigint[]) AS x(id) CROSS JOIN LATERAL (
+			SELECT ` + workflowReturning + `
+			FROM workflow_instance w
+			WHERE w.id = x.id AND w.owner IS NOT DISTINCT FROM NULL AND w.state IS NOT DISTINCT FROM 'running'
+			FOR NO KEY UPDATE SKIP LOCKED) w`
+
+// WorkflowLockUnowned locks, for the rest of the transaction, those of ids that are running
+// without an owner (started with their root tasks, released by a failover, or reopened by a
+// rerun), skipping any another master holds: a master locks these when a task of theirs
+// ended, to advance them at once. It writes nothing: the advance that follows either
+// finishes an instance (WorkflowFinishManyIfOwned, which sets the owner with the end) or
+// makes this master its owner (WorkflowTakeLocked). None of them is Fresh.
+func (q *Queries) WorkflowLockUnowned(ctx context.Context, ids []int64) ([]WorkflowInstance, error) {
+	var wfs []WorkflowInstance
+	if err := selectHot(ctx, q, &wfs, lockUnownedSQL, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("lock %d unowned workflow instances: %w", len(ids), err)
+	}
+	return wfs, nil
+}
+
+// WorkflowTakeLocked makes owner the master of those of ids that are still unowned, in the
+// transaction that locked them with WorkflowLockUnowned.
+func (q *Queries) WorkflowTakeLocked(ctx context.Context, owner string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET owner = $1
+		WHERE id = ANY($2) AND owner IS NOT DISTINCT FROM NULL`, owner, pq.Array(ids)); err != nil {
+		return fmt.Errorf("take %d workflow instances for %s: %w", len(ids), owner, err)
+	}
+	return nil
 }
 
 // WorkflowClaimWaiting makes owner the master of the new instances of capped workflows
@@ -451,15 +503,19 @@ type WorkflowFinish struct {
 // instances' ids, states and errors.
 const finishManyWorkflowsSQL = `
 		WITH u AS (
-			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now()
+			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now(), owner = $1
 			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS x(id, state, err)
-			WHERE w.id = ANY($2::bigint[]) AND w.id = x.id AND w.owner IS NOT DISTINCT FROM $1 AND w.state IS NOT DISTINCT FROM 'running'
+			WHERE w.id = ANY($2::bigint[]) AND w.id = x.id
+			  AND (w.owner IS NOT DISTINCT FROM $1 OR w.owner IS NOT DISTINCT FROM NULL)
+			  AND w.state IS NOT DISTINCT FROM 'running'
 			RETURNING w.max_active
 		)
 		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped FROM u`
 
-// WorkflowFinishManyIfOwned is WorkflowFinishIfOwned for many instances in one statement. It
-// returns how many it finished; call it in the transaction that locked them, so that is all.
+// WorkflowFinishManyIfOwned is WorkflowFinishIfOwned for many instances in one statement,
+// which also finishes unowned ones (locked by WorkflowLockUnowned) and makes owner the owner
+// of record of each. It returns how many it finished; call it in the transaction that locked
+// them, so that is all.
 func (q *Queries) WorkflowFinishManyIfOwned(ctx context.Context, owner string, fins []WorkflowFinish) (int, error) {
 	if len(fins) == 0 {
 		return 0, nil

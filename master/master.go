@@ -105,8 +105,9 @@ func (m *Master) Run(ctx context.Context) error {
 	defer wake.Close()
 	tick := time.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
-	// admit asks for a pass over the waiting instances of capped workflows as well as the claim.
-	rescan, claim, admit := true, true, true
+	// admit asks for a pass over the waiting instances of capped workflows as well as the
+	// claim; sweep for one over the unowned instances whose wake-ups may have been missed.
+	rescan, claim, admit, sweep := true, true, true, true
 	polls := 0
 	dirty := map[int64]struct{}{}
 	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
@@ -116,7 +117,7 @@ func (m *Master) Run(ctx context.Context) error {
 	note := func(w dao.Wakeup) {
 		switch {
 		case w.Rescan:
-			rescan, claim, admit = true, true, true
+			rescan, claim, admit, sweep = true, true, true, true
 		case w.Payload == "":
 			claim, admit = true, true
 		case w.Payload == dao.WakeupNew:
@@ -135,7 +136,7 @@ func (m *Master) Run(ctx context.Context) error {
 	onTick := func() {
 		claim, admit = true, true
 		if polls++; polls%fullResyncEvery == 0 {
-			rescan = true
+			rescan, sweep = true, true
 		}
 		m.markDue(dirty)
 	}
@@ -153,6 +154,9 @@ func (m *Master) Run(ctx context.Context) error {
 				admit = admit && !ok
 				newClaim = nil
 			}
+			if sweep {
+				sweep = !m.sweep(ctx)
+			}
 			advanced := m.advanceRound(ctx, dirty)
 			busy = (advanced && len(dirty) > 0) || claim
 		}
@@ -166,7 +170,7 @@ func (m *Master) Run(ctx context.Context) error {
 			case <-tick.C:
 				onTick()
 			case <-m.gate.Changed():
-				rescan, claim, admit = true, true, true
+				rescan, claim, admit, sweep = true, true, true, true
 			case <-newClaim:
 				claim = true
 			case <-ctx.Done():
@@ -183,7 +187,7 @@ func (m *Master) Run(ctx context.Context) error {
 		case <-tick.C:
 			onTick()
 		case <-m.gate.Changed():
-			rescan, claim, admit = true, true, true
+			rescan, claim, admit, sweep = true, true, true, true
 		case <-newClaim:
 			claim = true
 		}
@@ -347,8 +351,8 @@ func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) boo
 		slices.Sort(unowned)
 		wg.Go(func() {
 			_, errs[len(batches)] = m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
-				return q.WorkflowClaimByID(ctx, m.cfg.ID, unowned)
-			})
+				return q.WorkflowLockUnowned(ctx, unowned)
+			}, true)
 		})
 	}
 	wg.Wait()
@@ -384,7 +388,7 @@ func (m *Master) forget(id int64) {
 func (m *Master) advance(ctx context.Context, ids []int64) error {
 	_, err := m.advanceWith(ctx, ids, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
 		return q.WorkflowLockManyIfOwned(ctx, ids, m.cfg.ID)
-	})
+	}, false)
 	return err
 }
 
@@ -394,20 +398,41 @@ func (m *Master) advance(ctx context.Context, ids []int64) error {
 func (m *Master) claimAndAdvance(ctx context.Context) (int, error) {
 	got, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
 		return q.WorkflowClaimUnowned(ctx, m.cfg.ID, claimBatch)
-	})
+	}, false)
 	return len(got), err
 }
 
+// sweep claims, and advances, the unowned running instances with no task left queued or
+// running: those whose last task's wake-up no master heard. It runs when wake-ups may have
+// been missed; see WorkflowClaimStranded. It reports success.
+func (m *Master) sweep(ctx context.Context) bool {
+	for ctx.Err() == nil && m.gate.Active() {
+		got, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+			return q.WorkflowClaimStranded(ctx, m.cfg.ID, claimBatch)
+		}, false)
+		if err != nil {
+			m.warn(ctx, err, "claim stranded workflow instances")
+			return false
+		}
+		if len(got) < claimBatch {
+			return true
+		}
+	}
+	return true
+}
+
 // advanceWith advances, in one transaction, the instances pick returns locked: those of ids
-// still owned, or newly claimed ones (then ids is nil, and they are returned once committed).
-func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error)) ([]dao.WorkflowInstance, error) {
+// still owned, or newly claimed ones (then ids is nil, and they are returned once committed),
+// or, with take, unowned ones pick locked without claiming them: those that finish are
+// finished in one update, and this master becomes the owner of the others.
+func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) ([]dao.WorkflowInstance, error) {
 	var finished []plan
-	var finishedIDs, lost []int64
+	var finishedIDs, lost, taken []int64
 	var wfs []dao.WorkflowInstance
 	deadlines := map[int64]time.Time{}
 	began := time.Now()
 	err := m.db.Tx(ctx, func(q *dao.Queries) error {
-		finished, finishedIDs, lost = nil, nil, nil
+		finished, finishedIDs, lost, taken = nil, nil, nil, nil
 		clear(deadlines)
 		var err error
 		wfs, err = pick(q)
@@ -451,6 +476,12 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 			}
 			if d := time.Duration(spec.Timeout); d > 0 && wf.RunningMs != nil && time.Duration(*wf.RunningMs)*time.Millisecond >= d {
 				msg := "workflow timeout " + d.String() + " exceeded"
+				if take {
+					// Failed by its owner, as one it drove: it kills the tasks as well.
+					if err := q.WorkflowTakeLocked(ctx, m.cfg.ID, []int64{wf.ID}); err != nil {
+						return err
+					}
+				}
 				stopping, err := q.WorkflowTimeOutIfOwned(ctx, wf.ID, m.cfg.ID, msg)
 				if err != nil {
 					return err
@@ -482,19 +513,34 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.state, Error: p.err})
 				finished = append(finished, p)
 				finishedIDs = append(finishedIDs, wf.ID)
+			} else if take {
+				taken = append(taken, wf.ID)
 			}
 		}
 		if _, err := q.TaskInsertMany(ctx, rows); err != nil {
 			return err
 		}
-		// The rows are locked and running under this owner, so every one of them finishes.
-		_, err = q.WorkflowFinishManyIfOwned(ctx, m.cfg.ID, fins)
-		return err
+		// The rows are locked and running, unowned or under this owner, so every one of them
+		// finishes.
+		if _, err := q.WorkflowFinishManyIfOwned(ctx, m.cfg.ID, fins); err != nil {
+			return err
+		}
+		return q.WorkflowTakeLocked(ctx, m.cfg.ID, taken)
 	})
 	if err != nil {
 		return nil, err
 	}
-	if ids == nil {
+	switch {
+	case take:
+		// Those it finished were never this master's to drive.
+		own := make([]dao.WorkflowInstance, 0, len(taken))
+		for _, wf := range wfs {
+			if slices.Contains(taken, wf.ID) {
+				own = append(own, wf)
+			}
+		}
+		m.own(own, nil)
+	case ids == nil:
 		m.own(wfs, nil)
 	}
 	m.mu.Lock()

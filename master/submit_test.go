@@ -3,6 +3,7 @@ package master
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,8 +16,9 @@ import (
 
 // TestSubmittedRootsRunBeforeAnyMaster: a submission queues its root tasks itself, with the
 // instance's params merged over the definition's, so a worker runs them while no master is
-// up; the master that comes up later claims the instance, creates the next task with the
-// root's output, and finishes the instance.
+// up; the master that comes up later claims the instance (its sweep at start: the root's
+// wake-up went unheard), creates the next task with the root's output, and finishes the
+// instance.
 func TestSubmittedRootsRunBeforeAnyMaster(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
@@ -91,10 +93,11 @@ tasks:
 	}
 }
 
-// TestTaskEndClaimsTheInstanceByID: a task that ends in an instance no master has claimed yet
-// (one that started with its roots) makes the master that hears of it claim that instance by
-// id and advance it in the same round, rather than wait for its next claim of new instances;
-// an instance another master owns is left alone.
+// TestTaskEndClaimsTheInstanceByID: a task that ends in an instance no master has claimed
+// (one that started with its roots) makes the master that hears of it lock that instance by
+// id and advance it in the same round, taking it as its own since it goes on; an instance
+// another master owns is left alone, and one that finishes is finished without ever being
+// driven (one update, which names the master).
 func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
@@ -120,8 +123,15 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 		return id
 	}
 	mine, theirs := submit(), submit()
-	if got, err := db.WorkflowClaimByID(ctx, "m2", []int64{theirs}); err != nil || len(got) != 1 {
-		t.Fatalf("m2's claim of %d = %v, %v", theirs, got, err)
+	err = db.Tx(ctx, func(q *dao.Queries) error {
+		got, err := q.WorkflowLockUnowned(ctx, []int64{theirs})
+		if err != nil || len(got) != 1 {
+			return fmt.Errorf("m2's lock of %d = %v, %v", theirs, got, err)
+		}
+		return q.WorkflowTakeLocked(ctx, "m2", []int64{theirs})
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	got, err := db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 	if err != nil || len(got) != 2 {
@@ -152,5 +162,45 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	}
 	if tasks, _ := db.TaskListByWorkflow(ctx, theirs); len(tasks) != 1 {
 		t.Errorf("m1 advanced m2's instance: %+v", tasks)
+	}
+
+	// The second task of mine ends: m1 drives it now, and finishes it.
+	got, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	if err := db.TaskFinishIfRunning(ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.advanceRound(ctx, map[int64]struct{}{mine: {}}) {
+		t.Fatal("advance round failed")
+	}
+	if wf, err := db.WorkflowGet(ctx, mine); err != nil || wf.State != dao.WorkflowSucceeded || *wf.Owner != "m1" {
+		t.Fatalf("instance %d = %+v, %v; want succeeded under m1", mine, wf, err)
+	}
+
+	// A single-task instance whose task ends is finished by the first round, never driven.
+	single, err := workflow.Parse([]byte("name: single\ntasks:\n  - {name: only, type: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = single
+	raw, _ = json.Marshal(spec)
+	one := submit()
+	got, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != one {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	if err := db.TaskFinishIfRunning(ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if !m.advanceRound(ctx, map[int64]struct{}{one: {}}) {
+		t.Fatal("advance round failed")
+	}
+	if wf, err := db.WorkflowGet(ctx, one); err != nil || wf.State != dao.WorkflowSucceeded || wf.Owner == nil || *wf.Owner != "m1" {
+		t.Fatalf("instance %d = %+v, %v; want succeeded, finished by m1", one, wf, err)
+	}
+	if m.Owned() != 0 {
+		t.Errorf("m1 drives %d instances after both finished, want 0", m.Owned())
 	}
 }

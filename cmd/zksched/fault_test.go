@@ -25,10 +25,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -129,7 +129,25 @@ func (f *fault) submit(t *testing.T, name string, tasks ...task) int64 {
 	if err != nil {
 		t.Fatalf("workflow %s: %v\n%s", name, err, raw)
 	}
-	return daotest.Submit(t, f.db, spec.Name, spec)
+	// As a user's submission is made (CLI, API): the root tasks are queued with the instance,
+	// which no master drives until one of them ends.
+	def, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	err = f.db.Tx(context.Background(), func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def)
+		if err != nil {
+			return err
+		}
+		id, err = master.Submit(context.Background(), q, spec, v, nil, 0)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("submit %s: %v", name, err)
+	}
+	return id
 }
 
 // parallel is n tasks running body side by side, then a short join.
@@ -619,9 +637,11 @@ func TestFaultWorkerLinkBlip(t *testing.T) {
 
 // Scenario 4: kill -9 of a master that owns running workflows, with two masters. The leader
 // releases its workflows and the other master claims and finishes them, without re-running
-// a task that had succeeded or was running on a live worker. In "leader" the killed master
-// owns every workflow and leads, so the other must first take the leadership over; in
-// "either" both masters claim and the owner of the first workflow is killed.
+// a task that had succeeded or was running on a live worker. A master comes to own an
+// instance when the first task of it ends (its root was queued at submission): here the
+// short root "a", after which "b" and "c" run while the master is killed. In "leader" the
+// killed master owns every workflow and leads, so the other must first take the leadership
+// over; in "either" both masters run and the owner of the first workflow is killed.
 func TestFaultMasterKilled(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -639,11 +659,13 @@ func TestFaultMasterKilled(t *testing.T) {
 			f.startWorker(t, "worker-1", 2)
 			f.startWorker(t, "worker-2", 2)
 			chain := []task{
-				{name: "a", body: "sleep 3"}, {name: "b", body: "sleep 3"},
-				{name: "c", body: "sleep 1", after: []string{"a", "b"}},
+				{name: "a", body: "sleep 0.2"},
+				{name: "b", body: "sleep 3", after: []string{"a"}}, {name: "c", body: "sleep 3", after: []string{"a"}},
+				{name: "d", body: "sleep 1", after: []string{"b", "c"}},
 			}
 			wfs := []int64{f.submit(t, "chain-1", chain...), f.submit(t, "chain-2", chain...)}
-			f.waitRuns(t, 30*time.Second, "the four first tasks to run", func(rs []history.Run) bool { return aliveCount(rs) == 4 })
+			// Four runs alive at once can only be the b and c of both: each "a" ends first.
+			f.waitRuns(t, 30*time.Second, "the four tasks after the roots to run", func(rs []history.Run) bool { return aliveCount(rs) == 4 })
 			if tc.ownerFirst {
 				masters = append(masters, f.startMaster(t, "master-2"))
 			}
