@@ -622,7 +622,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 	if wf := claimed("m2", b.db.WorkflowClaimUnowned); wf != nil {
 		t.Fatalf("the claim of new instances took a released running one: %+v", wf)
 	}
-	if wf := claimed("m2", b.db.WorkflowClaimStranded); wf == nil || wf.Fresh {
+	if wf := claimed("m2", sweep(b)); wf == nil || wf.Fresh {
 		t.Fatalf("the sweep claimed the released instance as %+v, want not fresh", wf)
 	}
 }
@@ -850,7 +850,7 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 	if got := ids(b.db.WorkflowClaimUnowned(b.ctx, "m1", 100)); !slices.Equal(got, []int64{timed}) {
 		t.Fatalf("claim took %v, want only the timed instance %d", got, timed)
 	}
-	if got := ids(b.db.WorkflowClaimStranded(b.ctx, "m1", 100)); len(got) != 0 {
+	if got := ids(sweep(b)(b.ctx, "m1", 100)); len(got) != 0 {
 		t.Fatalf("the sweep took %v, whose task is queued", got)
 	}
 
@@ -862,8 +862,16 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 	if err := b.db.TaskFinishIfRunning(b.ctx, tasks[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
 		t.Fatal(err)
 	}
+	if got := ids(sweep(b)(b.ctx, "m2", 100)); len(got) != 0 {
+		t.Fatalf("the sweep took %v, whose task just ended (its wake-up may be on its way)", got)
+	}
+	backdate(t, b, plain)
 	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		if got := ids(q.WorkflowClaimStranded(b.ctx, "m2", 100)); !slices.Equal(got, []int64{plain}) {
+		upto, n, err := q.WorkflowSweepRange(b.ctx, 0, 2)
+		if err != nil || n != 1 || upto != plain {
+			return fmt.Errorf("sweep range = %d, %d, %v; want the one unowned instance, %d", upto, n, err, plain)
+		}
+		if got := ids(q.WorkflowClaimStranded(b.ctx, "m2", 0, upto)); !slices.Equal(got, []int64{plain}) {
 			return fmt.Errorf("the sweep took %v, want %d", got, plain)
 		}
 		return errors.New("roll back")
@@ -891,8 +899,33 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 	if err != nil || wf.State != dao.WorkflowSucceeded || wf.Owner == nil || *wf.Owner != "m3" || wf.EndedAt == nil {
 		t.Fatalf("finished instance = %+v, %v", wf, err)
 	}
-	if got := ids(b.db.WorkflowClaimStranded(b.ctx, "m2", 100)); len(got) != 0 {
+	if got := ids(sweep(b)(b.ctx, "m2", 100)); len(got) != 0 {
 		t.Fatalf("the sweep took %v after the finish", got)
+	}
+	// The slice after the last instance is empty: the sweep starts over.
+	if upto, n, err := b.db.WorkflowSweepRange(b.ctx, timed, 100); err != nil || n != 0 || upto != 0 {
+		t.Fatalf("sweep range past the end = %d, %d, %v", upto, n, err)
+	}
+}
+
+// backdate makes the tasks of an instance look ended a minute ago, as when no master has
+// been up since.
+func backdate(t *testing.T, b *testBundle, wf int64) {
+	t.Helper()
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE task_instance SET ended_at = now() - interval '1 minute'
+		WHERE workflow_instance_id = $1 AND ended_at IS NOT NULL`, wf); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sweep returns a claim of the stranded instances among the first limit unowned running ones.
+func sweep(b *testBundle) func(ctx context.Context, owner string, limit int) ([]dao.WorkflowInstance, error) {
+	return func(ctx context.Context, owner string, limit int) ([]dao.WorkflowInstance, error) {
+		upto, _, err := b.db.WorkflowSweepRange(ctx, 0, limit)
+		if err != nil {
+			return nil, err
+		}
+		return b.db.WorkflowClaimStranded(ctx, owner, 0, upto)
 	}
 }
 

@@ -13,6 +13,7 @@ var (
 	ClaimUnownedSQL        = claimUnownedSQL
 	LockUnownedSQL         = lockUnownedSQL
 	ClaimStrandedSQL       = claimStrandedSQL
+	SweepRangeSQL          = sweepRangeSQL
 	LockManySQL            = lockManySQL
 	FinishManyWorkflowsSQL = finishManyWorkflowsSQL
 )

@@ -255,30 +255,57 @@ func (q *Queries) WorkflowClaimUnowned(ctx context.Context, owner string, limit 
 	return wfs, nil
 }
 
-// claimStrandedSQL is WorkflowClaimStranded's statement: $1 the owner, $2 the limit.
+// sweepRangeSQL is WorkflowSweepRange's statement: $1 the id to start after, $2 the slice.
+const sweepRangeSQL = `
+		SELECT coalesce(max(id), 0) AS upto, count(*) AS n FROM (
+			SELECT id FROM workflow_instance
+			WHERE owner IS NULL AND state = 'running' AND id > $1
+			ORDER BY id LIMIT $2) s`
+
+// WorkflowSweepRange returns the next slice of the sweep (WorkflowClaimStranded): the unowned
+// running instances with ids above after, up to limit of them, as the last id of the slice
+// and how many it holds. Fewer than limit means the sweep reached the end.
+func (q *Queries) WorkflowSweepRange(ctx context.Context, after int64, limit int) (upto int64, n int, err error) {
+	var r struct {
+		Upto int64 `db:"upto"`
+		N    int   `db:"n"`
+	}
+	if err := getHot(ctx, q, &r, sweepRangeSQL, after, limit); err != nil {
+		return 0, 0, fmt.Errorf("sweep range after %d: %w", after, err)
+	}
+	return r.Upto, r.N, nil
+}
+
+// claimStrandedSQL is WorkflowClaimStranded's statement: $1 the owner, ids in ($2, $3].
 var claimStrandedSQL = `
 		WITH locked AS (
 			SELECT id, false AS fresh FROM workflow_instance w
-			WHERE owner IS NULL AND state IN ('submitted', 'running') AND state = 'running'
+			WHERE owner IS NULL AND state = 'running' AND id > $2 AND id <= $3
 			  -- Probed by task_instance_workflow_instance_id_name_key alone: with "state IN",
 			  -- the planner ANDed it with task_instance_state_id, whose queued and running
 			  -- entries (a whole backlog) it then read for every instance (1.2 ms each).
+			  -- A task that ended in the last strandedAfter is still on its way to a master by
+			  -- its wake-up: taking its instance here would only race that (3% of a burn-down's
+			  -- instances were claimed twice over, an extra write each).
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
-			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'))
-			ORDER BY priority DESC, id
-			LIMIT $2
+			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
+			                       OR t.ended_at > now() - ` + strandedAfter + `))
 			FOR UPDATE SKIP LOCKED
 		)` + workflowClaimTailSQL
 
-// WorkflowClaimStranded makes owner the master of up to limit unowned running instances with
-// no task queued or running: those whose last task ended when no master heard of it (none was
-// listening). It reads every unowned running instance, so masters run it only when wake-ups
-// may have been missed: at start, after their listening connection came back, and now and
-// then. An instance that was stranded only for a moment (a task was being requeued) is
-// claimed all the same; its owner then finds nothing to do until that task ends.
-func (q *Queries) WorkflowClaimStranded(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
+// strandedAfter is how long after its last task ended an unowned instance counts as stranded.
+const strandedAfter = "interval '5 seconds'"
+
+// WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
+// (after, upto] that have had no task queued or running for 5 s: those whose last task ended when no
+// master heard of it (none was listening, or its worker died between its commit and the
+// wake-up). The masters sweep the unowned running instances with it a slice at a time (see
+// WorkflowSweepRange), so its cost per call is bounded whatever the backlog. An instance
+// stranded only for a moment (a task of it was being requeued) is claimed all the same; its
+// owner then finds nothing to do until that task ends.
+func (q *Queries) WorkflowClaimStranded(ctx context.Context, owner string, after, upto int64) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
-	if err := selectHot(ctx, q, &wfs, claimStrandedSQL, owner, limit); err != nil {
+	if err := selectHot(ctx, q, &wfs, claimStrandedSQL, owner, after, upto); err != nil {
 		return nil, fmt.Errorf("claim stranded workflow instances for %s: %w", owner, err)
 	}
 	return wfs, nil
@@ -286,7 +313,7 @@ func (q *Queries) WorkflowClaimStranded(ctx context.Context, owner string, limit
 
 // lockUnownedSQL is WorkflowLockUnowned's statement: $1 the ids. Owner and state are tested
 // with IS NOT DISTINCT FROM so that the planner reads the rows by primary key (see
-// lockManySQL) rather than through workflow_instance_unowned.
+// lockManySQL) rather than through workflow_instance_unowned_running.
 var lockUnownedSQL = `
 		-- One probe of the primary key per id, whatever the statistics say (see
 		-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.

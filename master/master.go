@@ -50,7 +50,10 @@ type Config struct {
 	ID string
 	// PollInterval is how often the master rescans without a notification.
 	PollInterval time.Duration
-	Log          zerolog.Logger
+	// SweepSlice is how many unowned running instances a step of the sweep looks at; 0 is
+	// sweepSlice.
+	SweepSlice int
+	Log        zerolog.Logger
 }
 
 // Master drives the workflow instances it owns.
@@ -65,6 +68,10 @@ type Master struct {
 	// deadlines holds when each owned instance with a workflow timeout times out, on this
 	// host's clock, from its age by the database's clock at its last advance.
 	deadlines map[int64]time.Time
+
+	// sweptTo is where the sweep of unowned running instances goes on from (an id; 0: the
+	// start). Only the Run loop touches it.
+	sweptTo int64
 }
 
 type specKey struct {
@@ -76,6 +83,11 @@ type specKey struct {
 // claims advanceParallel batches at most before it advances what it has: a backlog of new
 // instances is worked through in rounds, not claimed whole before the first of them starts.
 const claimBatch = 100
+
+// sweepSlice is how many unowned running instances one step of the sweep looks at (each an
+// index probe of its tasks): a step every poll bounds the sweep's cost whatever the backlog,
+// and passes over 10,000 such instances in ten polls.
+const sweepSlice = 1000
 
 // New returns a Master.
 func New(cfg Config, db *dao.DB, gate Gate) *Master {
@@ -106,8 +118,10 @@ func (m *Master) Run(ctx context.Context) error {
 	tick := time.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
 	// admit asks for a pass over the waiting instances of capped workflows as well as the
-	// claim; sweep for one over the unowned instances whose wake-ups may have been missed.
+	// claim. sweep asks for a whole pass of the sweep (the unowned instances whose wake-ups
+	// may have been missed), sweepStep for one step of it.
 	rescan, claim, admit, sweep := true, true, true, true
+	sweepStep := false
 	polls := 0
 	dirty := map[int64]struct{}{}
 	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
@@ -136,8 +150,9 @@ func (m *Master) Run(ctx context.Context) error {
 	onTick := func() {
 		claim, admit = true, true
 		if polls++; polls%fullResyncEvery == 0 {
-			rescan, sweep = true, true
+			rescan = true
 		}
+		sweepStep = true
 		m.markDue(dirty)
 	}
 	for ctx.Err() == nil {
@@ -154,11 +169,17 @@ func (m *Master) Run(ctx context.Context) error {
 				admit = admit && !ok
 				newClaim = nil
 			}
-			if sweep {
-				sweep = !m.sweep(ctx)
+			if sweep || sweepStep {
+				// A failed step waits for the next wake-up or poll, as a failed claim does.
+				if done, ok := m.sweepOne(ctx); ok {
+					sweep = sweep && !done
+				} else {
+					sweep = false
+				}
+				sweepStep = false
 			}
 			advanced := m.advanceRound(ctx, dirty)
-			busy = (advanced && len(dirty) > 0) || claim
+			busy = (advanced && len(dirty) > 0) || claim || sweep
 		}
 		if busy {
 			// More to do: take what has arrived without waiting for it, so the instances whose
@@ -402,23 +423,34 @@ func (m *Master) claimAndAdvance(ctx context.Context) (int, error) {
 	return len(got), err
 }
 
-// sweep claims, and advances, the unowned running instances with no task left queued or
-// running: those whose last task's wake-up no master heard. It runs when wake-ups may have
-// been missed; see WorkflowClaimStranded. It reports success.
-func (m *Master) sweep(ctx context.Context) bool {
-	for ctx.Err() == nil && m.gate.Active() {
-		got, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
-			return q.WorkflowClaimStranded(ctx, m.cfg.ID, claimBatch)
-		}, false)
-		if err != nil {
-			m.warn(ctx, err, "claim stranded workflow instances")
-			return false
-		}
-		if len(got) < claimBatch {
-			return true
-		}
+// sweepOne takes one step of the sweep: of the next sweepSlice unowned running instances, it
+// claims and advances those with no task left queued or running, whose last task's wake-up
+// no master heard (see dao.WorkflowClaimStranded). It reports whether the step reached the
+// last such instance (the next step starts over), and success.
+func (m *Master) sweepOne(ctx context.Context) (done, ok bool) {
+	from, upto := m.sweptTo, int64(0)
+	var n int
+	slice := m.cfg.SweepSlice
+	if slice <= 0 {
+		slice = sweepSlice
 	}
-	return true
+	_, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		var err error
+		if upto, n, err = q.WorkflowSweepRange(ctx, from, slice); err != nil || n == 0 {
+			return nil, err
+		}
+		return q.WorkflowClaimStranded(ctx, m.cfg.ID, from, upto)
+	}, false)
+	if err != nil {
+		m.warn(ctx, err, "sweep unowned workflow instances")
+		return false, false
+	}
+	if n < slice {
+		m.sweptTo = 0
+		return true, true
+	}
+	m.sweptTo = upto
+	return false, true
 }
 
 // advanceWith advances, in one transaction, the instances pick returns locked: those of ids

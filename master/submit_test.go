@@ -65,6 +65,12 @@ tasks:
 		Next: dao.TaskSucceeded, Output: &out}); err != nil {
 		t.Fatal(err)
 	}
+	// Time passes before a master comes up: the sweep takes an instance whose task ended
+	// more than 5 s ago, as its wake-up is no longer on its way.
+	if _, err := db.SQL().ExecContext(ctx, `UPDATE task_instance SET ended_at = ended_at - interval '1 minute'
+		WHERE workflow_instance_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
 
 	mctx, cancel := context.WithCancel(ctx)
 	m := New(Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, newGate(true))
@@ -202,5 +208,59 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	}
 	if m.Owned() != 0 {
 		t.Errorf("m1 drives %d instances after both finished, want 0", m.Owned())
+	}
+}
+
+// TestSweepFindsStrandedInstances: an instance whose last task ended without a wake-up any
+// master heard (its worker died between the commit and the wake-up) is found by the sweep,
+// which looks at a slice of the unowned running instances every poll and starts over at the
+// end, and is finished. Instances whose tasks still run are left alone.
+func TestSweepFindsStrandedInstances(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	spec, err := workflow.Parse([]byte("name: stranded\ntasks:\n  - {name: only, type: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	var ids []int64
+	for range 5 {
+		err := db.Tx(ctx, func(q *dao.Queries) error {
+			v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+			if err != nil {
+				return err
+			}
+			id, err := Submit(ctx, q, spec, v, nil, 0)
+			ids = append(ids, id)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := New(Config{ID: "m1", PollInterval: 20 * time.Millisecond, SweepSlice: 2, Log: zerolog.Nop()}, db, newGate(true))
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = m.Run(mctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	// The fourth instance's task ends with no wake-up sent (written as a worker would, by SQL),
+	// once the pass at start is over (three steps of two): only the steps of later polls can
+	// find it.
+	time.Sleep(300 * time.Millisecond)
+	if _, err := db.SQL().ExecContext(ctx, `UPDATE task_instance SET state = 'succeeded', worker_id = 'w-gone',
+		attempt = 1, started_at = now() - interval '1 minute', ended_at = now() - interval '1 minute'
+		WHERE workflow_instance_id = $1`, ids[3]); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the sweep to finish the stranded instance", func() bool {
+		wf, err := db.WorkflowGet(ctx, ids[3])
+		return err == nil && wf.State == dao.WorkflowSucceeded && wf.Owner != nil && *wf.Owner == "m1"
+	})
+	for _, id := range []int64{ids[0], ids[1], ids[2], ids[4]} {
+		if wf, err := db.WorkflowGet(ctx, id); err != nil || wf.State != dao.WorkflowRunning || wf.Owner != nil {
+			t.Errorf("instance %d, whose task is queued = %+v, %v; want running without an owner", id, wf, err)
+		}
 	}
 }
