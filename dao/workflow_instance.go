@@ -2,12 +2,14 @@ package dao
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"github.com/lib/pq"
-
 	"database/sql"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/lib/pq"
 )
 
 const workflowColumns = `id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
@@ -289,12 +291,13 @@ var claimStrandedSQL = `
 			  -- instances were claimed twice over, an extra write each).
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
-			                       OR t.ended_at > now() - ` + strandedAfter + `))
+			                       OR t.ended_at > now() - interval '` + strconv.Itoa(int(StrandedAfter/time.Second)) + ` seconds'))
 			FOR UPDATE SKIP LOCKED
 		)` + workflowClaimTailSQL
 
-// strandedAfter is how long after its last task ended an unowned instance counts as stranded.
-const strandedAfter = "interval '5 seconds'"
+// StrandedAfter is how long after its last task ended an unowned running instance counts as
+// stranded (WorkflowClaimStranded): until then its wake-up may still be on its way.
+const StrandedAfter = 5 * time.Second
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
 // (after, upto] that have had no task queued or running for 5 s: those whose last task ended when no

@@ -122,6 +122,16 @@ func (m *Master) Run(ctx context.Context) error {
 	// may have been missed), sweepStep for one step of it.
 	rescan, claim, admit, sweep := true, true, true, true
 	sweepStep := false
+	// A whole pass at start or after a Rescan skips instances whose last task ended in the
+	// last dao.StrandedAfter (their wake-up may be on its way, or may have been what was
+	// missed): a second pass once that has passed takes those it missed.
+	var sweepAgain <-chan time.Time
+	pass := func() { sweep, m.sweptTo = true, 0 }
+	passNow := func() {
+		pass()
+		sweepAgain = time.After(dao.StrandedAfter + time.Second)
+	}
+	passNow()
 	polls := 0
 	dirty := map[int64]struct{}{}
 	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
@@ -131,7 +141,8 @@ func (m *Master) Run(ctx context.Context) error {
 	note := func(w dao.Wakeup) {
 		switch {
 		case w.Rescan:
-			rescan, claim, admit, sweep = true, true, true, true
+			rescan, claim, admit = true, true, true
+			passNow()
 		case w.Payload == "":
 			claim, admit = true, true
 		case w.Payload == dao.WakeupNew:
@@ -191,9 +202,13 @@ func (m *Master) Run(ctx context.Context) error {
 			case <-tick.C:
 				onTick()
 			case <-m.gate.Changed():
-				rescan, claim, admit, sweep = true, true, true, true
+				rescan, claim, admit = true, true, true
+				passNow()
 			case <-newClaim:
 				claim = true
+			case <-sweepAgain:
+				pass()
+				sweepAgain = nil
 			case <-ctx.Done():
 			default:
 			}
@@ -208,9 +223,13 @@ func (m *Master) Run(ctx context.Context) error {
 		case <-tick.C:
 			onTick()
 		case <-m.gate.Changed():
-			rescan, claim, admit, sweep = true, true, true, true
+			rescan, claim, admit = true, true, true
+			passNow()
 		case <-newClaim:
 			claim = true
+		case <-sweepAgain:
+			pass()
+			sweepAgain = nil
 		}
 	}
 	return nil

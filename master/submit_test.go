@@ -264,3 +264,47 @@ func TestSweepFindsStrandedInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepAgainAfterTheGrace: at start a master's sweep leaves an instance whose task ended
+// a moment ago (its wake-up may be on its way), so it sweeps once more when that moment has
+// passed: an instance whose task ended just before the master came up, with no wake-up
+// anyone heard, is finished without any poll.
+func TestSweepAgainAfterTheGrace(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	spec, err := workflow.Parse([]byte("name: late\ntasks:\n  - {name: only, type: noop}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	var id int64
+	err = db.Tx(ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+		if err != nil {
+			return err
+		}
+		id, err = Submit(ctx, q, spec, v, nil, 0)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SQL().ExecContext(ctx, `UPDATE task_instance SET state = 'succeeded', worker_id = 'w-gone',
+		attempt = 1, started_at = now(), ended_at = now() WHERE workflow_instance_id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	started := time.Now()
+	m := New(Config{ID: "m1", PollInterval: time.Hour, Log: zerolog.Nop()}, db, newGate(true))
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = m.Run(mctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	waitFor(t, "the second pass to finish the instance", func() bool {
+		wf, err := db.WorkflowGet(ctx, id)
+		return err == nil && wf.State == dao.WorkflowSucceeded
+	})
+	if took := time.Since(started); took < dao.StrandedAfter {
+		t.Errorf("finished %v after the start, before the grace of %v was over: by what?", took, dao.StrandedAfter)
+	}
+}
