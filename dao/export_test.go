@@ -17,3 +17,8 @@ var (
 	LockManySQL            = lockManySQL
 	FinishManyWorkflowsSQL = finishManyWorkflowsSQL
 )
+
+// CreateSQL and CreateArgs are the bulk submission's statement and parameters.
+const CreateSQL = createSQL
+
+func CreateArgs(subs []Submission) []any { return createArgs(subs) }
