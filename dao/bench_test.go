@@ -104,3 +104,52 @@ func BenchmarkTaskFinishMany(b *testing.B) {
 	}
 	reportTasks(b)
 }
+
+// BenchmarkWorkerStatements is the database's share of two workers in a burn-down, without
+// the workers: two connections each claim a batch (the unpooled claim) and record its results
+// (TaskFinishMany), over and over, on one queue. It is the floor under the workers' cost in
+// the burn-down (no executor, completer or wake-up), by batch size: 64 slots give claims of
+// about 32. One op is one batch of one connection.
+func BenchmarkWorkerStatements(b *testing.B) {
+	for _, batch := range []int{32, 64, 128} {
+		b.Run(fmt.Sprint("batch-", batch), func(b *testing.B) {
+			db := benchDB(b)
+			benchQueue(b, db, b.N*batch+2*batch)
+			ctx := context.Background()
+			ops := make(chan struct{}, b.N)
+			for range b.N {
+				ops <- struct{}{}
+			}
+			close(ops)
+			errs := make(chan error, 2)
+			b.ResetTimer()
+			for w := range 2 {
+				worker := fmt.Sprint("w", w)
+				go func() {
+					for range ops {
+						got, err := db.TaskClaimUnpooled(ctx, worker, []string{"g"}, batch)
+						if err != nil || len(got) != batch {
+							errs <- fmt.Errorf("claim = %d tasks, %v", len(got), err)
+							return
+						}
+						fins := make([]dao.Finish, len(got))
+						for i, t := range got {
+							fins[i] = dao.Finish{Token: t.Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}}
+						}
+						if _, err := db.TaskFinishMany(ctx, fins); err != nil {
+							errs <- err
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for range 2 {
+				if err := <-errs; err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tasks/s")
+		})
+	}
+}

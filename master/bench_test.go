@@ -97,3 +97,51 @@ func BenchmarkAdvanceFinish(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "workflows/s")
 }
+
+// BenchmarkAdvanceUnowned is the burn-down's path for single-task workflows submitted with
+// their root: no master drives them; once their tasks succeeded, a master locks each batch by
+// id (a task-end wake-up) and finishes it in the same transaction, never taking them.
+func BenchmarkAdvanceUnowned(b *testing.B) {
+	db, _ := daotest.New(b)
+	ctx := context.Background()
+	spec := &workflow.Spec{Name: "bench", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
+	raw, _ := json.Marshal(spec)
+	err := db.Tx(ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+		if err != nil {
+			return err
+		}
+		return SubmitMany(ctx, q, spec, v, nil, b.N*benchBatch)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ids []int64
+	if err := db.SQL().Select(&ids, `SELECT id FROM workflow_instance ORDER BY id`); err != nil || len(ids) != b.N*benchBatch {
+		b.Fatalf("%d instances, %v", len(ids), err)
+	}
+	if _, err := db.SQL().Exec(`UPDATE task_instance SET state = 'succeeded', output = 'ok', worker_id = 'w1',
+		attempt = 1, started_at = now(), ended_at = now(); ANALYZE`); err != nil {
+		b.Fatal(err)
+	}
+	m := New(Config{ID: "m1", PollInterval: time.Second, Log: zerolog.Nop()}, db, newGate(true))
+	b.ResetTimer()
+	for i := range b.N {
+		dirty := map[int64]struct{}{}
+		for _, id := range ids[i*benchBatch : (i+1)*benchBatch] {
+			dirty[id] = struct{}{}
+		}
+		if !m.advanceRound(ctx, dirty) || len(dirty) != 0 {
+			b.Fatalf("round %d failed or left %d instances", i, len(dirty))
+		}
+	}
+	b.StopTimer()
+	var left int
+	if err := db.SQL().Get(&left, `SELECT count(*) FROM workflow_instance WHERE state = 'running' OR owner IS DISTINCT FROM 'm1'`); err != nil || left != 0 {
+		b.Fatalf("%d instances still running or not finished by m1, %v", left, err)
+	}
+	if m.Owned() != 0 {
+		b.Fatalf("the master drives %d instances, want none", m.Owned())
+	}
+	b.ReportMetric(float64(b.N*benchBatch)/b.Elapsed().Seconds(), "workflows/s")
+}
