@@ -39,8 +39,9 @@
 //     there means an earlier leader fenced it: go on to step 4.
 //  4. In one PostgreSQL transaction: a worker's running tasks go back to queued (attempt
 //     outcome failed_over, failover_count + 1, retries untouched); a master's unfinished
-//     workflows lose their owner, and another master claims them and continues without
-//     re-running tasks that succeeded or still run on live workers. A failover_event row
+//     workflows lose their owner, the masters are woken with their ids, and another master
+//     locks them and continues without re-running tasks that succeeded or still run on live
+//     workers. A failover_event row
 //     records it, keyed by identity. Idempotent: a repeat finds nothing running and adds 0.
 //  5. Set the marker's phase to finished with the counts (leader-checked multi). A leader that
 //     crashes between 3 and 5 leaves a marker in phase fenced; the next leader learns of it on

@@ -1,13 +1,19 @@
-// Package master drives workflow instances: it claims the ones without an owner, creates
-// each task instance once its dependencies are terminal (queued, or skipped below a failure),
-// and finishes the instance when every task has. Every write is conditioned on ownership, so
-// a master whose instance was released by a failover stops driving it.
+// Package master drives workflow instances: it creates each task instance once its
+// dependencies are terminal (queued, or skipped below a failure), and finishes the instance
+// when every task has. Every write is conditioned on ownership, so a master whose instance was
+// released by a failover stops driving it.
 //
 // A submission (Submit, SubmitNow; submit.go) creates the instance with its root tasks already
 // queued, so the first tasks start on the workers' wake-up, not a master's claim and a second
-// commit later: the instance starts running without an owner, as one a failover released, and
-// the first master to claim it takes it from there. Instances of workflows with
-// max-active-instances are the exception: they wait for admission, which creates their roots.
+// commit later: the instance starts running without an owner, as one a failover released. It
+// needs no master until one of its tasks ends; that task's wake-up names it, and the master
+// that hears it locks it by id, advances it, and finishes it in one update or becomes its
+// owner if it goes on. The claim of unowned instances (on announcements and polls) takes only
+// those that need a master whatever their tasks do: new ones without roots, and running ones
+// whose workflow has a timeout, which their owner enforces. A sweep, a slice of the unowned
+// running instances every poll and a whole pass at start and after a reconnect, takes those
+// whose last task's wake-up nobody heard. Instances of workflows with max-active-instances
+// wait for admission, which creates their roots.
 //
 // Retries and timeouts are decided where the attempt ends, by the worker, from the policy the
 // master copied onto the task instance (max_retries, retry_interval, timeout). The
