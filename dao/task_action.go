@@ -121,8 +121,8 @@ type RerunResult struct {
 	Requeued []int64
 	// Deleted counts the skipped task instances removed for the master to create again.
 	Deleted int
-	// Reopened is set when the workflow instance had finished and runs again, waiting for a
-	// master to claim it.
+	// Reopened is set when the workflow instance had finished and runs again, without an
+	// owner until a master takes it.
 	Reopened bool
 }
 
@@ -130,8 +130,9 @@ type RerunResult struct {
 // the queue (retries reset, attempt numbers going on so every fencing token stays unique),
 // deletes its skipped task instances named in skipped (the caller names those below the rerun
 // tasks, from the definition) so the master creates them again once their dependencies are
-// met, and reopens the workflow instance if it had finished: state running, no owner, so a
-// master claims and continues it.
+// met, and reopens the workflow instance if it had finished: state running, no owner. The
+// masters are woken with its id, as by the end of a task of it, so one locks it at once and
+// continues it.
 //
 // It holds the workflow instance's row for the whole transaction, as a master's advance does,
 // so a master finishing the instance at the same moment either finishes it first (and the
@@ -186,13 +187,16 @@ func (db *DB) WorkflowRerun(ctx context.Context, workflowID int64, taskIDs []int
 		}
 		n, _ := del.RowsAffected()
 		res.Deleted = int(n)
+		// The instance's id, whether it was reopened or is still driven: the claim of new
+		// instances does not take running ones, so a bare wake-up would leave a reopened one
+		// to its requeued tasks' ends.
 		payload := fmt.Sprint(workflowID)
 		if wf.State.Terminal() {
 			if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET state = 'running', owner = NULL,
 				ended_at = NULL, error = NULL WHERE id = $1`, workflowID); err != nil {
 				return fmt.Errorf("reopen workflow instance %d: %w", workflowID, err)
 			}
-			res.Reopened, payload = true, ""
+			res.Reopened = true
 		}
 		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, payload); err != nil {
 			return fmt.Errorf("wake masters: %w", err)

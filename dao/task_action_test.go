@@ -2,8 +2,12 @@ package dao_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
 )
@@ -185,6 +189,40 @@ func TestRerunRacesTheMasterFinishingTheWorkflow(t *testing.T) {
 		if _, err := b.db.WorkflowStop(b.ctx, wf); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRerunWakesMastersWithTheID: a rerun that reopens a finished instance wakes the masters
+// with its id, as the end of a task of it would: the claim of new instances no longer takes
+// running ones, so a bare wake-up would leave the reopened instance to its requeued tasks.
+func TestRerunWakesMastersWithTheID(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.queue(t, 1, "rerun")
+	claimed, err := b.db.TaskClaim(b.ctx, "w", []string{"rerun"}, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := advanceAsMaster(b, wf); err != nil {
+		t.Fatal(err)
+	}
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	masterListening(t, b, ml)
+	rerun, err := b.db.WorkflowRerun(b.ctx, wf, []int64{claimed[0].ID}, nil)
+	if err != nil || !rerun.Reopened {
+		t.Fatalf("rerun = %+v, %v; want the instance reopened", rerun, err)
+	}
+	select {
+	case w := <-ml.C:
+		if w.Payload != fmt.Sprint(wf) {
+			t.Fatalf("wake-up %q, want the instance's id %d", w.Payload, wf)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up")
 	}
 }
 
