@@ -71,7 +71,7 @@ func sampleCPU() cpuSample {
 	return s
 }
 
-// cpuSince is the CPU time spent from s to now, per workflow over n workflows.
+// since is the CPU time spent from s to now, and per workflow over n workflows.
 func (s cpuSample) since(n int) *CPUFigures {
 	now := sampleCPU()
 	if s.machine == 0 || now.machine == 0 || n == 0 {

@@ -125,6 +125,9 @@ type node struct {
 	Relation string `json:"Relation Name"`
 	Index    string `json:"Index Name"`
 	Plans    []node `json:"Plans"`
+	// With EXPLAIN ANALYZE: the rows a join's filter dropped, in each of Loops executions.
+	RemovedByJoinFilter float64 `json:"Rows Removed by Join Filter"`
+	Loops               float64 `json:"Actual Loops"`
 }
 
 // TestHotStatementsUseTheirIndexes checks, with EXPLAIN, that the statements every task goes
@@ -259,20 +262,16 @@ func TestBulkSubmissionDoesNotPairSubmissions(t *testing.T) {
 	raw := explainGeneric(t, db, "ANALYZE,", dao.CreateSQL,
 		"text[], int[], text[], int[], bool[], bigint[], text[], text[], text[], text[], int[], text[], text[], int[], bigint[], bigint[]",
 		dao.CreateArgs(subs)...)
-	var doc []struct{ Plan map[string]any }
+	var doc []struct{ Plan node }
 	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
 		t.Fatal(err)
 	}
 	removed := 0.0
-	var walk func(n map[string]any)
-	walk = func(n map[string]any) {
-		if r, ok := n["Rows Removed by Join Filter"].(float64); ok {
-			loops, _ := n["Actual Loops"].(float64)
-			removed += r * max(loops, 1)
-		}
-		children, _ := n["Plans"].([]any)
-		for _, c := range children {
-			walk(c.(map[string]any))
+	var walk func(n node)
+	walk = func(n node) {
+		removed += n.RemovedByJoinFilter * max(n.Loops, 1)
+		for _, c := range n.Plans {
+			walk(c)
 		}
 	}
 	walk(doc[0].Plan)

@@ -170,9 +170,10 @@ func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 // WorkflowCreate does (queue as WorkflowCreateQueued), and with it, in the same statement, its
 // root task instances (those without dependencies; every row's WorkflowInstanceID is
 // ignored): the instance is then running at once, without an owner, and the workers of the
-// roots' groups are woken with the masters. A master claims it as it claims one a failover
-// released, and advances it when its tasks end. A definition with max-active-instances takes
-// no roots: its instance waits for admission, which creates them.
+// roots' groups are woken with the masters. No master takes it until a task of it ends (see
+// WorkflowLockUnowned), unless its workflow has a timeout (WorkflowClaimUnowned). A definition
+// with max-active-instances takes no roots: its instance waits for admission, which creates
+// them.
 func (q *Queries) WorkflowCreateWithTasks(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool, roots []NewTask) (int64, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
@@ -301,7 +302,7 @@ var claimStrandedSQL = `
 			  -- Probed by task_instance_workflow_instance_id_name_key alone: with "state IN",
 			  -- the planner ANDed it with task_instance_state_id, whose queued and running
 			  -- entries (a whole backlog) it then read for every instance (1.2 ms each).
-			  -- A task that ended in the last strandedAfter is still on its way to a master by
+			  -- A task that ended in the last StrandedAfter is still on its way to a master by
 			  -- its wake-up: taking its instance here would only race that (3% of a burn-down's
 			  -- instances were claimed twice over, an extra write each).
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
@@ -315,8 +316,8 @@ var claimStrandedSQL = `
 const StrandedAfter = 5 * time.Second
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
-// (after, upto] that have had no task queued or running for 5 s: those whose last task ended when no
-// master heard of it (none was listening, or its worker died between its commit and the
+// (after, upto] that have had no task queued or running for StrandedAfter: those whose last
+// task ended when no master heard of it (none was listening, or its worker died between its commit and the
 // wake-up). The masters sweep the unowned running instances with it a slice at a time (see
 // WorkflowSweepRange), so its cost per call is bounded whatever the backlog. An instance
 // stranded only for a moment (a task of it was being requeued) is claimed all the same; its

@@ -19,22 +19,31 @@ import (
 
 const benchBatch = 100
 
-// benchOwned creates n instances owned by the master m1 and returns their ids in batches.
-func benchOwned(b *testing.B, db *dao.DB, n int) (*Master, [][]int64) {
+// benchCreate stores the benchmarks' workflow, one noop task, and creates its instances with
+// create, in the same transaction.
+func benchCreate(b *testing.B, db *dao.DB, create func(q *dao.Queries, spec *workflow.Spec, version int) error) {
 	b.Helper()
-	ctx := context.Background()
 	spec := &workflow.Spec{Name: "bench", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
 	raw, _ := json.Marshal(spec)
-	err := db.Tx(ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+	err := db.Tx(context.Background(), func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw)
 		if err != nil {
 			return err
 		}
-		return q.WorkflowCreateMany(ctx, spec.Name, v, nil, n, nil)
+		return create(q, spec, v)
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
+}
+
+// benchOwned creates n instances owned by the master m1 and returns their ids in batches.
+func benchOwned(b *testing.B, db *dao.DB, n int) (*Master, [][]int64) {
+	b.Helper()
+	ctx := context.Background()
+	benchCreate(b, db, func(q *dao.Queries, spec *workflow.Spec, v int) error {
+		return q.WorkflowCreateMany(ctx, spec.Name, v, nil, n, nil)
+	})
 	var batches [][]int64
 	for len(batches)*benchBatch < n {
 		got, err := db.WorkflowClaimUnowned(ctx, "m1", benchBatch)
@@ -104,18 +113,9 @@ func BenchmarkAdvanceFinish(b *testing.B) {
 func BenchmarkAdvanceUnowned(b *testing.B) {
 	db, _ := daotest.New(b)
 	ctx := context.Background()
-	spec := &workflow.Spec{Name: "bench", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
-	raw, _ := json.Marshal(spec)
-	err := db.Tx(ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
-		if err != nil {
-			return err
-		}
+	benchCreate(b, db, func(q *dao.Queries, spec *workflow.Spec, v int) error {
 		return SubmitMany(ctx, q, spec, v, nil, b.N*benchBatch)
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
 	var ids []int64
 	if err := db.SQL().Select(&ids, `SELECT id FROM workflow_instance ORDER BY id`); err != nil || len(ids) != b.N*benchBatch {
 		b.Fatalf("%d instances, %v", len(ids), err)

@@ -138,6 +138,15 @@ func (m *Master) Run(ctx context.Context) error {
 		sweepAgain = time.After(dao.StrandedAfter + time.Second)
 	}
 	passNow()
+	// What a change of the gate and the second pass's timer ask for, from either wait below.
+	onGate := func() {
+		rescan, claim, admit = true, true, true
+		passNow()
+	}
+	onSweepAgain := func() {
+		pass()
+		sweepAgain = nil
+	}
 	polls := 0
 	dirty := map[int64]struct{}{}
 	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
@@ -208,13 +217,11 @@ func (m *Master) Run(ctx context.Context) error {
 			case <-tick.C:
 				onTick()
 			case <-m.gate.Changed():
-				rescan, claim, admit = true, true, true
-				passNow()
+				onGate()
 			case <-newClaim:
 				claim = true
 			case <-sweepAgain:
-				pass()
-				sweepAgain = nil
+				onSweepAgain()
 			case <-ctx.Done():
 			default:
 			}
@@ -229,13 +236,11 @@ func (m *Master) Run(ctx context.Context) error {
 		case <-tick.C:
 			onTick()
 		case <-m.gate.Changed():
-			rescan, claim, admit = true, true, true
-			passNow()
+			onGate()
 		case <-newClaim:
 			claim = true
 		case <-sweepAgain:
-			pass()
-			sweepAgain = nil
+			onSweepAgain()
 		}
 	}
 	return nil
@@ -355,9 +360,9 @@ const (
 )
 
 // advanceRound advances up to advanceParallel batches of the dirty instances. Dirty instances
-// this master does not own (a task of theirs ended before any master claimed them, as happens
-// to those that started with their root tasks) are claimed by id and advanced in a batch of
-// their own; those another master owns are left to it. It reports false when a batch failed
+// this master does not own (a task of theirs ended while no master drove them, as happens to
+// those that started with their root tasks) are locked by id and advanced in a batch of their
+// own; those another master owns are left to it. It reports false when a batch failed
 // (its instances stay dirty).
 func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) bool {
 	if len(dirty) == 0 || !m.gate.Active() || ctx.Err() != nil {
@@ -484,7 +489,8 @@ func (m *Master) sweepOne(ctx context.Context) (done, ok bool) {
 // finished in one update, and this master becomes the owner of the others.
 func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) ([]dao.WorkflowInstance, error) {
 	var finished []plan
-	var finishedIDs, lost, taken []int64
+	var finishedIDs, lost []int64
+	var taken []dao.WorkflowInstance
 	var wfs []dao.WorkflowInstance
 	deadlines := map[int64]time.Time{}
 	began := time.Now()
@@ -571,7 +577,7 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 				finished = append(finished, p)
 				finishedIDs = append(finishedIDs, wf.ID)
 			} else if take {
-				taken = append(taken, wf.ID)
+				taken = append(taken, *wf)
 			}
 		}
 		if _, err := q.TaskInsertMany(ctx, rows); err != nil {
@@ -582,7 +588,11 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 		if _, err := q.WorkflowFinishManyIfOwned(ctx, m.cfg.ID, fins); err != nil {
 			return err
 		}
-		return q.WorkflowTakeLocked(ctx, m.cfg.ID, taken)
+		takenIDs := make([]int64, len(taken))
+		for i, wf := range taken {
+			takenIDs[i] = wf.ID
+		}
+		return q.WorkflowTakeLocked(ctx, m.cfg.ID, takenIDs)
 	})
 	if err != nil {
 		return nil, err
@@ -590,13 +600,7 @@ func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.
 	switch {
 	case take:
 		// Those it finished were never this master's to drive.
-		own := make([]dao.WorkflowInstance, 0, len(taken))
-		for _, wf := range wfs {
-			if slices.Contains(taken, wf.ID) {
-				own = append(own, wf)
-			}
-		}
-		m.own(own, nil)
+		m.own(taken, nil)
 	case ids == nil:
 		m.own(wfs, nil)
 	}

@@ -2,11 +2,8 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
@@ -22,11 +19,7 @@ type policyBundle struct {
 func setupPolicy(t *testing.T) *policyBundle {
 	t.Helper()
 	db, _ := daotest.New(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	m := New(Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, newGate(true))
-	done := make(chan struct{})
-	go func() { _ = m.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
 	return &policyBundle{db: db, ctx: context.Background()}
 }
 
@@ -34,24 +27,7 @@ func setupPolicy(t *testing.T) *policyBundle {
 // `zksched submit` does.
 func (b *policyBundle) submit(t *testing.T, file string) int64 {
 	t.Helper()
-	spec, err := workflow.Parse([]byte(file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(spec)
-	var id int64
-	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(b.ctx, spec.Name, raw)
-		if err != nil {
-			return err
-		}
-		id, err = Submit(b.ctx, q, spec, v, nil, spec.Priority)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return submitFile(t, b.db, file, nil)
 }
 
 // waitFor polls cond: the master gives the test no signal of its own.

@@ -13,9 +13,9 @@ import (
 // JSON object of strings; empty for none) and priority, and wakes the masters. An instance of
 // a workflow without max-active-instances is created with its root tasks (those without
 // dependencies) queued, in the same statement: running at once with no owner, so its first
-// tasks start on the workers' wake-up without waiting for a master, and a master claims it as
-// it claims one a failover released. An instance of a capped workflow waits for admission,
-// which creates its roots. Call it in the transaction that stored the definition.
+// tasks start on the workers' wake-up without waiting for a master, and a master takes it up
+// when one of them ends. An instance of a capped workflow waits for admission, which creates
+// its roots. Call it in the transaction that stored the definition.
 //
 // A workflow with when-full: skip at its cap creates nothing: the error wraps
 // dao.ErrWorkflowFull.

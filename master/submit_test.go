@@ -23,29 +23,14 @@ func TestSubmittedRootsRunBeforeAnyMaster(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
 	ctx := context.Background()
-	spec, err := workflow.Parse([]byte(`
+	id := submitFile(t, db, `
 name: early
+priority: 3
 params: {region: us, size: small}
 tasks:
   - {name: first, type: shell, command: "echo {{.Params.region}}"}
   - {name: second, type: shell, command: "true", depends-on: [first]}
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(spec)
-	var id int64
-	err = db.Tx(ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
-		if err != nil {
-			return err
-		}
-		id, err = Submit(ctx, q, spec, v, json.RawMessage(`{"region":"eu"}`), 3)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+`, json.RawMessage(`{"region":"eu"}`))
 	wf, err := db.WorkflowGet(ctx, id)
 	if err != nil || wf.State != dao.WorkflowRunning || wf.Owner != nil || wf.StartedAt == nil {
 		t.Fatalf("instance after submit: %+v, %v; want running, started, without an owner", wf, err)
@@ -71,12 +56,7 @@ tasks:
 		WHERE workflow_instance_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-
-	mctx, cancel := context.WithCancel(ctx)
-	m := New(Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, newGate(true))
-	done := make(chan struct{})
-	go func() { _ = m.Run(mctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
 
 	var second []dao.TaskInstance
 	waitFor(t, "the master to queue the second task", func() bool {
@@ -86,10 +66,7 @@ tasks:
 	if err := json.Unmarshal(second[0].Params, &p); err != nil || p.Upstream["first"].Output != out {
 		t.Fatalf("second task's upstream = %+v, %v; want the root's output", p.Upstream, err)
 	}
-	if err := db.TaskFinishIfRunning(ctx, second[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded,
-		Next: dao.TaskSucceeded}); err != nil {
-		t.Fatal(err)
-	}
+	succeed(t, db, second...)
 	waitFor(t, "the instance to succeed", func() bool {
 		wf, err := db.WorkflowGet(ctx, id)
 		return err == nil && wf.State == dao.WorkflowSucceeded
@@ -108,28 +85,9 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
 	ctx := context.Background()
-	spec, err := workflow.Parse([]byte("name: byid\ntasks:\n  - {name: first, type: noop}\n  - {name: second, type: noop, depends-on: [first]}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(spec)
-	submit := func() int64 {
-		var id int64
-		err := db.Tx(ctx, func(q *dao.Queries) error {
-			v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
-			if err != nil {
-				return err
-			}
-			id, err = Submit(ctx, q, spec, v, nil, 0)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
-	mine, theirs := submit(), submit()
-	err = db.Tx(ctx, func(q *dao.Queries) error {
+	const byID = "name: byid\ntasks:\n  - {name: first, type: noop}\n  - {name: second, type: noop, depends-on: [first]}\n"
+	mine, theirs := submitFile(t, db, byID, nil), submitFile(t, db, byID, nil)
+	err := db.Tx(ctx, func(q *dao.Queries) error {
 		got, err := q.WorkflowLockUnowned(ctx, []int64{theirs})
 		if err != nil || len(got) != 1 {
 			return fmt.Errorf("m2's lock of %d = %v, %v", theirs, got, err)
@@ -143,11 +101,7 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	if err != nil || len(got) != 2 {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
-	for _, ti := range got {
-		if err := db.TaskFinishIfRunning(ctx, ti.Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	succeed(t, db, got...)
 
 	m := New(Config{ID: "m1", PollInterval: time.Hour, Log: zerolog.Nop()}, db, newGate(true))
 	if !m.advanceRound(ctx, map[int64]struct{}{mine: {}, theirs: {}}) {
@@ -175,9 +129,7 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
-	if err := db.TaskFinishIfRunning(ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
-		t.Fatal(err)
-	}
+	succeed(t, db, got...)
 	if !m.advanceRound(ctx, map[int64]struct{}{mine: {}}) {
 		t.Fatal("advance round failed")
 	}
@@ -186,20 +138,12 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	}
 
 	// A single-task instance whose task ends is finished by the first round, never driven.
-	single, err := workflow.Parse([]byte("name: single\ntasks:\n  - {name: only, type: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec = single
-	raw, _ = json.Marshal(spec)
-	one := submit()
+	one := submitFile(t, db, singleTask("single"), nil)
 	got, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 	if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != one {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
-	if err := db.TaskFinishIfRunning(ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
-		t.Fatal(err)
-	}
+	succeed(t, db, got...)
 	if !m.advanceRound(ctx, map[int64]struct{}{one: {}}) {
 		t.Fatal("advance round failed")
 	}
@@ -219,41 +163,17 @@ func TestSweepFindsStrandedInstances(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
 	ctx := context.Background()
-	spec, err := workflow.Parse([]byte("name: stranded\ntasks:\n  - {name: only, type: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(spec)
 	var ids []int64
 	for range 5 {
-		err := db.Tx(ctx, func(q *dao.Queries) error {
-			v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
-			if err != nil {
-				return err
-			}
-			id, err := Submit(ctx, q, spec, v, nil, 0)
-			ids = append(ids, id)
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		ids = append(ids, submitFile(t, db, singleTask("stranded"), nil))
 	}
-	m := New(Config{ID: "m1", PollInterval: 20 * time.Millisecond, SweepSlice: 2, Log: zerolog.Nop()}, db, newGate(true))
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = m.Run(mctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runMaster(t, db, Config{ID: "m1", PollInterval: 20 * time.Millisecond, SweepSlice: 2})
 
 	// The fourth instance's task ends with no wake-up sent (written as a worker would, by SQL),
 	// once the pass at start is over (three steps of two): only the steps of later polls can
 	// find it.
 	time.Sleep(300 * time.Millisecond)
-	if _, err := db.SQL().ExecContext(ctx, `UPDATE task_instance SET state = 'succeeded', worker_id = 'w-gone',
-		attempt = 1, started_at = now() - interval '1 minute', ended_at = now() - interval '1 minute'
-		WHERE workflow_instance_id = $1`, ids[3]); err != nil {
-		t.Fatal(err)
-	}
+	endUnheard(t, db, ids[3], "1 minute")
 	waitFor(t, "the sweep to finish the stranded instance", func() bool {
 		wf, err := db.WorkflowGet(ctx, ids[3])
 		return err == nil && wf.State == dao.WorkflowSucceeded && wf.Owner != nil && *wf.Owner == "m1"
@@ -273,38 +193,77 @@ func TestSweepAgainAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
 	ctx := context.Background()
-	spec, err := workflow.Parse([]byte("name: late\ntasks:\n  - {name: only, type: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(spec)
-	var id int64
-	err = db.Tx(ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
-		if err != nil {
-			return err
-		}
-		id, err = Submit(ctx, q, spec, v, nil, 0)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.SQL().ExecContext(ctx, `UPDATE task_instance SET state = 'succeeded', worker_id = 'w-gone',
-		attempt = 1, started_at = now(), ended_at = now() WHERE workflow_instance_id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	id := submitFile(t, db, singleTask("late"), nil)
+	endUnheard(t, db, id, "0 seconds")
 	started := time.Now()
-	m := New(Config{ID: "m1", PollInterval: time.Hour, Log: zerolog.Nop()}, db, newGate(true))
-	mctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { _ = m.Run(mctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runMaster(t, db, Config{ID: "m1", PollInterval: time.Hour})
 	waitFor(t, "the second pass to finish the instance", func() bool {
 		wf, err := db.WorkflowGet(ctx, id)
 		return err == nil && wf.State == dao.WorkflowSucceeded
 	})
 	if took := time.Since(started); took < dao.StrandedAfter {
 		t.Errorf("finished %v after the start, before the grace of %v was over: by what?", took, dao.StrandedAfter)
+	}
+}
+
+// submitFile stores a workflow file and submits an instance of it with params and the file's
+// priority, as `zksched submit` does.
+func submitFile(t *testing.T, db *dao.DB, file string, params json.RawMessage) int64 {
+	t.Helper()
+	spec, err := workflow.Parse([]byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(spec)
+	var id int64
+	err = db.Tx(context.Background(), func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw)
+		if err != nil {
+			return err
+		}
+		id, err = Submit(context.Background(), q, spec, v, params, spec.Priority)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// singleTask is the file of a workflow of one noop task.
+func singleTask(name string) string {
+	return "name: " + name + "\ntasks:\n  - {name: only, type: noop}\n"
+}
+
+// runMaster runs a master with cfg (and no log) until the test ends.
+func runMaster(t *testing.T, db *dao.DB, cfg Config) *Master {
+	t.Helper()
+	cfg.Log = zerolog.Nop()
+	m := New(cfg, db, newGate(true))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = m.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
+}
+
+// succeed records the success of each of tasks, claimed by a worker.
+func succeed(t *testing.T, db *dao.DB, tasks ...dao.TaskInstance) {
+	t.Helper()
+	for _, ti := range tasks {
+		if err := db.TaskFinishIfRunning(context.Background(), ti.Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// endUnheard ends the tasks of an instance as succeeded, ago ago (an SQL interval), written as
+// a worker would write them but with no wake-up sent: its worker died between the two.
+func endUnheard(t *testing.T, db *dao.DB, wf int64, ago string) {
+	t.Helper()
+	if _, err := db.SQL().ExecContext(context.Background(), `UPDATE task_instance SET state = 'succeeded',
+		worker_id = 'w-gone', attempt = 1, started_at = now() - $2::interval, ended_at = now() - $2::interval
+		WHERE workflow_instance_id = $1`, wf, ago); err != nil {
+		t.Fatal(err)
 	}
 }
