@@ -98,7 +98,7 @@ func BenchmarkTaskFinishMany(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		done, err := db.TaskFinishMany(ctx, batches[i])
-		if err != nil || len(done) != benchBatch || !done[0] {
+		if err != nil || len(done) != benchBatch || !done[0].Recorded {
 			b.Fatalf("finish = %v, %v", done, err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -433,7 +434,7 @@ func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
 		{Token: got[1].Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskQueued, Retry: true, Error: "boom"}},
 		{Token: stale, Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}},
 	})
-	if err != nil || len(done) != 3 || !done[0] || !done[1] || done[2] {
+	if err != nil || len(done) != 3 || !done[0].Recorded || !done[1].Recorded || done[2].Recorded {
 		t.Fatalf("done = %v, %v; want [true true false]", done, err)
 	}
 	for i, want := range []dao.TaskState{dao.TaskSucceeded, dao.TaskQueued, dao.TaskRunning} {
@@ -905,6 +906,176 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 	// The slice after the last instance is empty: the sweep starts over.
 	if upto, n, err := b.db.WorkflowSweepRange(b.ctx, timed, 100); err != nil || n != 0 || upto != 0 {
 		t.Fatalf("sweep range past the end = %d, %d, %v", upto, n, err)
+	}
+}
+
+// TestFinishEndsAWorkflowOfOneTask: the statement that records a task's end also ends its
+// workflow instance when that task is the whole workflow and no master has a say (no owner,
+// no cap, no timeout): succeeded or failed as a master would, and without a master wake-up.
+// Every other instance is left running and its masters are woken with its id; one whose row
+// somebody holds is skipped at once, never waited for.
+func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ml := b.db.ListenMaster(zerolog.Nop())
+	defer ml.Close()
+	masterListening(t, b, ml)
+	submit := func(spec string) int64 {
+		t.Helper()
+		var id int64
+		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+			var s struct{ Name string }
+			if err := json.Unmarshal([]byte(spec), &s); err != nil {
+				return err
+			}
+			v, err := q.DefinitionEnsure(b.ctx, s.Name, []byte(spec))
+			if err != nil {
+				return err
+			}
+			id, err = q.WorkflowCreateWithTasks(b.ctx, s.Name, v, nil, 0, false,
+				[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "end", MaxRetries: 1}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	const one = `{"name":"one","tasks":[{"name":"t","type":"noop"}]}`
+	succeeds, fails, retries := submit(one), submit(one), submit(one)
+	owned, held := submit(one), submit(one)
+	timed := submit(`{"name":"timed","timeout":"1h0m0s","tasks":[{"name":"t","type":"noop"}]}`)
+	two := submit(`{"name":"two","tasks":[{"name":"t","type":"noop"},{"name":"u","type":"noop","depends-on":["t"]}]}`)
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		if _, err := q.WorkflowLockUnowned(b.ctx, []int64{owned}); err != nil {
+			return err
+		}
+		return q.WorkflowTakeLocked(b.ctx, "m1", []int64{owned})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A capped instance, admitted and started by a master that was then lost: ending it frees
+	// a slot of its workflow, which only a master can give to the next instance.
+	capped := submit(`{"name":"capped","max-active-instances":1,"tasks":[{"name":"t","type":"noop"}]}`)
+	if got, err := b.db.WorkflowClaimWaiting(b.ctx, "m2", 10); err != nil || len(got) != 1 || got[0].ID != capped {
+		t.Fatalf("admission = %+v, %v; want instance %d", got, err, capped)
+	}
+	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: capped, Name: "t", Type: "noop",
+		State: dao.TaskQueued, Group: "end"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.db.WorkflowReleaseLostMaster(b.ctx, "m2"); err != nil || n != 1 {
+		t.Fatalf("release = %d, %v", n, err)
+	}
+	for w := range ml.C {
+		if w.Payload == fmt.Sprint(capped) {
+			break
+		}
+	}
+	tasks, err := b.db.TaskClaim(b.ctx, "w1", []string{"end"}, 10)
+	if err != nil || len(tasks) != 8 {
+		t.Fatalf("claim = %d tasks, %v; want 8", len(tasks), err)
+	}
+	// Somebody (a stop, a master) holds one instance's row and waits for nothing of ours.
+	holder, err := b.db.SQL().BeginTxx(b.ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback()
+	if _, err := holder.ExecContext(b.ctx, `SELECT 1 FROM workflow_instance WHERE id = $1 FOR UPDATE`, held); err != nil {
+		t.Fatal(err)
+	}
+	succeeded := dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}
+	results := map[int64]dao.AttemptResult{
+		succeeds: succeeded, owned: succeeded, held: succeeded, timed: succeeded, two: succeeded, capped: succeeded,
+		fails:   {Outcome: dao.OutcomeFailed, Next: dao.TaskFailed, Error: "exit 1"},
+		retries: {Outcome: dao.OutcomeFailed, Next: dao.TaskQueued, Retry: true, Error: "exit 1"},
+	}
+	var fins []dao.Finish
+	for _, ti := range tasks {
+		fins = append(fins, dao.Finish{Token: ti.Token(), Result: results[ti.WorkflowInstanceID]})
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	out, err := b.db.TaskFinishMany(ctx, fins)
+	cancel()
+	if err != nil {
+		t.Fatalf("finish (one instance's row held elsewhere): %v", err)
+	}
+	if err := holder.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	ended := map[int64]dao.WorkflowState{}
+	for i, f := range out {
+		if !f.Recorded {
+			t.Fatalf("finish %d not recorded", i)
+		}
+		if f.Workflow != "" {
+			ended[tasks[i].WorkflowInstanceID] = f.Workflow
+		}
+	}
+	if want := map[int64]dao.WorkflowState{succeeds: dao.WorkflowSucceeded, fails: dao.WorkflowFailed}; !maps.Equal(ended, want) {
+		t.Fatalf("ended instances %v, want %v", ended, want)
+	}
+	for id, want := range map[int64]dao.WorkflowState{succeeds: dao.WorkflowSucceeded, fails: dao.WorkflowFailed,
+		retries: dao.WorkflowRunning, owned: dao.WorkflowRunning, held: dao.WorkflowRunning,
+		timed: dao.WorkflowRunning, two: dao.WorkflowRunning, capped: dao.WorkflowRunning} {
+		wf, err := b.db.WorkflowGet(b.ctx, id)
+		if err != nil || wf.State != want {
+			t.Fatalf("instance %d = %+v, %v; want %s", id, wf, err, want)
+		}
+		if want == dao.WorkflowRunning {
+			continue
+		}
+		if wf.Owner != nil || wf.EndedAt == nil {
+			t.Errorf("ended instance %d: owner %v, ended_at %v; want no owner and an end", id, wf.Owner, wf.EndedAt)
+		}
+	}
+	if wf, _ := b.db.WorkflowGet(b.ctx, fails); wf.Error == nil || *wf.Error != "tasks did not succeed: t failed" {
+		t.Errorf("failed instance's error = %v", wf.Error)
+	}
+	// The masters hear of every instance whose task ended and that is still theirs to end.
+	woken := map[int64]bool{}
+	for deadline := time.After(5 * time.Second); len(woken) < 5; {
+		select {
+		case w := <-ml.C:
+			for _, f := range strings.Split(w.Payload, ",") {
+				var id int64
+				if _, err := fmt.Sscan(f, &id); err == nil {
+					woken[id] = true
+				}
+			}
+		case <-deadline:
+			t.Fatalf("masters woken for %v, want %d, %d, %d, %d and %d", woken, owned, held, timed, two, capped)
+		}
+	}
+	select {
+	case w := <-ml.C:
+		t.Fatalf("a further wake-up %q", w.Payload)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if want := map[int64]bool{owned: true, held: true, timed: true, two: true, capped: true}; !maps.Equal(woken, want) {
+		t.Fatalf("masters woken for %v, want %v", woken, want)
+	}
+}
+
+// TestCappedInstanceKeepsItsTimeout: an instance of a capped workflow with when-full: skip
+// (created under the admission lock, not by the bulk statement) knows its workflow has a
+// timeout, so once a failover releases it a master claims it at once to enforce it.
+func TestCappedInstanceKeepsItsTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	id := daotest.Submit(t, b.db, "capped-timed", map[string]any{"name": "capped-timed", "max-active-instances": 1,
+		"when-full": "skip", "timeout": "1h0m0s", "tasks": []map[string]any{{"name": "t", "type": "noop"}}})
+	if got, err := b.db.WorkflowClaimWaiting(b.ctx, "m1", 10); err != nil || len(got) != 1 || got[0].ID != id {
+		t.Fatalf("admission = %+v, %v; want instance %d", got, err, id)
+	}
+	if n, err := b.db.WorkflowReleaseLostMaster(b.ctx, "m1"); err != nil || n != 1 {
+		t.Fatalf("release = %d, %v", n, err)
+	}
+	got, err := b.db.WorkflowClaimUnowned(b.ctx, "m2", 10)
+	if err != nil || len(got) != 1 || got[0].ID != id {
+		t.Fatalf("claim after the release = %+v, %v; want instance %d (its timeout needs an owner)", got, err, id)
 	}
 }
 

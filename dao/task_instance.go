@@ -151,7 +151,7 @@ func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res Attemp
 	if err != nil {
 		return err
 	}
-	if !done[0] {
+	if !done[0].Recorded {
 		return tok.refusedFinish()
 	}
 	return nil
@@ -195,22 +195,45 @@ const finishManySQL = `
 				usage = COALESCE(x.task_usage::jsonb, ti.usage)
 			FROM x
 			WHERE ti.id = x.id AND ti.worker_id = x.worker AND ti.attempt = x.attempt AND ti.state = 'running'
-			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.state, ti.worker_group,
+			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.name, ti.state, ti.worker_group,
 				x.outcome, x.exit_code, x.err, x.attempt_usage
 		), a AS (
 			UPDATE task_attempt ta SET ended_at = now(), outcome = t.outcome, exit_code = t.exit_code,
 				error = t.err, usage = t.attempt_usage::jsonb
 			FROM t WHERE ta.task_instance_id = t.id AND ta.attempt = t.attempt
+		), ending AS (
+			-- The instances these ends end by themselves (migration 00007): of one task, which
+			-- is terminal now, driven by no master, without a cap or a timeout. SKIP LOCKED:
+			-- whoever holds one (a stop, a master) locked it before its tasks, and waiting here
+			-- for it while holding the task rows could deadlock. A skipped one is the masters'.
+			SELECT w.id FROM workflow_instance w
+			WHERE w.id = ANY(ARRAY(SELECT workflow_instance_id FROM t
+			                       WHERE state IN ('succeeded', 'failed', 'killed')))
+			  AND w.owner IS NULL AND w.state = 'running' AND w.task_count = 1
+			  AND w.max_active IS NULL AND NOT w.has_timeout
+			FOR NO KEY UPDATE SKIP LOCKED
+		), ended AS (
+			-- The outcome master/plan.go gives a workflow whose tasks are all terminal.
+			UPDATE workflow_instance w SET
+				state = CASE WHEN t.state = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
+				error = CASE WHEN t.state <> 'succeeded' THEN 'tasks did not succeed: ' || t.name || ' ' || t.state END,
+				ended_at = now()
+			FROM t
+			WHERE w.id = ANY(ARRAY(SELECT id FROM ending)) AND t.workflow_instance_id = w.id
+			RETURNING w.id, w.state
 		)
-		SELECT id, attempt, workflow_instance_id, state, worker_group FROM t`
+		SELECT t.id, t.attempt, t.workflow_instance_id, t.state, t.worker_group, e.state AS workflow_state
+		FROM t LEFT JOIN ended e ON e.id = t.workflow_instance_id`
 
 // TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
 // batching completer's write: each task moves to its result's next state, and its attempt row
-// records the outcome, only if the task still runs under that attempt's token. done[i] says
-// whether fins[i] was recorded; false is a refused token (nothing written for it). Once it
-// has committed, the masters get one wake-up per 300 workflow instances whose tasks ended,
-// the workers one per group whose tasks went back to the queue.
-func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []bool, err error) {
+// records the outcome, only if the task still runs under that attempt's token. out[i] says
+// what became of fins[i]: not recorded is a refused token (nothing written for it). A task
+// whose end ends its workflow instance (one task, no master driving it, no cap, no timeout)
+// ends the instance in the same statement. Once it has committed, the masters get one wake-up
+// per 300 workflow instances whose tasks ended (those it ended need none), the workers one per
+// group whose tasks went back to the queue.
+func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (out []Finished, err error) {
 	n := len(fins)
 	if n == 0 {
 		return nil, nil
@@ -233,11 +256,12 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []boo
 		attemptUsage[i], taskUsage[i] = jsonText(r.AttemptUsage), jsonText(r.TaskUsage)
 	}
 	var recorded []struct {
-		ID       int64  `db:"id"`
-		Attempt  int    `db:"attempt"`
-		Workflow int64  `db:"workflow_instance_id"`
-		State    string `db:"state"`
-		Group    string `db:"worker_group"`
+		ID       int64          `db:"id"`
+		Attempt  int            `db:"attempt"`
+		Workflow int64          `db:"workflow_instance_id"`
+		State    string         `db:"state"`
+		Group    string         `db:"worker_group"`
+		Ended    *WorkflowState `db:"workflow_state"`
 	}
 	err = selectHot(ctx, q, &recorded, finishManySQL,
 		pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts), pq.Array(retry), pq.Array(outputs),
@@ -252,25 +276,38 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (done []boo
 		id      int64
 		attempt int
 	}
-	got := make(map[key]bool, len(recorded))
+	got := make(map[key]Finished, len(recorded))
 	ended, requeued := map[int64]struct{}{}, map[string]bool{}
 	for _, r := range recorded {
-		got[key{r.ID, r.Attempt}] = true
-		if r.State == string(TaskQueued) {
+		f := Finished{Recorded: true}
+		switch {
+		case r.Ended != nil:
+			f.Workflow = *r.Ended
+		case r.State == string(TaskQueued):
 			if !requeued[r.Group] {
 				requeued[r.Group] = true
 				q.notify(q.ch.task, r.Group)
 			}
-		} else {
+		default:
 			ended[r.Workflow] = struct{}{}
 		}
+		got[key{r.ID, r.Attempt}] = f
 	}
 	q.notifyEnded(ended)
-	done = make([]bool, n)
+	out = make([]Finished, n)
 	for i, f := range fins {
-		done[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
+		out[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
 	}
-	return done, nil
+	return out, nil
+}
+
+// Finished is what TaskFinishMany did with one Finish.
+type Finished struct {
+	// Recorded is false when the token was refused: nothing was written for it.
+	Recorded bool
+	// Workflow is the state the task's end ended its workflow instance in, "" when it did not
+	// end it (a master decides what follows).
+	Workflow WorkflowState
 }
 
 // jsonText passes JSON as an element of a text[] parameter cast to jsonb, and nothing as NULL.

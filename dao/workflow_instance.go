@@ -54,7 +54,8 @@ const createSQL = `
 			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue, d.name IS NOT NULL AS defined,
 			       nullif((d.spec->>'max-active-instances')::int, 0) AS max_active,
 			       coalesce(d.spec->>'when-full', '') = 'skip' AS skip,
-			       coalesce(d.spec->>'timeout', '') <> '' AS has_timeout
+			       coalesce(d.spec->>'timeout', '') <> '' AS has_timeout,
+			       CASE jsonb_typeof(d.spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(d.spec->'tasks'), 0) END AS task_count
 			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[])
 				WITH ORDINALITY AS x(name, version, params, priority, queue, i)
 			LEFT JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
@@ -65,15 +66,15 @@ const createSQL = `
 			-- submissions with each other: planned for the ten rows the planner assumes of an
 			-- array, such a join was a nested loop, 10,000 × 10,000 comparisons (8.5 s) for a
 			-- bulk load of 10,000.
-			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.has_timeout, r.defined,
+			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.has_timeout, r.task_count, r.defined,
 			       CASE WHEN r.defined AND (r.max_active IS NULL OR NOT r.skip OR r.queue)
 			            THEN nextval(pg_get_serial_sequence('workflow_instance', 'id')) END AS id,
 			       r.defined AND r.max_active IS NULL AND r.i IN (SELECT unnest($6::bigint[])) AS started
 			FROM r
 		), created AS (
 			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
-				has_timeout, state, started_at)
-			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout,
+				has_timeout, task_count, state, started_at)
+			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout, task_count,
 				CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
 			FROM c WHERE id IS NOT NULL
 		), started AS (
@@ -200,8 +201,11 @@ func (q *Queries) WorkflowCreateWithTasks(ctx context.Context, name string, vers
 		}
 		c.ID = new(int64)
 		err = sqlxGet(ctx, q, c.ID, `
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active)
-			VALUES ($1, $2, $3::jsonb, $4, $5) RETURNING id`,
+			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
+				has_timeout, task_count)
+			SELECT $1, $2, $3::jsonb, $4, $5, coalesce(spec->>'timeout', '') <> '',
+				CASE jsonb_typeof(spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(spec->'tasks'), 0) END
+			FROM workflow_definition WHERE name = $1 AND version = $2 RETURNING id`,
 			name, version, string(params), priority, c.MaxActive)
 		if err != nil {
 			return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)

@@ -74,7 +74,10 @@
 // received, which is no earlier than the node's LastContact. The node's watchdog kills its
 // tasks at LastContact + timeout, and they are gone within the kill grace. The leader requeues
 // them failover.delay after it sees the expiry, which is later still. A late write from the old
-// run carries the old token and changes nothing.
+// run carries the old token and changes nothing. That holds for the one write a worker makes
+// about a workflow instance too: the end of a workflow of one task, in the statement that
+// records the task's end, only for a row that statement's token check let through, and only
+// while no master owns the instance (owner NULL, the row locked with SKIP LOCKED).
 //
 // The exception is a node whose own process was frozen past the deadline: its watchdog cannot
 // run, and its tasks live in process groups of their own. For a worker stopped by a signal

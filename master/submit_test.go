@@ -137,13 +137,18 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 		t.Fatalf("instance %d = %+v, %v; want succeeded under m1", mine, wf, err)
 	}
 
-	// A single-task instance whose task ends is finished by the first round, never driven.
-	one := submitFile(t, db, singleTask("single"), nil)
+	// An instance whose tasks all ended before a master heard of them is finished by the
+	// first round, never driven. (A single-task one is ended by its task's own statement:
+	// dao.TestFinishEndsAWorkflowOfOneTask.)
+	one := submitFile(t, db, "name: pair\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop}\n", nil)
 	got, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
-	if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != one {
+	if err != nil || len(got) != 2 || got[0].WorkflowInstanceID != one {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
 	succeed(t, db, got...)
+	if wf, err := db.WorkflowGet(ctx, one); err != nil || wf.State != dao.WorkflowRunning {
+		t.Fatalf("instance %d after its tasks ended = %+v, %v; want running, for a master", one, wf, err)
+	}
 	if !m.advanceRound(ctx, map[int64]struct{}{one: {}}) {
 		t.Fatal("advance round failed")
 	}

@@ -26,7 +26,14 @@ type completer struct {
 
 type pending struct {
 	fin  dao.Finish
-	done chan error
+	done chan written
+}
+
+// written is the answer to one result: err, or the state its instance ended in ("" if it
+// did not end it).
+type written struct {
+	workflow dao.WorkflowState
+	err      error
 }
 
 // maxFinishBatch bounds one write: a few hundred rows keep a statement in milliseconds and
@@ -38,23 +45,24 @@ func newCompleter(db *dao.DB, queue int) *completer {
 }
 
 // finish records one result and waits for its batch to be written. It returns
-// dao.ErrTokenRefused when the task no longer runs under tok.
-func (c *completer) finish(ctx context.Context, tok dao.Token, r dao.AttemptResult) error {
-	p := &pending{fin: dao.Finish{Token: tok, Result: r}, done: make(chan error, 1)}
+// dao.ErrTokenRefused when the task no longer runs under tok, and the state the task's end
+// ended its workflow instance in, if it did (dao.TaskFinishMany).
+func (c *completer) finish(ctx context.Context, tok dao.Token, r dao.AttemptResult) (dao.WorkflowState, error) {
+	p := &pending{fin: dao.Finish{Token: tok, Result: r}, done: make(chan written, 1)}
 	c.waiting.Add(1)
 	defer c.waiting.Add(-1)
 	select {
 	case c.in <- p:
 	case <-ctx.Done():
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 	select {
-	case err := <-p.done:
-		return err
+	case w := <-p.done:
+		return w.workflow, w.err
 	case <-ctx.Done():
 		// The batch may still be written; if it is, the task has ended and a retry is refused
 		// by its token, which the reporter takes as "not ours" — the result is recorded once.
-		return ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
@@ -92,11 +100,11 @@ func (c *completer) write(batch []*pending) {
 	for i, p := range batch {
 		switch {
 		case err != nil:
-			p.done <- err
-		case !done[i]:
-			p.done <- p.fin.Refused()
+			p.done <- written{err: err}
+		case !done[i].Recorded:
+			p.done <- written{err: p.fin.Refused()}
 		default:
-			p.done <- nil
+			p.done <- written{workflow: done[i].Workflow}
 		}
 	}
 }

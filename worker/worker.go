@@ -331,7 +331,7 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 	wait := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := w.done.finish(ctx, tok, r)
+		wf, err := w.done.finish(ctx, tok, r)
 		cancel()
 		if w.cfg.Events != nil && (err == nil || errors.Is(err, dao.ErrTokenRefused)) {
 			w.cfg.Events.Ended(r.Outcome, err != nil)
@@ -343,6 +343,14 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 				ev = log.Warn().Str("error", r.Error)
 			}
 			ev.Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).Msg("attempt ended")
+			if wf != "" {
+				// Its only task: the statement that recorded the end ended the instance too.
+				ev := log.Info()
+				if wf != dao.WorkflowSucceeded {
+					ev = log.Warn()
+				}
+				ev.Str("state", string(wf)).Msg("workflow instance finished with its only task")
+			}
 			return
 		case errors.Is(err, dao.ErrTokenRefused):
 			log.Warn().Str("outcome", string(r.Outcome)).Msg("result refused: the task was taken from this attempt")
