@@ -616,8 +616,11 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 	}
 	// Released by a failover after it started, with no task running (none was ever
 	// created), it is claimed again as not fresh, by the sweep: a running instance without a
-	// timeout waits for a task of it to end otherwise.
-	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE workflow_instance SET owner = NULL WHERE id = $1`, free); err != nil {
+	// timeout waits for a task of it to end otherwise. (A failover comes a session timeout
+	// at least after its master's last contact; the sweep leaves instances younger than
+	// dao.StrandedAfter alone.)
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE workflow_instance SET owner = NULL,
+		started_at = now() - interval '1 minute' WHERE id = $1`, free); err != nil {
 		t.Fatal(err)
 	}
 	if wf := claimed("m2", b.db.WorkflowClaimUnowned); wf != nil {
@@ -1080,11 +1083,15 @@ func TestCappedInstanceKeepsItsTimeout(t *testing.T) {
 }
 
 // backdate makes the tasks of an instance look ended a minute ago, as when no master has
-// been up since.
+// been up since, and the instance started before them.
 func backdate(t *testing.T, b *testBundle, wf int64) {
 	t.Helper()
 	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE task_instance SET ended_at = now() - interval '1 minute'
 		WHERE workflow_instance_id = $1 AND ended_at IS NOT NULL`, wf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE workflow_instance SET started_at = now() - interval '2 minutes'
+		WHERE id = $1`, wf); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -308,7 +308,11 @@ var claimStrandedSQL = `
 			  -- entries (a whole backlog) it then read for every instance (1.2 ms each).
 			  -- A task that ended in the last StrandedAfter is still on its way to a master by
 			  -- its wake-up: taking its instance here would only race that (3% of a burn-down's
-			  -- instances were claimed twice over, an extra write each).
+			  -- instances were claimed twice over, an extra write each). An instance that
+			  -- started less than that ago has either a live task or one that ended since:
+			  -- its tasks need no probe (a master that starts on a fresh backlog of 100,000
+			  -- probed them all, 9 us each).
+			  AND w.started_at < now() - interval '` + strconv.Itoa(int(StrandedAfter/time.Second)) + ` seconds'
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
 			                       OR t.ended_at > now() - interval '` + strconv.Itoa(int(StrandedAfter/time.Second)) + ` seconds'))
@@ -325,7 +329,8 @@ const StrandedAfter = 5 * time.Second
 // wake-up). The masters sweep the unowned running instances with it a slice at a time (see
 // WorkflowSweepRange), so its cost per call is bounded whatever the backlog. An instance
 // stranded only for a moment (a task of it was being requeued) is claimed all the same; its
-// owner then finds nothing to do until that task ends.
+// owner then finds nothing to do until that task ends. One that started less than
+// StrandedAfter ago is left to a later step, unprobed.
 func (q *Queries) WorkflowClaimStranded(ctx context.Context, owner string, after, upto int64) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
 	if err := selectHot(ctx, q, &wfs, claimStrandedSQL, owner, after, upto); err != nil {

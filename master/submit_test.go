@@ -271,4 +271,9 @@ func endUnheard(t *testing.T, db *dao.DB, wf int64, ago string) {
 		WHERE workflow_instance_id = $1`, wf, ago); err != nil {
 		t.Fatal(err)
 	}
+	// The instance started no later than its task.
+	if _, err := db.SQL().ExecContext(context.Background(), `UPDATE workflow_instance
+		SET started_at = least(started_at, now() - $2::interval) WHERE id = $1`, wf, ago); err != nil {
+		t.Fatal(err)
+	}
 }
