@@ -18,6 +18,9 @@ var (
 	FinishManyWorkflowsSQL = finishManyWorkflowsSQL
 )
 
+// ClaimSettings are the claim connections' run-time parameters.
+var ClaimSettings = claimSettings
+
 // CreateSQL and CreateArgs are the bulk submission's statement and parameters.
 const CreateSQL = createSQL
 

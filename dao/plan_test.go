@@ -330,3 +330,56 @@ func TestSweepDoesNotProbeYoungInstances(t *testing.T) {
 		t.Errorf("the sweep probed the tasks of %d instances that started a moment ago %.0f times\n%s", n, probes, raw)
 	}
 }
+
+// TestClaimPlanMadeOnAnEmptyTable: the claims run with generic plans (dao's claimSettings),
+// made once per connection from the statistics of that moment and kept until the next
+// vacuum or analyze of the table. A plan made while task_instance was empty (and analyzed so)
+// must still read the queued index once a backlog has arrived, not scan the table.
+func TestClaimPlanMadeOnAnEmptyTable(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	conn, err := db.SQL().Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	setup := []string{"ANALYZE task_instance", "ANALYZE task_pool"}
+	for _, kv := range dao.ClaimSettings {
+		setup = append(setup, "SET "+kv[0]+" = "+kv[1])
+	}
+	setup = append(setup, "PREPARE pooled (text, text[], int) AS "+dao.ClaimSQL,
+		"PREPARE unpooled (text, text[], int) AS "+dao.ClaimUnpooledSQL,
+		// The first execution makes the plan, on the empty table.
+		"EXECUTE pooled ('w1', '{g}', 100)", "EXECUTE unpooled ('w1', '{g}', 100)")
+	for _, stmt := range setup {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt[:min(len(stmt), 40)], err)
+		}
+	}
+	if err := db.Tx(ctx, func(q *dao.Queries) error {
+		if _, err := q.DefinitionEnsure(ctx, "backlog", []byte(`{"name":"backlog"}`)); err != nil {
+			return err
+		}
+		return q.WorkflowCreateMany(ctx, "backlog", 1, nil, 20000,
+			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"pooled", "unpooled"} {
+		var raw string
+		if err := conn.QueryRowxContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE "+name+" ('w1', '{g}', 100)").Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		nodes := flatten(t, raw)
+		joined := strings.Join(nodes, "\n")
+		if !strings.Contains(joined, "|task_instance_queued") {
+			t.Errorf("%s claim, planned on an empty table: does not read task_instance_queued:\n%s", name, joined)
+		}
+		for _, n := range nodes {
+			if strings.HasPrefix(n, "Seq Scan|task_instance") || strings.HasPrefix(n, "Bitmap Heap Scan|task_instance") {
+				t.Errorf("%s claim, planned on an empty table: scans task_instance:\n%s", name, joined)
+			}
+		}
+	}
+}

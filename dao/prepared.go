@@ -11,12 +11,12 @@ import (
 // a connection the first time it runs there (again after a reconnect), and PostgreSQL then
 // parses it once per connection.
 //
-// They are left to PostgreSQL's own choice between custom and generic plans. Forcing generic
-// plans (plan_cache_mode) saved the claim's re-planning, 0.5 ms a call at 100 workflows/s,
-// but a generic plan is made once per connection from the statistics of that moment and kept
-// until the table is next analyzed: made on an empty task_instance, the claim's plan was a
-// sequential scan, 61 ms a claim once 50,000 tasks had arrived. A custom plan sees the live
-// size of the table at every call.
+// They are left to PostgreSQL's own choice between custom and generic plans, except the task
+// claims, which run on connections of their own with generic plans and no sequential or
+// bitmap scans (claimSettings in db.go): a generic plan is made once per connection from the
+// statistics of that moment and kept until the table is next analyzed, and made on an empty
+// task_instance the claim's plan was otherwise a sequential scan, 61 ms a claim once 50,000
+// tasks had arrived. A custom plan sees the live size of the table at every call.
 type prepared struct {
 	db *sqlx.DB
 
