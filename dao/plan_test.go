@@ -197,7 +197,9 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 			}
 			joined := strings.Join(nodes, "\n")
 			for _, n := range nodes {
-				if strings.HasPrefix(n, "Seq Scan|task_") || strings.HasPrefix(n, "Seq Scan|workflow_instance|") {
+				// task_pool is the exception: a row per pool, never more.
+				if (strings.HasPrefix(n, "Seq Scan|task_") && !strings.HasPrefix(n, "Seq Scan|task_pool|")) ||
+					strings.HasPrefix(n, "Seq Scan|workflow_instance|") {
 					t.Errorf("%s, %s: scans a whole table:\n%s", c.name, stats, joined)
 				}
 			}

@@ -182,6 +182,17 @@ const finishManySQL = `
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
 				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[])
 				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage)
+		), pools AS (
+			-- The pools of these tasks, locked in name order before any task row (migration
+			-- 00008); no task is read while the database knows no pool. One probe of the
+			-- primary key per task, whatever the statistics say (see listByWorkflowsSQL).
+			SELECT p.name FROM task_pool p
+			WHERE p.name = ANY(ARRAY(
+				SELECT ti.pool FROM unnest($1::bigint[]) AS y(id) CROSS JOIN LATERAL (
+					SELECT ti.pool FROM task_instance ti WHERE ti.id = y.id OFFSET 0) ti
+				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL))
+			ORDER BY p.name
+			FOR UPDATE
 		), t AS (
 			UPDATE task_instance ti SET
 				state = x.next,
@@ -195,6 +206,7 @@ const finishManySQL = `
 				usage = COALESCE(x.task_usage::jsonb, ti.usage)
 			FROM x
 			WHERE ti.id = x.id AND ti.worker_id = x.worker AND ti.attempt = x.attempt AND ti.state = 'running'
+			  AND (SELECT count(*) FROM pools) >= 0 -- the pools first
 			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.name, ti.state, ti.worker_group,
 				x.outcome, x.exit_code, x.err, x.attempt_usage
 		), a AS (

@@ -325,3 +325,74 @@ func BenchmarkCheckpointSave(b *testing.B) {
 		i++
 	}
 }
+
+// TestFinishesOfManyPoolsNeverDeadlock: the pool counts are kept by a row trigger, which
+// locks a task's pool row when the task stops running, in whatever order the statement
+// changes its tasks. Two workers finishing, at once and over and over, batches with a task
+// of each of two pools, one in the order a, b and the other b, a, would deadlock (PostgreSQL
+// aborts one after a second) unless each finish locks its pools in name order first. A
+// failover's requeue of a third worker's tasks of both pools runs among them.
+func TestFinishesOfManyPoolsNeverDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const pairs = 60
+	b.queuePooled(t, "t", 4*pairs+40, "", false)
+	// Pools by turns, in insertion (and so physical) order: a, b, a, b, ...
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE task_instance SET pool = CASE WHEN id % 2 = 0 THEN 'a' ELSE 'b' END`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.SQL().ExecContext(b.ctx, `INSERT INTO task_pool (name) VALUES ('a'), ('b') ON CONFLICT DO NOTHING`); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(worker string, n int) []dao.TaskInstance {
+		t.Helper()
+		got, err := b.db.TaskClaim(b.ctx, worker, []string{"default"}, n)
+		if err != nil || len(got) != n {
+			t.Fatalf("claim for %s = %d tasks, %v; want %d", worker, len(got), err, n)
+		}
+		return got
+	}
+	byPool := func(ts []dao.TaskInstance) (a, b []dao.TaskInstance) {
+		for _, ti := range ts {
+			if *ti.Pool == "a" {
+				a = append(a, ti)
+			} else {
+				b = append(b, ti)
+			}
+		}
+		return a, b
+	}
+	a1, b1 := byPool(claim("w1", 2*pairs))
+	a2, b2 := byPool(claim("w2", 2*pairs))
+	claim("w3", 40)
+	ok := dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}
+	var wg sync.WaitGroup
+	errs := make(chan error, 3)
+	run := func(first, second []dao.TaskInstance) {
+		for i := range min(len(first), len(second)) {
+			fins := []dao.Finish{{Token: first[i].Token(), Result: ok}, {Token: second[i].Token(), Result: ok}}
+			if _, err := b.db.TaskFinishMany(b.ctx, fins); err != nil {
+				errs <- err
+				return
+			}
+		}
+	}
+	wg.Go(func() { run(a1, b1) })
+	wg.Go(func() { run(b2, a2) })
+	wg.Go(func() {
+		time.Sleep(20 * time.Millisecond)
+		if _, err := b.db.TaskRequeueLostWorker(b.ctx, "w3"); err != nil {
+			errs <- err
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for name, p := range b.pools(t) {
+		if p.Running != 0 {
+			t.Errorf("pool %s counts %d running, want 0", name, p.Running)
+		}
+	}
+}
