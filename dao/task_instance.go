@@ -218,12 +218,18 @@ const finishManySQL = `
 			-- is terminal now, driven by no master, without a cap or a timeout. SKIP LOCKED:
 			-- whoever holds one (a stop, a master) locked it before its tasks, and waiting here
 			-- for it while holding the task rows could deadlock. A skipped one is the masters'.
-			SELECT w.id FROM workflow_instance w
-			WHERE w.id = ANY(ARRAY(SELECT workflow_instance_id FROM t
-			                       WHERE state IN ('succeeded', 'failed', 'killed')))
-			  AND w.owner IS NULL AND w.state = 'running' AND w.task_count = 1
-			  AND w.max_active IS NULL AND NOT w.has_timeout
-			FOR NO KEY UPDATE SKIP LOCKED
+			-- One probe of the primary key per instance, whatever the statistics say: tested
+			-- with IS NOT DISTINCT FROM, the conditions match no other index (see
+			-- lockUnownedSQL), such as workflow_instance_state_id, whose running entries (a
+			-- whole backlog) a bitmap scan would read.
+			SELECT w.id FROM unnest(ARRAY(SELECT workflow_instance_id FROM t
+			                              WHERE state IN ('succeeded', 'failed', 'killed'))) AS y(id)
+			CROSS JOIN LATERAL (
+				SELECT w.id FROM workflow_instance w
+				WHERE w.id = y.id AND w.owner IS NOT DISTINCT FROM NULL AND w.state IS NOT DISTINCT FROM 'running'
+				  AND w.task_count IS NOT DISTINCT FROM 1 AND w.max_active IS NOT DISTINCT FROM NULL
+				  AND w.has_timeout IS NOT DISTINCT FROM false
+				FOR NO KEY UPDATE SKIP LOCKED) w
 		), ended AS (
 			-- The outcome master/plan.go gives a workflow whose tasks are all terminal.
 			UPDATE workflow_instance w SET
@@ -234,8 +240,11 @@ const finishManySQL = `
 			WHERE w.id = ANY(ARRAY(SELECT id FROM ending)) AND t.workflow_instance_id = w.id
 			RETURNING w.id, w.state
 		)
-		SELECT t.id, t.attempt, t.workflow_instance_id, t.state, t.worker_group, e.state AS workflow_state
-		FROM t LEFT JOIN ended e ON e.id = t.workflow_instance_id`
+		-- The tasks, then the instances they ended (id NULL), paired up by the caller: a join
+		-- of the two was planned as a nested loop, every task against every instance.
+		SELECT id, attempt, workflow_instance_id, state, worker_group, NULL AS workflow_state FROM t
+		UNION ALL
+		SELECT NULL, NULL, id, NULL, NULL, state FROM ended`
 
 // TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
 // batching completer's write: each task moves to its result's next state, and its attempt row
@@ -268,11 +277,11 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (out []Fini
 		attemptUsage[i], taskUsage[i] = jsonText(r.AttemptUsage), jsonText(r.TaskUsage)
 	}
 	var recorded []struct {
-		ID       int64          `db:"id"`
-		Attempt  int            `db:"attempt"`
+		ID       *int64         `db:"id"` // NULL: a row of an instance ended
+		Attempt  *int           `db:"attempt"`
 		Workflow int64          `db:"workflow_instance_id"`
-		State    string         `db:"state"`
-		Group    string         `db:"worker_group"`
+		State    *string        `db:"state"`
+		Group    *string        `db:"worker_group"`
 		Ended    *WorkflowState `db:"workflow_state"`
 	}
 	err = selectHot(ctx, q, &recorded, finishManySQL,
@@ -288,22 +297,30 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (out []Fini
 		id      int64
 		attempt int
 	}
+	endedWith := map[int64]WorkflowState{}
+	for _, r := range recorded {
+		if r.ID == nil && r.Ended != nil {
+			endedWith[r.Workflow] = *r.Ended
+		}
+	}
 	got := make(map[key]Finished, len(recorded))
 	ended, requeued := map[int64]struct{}{}, map[string]bool{}
 	for _, r := range recorded {
-		f := Finished{Recorded: true}
+		if r.ID == nil || r.Attempt == nil || r.State == nil || r.Group == nil {
+			continue
+		}
+		f := Finished{Recorded: true, Workflow: endedWith[r.Workflow]}
 		switch {
-		case r.Ended != nil:
-			f.Workflow = *r.Ended
-		case r.State == string(TaskQueued):
-			if !requeued[r.Group] {
-				requeued[r.Group] = true
-				q.notify(q.ch.task, r.Group)
+		case f.Workflow != "":
+		case *r.State == string(TaskQueued):
+			if !requeued[*r.Group] {
+				requeued[*r.Group] = true
+				q.notify(q.ch.task, *r.Group)
 			}
 		default:
 			ended[r.Workflow] = struct{}{}
 		}
-		got[key{r.ID, r.Attempt}] = f
+		got[key{*r.ID, *r.Attempt}] = f
 	}
 	q.notifyEnded(ended)
 	out = make([]Finished, n)
