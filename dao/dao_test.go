@@ -1140,3 +1140,42 @@ func TestReleaseWakesMastersWithTheIDs(t *testing.T) {
 		t.Fatal("no wake-up")
 	}
 }
+
+// TestAttemptsGoWithTheirTask: attempt rows have no foreign key to their task (migration
+// 00009), yet deleting a task instance, directly or through its workflow instance, deletes its
+// attempts and no others.
+func TestAttemptsGoWithTheirTask(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	gone, kept := b.queue(t, 2, "att"), b.queue(t, 1, "att")
+	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"att"}, 10)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim = %d tasks, %v; want 3", len(got), err)
+	}
+	count := func(wf int64) int {
+		t.Helper()
+		var n int
+		if err := b.db.SQL().GetContext(b.ctx, &n, `SELECT count(*) FROM task_attempt a
+			JOIN task_instance t ON t.id = a.task_instance_id WHERE t.workflow_instance_id = $1`, wf); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if count(gone) != 2 || count(kept) != 1 {
+		t.Fatalf("attempts before = %d and %d, want 2 and 1", count(gone), count(kept))
+	}
+	if _, err := b.db.SQL().ExecContext(b.ctx, `DELETE FROM workflow_instance WHERE id = $1`, gone); err != nil {
+		t.Fatal(err)
+	}
+	var orphans, all int
+	if err := b.db.SQL().GetContext(b.ctx, &orphans, `SELECT count(*) FROM task_attempt a
+		WHERE NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.id = a.task_instance_id)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.SQL().GetContext(b.ctx, &all, `SELECT count(*) FROM task_attempt`); err != nil {
+		t.Fatal(err)
+	}
+	if orphans != 0 || all != 1 || count(kept) != 1 {
+		t.Fatalf("after deleting instance %d: %d orphan attempts, %d in all (want 0 and the other instance's 1)", gone, orphans, all)
+	}
+}
