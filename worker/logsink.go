@@ -15,7 +15,9 @@ import (
 // logSink collects an attempt's output and stores it in task_log in chunks, on a short
 // interval or when a chunk is full, each write under the attempt's token. It keeps at most
 // limit bytes per attempt and then notes the truncation once. Writes never block on the
-// database: the task must not stall because PostgreSQL is slow.
+// database: the task must not stall because PostgreSQL is slow. Its goroutine starts with the
+// first write: a task that prints nothing (most of a burn-down's) costs no goroutine, ticker
+// or wake-up.
 type logSink struct {
 	db       *dao.DB
 	tok      dao.Token
@@ -28,6 +30,7 @@ type logSink struct {
 	kept      int
 	truncated bool
 	seq       int
+	started   bool // the loop runs, or Close came first
 	wake      chan struct{}
 	done      chan struct{}
 	closed    chan struct{}
@@ -36,10 +39,8 @@ type logSink struct {
 const chunkSize = 32 << 10
 
 func newLogSink(db *dao.DB, tok dao.Token, limit int, refused func()) *logSink {
-	s := &logSink{db: db, tok: tok, limit: limit, refused: refused, interval: 250 * time.Millisecond,
+	return &logSink{db: db, tok: tok, limit: limit, refused: refused, interval: 250 * time.Millisecond,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), closed: make(chan struct{})}
-	go s.loop()
-	return s
 }
 
 // Write keeps p up to the limit. It never fails: a task's output is not worth stopping it for.
@@ -56,6 +57,10 @@ func (s *logSink) Write(p []byte) (int, error) {
 		s.kept, s.truncated = s.limit, true
 	}
 	full := len(s.buf) >= chunkSize
+	if !s.started {
+		s.started = true
+		go s.loop()
+	}
 	s.mu.Unlock()
 	if full {
 		select {
@@ -116,6 +121,13 @@ func textOf(b []byte) string {
 // Close stores what is left. Call it before the attempt's result is written: once the task
 // has left the running state, its log writes are refused.
 func (s *logSink) Close() {
-	close(s.done)
-	<-s.closed
+	s.mu.Lock()
+	started := s.started
+	s.started = true // no loop from here on
+	s.mu.Unlock()
+	if started {
+		close(s.done)
+		<-s.closed
+	}
+	s.flush() // what a write may have kept after the loop's last flush
 }
