@@ -158,8 +158,9 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 	nulls := make([]*string, n)
 	bools := make([]bool, n)
 	// Indexes a statement must not read: the sweep's probe of an instance's live tasks read
-	// every queued and running task through task_instance_state_id (1.2 ms an instance).
-	avoid := map[string]string{"claim stranded workflows": "task_instance_state_id", "finish": "workflow_instance_state_id"}
+	// every queued and running task through task_instance_state_id (1.2 ms an instance; now
+	// task_instance_listed_state_id, which holds the queued ones).
+	avoid := map[string]string{"claim stranded workflows": "task_instance_listed_state_id", "finish": "workflow_instance_state_id"}
 	for _, stats := range []string{"without statistics", "after ANALYZE", "generic plan"} {
 		if stats == "after ANALYZE" {
 			if _, err := db.SQL().Exec(`ANALYZE task_instance; ANALYZE task_attempt; ANALYZE workflow_instance`); err != nil {

@@ -65,11 +65,11 @@ func (q *Queries) WorkflowListPage(ctx context.Context, f WorkflowFilter, c Page
 	if f.Name != "" {
 		add("w.workflow_name = ?", f.Name)
 	}
-	page, err := keysetPage[WorkflowRow](ctx, q, `SELECT `+prefixed("w.", workflowColumns)+`,
+	page, err := keysetPage[WorkflowRow](ctx, q, plainSource(`SELECT `+prefixed("w.", workflowColumns)+`,
 		(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 			(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
 		) AS task_states
-		FROM workflow_instance w`, "w.id", conds, args, c, func(r WorkflowRow) int64 { return r.ID })
+		FROM workflow_instance w`, "w.id"), "w.id", conds, args, c, func(r WorkflowRow) int64 { return r.ID })
 	if err != nil {
 		return page, fmt.Errorf("list workflow instances: %w", err)
 	}
