@@ -30,6 +30,30 @@ func setup(t *testing.T) *testBundle {
 	return &testBundle{db: db, ctx: context.Background()}
 }
 
+// submitWithRoot stores raw (JSON, with a "name") as a definition and submits an instance
+// of it, started with its root task "t" queued in group g with maxRetries retries.
+func (b *testBundle) submitWithRoot(t *testing.T, raw, g string, maxRetries int) int64 {
+	t.Helper()
+	var id int64
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		var spec struct{ Name string }
+		if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+			return err
+		}
+		v, err := q.DefinitionEnsure(b.ctx, spec.Name, []byte(raw))
+		if err != nil {
+			return err
+		}
+		id, err = q.WorkflowCreateWithTasks(b.ctx, spec.Name, v, nil, 0, false,
+			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: g, MaxRetries: maxRetries}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // queue creates a workflow instance owned by "m1" with n queued tasks in group g.
 func (b *testBundle) queue(t *testing.T, n int, g string) int64 {
 	t.Helper()
@@ -817,27 +841,7 @@ func TestSubmitAfterCloseOrCancel(t *testing.T) {
 func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	submit := func(raw string) int64 {
-		t.Helper()
-		var id int64
-		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-			var spec struct{ Name string }
-			if err := json.Unmarshal([]byte(raw), &spec); err != nil {
-				return err
-			}
-			v, err := q.DefinitionEnsure(b.ctx, spec.Name, []byte(raw))
-			if err != nil {
-				return err
-			}
-			id, err = q.WorkflowCreateWithTasks(b.ctx, spec.Name, v, nil, 0, false,
-				[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "lazy"}})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	submit := func(raw string) int64 { return b.submitWithRoot(t, raw, "lazy", 0) }
 	plain := submit(`{"name":"plain"}`)
 	timed := submit(`{"name":"timed","timeout":"1m0s"}`)
 	ids := func(wfs []dao.WorkflowInstance, err error) []int64 {
@@ -923,27 +927,7 @@ func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 	ml := b.db.ListenMaster(zerolog.Nop())
 	defer ml.Close()
 	masterListening(t, b, ml)
-	submit := func(spec string) int64 {
-		t.Helper()
-		var id int64
-		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-			var s struct{ Name string }
-			if err := json.Unmarshal([]byte(spec), &s); err != nil {
-				return err
-			}
-			v, err := q.DefinitionEnsure(b.ctx, s.Name, []byte(spec))
-			if err != nil {
-				return err
-			}
-			id, err = q.WorkflowCreateWithTasks(b.ctx, s.Name, v, nil, 0, false,
-				[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "end", MaxRetries: 1}})
-			return err
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	submit := func(spec string) int64 { return b.submitWithRoot(t, spec, "end", 1) }
 	const one = `{"name":"one","tasks":[{"name":"t","type":"noop"}]}`
 	succeeds, fails, retries := submit(one), submit(one), submit(one)
 	owned, held := submit(one), submit(one)

@@ -120,6 +120,23 @@ func flatten(t *testing.T, raw string) []string {
 	return out
 }
 
+// walkPlan calls visit on every node of raw, EXPLAIN's JSON plan.
+func walkPlan(t *testing.T, raw string, visit func(n node)) {
+	t.Helper()
+	var doc []struct{ Plan node }
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(n node)
+	walk = func(n node) {
+		visit(n)
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(doc[0].Plan)
+}
+
 type node struct {
 	Type     string `json:"Node Type"`
 	Relation string `json:"Relation Name"`
@@ -265,19 +282,8 @@ func TestBulkSubmissionDoesNotPairSubmissions(t *testing.T) {
 	raw := explainGeneric(t, db, "ANALYZE,", dao.CreateSQL,
 		"text[], int[], text[], int[], bool[], bigint[], text[], text[], text[], text[], int[], text[], text[], int[], bigint[], bigint[]",
 		dao.CreateArgs(subs)...)
-	var doc []struct{ Plan node }
-	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
-		t.Fatal(err)
-	}
 	removed := 0.0
-	var walk func(n node)
-	walk = func(n node) {
-		removed += n.RemovedByJoinFilter * max(n.Loops, 1)
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(doc[0].Plan)
+	walkPlan(t, raw, func(n node) { removed += n.RemovedByJoinFilter * max(n.Loops, 1) })
 	if removed > n {
 		t.Errorf("joins removed %.0f rows for %d submissions: some join compares them pairwise\n%s", removed, n, raw)
 	}
@@ -314,21 +320,12 @@ func TestSweepDoesNotProbeYoungInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := explainGeneric(t, db, "ANALYZE,", dao.ClaimStrandedSQL, "text, bigint, bigint", "m1", 0, int64(1)<<40)
-	var doc []struct{ Plan node }
-	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
-		t.Fatal(err)
-	}
 	probes := 0.0
-	var walk func(n node)
-	walk = func(n node) {
+	walkPlan(t, raw, func(n node) {
 		if n.Relation == "task_instance" {
 			probes += n.Loops
 		}
-		for _, c := range n.Plans {
-			walk(c)
-		}
-	}
-	walk(doc[0].Plan)
+	})
 	if probes > 0 {
 		t.Errorf("the sweep probed the tasks of %d instances that started a moment ago %.0f times\n%s", n, probes, raw)
 	}
