@@ -91,9 +91,9 @@ type DB struct {
 	DSN string `yaml:"dsn"`
 
 	// MaxConns caps the node's pooled PostgreSQL connections. Defaults to 20, enough for a
-	// worker's claims, completions and log writes at 16 slots. A node also holds a listening
-	// connection and one that sends wake-ups: keep (masters + workers) × (MaxConns + 2)
-	// under the server's max_connections.
+	// worker's completions and log writes at 16 slots. A node also holds a listening
+	// connection and one that sends wake-ups, and a worker two more for its claims: keep
+	// masters × (MaxConns + 2) + workers × (MaxConns + 4) under the server's max_connections.
 	MaxConns int `yaml:"max-conns"`
 }
 

@@ -304,8 +304,9 @@ var claimStrandedSQL = `
 			SELECT id, false AS fresh FROM workflow_instance w
 			WHERE owner IS NULL AND state = 'running' AND id > $2 AND id <= $3
 			  -- Probed by task_instance_workflow_instance_id_name_key alone: with "state IN",
-			  -- the planner ANDed it with task_instance_state_id, whose queued and running
-			  -- entries (a whole backlog) it then read for every instance (1.2 ms each).
+			  -- the planner ANDed it with task_instance_state_id (now ..._listed_state_id),
+			  -- whose queued entries (a whole backlog) it then read for every instance
+			  -- (1.2 ms each).
 			  -- A task that ended in the last StrandedAfter is still on its way to a master by
 			  -- its wake-up: taking its instance here would only race that (3% of a burn-down's
 			  -- instances were claimed twice over, an extra write each). An instance that
