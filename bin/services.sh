@@ -86,7 +86,7 @@ pg_locate() {
 }
 
 # Huge pages for PostgreSQL's shared memory, its documented setup for a large shared_buffers:
-# on this project's 2-vCPU virtual machine a burn-down costs 30-40 % less CPU a workflow with
+# on this project's 2-vCPU virtual machine a burn-down costs 10-40 % less CPU a workflow with
 # them (README, Performance), the page-table work of 4 kB pages over 256 MB of buffers being
 # what a VM makes dear. Reserved only as root where the kernel allows it, on top of what
 # others reserved, and given back by stop; ZKSCHED_HUGE_PAGES=0 skips it. PostgreSQL's

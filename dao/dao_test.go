@@ -496,9 +496,7 @@ func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
 func TestWakeUpsFollowTheCommit(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ml := b.db.ListenMaster(zerolog.Nop())
-	defer ml.Close()
-	masterListening(t, b, ml)
+	ml := b.listenMaster(t)
 	raw := []byte(`{"name":"wf"}`)
 	rolledBack := errors.New("roll back")
 	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
@@ -545,6 +543,16 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 
 // masterListening waits until ml hears the masters' wake-ups (it submits until one arrives),
 // then drops what it heard, so that the test sees only the wake-ups that follow.
+// listenMaster listens as a master does until the test ends, and returns once the listener
+// hears (see masterListening).
+func (b *testBundle) listenMaster(t *testing.T) *dao.Listener {
+	t.Helper()
+	ml := b.db.ListenMaster(zerolog.Nop())
+	t.Cleanup(func() { ml.Close() })
+	masterListening(t, b, ml)
+	return ml
+}
+
 func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
 	t.Helper()
 	for deadline := time.After(10 * time.Second); ; {
@@ -574,9 +582,7 @@ func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
 func TestWorkflowCreateWakeups(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ml := b.db.ListenMaster(zerolog.Nop())
-	defer ml.Close()
-	masterListening(t, b, ml)
+	ml := b.listenMaster(t)
 
 	_, err := b.db.WorkflowCreate(b.ctx, "never-defined", 1, nil, 0)
 	if err == nil || !strings.Contains(err.Error(), "no such definition") {
@@ -924,9 +930,7 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ml := b.db.ListenMaster(zerolog.Nop())
-	defer ml.Close()
-	masterListening(t, b, ml)
+	ml := b.listenMaster(t)
 	submit := func(spec string) int64 { return b.submitWithRoot(t, spec, "end", 1) }
 	const one = `{"name":"one","tasks":[{"name":"t","type":"noop"}]}`
 	succeeds, fails, retries := submit(one), submit(one), submit(one)
@@ -1104,9 +1108,7 @@ func TestReleaseWakesMastersWithTheIDs(t *testing.T) {
 	if got, err := b.db.WorkflowClaimUnowned(b.ctx, "lost", 10); err != nil || len(got) != 3 {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
-	ml := b.db.ListenMaster(zerolog.Nop())
-	defer ml.Close()
-	masterListening(t, b, ml)
+	ml := b.listenMaster(t)
 	var n int
 	err := b.db.Tx(b.ctx, func(q *dao.Queries) (err error) {
 		n, err = q.WorkflowReleaseLostMaster(b.ctx, "lost")

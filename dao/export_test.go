@@ -4,7 +4,6 @@ package dao
 const (
 	ClaimSQL           = claimSQL
 	ClaimUnpooledSQL   = claimUnpooledSQL
-	FinishManySQL      = finishManySQL
 	ListByWorkflowsSQL = listByWorkflowsSQL
 )
 
@@ -20,6 +19,9 @@ var (
 
 // ClaimSettings are the claim connections' run-time parameters.
 var ClaimSettings = claimSettings
+
+// FinishManySQL is the worker's finish, for the plan test.
+var FinishManySQL = finishManySQL
 
 // CreateSQL and CreateArgs are the bulk submission's statement and parameters.
 const CreateSQL = createSQL

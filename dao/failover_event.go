@@ -40,18 +40,11 @@ func (q *Queries) WorkOwners(ctx context.Context) (workers, masters []string, er
 func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int, error) {
 	var n int
 	err := sqlxGet(ctx, q, &n, `
-		WITH pools AS (
-			-- Their pools, locked in name order before any task row (migration 00008).
-			SELECT p.name FROM task_pool p
-			WHERE p.name = ANY(ARRAY(SELECT ti.pool FROM task_instance ti
-			                         WHERE ti.worker_id = $1 AND ti.state = 'running' AND ti.pool IS NOT NULL))
-			ORDER BY p.name
-			FOR UPDATE
-		), t AS (
+		WITH `+lockPoolsSQL(`SELECT ti.pool FROM task_instance ti
+				WHERE ti.worker_id = $1 AND ti.state = 'running' AND ti.pool IS NOT NULL`)+`, t AS (
 			UPDATE task_instance SET state = 'queued', failover_count = failover_count + 1,
 				queued_at = now(), error = 'failed over: worker ' || worker_id || ' was lost'
-			WHERE worker_id = $1 AND state = 'running'
-			  AND (SELECT count(*) FROM pools) >= 0 -- the pools first
+			WHERE worker_id = $1 AND state = 'running' AND `+poolsFirstSQL+`
 			RETURNING id, attempt, worker_group
 		), a AS (
 			UPDATE task_attempt SET ended_at = now(), outcome = 'failed_over',

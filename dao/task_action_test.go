@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/zksched/zksched/dao"
 )
 
@@ -162,23 +160,16 @@ func TestRerunRacesTheMasterFinishingTheWorkflow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	for i := range 20 {
-		wf := b.queue(t, 1, "g")
-		claimed, err := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
-		if err != nil || len(claimed) != 1 {
-			t.Fatalf("claim: %v %v", claimed, err)
-		}
-		if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); err != nil {
-			t.Fatal(err)
-		}
+		wf, failed := b.failedTask(t, "g")
 		var rerun dao.RerunResult
 		var rerunErr, masterErr error
-		race(func() { rerun, rerunErr = b.db.WorkflowRerun(b.ctx, wf, []int64{claimed[0].ID}, nil) },
+		race(func() { rerun, rerunErr = b.db.WorkflowRerun(b.ctx, wf, []int64{failed.ID}, nil) },
 			func() { masterErr = advanceAsMaster(b, wf) })
 		if rerunErr != nil || (masterErr != nil && !errors.Is(masterErr, dao.ErrNotOwner)) {
 			t.Fatalf("round %d: rerun %v, master %v", i, rerunErr, masterErr)
 		}
 		w, _ := b.db.WorkflowGet(b.ctx, wf)
-		task, _ := b.db.TaskGet(b.ctx, claimed[0].ID)
+		task, _ := b.db.TaskGet(b.ctx, failed.ID)
 		if w.State != dao.WorkflowRunning || task.State != dao.TaskQueued || w.EndedAt != nil {
 			t.Fatalf("round %d: workflow %s, task %s after the race", i, w.State, task.State)
 		}
@@ -198,21 +189,12 @@ func TestRerunRacesTheMasterFinishingTheWorkflow(t *testing.T) {
 func TestRerunWakesMastersWithTheID(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wf := b.queue(t, 1, "rerun")
-	claimed, err := b.db.TaskClaim(b.ctx, "w", []string{"rerun"}, 1)
-	if err != nil || len(claimed) != 1 {
-		t.Fatalf("claim: %v %v", claimed, err)
-	}
-	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); err != nil {
-		t.Fatal(err)
-	}
+	wf, failed := b.failedTask(t, "rerun")
 	if err := advanceAsMaster(b, wf); err != nil {
 		t.Fatal(err)
 	}
-	ml := b.db.ListenMaster(zerolog.Nop())
-	defer ml.Close()
-	masterListening(t, b, ml)
-	rerun, err := b.db.WorkflowRerun(b.ctx, wf, []int64{claimed[0].ID}, nil)
+	ml := b.listenMaster(t)
+	rerun, err := b.db.WorkflowRerun(b.ctx, wf, []int64{failed.ID}, nil)
 	if err != nil || !rerun.Reopened {
 		t.Fatalf("rerun = %+v, %v; want the instance reopened", rerun, err)
 	}
@@ -263,4 +245,19 @@ func TestStopRacesAClaim(t *testing.T) {
 			t.Fatalf("round %d: second stop: %v, want a conflict", i, err)
 		}
 	}
+}
+
+// failedTask queues a workflow instance of one task in group g, owned by "m1", and has a
+// worker claim the task and fail it without a retry.
+func (b *testBundle) failedTask(t *testing.T, g string) (wf int64, failed dao.TaskInstance) {
+	t.Helper()
+	wf = b.queue(t, 1, g)
+	claimed, err := b.db.TaskClaim(b.ctx, "w", []string{g}, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); err != nil {
+		t.Fatal(err)
+	}
+	return wf, claimed[0]
 }

@@ -176,24 +176,35 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const notifyIDsPerPayload = 300
 
+// lockPoolsSQL is a CTE, pools, that locks in name order the pools named by taskPools (a
+// SELECT of task pools). A statement that changes whether pooled tasks run takes their pools'
+// rows before any task row, in the order the claim takes them: the row trigger that keeps
+// task_pool.running (migration 00008) would otherwise lock them in the order the statement
+// changes its tasks, and two such statements could wait for each other. The statement's task
+// update is conditioned on poolsFirstSQL, which runs the CTE before it.
+func lockPoolsSQL(taskPools string) string {
+	return `pools AS (
+			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(` + taskPools + `))
+			ORDER BY p.name
+			FOR UPDATE
+		)`
+}
+
+// poolsFirstSQL, a condition of a task update, makes it wait for lockPoolsSQL's locks.
+const poolsFirstSQL = `(SELECT count(*) FROM pools) >= 0`
+
 // finishManySQL is TaskFinishMany's statement: the attempts' columns as arrays ($1-$11).
-const finishManySQL = `
+var finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
 				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[])
 				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage)
-		), pools AS (
-			-- The pools of these tasks, locked in name order before any task row (migration
-			-- 00008); no task is read while the database knows no pool. One probe of the
-			-- primary key per task, whatever the statistics say (see listByWorkflowsSQL).
-			SELECT p.name FROM task_pool p
-			WHERE p.name = ANY(ARRAY(
+		), ` + lockPoolsSQL(`
+				-- One probe of the primary key per task, whatever the statistics say (see
+				-- listByWorkflowsSQL); none while the database knows no pool.
 				SELECT ti.pool FROM unnest($1::bigint[]) AS y(id) CROSS JOIN LATERAL (
 					SELECT ti.pool FROM task_instance ti WHERE ti.id = y.id OFFSET 0) ti
-				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL))
-			ORDER BY p.name
-			FOR UPDATE
-		), t AS (
+				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL`) + `, t AS (
 			UPDATE task_instance ti SET
 				state = x.next,
 				retries = ti.retries + CASE WHEN x.retry THEN 1 ELSE 0 END,
@@ -206,7 +217,7 @@ const finishManySQL = `
 				usage = COALESCE(x.task_usage::jsonb, ti.usage)
 			FROM x
 			WHERE ti.id = x.id AND ti.worker_id = x.worker AND ti.attempt = x.attempt AND ti.state = 'running'
-			  AND (SELECT count(*) FROM pools) >= 0 -- the pools first
+			  AND ` + poolsFirstSQL + `
 			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.name, ti.state, ti.worker_group,
 				x.outcome, x.exit_code, x.err, x.attempt_usage
 		), a AS (
@@ -306,8 +317,8 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (out []Fini
 	got := make(map[key]Finished, len(recorded))
 	ended, requeued := map[int64]struct{}{}, map[string]bool{}
 	for _, r := range recorded {
-		if r.ID == nil || r.Attempt == nil || r.State == nil || r.Group == nil {
-			continue
+		if r.ID == nil {
+			continue // an instance's row, read above
 		}
 		f := Finished{Recorded: true, Workflow: endedWith[r.Workflow]}
 		switch {

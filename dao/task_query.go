@@ -101,9 +101,10 @@ func (f TaskFilter) where(args []any) ([]string, []any) {
 }
 
 // keysetSource builds a list's two queries from the conditions of a page (the filter's and the
-// cursor's, ANDed): rows returns the rows in id order, desc or not, at most limit of them, and
-// exists whether there is any.
+// cursor's, ANDed): rows returns the rows in the order of idCol, the key, desc or not, at
+// most limit of them, and exists whether there is any.
 type keysetSource struct {
+	idCol  string
 	rows   func(where string, desc bool, limit int) string
 	exists func(where string) string
 }
@@ -111,15 +112,20 @@ type keysetSource struct {
 // plainSource lists the rows of from (a SELECT ... FROM ...) by idCol.
 func plainSource(from, idCol string) keysetSource {
 	return keysetSource{
+		idCol: idCol,
 		rows: func(where string, desc bool, limit int) string {
-			dir := " ASC"
-			if desc {
-				dir = " DESC"
-			}
-			return from + where + " ORDER BY " + idCol + dir + " LIMIT " + strconv.Itoa(limit)
+			return from + where + " ORDER BY " + idCol + direction(desc) + " LIMIT " + strconv.Itoa(limit)
 		},
 		exists: func(where string) string { return `SELECT EXISTS (` + from + where + `)` },
 	}
+}
+
+// direction is the SQL of an ORDER BY's direction.
+func direction(desc bool) string {
+	if desc {
+		return " DESC"
+	}
+	return " ASC"
 }
 
 // taskListSource lists task instances. The list indexes (migration 00010) leave out the
@@ -142,20 +148,16 @@ func taskListSource(state TaskState) keysetSource {
 		return where + " AND " + side
 	}
 	return keysetSource{
+		idCol: "t.id",
 		rows: func(where string, desc bool, limit int) string {
-			dir := " ASC"
-			if desc {
-				dir = " DESC"
-			}
-			order := " ORDER BY id" + dir + " LIMIT " + strconv.Itoa(limit)
+			dir, lim := direction(desc), " LIMIT "+strconv.Itoa(limit)
 			parts := make([]string, len(sides))
 			for i, side := range sides {
-				parts[i] = "(SELECT t.* FROM task_instance t" + and(side, where) + " ORDER BY t.id" + dir +
-					" LIMIT " + strconv.Itoa(limit) + ")"
+				parts[i] = "(SELECT t.* FROM task_instance t" + and(side, where) + " ORDER BY t.id" + dir + lim + ")"
 			}
 			rows := parts[0]
 			if len(parts) > 1 {
-				rows = "(" + strings.Join(parts, " UNION ALL ") + order + ")"
+				rows = "(" + strings.Join(parts, " UNION ALL ") + " ORDER BY id" + dir + lim + ")"
 			}
 			return `SELECT ` + taskRowColumns + ` FROM ` + rows + ` t
 				JOIN workflow_instance w ON w.id = t.workflow_instance_id ORDER BY t.id` + dir
@@ -173,7 +175,7 @@ func taskListSource(state TaskState) keysetSource {
 // TaskListPage returns one page of the task instances that match f, newest first.
 func (q *Queries) TaskListPage(ctx context.Context, f TaskFilter, c PageCursor) (Page[TaskRow], error) {
 	conds, args := f.where(nil)
-	page, err := keysetPage[TaskRow](ctx, q, taskListSource(f.State), "t.id", conds, args, c,
+	page, err := keysetPage[TaskRow](ctx, q, taskListSource(f.State), conds, args, c,
 		func(r TaskRow) int64 { return r.ID })
 	if err != nil {
 		return page, fmt.Errorf("list task instances: %w", err)
@@ -181,13 +183,13 @@ func (q *Queries) TaskListPage(ctx context.Context, f TaskFilter, c PageCursor) 
 	return page, nil
 }
 
-// keysetPage runs a newest-first keyset query: src builds it, idCol is the column of the key,
-// conds the filter. It reads one row more than the page to learn whether a further page
-// exists in the direction of travel, and checks the other direction with an EXISTS on the
-// same index.
-func keysetPage[T any](ctx context.Context, q *Queries, src keysetSource, idCol string, conds []string, args []any,
+// keysetPage runs a newest-first keyset query: src builds it, conds is the filter. It reads
+// one row more than the page to learn whether a further page exists in the direction of
+// travel, and checks the other direction with an EXISTS on the same index.
+func keysetPage[T any](ctx context.Context, q *Queries, src keysetSource, conds []string, args []any,
 	c PageCursor, id func(T) int64) (Page[T], error) {
 	var page Page[T]
+	idCol := src.idCol
 	limit := min(max(c.Limit, 1), 1000)
 	where := func(extra string) string {
 		all := slices.Clone(conds)

@@ -39,6 +39,13 @@ func (q *Queries) WorkflowCreateQueued(ctx context.Context, name string, version
 	return q.WorkflowCreateWithTasks(ctx, name, version, params, priority, true, nil)
 }
 
+// What an instance copies from its definition d at creation: whether the workflow has a
+// timeout (migration 00006) and how many tasks it has, NULL for none (00007).
+const (
+	specHasTimeoutSQL = `coalesce(d.spec->>'timeout', '') <> ''`
+	specTaskCountSQL  = `CASE jsonb_typeof(d.spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(d.spec->'tasks'), 0) END`
+)
+
 // createSQL is the statement of WorkflowCreateWithTasks and of the pool's submitter: it
 // creates many instances at once. $1-$5 are the submissions' workflows, versions, params,
 // priorities and whether a capped one is created even at a when-full: skip; $6 the number (from
@@ -54,8 +61,7 @@ const createSQL = `
 			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue, d.name IS NOT NULL AS defined,
 			       nullif((d.spec->>'max-active-instances')::int, 0) AS max_active,
 			       coalesce(d.spec->>'when-full', '') = 'skip' AS skip,
-			       coalesce(d.spec->>'timeout', '') <> '' AS has_timeout,
-			       CASE jsonb_typeof(d.spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(d.spec->'tasks'), 0) END AS task_count
+			       ` + specHasTimeoutSQL + ` AS has_timeout, ` + specTaskCountSQL + ` AS task_count
 			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[])
 				WITH ORDINALITY AS x(name, version, params, priority, queue, i)
 			LEFT JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
@@ -203,9 +209,8 @@ func (q *Queries) WorkflowCreateWithTasks(ctx context.Context, name string, vers
 		err = sqlxGet(ctx, q, c.ID, `
 			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
 				has_timeout, task_count)
-			SELECT $1, $2, $3::jsonb, $4, $5, coalesce(spec->>'timeout', '') <> '',
-				CASE jsonb_typeof(spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(spec->'tasks'), 0) END
-			FROM workflow_definition WHERE name = $1 AND version = $2 RETURNING id`,
+			SELECT $1, $2, $3::jsonb, $4, $5, `+specHasTimeoutSQL+`, `+specTaskCountSQL+`
+			FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id`,
 			name, version, string(params), priority, c.MaxActive)
 		if err != nil {
 			return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
@@ -311,18 +316,21 @@ var claimStrandedSQL = `
 			  -- its wake-up: taking its instance here would only race that (3% of a burn-down's
 			  -- instances were claimed twice over, an extra write each). An instance that
 			  -- started less than that ago has either a live task or one that ended since:
-			  -- its tasks need no probe (a master that starts on a fresh backlog of 100,000
-			  -- probed them all, 9 us each).
-			  AND w.started_at < now() - interval '` + strconv.Itoa(int(StrandedAfter/time.Second)) + ` seconds'
+			  -- its tasks need no probe (a master that started on a fresh backlog of 30,000
+			  -- probed them all, 9 us each: 3 % of a burn-down's database time).
+			  AND w.started_at < now() - ` + strandedInterval + `
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
-			                       OR t.ended_at > now() - interval '` + strconv.Itoa(int(StrandedAfter/time.Second)) + ` seconds'))
+			                       OR t.ended_at > now() - ` + strandedInterval + `))
 			FOR UPDATE SKIP LOCKED
 		)` + workflowClaimTailSQL
 
 // StrandedAfter is how long after its last task ended an unowned running instance counts as
 // stranded (WorkflowClaimStranded): until then its wake-up may still be on its way.
 const StrandedAfter = 5 * time.Second
+
+// strandedInterval is StrandedAfter as an SQL interval.
+var strandedInterval = "interval '" + strconv.Itoa(int(StrandedAfter/time.Second)) + " seconds'"
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
 // (after, upto] that have had no task queued or running for StrandedAfter: those whose last

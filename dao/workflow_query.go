@@ -69,7 +69,7 @@ func (q *Queries) WorkflowListPage(ctx context.Context, f WorkflowFilter, c Page
 		(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 			(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
 		) AS task_states
-		FROM workflow_instance w`, "w.id"), "w.id", conds, args, c, func(r WorkflowRow) int64 { return r.ID })
+		FROM workflow_instance w`, "w.id"), conds, args, c, func(r WorkflowRow) int64 { return r.ID })
 	if err != nil {
 		return page, fmt.Errorf("list workflow instances: %w", err)
 	}

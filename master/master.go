@@ -10,12 +10,12 @@
 // that hears it locks it by id, advances it, and finishes it in one update or becomes its
 // owner if it goes on. A workflow of one task (without a cap or a timeout) needs no master:
 // the worker's statement that records the task's end ends the instance as well
-// (dao.TaskFinishMany), and the masters hear nothing of it. The claim of unowned instances (on announcements and polls) takes only
-// those that need a master whatever their tasks do: new ones without roots, and running ones
-// whose workflow has a timeout, which their owner enforces. A sweep, a slice of the unowned
-// running instances every poll and a whole pass at start and after a reconnect, takes those
-// whose last task's wake-up nobody heard. Instances of workflows with max-active-instances
-// wait for admission, which creates their roots.
+// (dao.TaskFinishMany), and the masters hear nothing of it. The claim of unowned instances
+// (on announcements and polls) takes only those that need a master whatever their tasks do:
+// new ones without roots, and running ones whose workflow has a timeout, which their owner
+// enforces. A sweep, a slice of the unowned running instances every poll and a whole pass at
+// start and after a reconnect, takes those whose last task's wake-up nobody heard. Instances
+// of workflows with max-active-instances wait for admission, which creates their roots.
 //
 // Retries and timeouts are decided where the attempt ends, by the worker, from the policy the
 // master copied onto the task instance (max_retries, retry_interval, timeout). The

@@ -118,8 +118,9 @@ func textOf(b []byte) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "\uFFFD")
 }
 
-// Close stores what is left. Call it before the attempt's result is written: once the task
-// has left the running state, its log writes are refused.
+// Close stores what is left (the loop's last flush; without a write there is no loop and
+// nothing to store). Call it before the attempt's result is written: once the task has left
+// the running state, its log writes are refused.
 func (s *logSink) Close() {
 	s.mu.Lock()
 	started := s.started
@@ -129,5 +130,4 @@ func (s *logSink) Close() {
 		close(s.done)
 		<-s.closed
 	}
-	s.flush() // what a write may have kept after the loop's last flush
 }
