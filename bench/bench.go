@@ -233,14 +233,14 @@ func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
 	return v, err
 }
 
-// waitFinished waits until want workflows created since start have finished, counting them
-// every interval, and printing progress every 2 s.
-func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, want int, every time.Duration) error {
+// waitFinished waits until want workflows with ids above after (dao.WorkflowLastID) have
+// finished, counting them every interval, and printing progress every 2 s from start.
+func waitFinished(ctx context.Context, db *dao.DB, o Options, after int64, start time.Time, want int, every time.Duration) error {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	lastPrint, lastN := time.Now(), 0
 	for {
-		n, err := db.WorkflowCountFinished(ctx, o.workflow, start.Add(-time.Second))
+		n, err := db.WorkflowCountFinished(ctx, o.workflow, after)
 		if err != nil {
 			return err
 		}
@@ -260,8 +260,8 @@ func waitFinished(ctx context.Context, db *dao.DB, o Options, start time.Time, w
 	}
 }
 
-func summarize(ctx context.Context, db *dao.DB, o Options, start time.Time, took time.Duration, workflows, tasks int) (*Summary, error) {
-	st, err := db.WorkflowLatency(ctx, o.workflow, start.Add(-time.Second))
+func summarize(ctx context.Context, db *dao.DB, o Options, after int64, took time.Duration, workflows, tasks int) (*Summary, error) {
+	st, err := db.WorkflowLatency(ctx, o.workflow, after)
 	if err != nil {
 		return nil, err
 	}

@@ -205,6 +205,8 @@ func withProcDefaults(o *Options) error {
 // failoverRun is the state of one run of the failover mode.
 type failoverRun struct {
 	*procCluster
+	// after is the newest workflow instance id before the load (dao.WorkflowLastID).
+	after int64
 	// killedAt is when the victim was killed, by the database's clock.
 	killedAt time.Time
 	// lastPrint is when the last progress line was printed.
@@ -237,6 +239,9 @@ func failover(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error
 	}
 	v, err := define(ctx, db, spec)
 	if err != nil {
+		return nil, err
+	}
+	if r.after, err = db.WorkflowLastID(ctx); err != nil {
 		return nil, err
 	}
 	start, n, err := r.load(ctx, spec, v)
@@ -504,7 +509,7 @@ func (r *failoverRun) progress(ctx context.Context, start time.Time, what string
 		return nil
 	}
 	r.lastPrint = time.Now()
-	finished, err := r.db.WorkflowCountFinished(ctx, "", start.Add(-time.Second))
+	finished, err := r.db.WorkflowCountFinished(ctx, "", r.after)
 	if err != nil {
 		return err
 	}
@@ -533,7 +538,7 @@ func (r *failoverRun) progress(ctx context.Context, start time.Time, what string
 func (r *failoverRun) waitFinished(ctx context.Context, start time.Time, n int) error {
 	deadline := time.Now().Add(r.o.SessionTimeout + r.o.FailoverDelay + r.o.TaskSleep + time.Minute)
 	for {
-		finished, err := r.db.WorkflowCountFinished(ctx, "", start.Add(-time.Second))
+		finished, err := r.db.WorkflowCountFinished(ctx, "", r.after)
 		if err != nil {
 			return err
 		}
@@ -591,7 +596,7 @@ func (r *failoverRun) summarize(ctx context.Context, start time.Time, took time.
 	if err != nil {
 		return nil, err
 	}
-	lat, err := r.db.WorkflowLatency(ctx, "", start.Add(-time.Second))
+	lat, err := r.db.WorkflowLatency(ctx, "", r.after)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,10 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	after, err := db.WorkflowLastID(ctx)
+	if err != nil {
+		return nil, err
+	}
 	loadStart := time.Now()
 	for left := o.N; left > 0; left -= 10_000 {
 		if err := master.SubmitMany(ctx, db.Queries, spec, v, nil, min(left, 10_000)); err != nil {
@@ -46,7 +50,7 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	cpu := sampleCPU()
 	stop := cluster(db, o)
 	defer stop()
-	if err := waitFinished(ctx, db, o, loadStart, o.N, 500*time.Millisecond); err != nil {
+	if err := waitFinished(ctx, db, o, after, loadStart, o.N, 500*time.Millisecond); err != nil {
 		return nil, err
 	}
 	cost := cpu.since(o.N)
@@ -54,7 +58,7 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	if err := db.SQL().GetContext(ctx, &end, `SELECT max(ended_at) FROM workflow_instance WHERE workflow_name = $1`, spec.Name); err != nil {
 		return nil, err
 	}
-	s, err := summarize(ctx, db, o, loadStart, end.Sub(start), o.N, o.N)
+	s, err := summarize(ctx, db, o, after, end.Sub(start), o.N, o.N)
 	if s != nil {
 		s.CPU = cost
 	}
@@ -78,7 +82,8 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	if _, _, err := submitAt(ctx, db, spec, v, o.Rate, warmUp); err != nil {
 		return nil, err
 	}
-	if err := settle(ctx, db, spec.Name); err != nil {
+	after, err := settle(ctx, db, spec.Name)
+	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -87,7 +92,7 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		return nil, err
 	}
 	n := len(ids)
-	if err := waitFinished(ctx, db, o, start, n, 100*time.Millisecond); err != nil {
+	if err := waitFinished(ctx, db, o, after, start, n, 100*time.Millisecond); err != nil {
 		return nil, err
 	}
 	took := time.Since(start)
@@ -101,30 +106,24 @@ func latency(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 // warmUp is how long the latency mode submits before it measures.
 const warmUp = 2 * time.Second
 
-// settle waits until no instance of workflow is unfinished, then for the second that keeps
-// the warm-up's instances out of the measured ones (measures look one second back, for clocks).
-func settle(ctx context.Context, db *dao.DB, workflow string) error {
+// settle waits until no instance of workflow is unfinished, and returns the newest instance's
+// id: the instances submitted next, the measured ones, have greater ids.
+func settle(ctx context.Context, db *dao.DB, workflow string) (int64, error) {
 	for {
 		var left int
 		if err := db.SQL().GetContext(ctx, &left, `SELECT count(*) FROM workflow_instance
 			WHERE ended_at IS NULL AND workflow_name = $1`, workflow); err != nil {
-			return err
+			return 0, err
 		}
 		if left == 0 {
-			break
+			return db.WorkflowLastID(ctx)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(1100 * time.Millisecond):
-	}
-	return nil
 }
 
 // submitAt submits single instances of a workflow at rate for d, and returns their ids and
@@ -197,9 +196,13 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := settle(ctx, db, spec.Name); err != nil {
+		if _, err := settle(ctx, db, spec.Name); err != nil {
 			return nil, err
 		}
+	}
+	after, err := db.WorkflowLastID(ctx)
+	if err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	for i := range o.N {
@@ -210,9 +213,9 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := waitFinished(ctx, db, Options{workflow: spec.Name}, start, i+1, 100*time.Millisecond); err != nil {
+		if err := waitFinished(ctx, db, Options{workflow: spec.Name}, after, start, i+1, 100*time.Millisecond); err != nil {
 			return nil, err
 		}
 	}
-	return summarize(ctx, db, o, start, time.Since(start), o.N, o.N*52)
+	return summarize(ctx, db, o, after, time.Since(start), o.N, o.N*52)
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/lib/pq"
 )
@@ -33,13 +32,24 @@ func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version i
 	return nil
 }
 
+// WorkflowLastID returns the id of the newest workflow instance, 0 for none: the instances
+// created after it have greater ids, which is how a benchmark tells its own from those
+// before it (a range of the primary key; no index on created_at is kept for it).
+func (q *Queries) WorkflowLastID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := sqlxGet(ctx, q, &id, `SELECT coalesce(max(id), 0) FROM workflow_instance`); err != nil {
+		return 0, fmt.Errorf("read the newest workflow instance id: %w", err)
+	}
+	return id, nil
+}
+
 // WorkflowCountFinished counts the finished instances of workflow (every workflow for "")
-// created at or after since.
-func (q *Queries) WorkflowCountFinished(ctx context.Context, workflow string, since time.Time) (int, error) {
+// with an id above after (WorkflowLastID).
+func (q *Queries) WorkflowCountFinished(ctx context.Context, workflow string, after int64) (int, error) {
 	var n int
 	if err := sqlxGet(ctx, q, &n, `SELECT count(*) FROM workflow_instance
-		WHERE state IN ('succeeded', 'failed', 'stopped') AND created_at >= $1
-		  AND ($2 = '' OR workflow_name = $2)`, since, workflow); err != nil {
+		WHERE id > $1 AND state IN ('succeeded', 'failed', 'stopped')
+		  AND ($2 = '' OR workflow_name = $2)`, after, workflow); err != nil {
 		return 0, fmt.Errorf("count finished workflow instances: %w", err)
 	}
 	return n, nil
@@ -94,13 +104,13 @@ func (q *Queries) WorkflowLatencyFrom(ctx context.Context, ids []int64, sent []i
 	return &st, nil
 }
 
-// WorkflowLatency measures the finished instances of workflow (every workflow for "")
-// created at or after since.
-func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, since time.Time) (*LatencyStats, error) {
+// WorkflowLatency measures the finished instances of workflow (every workflow for "") with an
+// id above after (WorkflowLastID).
+func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, after int64) (*LatencyStats, error) {
 	var st LatencyStats
 	err := sqlxGet(ctx, q, &st.Finish, `SELECT `+percentilesSQL+` FROM (
 		SELECT extract(epoch FROM ended_at - created_at) * 1000 AS ms FROM workflow_instance
-		WHERE ended_at IS NOT NULL AND created_at >= $1 AND ($2 = '' OR workflow_name = $2)) x`, since, workflow)
+		WHERE id > $1 AND ended_at IS NOT NULL AND ($2 = '' OR workflow_name = $2)) x`, after, workflow)
 	if err != nil {
 		return nil, fmt.Errorf("finish latency: %w", err)
 	}
@@ -111,9 +121,9 @@ func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, since ti
 		err = sqlxGet(ctx, q, c.into, `SELECT `+percentilesSQL+` FROM (
 			SELECT extract(epoch FROM min(t.`+c.col+`) - w.created_at) * 1000 AS ms
 			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
-			WHERE w.ended_at IS NOT NULL AND w.created_at >= $1 AND t.`+c.col+` IS NOT NULL
+			WHERE w.id > $1 AND w.ended_at IS NOT NULL AND t.`+c.col+` IS NOT NULL
 			  AND ($2 = '' OR w.workflow_name = $2)
-			GROUP BY w.id, w.created_at) x`, since, workflow)
+			GROUP BY w.id, w.created_at) x`, after, workflow)
 		if err != nil {
 			return nil, fmt.Errorf("%s latency: %w", c.col, err)
 		}
