@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -1163,5 +1164,36 @@ func TestAttemptsGoWithTheirTask(t *testing.T) {
 	}
 	if orphans != 0 || all != 1 || count(kept) != 1 {
 		t.Fatalf("after deleting instance %d: %d orphan attempts, %d in all (want 0 and the other instance's 1)", gone, orphans, all)
+	}
+}
+
+// The claims read their rows by hand (queryTasks): they must read what sqlx reads from the
+// same columns, with every column set and with every nullable one NULL.
+func TestClaimRowsReadByHandAsBySqlx(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.queue(t, 2, "g")
+	if _, err := b.db.SQL().Exec(`UPDATE task_instance SET pool = 'p', worker_id = 'w1', attempt = 3, retries = 1,
+		max_retries = 4, retry_interval = interval '1.5 seconds', timeout = interval '2 minutes',
+		not_before = now() + interval '1 hour', failover_count = 2, kill_requested = true, output = 'out',
+		error = 'err', exit_code = 7, started_at = now(), ended_at = now(), usage = '{"input_tokens": 5}',
+		params = '{"task": {"name": "x"}}'
+		WHERE id = (SELECT min(id) FROM task_instance WHERE workflow_instance_id = $1)`, wf); err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.db.TaskListByWorkflow(b.ctx, wf)
+	if err != nil || len(want) != 2 {
+		t.Fatalf("list = %v, %v", want, err)
+	}
+	got, err := dao.QueryTasks(b.ctx, b.db.Queries, `SELECT `+dao.TaskColumns+` FROM task_instance
+		WHERE workflow_instance_id = $1 ORDER BY id`, wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read by hand:\n%+v\nby sqlx:\n%+v", got, want)
+	}
+	if want[0].Pool == nil || want[0].Usage == nil || want[0].TimeoutMs == nil || want[1].WorkerID != nil || want[1].Usage != nil {
+		t.Fatalf("the rows do not cover set and NULL columns: %+v", want)
 	}
 }

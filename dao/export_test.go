@@ -1,5 +1,7 @@
 package dao
 
+import "context"
+
 // The hot statements, for the plan test.
 const (
 	ClaimSQL           = claimSQL
@@ -27,3 +29,10 @@ var FinishManySQL = finishManySQL
 const CreateSQL = createSQL
 
 func CreateArgs(subs []Submission) []any { return createArgs(subs) }
+
+// TaskColumns and QueryTasks read task rows as the claims do, by hand.
+const TaskColumns = taskColumns
+
+func QueryTasks(ctx context.Context, q *Queries, query string, args ...any) ([]TaskInstance, error) {
+	return queryTasks(ctx, q, 0, query, args...)
+}

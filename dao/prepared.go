@@ -2,6 +2,7 @@ package dao
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 
 	"github.com/jmoiron/sqlx"
@@ -60,6 +61,14 @@ func selectHot(ctx context.Context, q *Queries, dest any, query string, args ...
 		return st.SelectContext(ctx, dest, args...)
 	}
 	return sqlxSelect(ctx, q, dest, query, args...)
+}
+
+// queryHot runs a hot statement, prepared, for rows to scan by hand.
+func queryHot(ctx context.Context, q *Queries, query string, args ...any) (*sql.Rows, error) {
+	if st, ok := q.stmt(ctx, query); ok {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.q.QueryContext(ctx, query, args...)
 }
 
 // getHot is sqlxGet for a hot statement, prepared.

@@ -266,6 +266,11 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 }
 
 func (w *Worker) start(t dao.TaskInstance) {
+	// The params are read here, on the claim loop's goroutine, whose stack has grown once for
+	// good: read on each attempt's new goroutine, the decoder's depth made the runtime grow
+	// (copy) that goroutine's stack at every task.
+	var params workflow.TaskParams
+	paramsErr := json.Unmarshal(t.Params, &params)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a := &attempt{task: t, cancel: cancel}
 	w.mu.Lock()
@@ -284,11 +289,13 @@ func (w *Worker) start(t dao.TaskInstance) {
 			default:
 			}
 		}()
-		w.execute(ctx, a)
+		w.execute(ctx, a, &params, paramsErr)
 	}()
 }
 
-func (w *Worker) execute(ctx context.Context, a *attempt) {
+// execute runs an attempt with its task's params, or fails it with paramsErr, the error of
+// reading them.
+func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskParams, paramsErr error) {
 	t := &a.task
 	tok := t.Token()
 	log := w.cfg.Log.With().Int64("task_instance", t.ID).Int64("workflow_instance", t.WorkflowInstanceID).
@@ -296,12 +303,9 @@ func (w *Worker) execute(ctx context.Context, a *attempt) {
 	log.Info().Str("type", t.Type).Msg("claimed")
 
 	var res executor.Result
-	var params workflow.TaskParams
 	exec, err := w.execs.For(t.Type)
-	if err == nil {
-		if err = json.Unmarshal(t.Params, &params); err != nil {
-			err = fmt.Errorf("read task params: %w", err)
-		}
+	if err == nil && paramsErr != nil {
+		err = fmt.Errorf("read task params: %w", paramsErr)
 	}
 	if err != nil {
 		res.Err = err
