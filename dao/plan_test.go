@@ -362,6 +362,67 @@ func TestFinishIsLinearInItsBatch(t *testing.T) {
 	}
 }
 
+// TestMasterBatchesAreLinear is TestFinishIsLinearInItsBatch for the master's batch
+// statements, on 100 instances the master drives: locking them, reading their tasks and
+// finishing them compare no two of them and read each a bounded number of times. (The
+// instance update of the worker's finish, written like finishManyWorkflowsSQL with an
+// "id = ANY" beside the join, was planned as such a loop once the tables were analyzed.)
+func TestMasterBatchesAreLinear(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	const n = 100
+	seedHistory(t, db, 5000, 2*n, 0)
+	if _, err := db.SQL().Exec(`INSERT INTO task_instance (workflow_instance_id, name, type, state, worker_id, attempt, ended_at)
+		SELECT id, 't', 'noop', 'succeeded', 'w1', 1, now() FROM workflow_instance WHERE state = 'running';
+		ANALYZE task_instance; ANALYZE workflow_instance`); err != nil {
+		t.Fatal(err)
+	}
+	var running []int64
+	if err := db.SQL().Select(&running, `SELECT id FROM workflow_instance WHERE state = 'running' ORDER BY id DESC LIMIT $1`, 2*n); err != nil || len(running) != 2*n {
+		t.Fatalf("running instances = %d, %v", len(running), err)
+	}
+	states, errs := make([]string, n), make([]*string, n)
+	for i := range states {
+		states[i] = "succeeded"
+	}
+	for i, generic := range []bool{false, true} {
+		ids := running[i*n : (i+1)*n]
+		for _, c := range []struct {
+			name, query, types string
+			args               []any
+		}{
+			{"lock workflows", dao.LockManySQL, "bigint[], text", []any{pq.Array(ids), "m1"}},
+			{"list by workflows", dao.ListByWorkflowsSQL, "bigint[]", []any{pq.Array(ids)}},
+			{"finish workflows", dao.FinishManyWorkflowsSQL, "text, bigint[], text[], text[]",
+				[]any{"m1", pq.Array(ids), pq.Array(states), pq.Array(errs)}},
+		} {
+			var raw string
+			if generic {
+				raw = explainGeneric(t, db, "ANALYZE,", c.query, c.types, c.args...)
+			} else if err := db.SQL().QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+c.query, c.args...).Scan(&raw); err != nil {
+				t.Fatal(err)
+			}
+			read, removed := 0.0, 0.0
+			walkPlan(t, raw, func(nd node) {
+				if strings.Contains(nd.Type, "Scan") && (nd.Relation == "workflow_instance" || nd.Relation == "task_instance") {
+					read += nd.Rows * max(nd.Loops, 1)
+				}
+				removed += nd.RemovedByJoinFilter * max(nd.Loops, 1)
+			})
+			if read > 2*n || removed > 0 {
+				t.Errorf("%s, generic plan %v: read %.0f rows for %d instances, its joins removed %.0f\n%s",
+					c.name, generic, read, n, removed, raw)
+			}
+		}
+	}
+	var ended int
+	if err := db.SQL().Get(&ended, `SELECT count(*) FROM workflow_instance WHERE id = ANY($1) AND state = 'succeeded'`,
+		pq.Array(running)); err != nil || ended != 2*n {
+		t.Errorf("finished %d instances, %v; want %d", ended, err, 2*n)
+	}
+}
+
 // TestSweepDoesNotProbeYoungInstances: the sweep takes an unowned running instance only when
 // none of its tasks is live or ended in the last dao.StrandedAfter, which an instance that
 // started less than that ago cannot satisfy, so it must not probe such an instance's tasks at

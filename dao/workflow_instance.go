@@ -567,9 +567,14 @@ type WorkflowFinish struct {
 // instances' ids, states and errors.
 const finishManyWorkflowsSQL = `
 		WITH u AS (
-			UPDATE workflow_instance w SET state = x.state, error = x.err, ended_at = now(), owner = $1
-			FROM unnest($2::bigint[], $3::text[], $4::text[]) AS x(id, state, err)
-			WHERE w.id = ANY($2::bigint[]) AND w.id = x.id
+			-- Each instance's state and error are taken from the arrays by its position in
+			-- $2, not by a join with them: the join, beside the "id = ANY" that keeps the scan
+			-- on the primary key, was planned (generic plan) as a loop over the arrays that read
+			-- every instance of the batch again for each (9,900 rows dropped for 100). A
+			-- position is a search of $2 per row, a few hundred ids at most.
+			UPDATE workflow_instance w SET state = ($3::text[])[array_position($2::bigint[], w.id)],
+				error = ($4::text[])[array_position($2::bigint[], w.id)], ended_at = now(), owner = $1
+			WHERE w.id = ANY($2::bigint[])
 			  AND (w.owner IS NOT DISTINCT FROM $1 OR w.owner IS NOT DISTINCT FROM NULL)
 			  AND w.state IS NOT DISTINCT FROM 'running'
 			RETURNING w.max_active
