@@ -10,7 +10,8 @@
 //	zksched_task_attempts_total{outcome}                 worker: attempts this worker ended, by outcome
 //	zksched_task_results_refused_total                   worker: results refused by the fencing token (the task was taken away)
 //	zksched_task_dispatch_seconds                        worker: histogram of queued_at → started (claim) of claimed tasks
-//	zksched_tasks_running                                worker: attempts running now
+//	zksched_tasks_running                                worker: attempts running now (slots in use)
+//	zksched_task_results_recording                       worker: attempts ended whose result is being written
 //	zksched_workflows_owned                              master: workflow instances this master drives
 //	zksched_leader                                       master: 1 while this master leads
 //	zksched_queue_depth{group}                           master: queued task instances per worker group (periodic count)

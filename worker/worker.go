@@ -31,7 +31,10 @@ type Config struct {
 	// ID is the node identity, host:port_startMillis; it is the worker_id of the tokens.
 	ID     string
 	Groups []string
-	// Slots is how many attempts run at once.
+	// Slots is how many attempts run at once. An attempt whose run has ended gives its slot
+	// back while its result is recorded (in a batch, see completer), so the next claim does
+	// not wait for that write; a worker holds at most 2 × Slots attempts, running or
+	// recording, so a slow database stops its claims.
 	Slots int
 	// PollInterval is how often the worker looks for tasks without a notification.
 	PollInterval time.Duration
@@ -60,11 +63,14 @@ type Worker struct {
 	gate  Gate
 	execs executor.Set
 
-	mu      sync.Mutex
-	running map[int64]*attempt
-	wg      sync.WaitGroup
-	freed   chan struct{}
-	done    *completer
+	mu sync.Mutex
+	// running holds every attempt from its claim until its result is recorded; recording
+	// counts those of them whose run has ended.
+	running   map[int64]*attempt
+	recording int
+	wg        sync.WaitGroup
+	freed     chan struct{}
+	done      *completer
 	// hardStop ends the retries of result reports once shutdown has given up on them.
 	hardStop chan struct{}
 	// unpooled says the database knew no task pool at the last look, poolsSeen that it knew
@@ -77,6 +83,9 @@ type attempt struct {
 	cancel context.CancelCauseFunc
 	// killing is set once an operator's kill request has stopped the attempt (under Worker.mu).
 	killing bool
+	// recording is set once the attempt's run has ended and its result is being recorded
+	// (under Worker.mu): it holds no slot any more.
+	recording bool
 }
 
 // New returns a Worker.
@@ -85,11 +94,19 @@ func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
 		freed: make(chan struct{}, 1), done: newCompleter(db, max(cfg.Slots, 1)), hardStop: make(chan struct{})}
 }
 
-// Running returns the number of attempts running now.
+// Running returns the number of attempts running now: the slots in use.
 func (w *Worker) Running() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return len(w.running)
+	return len(w.running) - w.recording
+}
+
+// Recording returns the number of attempts whose run has ended and whose result is being
+// recorded.
+func (w *Worker) Recording() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.recording
 }
 
 // Run claims and runs tasks until ctx is cancelled, then shuts down: no new claims, running
@@ -210,11 +227,27 @@ const (
 	claimGatherMax = 20 * time.Millisecond
 )
 
-// free returns how many slots are free.
+// free returns how many attempts may be claimed: slots not running one, as long as the worker
+// holds no more than 2 × Slots attempts (see Config.Slots).
 func (w *Worker) free() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.cfg.Slots - len(w.running)
+	return min(w.cfg.Slots-(len(w.running)-w.recording), 2*w.cfg.Slots-len(w.running))
+}
+
+// ran marks a's run as ended: its slot is free while its result is recorded. Measured on the
+// burn-down (30,000 noop workflows, 2 workers): with the slot held until the result's batch had
+// committed, a worker's claims waited for its writes, and the machine idled a fifth of the
+// time at 64 slots.
+func (w *Worker) ran(a *attempt) {
+	w.mu.Lock()
+	a.recording = true
+	w.recording++
+	w.mu.Unlock()
+	select {
+	case w.freed <- struct{}{}:
+	default:
+	}
 }
 
 // halfFree says whether half the slots or more are free: enough to claim at once in a backlog.
@@ -283,6 +316,9 @@ func (w *Worker) start(t dao.TaskInstance) {
 			cancel(nil)
 			w.mu.Lock()
 			delete(w.running, t.ID)
+			if a.recording {
+				w.recording--
+			}
 			w.mu.Unlock()
 			select {
 			case w.freed <- struct{}{}:
@@ -326,6 +362,7 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		return
 	}
 	r := decide(t, cause, res)
+	w.ran(a)
 	w.report(log, tok, r)
 }
 

@@ -51,11 +51,17 @@ func setup(t *testing.T) *testBundle {
 // the worker's shutdown is over.
 func (b *testBundle) startWorker(t *testing.T, id string, shutdown time.Duration) (stop func()) {
 	t.Helper()
+	return b.startWorkerSlots(t, id, 4, shutdown)
+}
+
+// startWorkerSlots is startWorker with slots slots.
+func (b *testBundle) startWorkerSlots(t *testing.T, id string, slots int, shutdown time.Duration) (stop func()) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: 4, PollInterval: 200 * time.Millisecond,
+	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 200 * time.Millisecond,
 		ShutdownTimeout: shutdown, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -213,6 +219,76 @@ tasks:
 	}
 	if got := b.attempts(t, long.ID); strings.Join(got, ",") != "handed_back,succeeded" {
 		t.Fatalf("attempts = %v", got)
+	}
+}
+
+// TestSlotFreedWhileTheResultIsWritten: an attempt whose run has ended gives its slot back
+// while its result is written, and the worker holds no more than twice its slots. The test
+// holds the rows of the first two running tasks, so their results cannot be written: the
+// worker (2 slots) still runs the next two, then claims nothing more until the writes go
+// through; every task then ends once, on one attempt.
+func TestSlotFreedWhileTheResultIsWritten(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	spec, err := workflow.Parse([]byte(`
+name: short
+tasks:
+  - {name: t, type: shell, command: 'sleep 0.3'}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []int64
+	for range 6 {
+		ids = append(ids, daotest.Submit(t, b.db, spec.Name, spec))
+	}
+	count := func(state dao.TaskState) int {
+		var n int
+		if err := b.db.SQL().Get(&n, `SELECT count(*) FROM task_instance WHERE state = $1`, string(state)); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %d running, %d queued", what, count(dao.TaskRunning), count(dao.TaskQueued))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	b.startWorkerSlots(t, "w1", 2, time.Second)
+	waitFor("two tasks running", func() bool { return count(dao.TaskRunning) == 2 })
+	hold, err := b.db.SQL().Beginx()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback()
+	var held []int64
+	if err := hold.Select(&held, `SELECT id FROM task_instance WHERE state = 'running' FOR UPDATE`); err != nil || len(held) != 2 {
+		t.Fatalf("held %v, %v", held, err)
+	}
+	waitFor("the next two claimed while the first two results wait", func() bool { return count(dao.TaskRunning) == 4 })
+	// Four held, two of them recording and two running or recording: no fifth claim, though
+	// the worker looks every poll interval (200 ms).
+	time.Sleep(time.Second)
+	if r, q := count(dao.TaskRunning), count(dao.TaskQueued); r != 4 || q != 2 {
+		t.Fatalf("with four results unwritten: %d running, %d queued; want 4 and 2", r, q)
+	}
+	if err := hold.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		wf, byName := b.waitDone(t, id)
+		task := byName["t"]
+		if wf.State != dao.WorkflowSucceeded || task.State != dao.TaskSucceeded {
+			t.Fatalf("instance %d %s, task %s; want both succeeded", id, wf.State, task.State)
+		}
+		if got := b.attempts(t, task.ID); strings.Join(got, ",") != "succeeded" {
+			t.Fatalf("task %d attempts = %v; want one", task.ID, got)
+		}
 	}
 }
 

@@ -150,6 +150,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running
 		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
+		n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
+			func() float64 { return float64(w.Recording()) })
 		go func() { runDone <- w.Run(runCtx) }()
 	}
 	guardDone := make(chan error, 1)
