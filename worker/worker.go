@@ -131,11 +131,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// database again for nothing.
 	look, backlog := true, true
 	// gather holds back the claim of a freed slot while tasks are waiting (backlog): slots
-	// free up in bursts, as the completer's batches commit, and claiming them one by one, a
-	// statement each, costs the database several times what one claim of the burst does. The
-	// claim goes when half the slots are free, or once no result is waiting to be recorded
-	// (no slot is about to be freed), looking every claimGather, and at the latest
-	// claimGatherMax after the first slot was freed.
+	// free up in bursts (a claimed batch of short tasks ends nearly at once), and claiming
+	// them one by one, a statement each, costs the database several times what one claim of
+	// the burst does. The claim goes when half the slots are free, or once no result is
+	// waiting to be recorded (the burst's results are written; the worker would otherwise
+	// wait for nothing), looking every claimGather, and at the latest claimGatherMax after
+	// the first slot was freed.
 	var gather <-chan time.Time
 	var gatherSince time.Time
 	w.lookForPools(ctx)
