@@ -298,14 +298,14 @@ func TestBulkSubmissionDoesNotPairSubmissions(t *testing.T) {
 	}
 }
 
-// TestFinishIsLinearInItsBatch checks, with EXPLAIN ANALYZE on analyzed tables, that the
-// worker's finish of a batch of single-task workflows reads each instance by primary key a
-// bounded number of times and compares no two rows of the batch: its instance update was
+// TestWorkerBatchesAreLinear checks, with EXPLAIN ANALYZE on analyzed tables, that the
+// worker's claim and finish of a batch of single-task workflows read each row a bounded
+// number of times and compare no two rows of the batch: the finish's instance update was
 // planned as a loop over the tasks that read every ended instance again for each (5,100 rows
 // for a batch of 100, 40 % of the statement), and its generic plan joined the results with
 // the running tasks on the worker's id, the same for the whole batch (9,900 rows removed by
 // the join's filter). With the plan PostgreSQL makes for these parameters, and the generic one.
-func TestFinishIsLinearInItsBatch(t *testing.T) {
+func TestWorkerBatchesAreLinear(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
 	ctx := context.Background()
@@ -323,37 +323,72 @@ func TestFinishIsLinearInItsBatch(t *testing.T) {
 	if _, err := db.SQL().Exec(`ANALYZE task_instance; ANALYZE workflow_instance`); err != nil {
 		t.Fatal(err)
 	}
-	for _, generic := range []bool{false, true} {
-		got, err := db.TaskClaim(ctx, "w1", []string{"g"}, n)
-		if err != nil || len(got) != n {
-			t.Fatalf("claim = %d tasks, %v", len(got), err)
-		}
-		ids, attempts, workers, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n)
-		for i, task := range got {
-			ids[i], attempts[i], workers[i], states[i] = task.ID, int64(task.Attempt), "w1", "succeeded"
-		}
-		nulls := make([]*string, n)
-		args := []any{pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(states), pq.Array(make([]bool, n)),
-			pq.Array(nulls), pq.Array(nulls), pq.Array(make([]*int64, n)), pq.Array(states), pq.Array(nulls), pq.Array(nulls)}
-		var raw string
+	explain := func(generic bool, query, types string, args ...any) string {
 		if generic {
-			raw = explainGeneric(t, db, "ANALYZE,", dao.FinishManySQL,
-				"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[]", args...)
-		} else if err := db.SQL().QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+dao.FinishManySQL, args...).Scan(&raw); err != nil {
+			return explainGeneric(t, db, "ANALYZE,", query, types, args...)
+		}
+		var raw string
+		if err := db.SQL().QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
 			t.Fatal(err)
 		}
+		return raw
+	}
+	// check fails the statement if it read more than two rows of table for each of the batch
+	// (the finish: an instance locked, then updated) or if a join dropped any row.
+	check := func(what string, generic bool, raw, table string) {
 		read, removed := 0.0, 0.0
 		walkPlan(t, raw, func(nd node) {
-			if nd.Relation == "workflow_instance" && strings.Contains(nd.Type, "Scan") {
+			if nd.Relation == table && strings.Contains(nd.Type, "Scan") {
 				read += nd.Rows * max(nd.Loops, 1)
 			}
 			removed += nd.RemovedByJoinFilter * max(nd.Loops, 1)
 		})
-		// Two reads an instance: the lock (ending), the update (ended); no pairs.
 		if read > 2*n || removed > 0 {
-			t.Errorf("generic plan %v: the finish of %d single-task workflows read %.0f instance rows, its joins removed %.0f\n%s",
-				generic, n, read, removed, raw)
+			t.Errorf("%s, generic plan %v: read %.0f rows of %s for a batch of %d, its joins removed %.0f\n%s",
+				what, generic, read, table, n, removed, raw)
 		}
+	}
+	// The claims run as the workers run them: on a connection with the claims' settings
+	// (a generic plan, no sequential or bitmap scans).
+	claimConn, err := db.SQL().Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claimConn.Close()
+	for _, kv := range dao.ClaimSettings {
+		if _, err := claimConn.ExecContext(ctx, "SET "+kv[0]+" = "+kv[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := claimConn.ExecContext(ctx, "PREPARE claim (text, text[], int) AS "+dao.ClaimUnpooledSQL); err != nil {
+		t.Fatal(err)
+	}
+	for i, generic := range []bool{false, true} {
+		worker := fmt.Sprint("w", i)
+		var raw string
+		if err := claimConn.QueryRowxContext(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim ('%s', '{g}', %d)",
+			worker, n)).Scan(&raw); err != nil {
+			t.Fatal(err)
+		}
+		check("claim", true, raw, "task_instance")
+		var toks []struct {
+			ID      int64 `db:"id"`
+			Attempt int64 `db:"attempt"`
+		}
+		if err := db.SQL().Select(&toks, `SELECT id, attempt FROM task_instance WHERE state = 'running' AND worker_id = $1`,
+			worker); err != nil || len(toks) != n {
+			t.Fatalf("claimed %d tasks, %v; want %d", len(toks), err, n)
+		}
+		ids, attempts, workers, states := make([]int64, n), make([]int64, n), make([]string, n), make([]string, n)
+		for i, tok := range toks {
+			ids[i], attempts[i], workers[i], states[i] = tok.ID, tok.Attempt, worker, "succeeded"
+		}
+		nulls := make([]*string, n)
+		check("finish", generic, explain(generic, dao.FinishManySQL,
+			"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[]",
+			pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(states), pq.Array(make([]bool, n)),
+			pq.Array(nulls), pq.Array(nulls), pq.Array(make([]*int64, n)), pq.Array(states), pq.Array(nulls), pq.Array(nulls)),
+			"workflow_instance")
 		var ended int
 		if err := db.SQL().Get(&ended, `SELECT count(*) FROM workflow_instance WHERE id IN (
 			SELECT workflow_instance_id FROM task_instance WHERE id = ANY($1)) AND state = 'succeeded'`, pq.Array(ids)); err != nil || ended != n {
@@ -362,7 +397,7 @@ func TestFinishIsLinearInItsBatch(t *testing.T) {
 	}
 }
 
-// TestMasterBatchesAreLinear is TestFinishIsLinearInItsBatch for the master's batch
+// TestMasterBatchesAreLinear is TestWorkerBatchesAreLinear for the master's batch
 // statements, on 100 instances the master drives: locking them, reading their tasks and
 // finishing them compare no two of them and read each a bounded number of times. (The
 // instance update of the worker's finish, written like finishManyWorkflowsSQL with an
