@@ -273,8 +273,8 @@ var finishManySQL = `
 		), ended AS (
 			-- The outcome master/plan.go gives a workflow whose tasks are all terminal. Joined
 			-- with ending alone, by primary key: a join with t as well was planned as a loop
-			-- over t that read every ended instance again for each task (id = ANY), 10,000
-			-- probes for a batch of 100.
+			-- over t that read every ended instance again for each task (an index scan of
+			-- id = ANY, all 100 ids, run 100 times for a batch of 100).
 			UPDATE workflow_instance w SET
 				state = CASE WHEN e.state = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
 				error = CASE WHEN e.state <> 'succeeded' THEN 'tasks did not succeed: ' || e.name || ' ' || e.state END,
