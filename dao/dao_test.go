@@ -542,8 +542,6 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 	}
 }
 
-// masterListening waits until ml hears the masters' wake-ups (it submits until one arrives),
-// then drops what it heard, so that the test sees only the wake-ups that follow.
 // listenMaster listens as a master does until the test ends, and returns once the listener
 // hears (see masterListening).
 func (b *testBundle) listenMaster(t *testing.T) *dao.Listener {
@@ -554,6 +552,8 @@ func (b *testBundle) listenMaster(t *testing.T) *dao.Listener {
 	return ml
 }
 
+// masterListening waits until ml hears the masters' wake-ups (it submits until one arrives),
+// then drops what it heard, so that the test sees only the wake-ups that follow.
 func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
 	t.Helper()
 	for deadline := time.After(10 * time.Second); ; {
@@ -960,10 +960,16 @@ func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 	if n, err := b.db.WorkflowReleaseLostMaster(b.ctx, "m2"); err != nil || n != 1 {
 		t.Fatalf("release = %d, %v", n, err)
 	}
-	for w := range ml.C {
-		if w.Payload == fmt.Sprint(capped) {
-			break
+	for deadline := time.After(5 * time.Second); ; {
+		select {
+		case w := <-ml.C:
+			if w.Payload != fmt.Sprint(capped) {
+				continue
+			}
+		case <-deadline:
+			t.Fatalf("no wake-up for the released instance %d", capped)
 		}
+		break
 	}
 	tasks, err := b.db.TaskClaim(b.ctx, "w1", []string{"end"}, 10)
 	if err != nil || len(tasks) != 8 {
@@ -1167,8 +1173,9 @@ func TestAttemptsGoWithTheirTask(t *testing.T) {
 	}
 }
 
-// The claims read their rows by hand (queryTasks): they must read what sqlx reads from the
-// same columns, with every column set and with every nullable one NULL.
+// TestClaimRowsReadByHandAsBySqlx: the claims read their rows by hand (queryTasks); they must
+// read what sqlx reads from the same columns, with every column set and with every nullable
+// one NULL.
 func TestClaimRowsReadByHandAsBySqlx(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -137,6 +137,33 @@ func walkPlan(t *testing.T, raw string, visit func(n node)) {
 	walk(doc[0].Plan)
 }
 
+// explainAnalyze runs query with EXPLAIN (ANALYZE, FORMAT JSON): with the plan PostgreSQL
+// makes for args, or the generic plan of the prepared statement (types, its parameters').
+func explainAnalyze(t *testing.T, db *dao.DB, generic bool, query, types string, args ...any) string {
+	t.Helper()
+	if generic {
+		return explainGeneric(t, db, "ANALYZE,", query, types, args...)
+	}
+	var raw string
+	if err := db.SQL().QueryRowContext(context.Background(), "EXPLAIN (ANALYZE, FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// batchCost reads an EXPLAIN ANALYZE plan: the rows its scans of tables returned, over all
+// their loops, and the rows its joins' filters dropped.
+func batchCost(t *testing.T, raw string, tables ...string) (read, removed float64) {
+	t.Helper()
+	walkPlan(t, raw, func(nd node) {
+		if strings.Contains(nd.Type, "Scan") && slices.Contains(tables, nd.Relation) {
+			read += nd.Rows * max(nd.Loops, 1)
+		}
+		removed += nd.RemovedByJoinFilter * max(nd.Loops, 1)
+	})
+	return read, removed
+}
+
 type node struct {
 	Type     string `json:"Node Type"`
 	Relation string `json:"Relation Name"`
@@ -311,39 +338,14 @@ func TestWorkerBatchesAreLinear(t *testing.T) {
 	ctx := context.Background()
 	seedHistory(t, db, 5000, 0, 0)
 	const n = 100
-	if err := db.Tx(ctx, func(q *dao.Queries) error {
-		if _, err := q.DefinitionEnsure(ctx, "single", []byte(`{"name":"single","tasks":[{"name":"t","type":"noop"}]}`)); err != nil {
-			return err
-		}
-		return q.WorkflowCreateMany(ctx, "single", 1, nil, 2*n,
-			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}})
-	}); err != nil {
-		t.Fatal(err)
-	}
+	createStarted(t, db, "single", 2*n)
 	if _, err := db.SQL().Exec(`ANALYZE task_instance; ANALYZE workflow_instance`); err != nil {
 		t.Fatal(err)
-	}
-	explain := func(generic bool, query, types string, args ...any) string {
-		if generic {
-			return explainGeneric(t, db, "ANALYZE,", query, types, args...)
-		}
-		var raw string
-		if err := db.SQL().QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query, args...).Scan(&raw); err != nil {
-			t.Fatal(err)
-		}
-		return raw
 	}
 	// check fails the statement if it read more than two rows of table for each of the batch
 	// (the finish: an instance locked, then updated) or if a join dropped any row.
 	check := func(what string, generic bool, raw, table string) {
-		read, removed := 0.0, 0.0
-		walkPlan(t, raw, func(nd node) {
-			if nd.Relation == table && strings.Contains(nd.Type, "Scan") {
-				read += nd.Rows * max(nd.Loops, 1)
-			}
-			removed += nd.RemovedByJoinFilter * max(nd.Loops, 1)
-		})
-		if read > 2*n || removed > 0 {
+		if read, removed := batchCost(t, raw, table); read > 2*n || removed > 0 {
 			t.Errorf("%s, generic plan %v: read %.0f rows of %s for a batch of %d, its joins removed %.0f\n%s",
 				what, generic, read, table, n, removed, raw)
 		}
@@ -363,8 +365,8 @@ func TestWorkerBatchesAreLinear(t *testing.T) {
 	if _, err := claimConn.ExecContext(ctx, "PREPARE claim (text, text[], int) AS "+dao.ClaimUnpooledSQL); err != nil {
 		t.Fatal(err)
 	}
-	for i, generic := range []bool{false, true} {
-		worker := fmt.Sprint("w", i)
+	for w, generic := range []bool{false, true} {
+		worker := fmt.Sprint("w", w)
 		var raw string
 		if err := claimConn.QueryRowxContext(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim ('%s', '{g}', %d)",
 			worker, n)).Scan(&raw); err != nil {
@@ -384,7 +386,7 @@ func TestWorkerBatchesAreLinear(t *testing.T) {
 			ids[i], attempts[i], workers[i], states[i] = tok.ID, tok.Attempt, worker, "succeeded"
 		}
 		nulls := make([]*string, n)
-		check("finish", generic, explain(generic, dao.FinishManySQL,
+		check("finish", generic, explainAnalyze(t, db, generic, dao.FinishManySQL,
 			"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[]",
 			pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(states), pq.Array(make([]bool, n)),
 			pq.Array(nulls), pq.Array(nulls), pq.Array(make([]*int64, n)), pq.Array(states), pq.Array(nulls), pq.Array(nulls)),
@@ -405,7 +407,6 @@ func TestWorkerBatchesAreLinear(t *testing.T) {
 func TestMasterBatchesAreLinear(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
-	ctx := context.Background()
 	const n = 100
 	seedHistory(t, db, 5000, 2*n, 0)
 	if _, err := db.SQL().Exec(`INSERT INTO task_instance (workflow_instance_id, name, type, state, worker_id, attempt, ended_at)
@@ -432,20 +433,8 @@ func TestMasterBatchesAreLinear(t *testing.T) {
 			{"finish workflows", dao.FinishManyWorkflowsSQL, "text, bigint[], text[], text[]",
 				[]any{"m1", pq.Array(ids), pq.Array(states), pq.Array(errs)}},
 		} {
-			var raw string
-			if generic {
-				raw = explainGeneric(t, db, "ANALYZE,", c.query, c.types, c.args...)
-			} else if err := db.SQL().QueryRowContext(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+c.query, c.args...).Scan(&raw); err != nil {
-				t.Fatal(err)
-			}
-			read, removed := 0.0, 0.0
-			walkPlan(t, raw, func(nd node) {
-				if strings.Contains(nd.Type, "Scan") && (nd.Relation == "workflow_instance" || nd.Relation == "task_instance") {
-					read += nd.Rows * max(nd.Loops, 1)
-				}
-				removed += nd.RemovedByJoinFilter * max(nd.Loops, 1)
-			})
-			if read > 2*n || removed > 0 {
+			raw := explainAnalyze(t, db, generic, c.query, c.types, c.args...)
+			if read, removed := batchCost(t, raw, "workflow_instance", "task_instance"); read > 2*n || removed > 0 {
 				t.Errorf("%s, generic plan %v: read %.0f rows for %d instances, its joins removed %.0f\n%s",
 					c.name, generic, read, n, removed, raw)
 			}
@@ -525,13 +514,13 @@ func TestClaimPlanMadeOnAnEmptyTable(t *testing.T) {
 	}
 }
 
-// createStarted stores a definition name and creates n instances of it, each started with its
-// root task "t" queued in group g.
+// createStarted stores a definition name of one noop task "t" and creates n instances of it,
+// each started with "t" queued in group g.
 func createStarted(t *testing.T, db *dao.DB, name string, n int) {
 	t.Helper()
 	ctx := context.Background()
 	if err := db.Tx(ctx, func(q *dao.Queries) error {
-		if _, err := q.DefinitionEnsure(ctx, name, []byte(`{"name":"`+name+`"}`)); err != nil {
+		if _, err := q.DefinitionEnsure(ctx, name, []byte(`{"name":"`+name+`","tasks":[{"name":"t","type":"noop"}]}`)); err != nil {
 			return err
 		}
 		return q.WorkflowCreateMany(ctx, name, 1, nil, n,

@@ -23,24 +23,29 @@ func (t *TaskInstance) fields() []any {
 		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage}
 }
 
-// queryTasks runs a hot statement that returns taskColumns and reads its rows by hand: the
-// claims' rows went through sqlx's reflection over every field of TaskInstance, a third of
-// what a worker spent reading them.
-// limit, the most rows expected, sizes the result (up to a page of 1,000).
+// queryTasks runs a hot statement that returns taskColumns, at most limit rows (which size
+// the result, up to a page of 1,000).
 func queryTasks(ctx context.Context, q *Queries, limit int, query string, args ...any) ([]TaskInstance, error) {
+	return queryRows(ctx, q, limit, (*TaskInstance).fields, query, args...)
+}
+
+// queryRows runs a hot statement and scans each row into a T through fields, by hand: the
+// claims' rows went through sqlx's reflection over every field of TaskInstance, a third of
+// what a worker spent reading them. capHint, up to 1,000, sizes the result.
+func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(*T) []any, query string, args ...any) ([]T, error) {
 	rows, err := queryHot(ctx, q, query, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	tasks := make([]TaskInstance, 0, max(0, min(limit, 1000)))
+	out := make([]T, 0, max(0, min(capHint, 1000)))
 	for rows.Next() {
-		tasks = append(tasks, TaskInstance{})
-		if err := rows.Scan(tasks[len(tasks)-1].fields()...); err != nil {
+		out = append(out, *new(T))
+		if err := rows.Scan(fields(&out[len(out)-1])...); err != nil {
 			return nil, err
 		}
 	}
-	return tasks, rows.Err()
+	return out, rows.Err()
 }
 
 // groupCandidatesSQL are the claim's candidates without a pool: each of the worker's groups'
@@ -319,7 +324,7 @@ func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (out []Fini
 		}
 		attemptUsage[i], taskUsage[i] = jsonText(r.AttemptUsage), jsonText(r.TaskUsage)
 	}
-	recorded, err := finishRows(ctx, q, n, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
+	recorded, err := queryRows(ctx, q, 2*n, (*finishRow).fields, finishManySQL, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
 		pq.Array(retry), pq.Array(outputs), pq.Array(errs), pq.Array(exits), pq.Array(outcomes),
 		pq.Array(attemptUsage), pq.Array(taskUsage))
 	if err != nil {
@@ -375,23 +380,9 @@ type finishRow struct {
 	Ended    *WorkflowState
 }
 
-// finishRows runs finishManySQL and reads its rows by hand (see queryTasks); n, the number
-// of attempts, sizes the result.
-func finishRows(ctx context.Context, q *Queries, n int, args ...any) ([]finishRow, error) {
-	rows, err := queryHot(ctx, q, finishManySQL, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make([]finishRow, 0, n)
-	for rows.Next() {
-		var r finishRow
-		if err := rows.Scan(&r.ID, &r.Attempt, &r.Workflow, &r.State, &r.Group, &r.Ended); err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
+// fields returns where Scan puts each column of a finishManySQL row.
+func (r *finishRow) fields() []any {
+	return []any{&r.ID, &r.Attempt, &r.Workflow, &r.State, &r.Group, &r.Ended}
 }
 
 // Finished is what TaskFinishMany did with one Finish.
