@@ -17,7 +17,12 @@
 //
 // Only the scenario of a frozen process may allow overlap (Options.AllowOverlap): the design
 // accepts that a process frozen past its deadline overlaps the new run until it wakes. Then
-// the overlap is reported instead.
+// the overlap is reported instead. A scenario with many faults names its whole-process freezes
+// instead (Options.Freezes), so that only the overlaps they explain are allowed.
+//
+// A scenario that acts as an operator does tells Judge what it did (Options.Kills,
+// Options.Reruns): a task killed, or a task of a workflow instance stopped, must not start a
+// new attempt until it is rerun, and the runs before a rerun are not competing results.
 //
 // It also reports the figures of the scenario: per task the fault interrupted, the time from
 // the fault to the next attempt's start; the overlaps; the attempts per task.
@@ -97,6 +102,49 @@ type Options struct {
 	// that ran to its end, reporting them instead. Only for a process frozen past its
 	// deadline.
 	AllowOverlap bool
+	// MayFail are workflow instances that may end without succeeding (the scenario killed,
+	// stopped or timed out tasks of theirs); the others must succeed unless AllowUnsuccessful.
+	MayFail []int64
+	// Freezes are the whole-process freezes of workers: only the overlaps and the done-twice
+	// runs they explain are allowed (reported as notes).
+	Freezes []Freeze
+	// WakeGrace is how long after a freeze ends the frozen worker's runs may still be alive
+	// (its watchdog fires on waking and kills them). Defaults to 2 s.
+	WakeGrace time.Duration
+	// Kills and Reruns are what the scenario did as an operator.
+	Kills  []Kill
+	Reruns []Rerun
+}
+
+// Freeze is a worker process frozen whole, with the supervisors and processes of its tasks,
+// past its deadline: no part of it could stop its tasks, so they may overlap the runs that
+// replaced them until it woke.
+type Freeze struct {
+	Worker   string
+	From, To time.Time
+}
+
+// Kill is an operator's kill of a task instance, or stop of a workflow instance, made through
+// the API. The killed task, and every task of the stopped workflow instance, must not start a
+// new attempt until a Rerun of it.
+type Kill struct {
+	// TaskID is the killed task instance; zero for a stop of WorkflowID.
+	TaskID     int64
+	WorkflowID int64
+	// Attempt is the task's attempt when the kill was made, as the API answered: no attempt
+	// after it may start. Unused for a stop, which is judged by At alone.
+	Attempt int
+	// At is when the kill had been made (the API had answered): no attempt claimed after it
+	// may start.
+	At time.Time
+}
+
+// Rerun is an operator's rerun of a failed or killed task instance through the API. It lifts
+// the task's earlier kills, and the runs it had before are not competing results.
+type Rerun struct {
+	TaskID int64
+	// At is when the rerun was asked for, before the API answered.
+	At time.Time
 }
 
 // Failover is a task whose run the fault interrupted, and the run that took over.
@@ -131,6 +179,8 @@ type Report struct {
 	AttemptsPerTask map[int]int
 	// Timeline shows every task's attempts and runs.
 	Timeline string
+	// Suspects are the workflow instances the problems are about.
+	Suspects []int64
 }
 
 // MaxOverlap is the longest overlap, zero if none.
@@ -184,7 +234,23 @@ var resultLine = regexp.MustCompile(`^ran task (\d+) attempt (\d+) on (\S+)$`)
 // Judge checks the history against the options.
 func (h *History) Judge(opts Options) *Report {
 	rep := &Report{AttemptsPerTask: map[int]int{}}
-	problem := func(format string, args ...any) { rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...)) }
+	if opts.WakeGrace <= 0 {
+		opts.WakeGrace = 2 * time.Second
+	}
+	suspects := map[int64]bool{}
+	problemOf := func(wf int64) func(string, ...any) {
+		return func(format string, args ...any) {
+			rep.Problems = append(rep.Problems, fmt.Sprintf(format, args...))
+			if wf != 0 {
+				suspects[wf] = true
+			}
+		}
+	}
+	problem := problemOf(0)
+	mayFail := map[int64]bool{}
+	for _, id := range opts.MayFail {
+		mayFail[id] = true
+	}
 
 	wanted := map[int64]bool{}
 	for _, id := range opts.Workflows {
@@ -198,9 +264,9 @@ func (h *History) Judge(opts Options) *Report {
 		seen[wf.ID] = true
 		switch {
 		case !wf.State.Terminal():
-			problem("lost: workflow instance %d (%s) is %s, not finished by the deadline", wf.ID, wf.WorkflowName, wf.State)
-		case wf.State != dao.WorkflowSucceeded && !opts.AllowUnsuccessful:
-			problem("lost: workflow instance %d (%s) ended %s, want succeeded (error: %s)", wf.ID, wf.WorkflowName, wf.State, deref(wf.Error))
+			problemOf(wf.ID)("lost: workflow instance %d (%s) is %s, not finished by the deadline", wf.ID, wf.WorkflowName, wf.State)
+		case wf.State != dao.WorkflowSucceeded && !opts.AllowUnsuccessful && !mayFail[wf.ID]:
+			problemOf(wf.ID)("lost: workflow instance %d (%s) ended %s, want succeeded (error: %s)", wf.ID, wf.WorkflowName, wf.State, deref(wf.Error))
 		}
 	}
 	for _, id := range opts.Workflows {
@@ -223,7 +289,8 @@ func (h *History) Judge(opts Options) *Report {
 			continue
 		}
 		judged[t.ID] = true
-		h.judgeTask(rep, opts, t, attempts[t.ID], runs[t.ID], problem)
+		h.judgeTask(rep, opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
+		judgeKills(opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 	}
 	// With a list of workflow instances, runs of the others are not ours to judge.
 	if len(wanted) == 0 {
@@ -234,8 +301,88 @@ func (h *History) Judge(opts Options) *Report {
 			}
 		}
 	}
+	rep.Suspects = slices.Sorted(maps.Keys(suspects))
 	rep.Timeline = h.timeline(opts, attempts, runs)
 	return rep
+}
+
+// Timeline shows the attempts and runs of every task of the workflow instances (all of the
+// history's if none are given), with opts's origin.
+func (h *History) Timeline(opts Options, workflows ...int64) string {
+	attempts := map[int64][]dao.TaskAttempt{}
+	for _, a := range h.Attempts {
+		attempts[a.TaskInstanceID] = append(attempts[a.TaskInstanceID], a)
+	}
+	runs := map[int64][]Run{}
+	for _, r := range RunsOf(h.Events) {
+		runs[r.TaskID] = append(runs[r.TaskID], r)
+	}
+	if len(workflows) > 0 {
+		opts.Workflows = workflows
+	}
+	return h.timeline(opts, attempts, runs)
+}
+
+// recorded reports whether a task runs a command, which can keep a run log: a shell task (or
+// one of a hand-written history, whose type is left empty). The others never leave a run.
+func recorded(t dao.TaskInstance) bool {
+	return t.Type != "noop" && t.Type != "llm" && t.Type != "agent"
+}
+
+// judgeKills checks that no attempt of t started after an operator killed it, or stopped its
+// workflow instance, unless a rerun came in between.
+func judgeKills(opts Options, t dao.TaskInstance, as []dao.TaskAttempt, rs []Run, problem func(string, ...any)) {
+	name := fmt.Sprintf("task %d %q (workflow instance %d)", t.ID, t.Name, t.WorkflowInstanceID)
+	for _, k := range opts.Kills {
+		if k.TaskID != t.ID && (k.TaskID != 0 || k.WorkflowID != t.WorkflowInstanceID) {
+			continue
+		}
+		// Lifted by the first rerun asked for after it.
+		var until time.Time
+		for _, r := range opts.Reruns {
+			if r.TaskID == t.ID && r.At.After(k.At) && (until.IsZero() || r.At.Before(until)) {
+				until = r.At
+			}
+		}
+		before := func(at time.Time) bool { return until.IsZero() || at.Before(until) }
+		reported := map[int]bool{}
+		for _, a := range as {
+			// A kill is judged by the attempt it answered with (a claim after it has a higher
+			// one); a stop by the claim's time, which the database took in the claim's
+			// transaction, so one after At saw the stop.
+			late := (k.TaskID != 0 && a.Attempt > k.Attempt) || (k.TaskID == 0 && a.StartedAt.After(k.At))
+			if late && before(a.StartedAt) {
+				reported[a.Attempt] = true
+				what := fmt.Sprintf("killed at attempt %d", k.Attempt)
+				if k.TaskID == 0 {
+					what = "its workflow instance stopped"
+				}
+				problem("started after its kill: %s, %s at %s, has attempt %d on %s claimed %s after",
+					name, what, k.At.Format("15:04:05.000"), a.Attempt, a.WorkerID, ms(a.StartedAt.Sub(k.At)))
+			}
+		}
+		if k.TaskID == 0 {
+			continue
+		}
+		for _, r := range rs {
+			if r.Attempt > k.Attempt && !reported[r.Attempt] && before(r.Start) {
+				problem("started after its kill: %s, killed at attempt %d at %s, ran attempt %d on %s from %s after",
+					name, k.Attempt, k.At.Format("15:04:05.000"), r.Attempt, r.Worker, ms(r.Start.Sub(k.At)))
+			}
+		}
+	}
+}
+
+// frozen returns the freeze of worker that explains a run of it still alive at last, having
+// been alive since before from: the freeze began by from and ended at most WakeGrace before
+// last.
+func frozen(opts Options, worker string, from, last time.Time) (Freeze, bool) {
+	for _, f := range opts.Freezes {
+		if f.Worker == worker && !f.From.After(from) && !last.After(f.To.Add(opts.WakeGrace)) {
+			return f, true
+		}
+	}
+	return Freeze{}, false
 }
 
 func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []dao.TaskAttempt, rs []Run, problem func(string, ...any)) {
@@ -277,7 +424,7 @@ func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []
 				run = &rs[i]
 			}
 		}
-		if run == nil || !run.Ended {
+		if (run == nil || !run.Ended) && recorded(t) {
 			problem("committed result without a run: %s committed attempt %d, whose body never ran to its end", name, committed)
 		}
 		if t.Output != nil {
@@ -291,14 +438,18 @@ func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []
 			}
 		}
 		for _, r := range rs {
-			if r.Ended && r.Attempt != committed {
-				msg := fmt.Sprintf("done twice: the body of %s ran to its end in attempt %d on %s, whose result was not committed (attempt %d was)",
-					name, r.Attempt, r.Worker, committed)
-				if opts.AllowOverlap {
-					rep.Notes = append(rep.Notes, msg)
-				} else {
-					problem("%s", msg)
-				}
+			if !r.Ended || r.Attempt == committed || rerunAfter(opts, t.ID, r.Start) {
+				continue
+			}
+			msg := fmt.Sprintf("done twice: the body of %s ran to its end in attempt %d on %s, whose result was not committed (attempt %d was)",
+				name, r.Attempt, r.Worker, committed)
+			// Frozen while it ran, so nothing could stop it before it woke.
+			if f, ok := frozen(opts, r.Worker, r.Last, r.Last); ok && r.Start.Before(f.From) {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s (its worker was frozen whole %s..%s)", msg, rel(f.From, opts, h), rel(f.To, opts, h)))
+			} else if opts.AllowOverlap {
+				rep.Notes = append(rep.Notes, msg)
+			} else {
+				problem("%s", msg)
 			}
 		}
 	}
@@ -314,7 +465,14 @@ func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []
 			msg := fmt.Sprintf("overlap of %s: %s: attempt %d on %s alive %s..%s, attempt %d on %s alive %s..%s",
 				ms(ov), name, a.Attempt, a.Worker, rel(a.Start, opts, h), rel(a.Last, opts, h),
 				b.Attempt, b.Worker, rel(b.Start, opts, h), rel(b.Last, opts, h))
-			if opts.AllowOverlap {
+			// The older run is the one that should have stopped.
+			old := a
+			if b.Attempt < a.Attempt {
+				old = b
+			}
+			if f, ok := frozen(opts, old.Worker, maxTime(a.Start, b.Start), old.Last); ok {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("%s (attempt %d's worker was frozen whole %s..%s)", msg, old.Attempt, rel(f.From, opts, h), rel(f.To, opts, h)))
+			} else if opts.AllowOverlap {
 				rep.Notes = append(rep.Notes, msg)
 			} else {
 				problem("%s", msg)
@@ -337,6 +495,46 @@ func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []
 			}
 		}
 	}
+}
+
+// rerunAfter reports whether the task was rerun after at.
+func rerunAfter(opts Options, task int64, at time.Time) bool {
+	for _, r := range opts.Reruns {
+		if r.TaskID == task && r.At.After(at) {
+			return true
+		}
+	}
+	return false
+}
+
+// Moved returns the runs of worker that were alive at a fault at at, each with the next
+// attempt's run that took its task over, if any: the failovers of one fault among many.
+func (h *History) Moved(worker string, at time.Time) []Failover {
+	names := map[int64]string{}
+	for _, t := range h.Tasks {
+		names[t.ID] = t.Name
+	}
+	byTask := map[int64][]Run{}
+	for _, r := range RunsOf(h.Events) {
+		byTask[r.TaskID] = append(byTask[r.TaskID], r)
+	}
+	var out []Failover
+	for _, id := range slices.Sorted(maps.Keys(byTask)) {
+		rs := byTask[id]
+		for i, r := range rs {
+			if r.Worker != worker || !r.Start.Before(at) || r.Ended && r.Last.Before(at) {
+				continue
+			}
+			for _, next := range rs[i+1:] {
+				if next.Attempt > r.Attempt {
+					out = append(out, Failover{TaskID: id, Task: names[id], From: r, To: next,
+						Stopped: r.Last.Sub(at), Elsewhere: next.Start.Sub(at)})
+					break
+				}
+			}
+		}
+	}
+	return out
 }
 
 // origin is the timeline's zero: the fault, or the first thing that happened.

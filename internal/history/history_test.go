@@ -3,6 +3,7 @@ package history
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,60 @@ func TestJudge(t *testing.T) {
 			}},
 		{name: "task zksched does not know", wantOf: []string{"task instance 9 ran (1 run(s) in the run log) but zksched has no such task"},
 			edit: func(h *History, o *Options) { h.Events = append(h.Events, run(9, 1, "w1", 1, 2, true)...) }},
+		{name: "failed and may fail",
+			edit: func(h *History, o *Options) { h.Workflows[0].State = dao.WorkflowFailed; o.MayFail = []int64{1} }},
+		{name: "overlap of a frozen worker", // w1 frozen whole from -0.5 s to 5.5 s, its run killed on waking
+			edit: func(h *History, o *Options) {
+				o.Freezes = []Freeze{{Worker: "w1", From: at(-0.5), To: at(5.5)}}
+				h.Events = events(run(1, 1, "w1", -1, 5.6, false), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "overlap past the wake of a frozen worker", wantOf: []string{"overlap of 2000 ms"},
+			edit: func(h *History, o *Options) {
+				o.Freezes = []Freeze{{Worker: "w1", From: at(-0.5), To: at(3)}}
+				h.Events = events(run(1, 1, "w1", -1, 6.5, false), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "overlap of a worker frozen after it began", wantOf: []string{"overlap of 1000 ms"},
+			edit: func(h *History, o *Options) {
+				o.Freezes = []Freeze{{Worker: "w1", From: at(5), To: at(5.5)}}
+				h.Events = events(run(1, 1, "w1", -1, 5.5, false), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "done twice by a frozen worker",
+			edit: func(h *History, o *Options) {
+				o.Freezes = []Freeze{{Worker: "w1", From: at(-0.5), To: at(0.4)}}
+				h.Events = events(run(1, 1, "w1", -1, 0.5, true), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "done before a rerun",
+			edit: func(h *History, o *Options) {
+				o.Reruns = []Rerun{{TaskID: 1, At: at(4)}}
+				h.Events = events(run(1, 1, "w1", -1, 0.5, true), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "started after its kill", wantOf: []string{`started after its kill: task 1 "t1" (workflow instance 1), killed at attempt 1 at 12:00:00.000, has attempt 2 on w2 claimed 4500 ms after`},
+			edit: func(h *History, o *Options) { o.Kills = []Kill{{TaskID: 1, WorkflowID: 1, Attempt: 1, At: at(0)}} }},
+		{name: "ran after its kill without an attempt record", wantOf: []string{"attempt 3 ran on w3 but zksched never recorded that attempt",
+			`started after its kill: task 1 "t1" (workflow instance 1), killed at attempt 2 at 12:00:07.000, ran attempt 3 on w3 from 1000 ms after`},
+			edit: func(h *History, o *Options) {
+				o.Kills = []Kill{{TaskID: 1, WorkflowID: 1, Attempt: 2, At: at(7)}}
+				h.Events = append(h.Events, run(1, 3, "w3", 8, 8.5, false)...)
+			}},
+		{name: "started after its kill and a rerun",
+			edit: func(h *History, o *Options) {
+				o.Kills = []Kill{{TaskID: 1, WorkflowID: 1, Attempt: 1, At: at(0)}}
+				o.Reruns = []Rerun{{TaskID: 1, At: at(4)}}
+			}},
+		{name: "rerun before the kill does not lift it", wantOf: []string{"started after its kill"},
+			edit: func(h *History, o *Options) {
+				o.Kills = []Kill{{TaskID: 1, WorkflowID: 1, Attempt: 1, At: at(0)}}
+				o.Reruns = []Rerun{{TaskID: 1, At: at(-0.5)}}
+			}},
+		{name: "claimed after its workflow stopped", wantOf: []string{`started after its kill: task 1 "t1" (workflow instance 1), its workflow instance stopped at 12:00:04.000, has attempt 2 on w2 claimed 500 ms after`},
+			edit: func(h *History, o *Options) { o.Kills = []Kill{{WorkflowID: 1, At: at(4)}} }},
+		{name: "stop of another workflow",
+			edit: func(h *History, o *Options) { o.Kills = []Kill{{WorkflowID: 2, At: at(-5)}} }},
+		{name: "agent task committed without a run",
+			edit: func(h *History, o *Options) {
+				h.Tasks[0].Type = "agent"
+				h.Events = events(run(2, 1, "w2", -1, 2, true))
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,6 +217,34 @@ func TestJudge(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestJudgeSuspects(t *testing.T) {
+	t.Parallel()
+	h := failedOver()
+	h.Workflows = append(h.Workflows, workflow(2, dao.WorkflowRunning))
+	rep := h.Judge(Options{Kills: []Kill{{TaskID: 1, WorkflowID: 1, Attempt: 1, At: at(0)}}})
+	if want := []int64{1, 2}; !slices.Equal(rep.Suspects, want) {
+		t.Errorf("suspects = %v, want %v", rep.Suspects, want)
+	}
+	if tl := h.Timeline(Options{}, 2); strings.Contains(tl, `"t1"`) || !strings.Contains(tl, "workflow instance 2") {
+		t.Errorf("the timeline of workflow instance 2 alone:\n%s", tl)
+	}
+}
+
+func TestMoved(t *testing.T) {
+	t.Parallel()
+	h := failedOver()
+	got := h.Moved("w1", at(0))
+	if len(got) != 1 || got[0].TaskID != 1 || got[0].To.Attempt != 2 || got[0].Elsewhere != 4500*time.Millisecond || got[0].Stopped != 500*time.Millisecond {
+		t.Fatalf("moved = %+v, want task 1 stopped 500 ms and running elsewhere 4500 ms after the fault", got)
+	}
+	if got := h.Moved("w2", at(0)); len(got) != 0 {
+		t.Errorf("moved from w2 = %+v, want none: its runs were not taken over", got)
+	}
+	if got := h.Moved("w1", at(-2)); len(got) != 0 {
+		t.Errorf("moved at -2 s = %+v, want none: nothing ran yet", got)
 	}
 }
 
