@@ -102,6 +102,11 @@ type Options struct {
 	// that ran to its end, reporting them instead. Only for a process frozen past its
 	// deadline.
 	AllowOverlap bool
+	// AtLeastOnce is for scenarios whose faults may land between a body's end and the commit
+	// of its result (kill -9, a cut database link): the task then runs again, as it must. A
+	// body that ran to its end uncommitted is done twice only if it ended after zksched had
+	// closed its attempt, when the task was no longer its to run.
+	AtLeastOnce bool
 	// MayFail are workflow instances that may end without succeeding (the scenario killed,
 	// stopped or timed out tasks of theirs); the others must succeed unless AllowUnsuccessful.
 	MayFail []int64
@@ -441,6 +446,9 @@ func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []
 			if !r.Ended || r.Attempt == committed || rerunAfter(opts, t.ID, r.Start) {
 				continue
 			}
+			if a, ok := byAttempt[r.Attempt]; opts.AtLeastOnce && ok && (a.EndedAt == nil || !r.Last.After(*a.EndedAt)) {
+				continue
+			}
 			msg := fmt.Sprintf("done twice: the body of %s ran to its end in attempt %d on %s, whose result was not committed (attempt %d was)",
 				name, r.Attempt, r.Worker, committed)
 			// Frozen while it ran, so nothing could stop it before it woke.
@@ -507,12 +515,24 @@ func rerunAfter(opts Options, task int64, at time.Time) bool {
 	return false
 }
 
-// Moved returns the runs of worker that were alive at a fault at at, each with the next
-// attempt's run that took its task over, if any: the failovers of one fault among many.
+// Moved returns the runs of worker that a fault at at interrupted, each with the next
+// attempt's run, which took its task over: the failovers of one fault among many. A run was
+// interrupted when its attempt ended failed over or interrupted and the next attempt started
+// after the fault.
 func (h *History) Moved(worker string, at time.Time) []Failover {
 	names := map[int64]string{}
 	for _, t := range h.Tasks {
 		names[t.ID] = t.Name
+	}
+	type key struct {
+		task    int64
+		attempt int
+	}
+	moved := map[key]bool{}
+	for _, a := range h.Attempts {
+		if a.Outcome != nil && (*a.Outcome == dao.OutcomeFailedOver || *a.Outcome == dao.OutcomeInterrupted) {
+			moved[key{a.TaskInstanceID, a.Attempt}] = true
+		}
 	}
 	byTask := map[int64][]Run{}
 	for _, r := range RunsOf(h.Events) {
@@ -522,11 +542,11 @@ func (h *History) Moved(worker string, at time.Time) []Failover {
 	for _, id := range slices.Sorted(maps.Keys(byTask)) {
 		rs := byTask[id]
 		for i, r := range rs {
-			if r.Worker != worker || !r.Start.Before(at) || r.Ended && r.Last.Before(at) {
+			if r.Worker != worker || !r.Start.Before(at) || !moved[key{id, r.Attempt}] {
 				continue
 			}
 			for _, next := range rs[i+1:] {
-				if next.Attempt > r.Attempt {
+				if next.Attempt > r.Attempt && next.Start.After(at) {
 					out = append(out, Failover{TaskID: id, Task: names[id], From: r, To: next,
 						Stopped: r.Last.Sub(at), Elsewhere: next.Start.Sub(at)})
 					break

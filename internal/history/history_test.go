@@ -166,6 +166,16 @@ func TestJudge(t *testing.T) {
 				o.Freezes = []Freeze{{Worker: "w1", From: at(-0.5), To: at(0.4)}}
 				h.Events = events(run(1, 1, "w1", -1, 0.5, true), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
 			}},
+		{name: "done before its attempt was closed, at least once",
+			edit: func(h *History, o *Options) {
+				o.AtLeastOnce = true
+				h.Events = events(run(1, 1, "w1", -1, 0.5, true), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "done after its attempt was closed, at least once", wantOf: []string{"done twice: the body of task 1 \"t1\" (workflow instance 1) ran to its end in attempt 1 on w1"},
+			edit: func(h *History, o *Options) {
+				o.AtLeastOnce = true
+				h.Events = events(run(1, 1, "w1", -1, 4.45, true), run(1, 2, "w2", 4.5, 7, true), run(2, 1, "w2", -1, 2, true))
+			}},
 		{name: "done before a rerun",
 			edit: func(h *History, o *Options) {
 				o.Reruns = []Rerun{{TaskID: 1, At: at(4)}}

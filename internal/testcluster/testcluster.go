@@ -56,6 +56,13 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
+// UseBinary makes Binary return path instead of building the binary, for a harness that runs
+// outside a test (zksched bench soak runs its own executable as the nodes). It must be called
+// before the first Binary.
+func UseBinary(path string) {
+	buildOnce.Do(func() { binPath = path })
+}
+
 // Cleanup removes the binary Binary built, if it built one. A test package that uses Binary
 // calls it from its TestMain once m.Run has returned: no test may use the binary after it.
 func Cleanup() {
@@ -71,6 +78,10 @@ type Cluster struct {
 	// Env holds the ZKSCHED_* variables every process gets.
 	Env []string
 	Dir string
+	// PipeOutput makes the processes started after it is set write their output into a pipe
+	// that the cluster copies to the log file, instead of into the file itself, so that a test
+	// can stop reading it (Proc.BlockOutput) as a stalled journald or a full pipe would.
+	PipeOutput bool
 
 	mu    sync.Mutex
 	procs []*Proc
@@ -106,6 +117,11 @@ type Proc struct {
 	done     chan struct{}
 	err      error
 	exitedAt time.Time
+
+	// gate is non-nil for a process whose output is piped: the copier holds while it is
+	// closed (blocked) and reads while it is open.
+	gateMu sync.Mutex
+	gate   chan struct{}
 }
 
 // Start runs `zksched args…` with the cluster's environment plus env; its output goes to a
@@ -121,16 +137,40 @@ func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 	}
 	cmd := exec.Command(c.Bin, args...)
 	cmd.Env = append(append(append([]string{}, os.Environ()...), c.Env...), env...)
-	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &Proc{Name: name, Cmd: cmd, LogPath: logPath, done: make(chan struct{})}
+	var pw *os.File
+	if c.PipeOutput {
+		pr, w, err := os.Pipe()
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		pw = w
+		p.gate = make(chan struct{})
+		close(p.gate)
+		// The copier ends at the pipe's end, which may come after the process's: a task
+		// supervisor it started may hold the pipe's write end for a moment longer.
+		go func() {
+			defer f.Close()
+			defer pr.Close()
+			p.copyOutput(pr, f)
+		}()
+		cmd.Stdout, cmd.Stderr = pw, pw
+	} else {
+		cmd.Stdout, cmd.Stderr = f, f
+	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
 	}
-	p := &Proc{Name: name, Cmd: cmd, LogPath: logPath, done: make(chan struct{})}
+	if pw != nil {
+		pw.Close() // the child has its copy
+	}
 	go func() {
 		p.err = cmd.Wait()
 		p.exitedAt = time.Now()
-		f.Close()
+		if pw == nil {
+			f.Close()
+		}
 		close(p.done)
 	}()
 	c.mu.Lock()
@@ -179,6 +219,57 @@ func (c *Cluster) Run(args ...string) (string, int) {
 		c.t.Fatalf("run zksched %v: %v", args, err)
 	}
 	return out.String(), code
+}
+
+// copyOutput copies the process's piped output to its log file, holding while the output is
+// blocked.
+func (p *Proc) copyOutput(src, dst *os.File) {
+	buf := make([]byte, 32<<10)
+	for {
+		p.gateMu.Lock()
+		gate := p.gate
+		p.gateMu.Unlock()
+		<-gate
+		n, err := src.Read(buf)
+		if n > 0 {
+			_, _ = dst.Write(buf[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// BlockOutput stops reading the process's output, so that once the pipe's buffer (64 KiB on
+// Linux) is full its writes block. It reports false when the output is not piped (see
+// Cluster.PipeOutput) or already blocked.
+func (p *Proc) BlockOutput() bool {
+	p.gateMu.Lock()
+	defer p.gateMu.Unlock()
+	if p.gate == nil {
+		return false
+	}
+	select {
+	case <-p.gate:
+		p.gate = make(chan struct{})
+		return true
+	default:
+		return false
+	}
+}
+
+// UnblockOutput reads the process's output again.
+func (p *Proc) UnblockOutput() {
+	p.gateMu.Lock()
+	defer p.gateMu.Unlock()
+	if p.gate == nil {
+		return
+	}
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
 }
 
 // Signal sends sig to the process.
@@ -267,6 +358,7 @@ func (c *Cluster) stopAll() {
 	procs := c.procs
 	c.mu.Unlock()
 	for _, p := range procs {
+		p.UnblockOutput()
 		select {
 		case <-p.done:
 			continue

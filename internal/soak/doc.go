@@ -1,0 +1,34 @@
+// Package soak is zksched's randomized fault soak: a cluster of real processes on ZooKeeper
+// servers and a PostgreSQL of its own, a mixed workload, and a nemesis that picks faults at
+// random from a seeded generator, judged at the end by what the tasks really ran
+// (internal/history).
+//
+// The cluster is 2 masters and 3 workers (by default) started from the zksched binary, each
+// reaching every ZooKeeper server through a proxy of its own and PostgreSQL through another,
+// so one node's links can be cut while the others' stay up. A supervisor restarts every node
+// that exits, as a new identity on the same port, as systemd would.
+//
+// The workload submits workflows through the masters' API: DAGs, shell tasks that fail their
+// first attempts and retry with no interval, timeouts, pools, agent tasks on a test model
+// server, and, acting as an operator, kills, stops and reruns. Every shell task records its
+// runs in the history's run log, which lives on another database than the one the nemesis
+// restarts.
+//
+// The nemesis, every few seconds: kill -9 of a worker, a master or the leader; SIGSTOP and
+// SIGCONT short of and past the session timeout, of a node or of a worker with all its tasks
+// (a frozen machine); a node's ZooKeeper or PostgreSQL link cut and healed; a ZooKeeper
+// server killed (leader or follower) and restarted; quorum lost and regained; PostgreSQL
+// restarted; a node's log output left unread; SIGTERM during a cut.
+//
+// After the chaos everything heals, and the soak waits for every workflow to end. The verdict:
+// no two runs of a task overlap (except those a whole-machine freeze explains, reported
+// apart), one committed result per task, nothing lost, every workflow ends, no task left
+// behind, no task starts again after an operator killed it, every node exits only by the
+// nemesis's kill or signal or with code 75 (fenced), and every fenced node has exited.
+//
+// The same seed replays the same schedule of faults and submissions; what the processes do
+// in between is not deterministic, so a replay reproduces the conditions, not the timing.
+//
+// Run and its helpers take a testing.TB: the soak is a test (cmd/zksched TestSoak), and
+// `zksched bench soak` runs it outside one through Main, which stands in for the test.
+package soak

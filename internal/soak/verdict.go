@@ -1,0 +1,385 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/history"
+	"github.com/zksched/zksched/registry"
+)
+
+// Result is a soak's verdict and figures.
+type Result struct {
+	Seed int64
+	// Duration is the chaos; Setup the start of the servers and nodes before it; Drain from
+	// the end of the chaos to every workflow's end; Wall all of it.
+	Duration, Setup, Drain, Wall time.Duration
+	// Servers is how many ZooKeeper servers the cluster ran on.
+	Servers int
+	// Faults counts the faults by kind.
+	Faults map[string]int
+	// Submitted counts the workflows submitted by kind; SubmitFailures the submissions no
+	// master took (all down, or their database).
+	Submitted      map[string]int
+	SubmitFailures int
+	// Actions counts the operator's kills, stops and reruns, and their refusals.
+	Actions map[string]int
+	// Workflows counts the workflow instances by final state, Attempts the attempts by
+	// outcome; Tasks is the number of task instances.
+	Workflows map[string]int
+	Tasks     int
+	Attempts  map[string]int
+	// Elsewhere is, for each task running on a worker killed with kill -9, the time from the
+	// kill to its next attempt's start.
+	Elsewhere []time.Duration
+	// Exits counts the node exits by what ended them; FencedAfter counts the fenced exits
+	// (75) by the last fault on the node; HealToFencedExit is, for each fenced exit after a
+	// fault had ended, the time from its end to the exit.
+	Exits            map[string]int
+	FencedAfter      map[string]int
+	HealToFencedExit []time.Duration
+	// AllowedOverlaps counts the overlapping runs that a whole-machine freeze explains.
+	AllowedOverlaps int
+	// Anomalies make the soak fail; Notes are what was allowed.
+	Anomalies []string
+	Notes     []string
+	// Detail is, when there are anomalies, the fault log and the timelines of the workflows
+	// they are about.
+	Detail string
+}
+
+// verdict judges a soak once the chaos is over.
+type verdict struct {
+	cfg  Config
+	cl   *cluster
+	db   *dao.DB
+	rec  *history.Recorder
+	w    *workload
+	nm   *nemesis
+	zkc  *zk.Conn
+	logf func(string, ...any)
+	res  *Result
+	// suspects are the workflow instances the history's problems are about.
+	suspects []int64
+}
+
+func (v *verdict) anomaly(format string, args ...any) {
+	v.res.Anomalies = append(v.res.Anomalies, fmt.Sprintf(format, args...))
+}
+
+// judge waits for the cluster to come back and every workflow to end, then judges the
+// history, the nodes' exits and the fence markers.
+func (v *verdict) judge(healedAt time.Time) *Result {
+	v.res = &Result{Seed: v.cfg.Seed, Duration: v.cfg.Duration, Servers: len(v.nm.ens.Addrs()), Faults: v.nm.counts,
+		Workflows: map[string]int{}, Attempts: map[string]int{}, Exits: map[string]int{}, FencedAfter: map[string]int{}}
+	for _, f := range v.nm.failures {
+		v.anomaly("nemesis: %s", f)
+	}
+	ctx := context.Background()
+
+	// Every node back: a node that cannot start again is an anomaly of its own.
+	deadline := time.Now().Add(60 * time.Second)
+	for _, n := range v.cl.nodes {
+		for {
+			p, id := n.current()
+			if id != "" && strings.Contains(p.Log(), `"message":"registered"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				v.anomaly("%s did not come back within 60 s of the chaos's end (its latest process: %s)", n.name, p.Name)
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	v.w.wait()
+	v.res.Submitted, v.res.SubmitFailures, v.res.Actions = v.w.submitted, v.w.failures, v.w.actions
+
+	// Every workflow ended and no task left queued or running.
+	drainEnd := healedAt.Add(v.cfg.Drain)
+	var open, busy int
+	for {
+		err := v.db.SQL().QueryRowContext(ctx, `SELECT
+			(SELECT count(*) FROM workflow_instance WHERE state NOT IN ('succeeded', 'failed', 'stopped')),
+			(SELECT count(*) FROM task_instance WHERE state IN ('queued', 'running'))`).Scan(&open, &busy)
+		if err == nil && open == 0 && busy == 0 {
+			break
+		}
+		if time.Now().After(drainEnd) {
+			v.anomaly("drain: %d workflow instance(s) not ended and %d task instance(s) queued or running %v after the chaos (error: %v)",
+				open, busy, v.cfg.Drain, err)
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	v.res.Drain = time.Since(healedAt)
+
+	// No run alive any more: one still beating outlived its attempt.
+	for end := time.Now().Add(5 * time.Second); ; {
+		runs, err := v.rec.Runs(ctx)
+		if err != nil {
+			v.anomaly("read the run log: %v", err)
+			break
+		}
+		var alive []history.Run
+		for _, r := range runs {
+			if !r.Ended && time.Since(r.Last) < time.Second {
+				alive = append(alive, r)
+			}
+		}
+		if len(alive) == 0 {
+			break
+		}
+		if time.Now().After(end) {
+			for _, r := range alive {
+				v.anomaly("outlived its attempt: task %d attempt %d on %s still beating after every workflow ended", r.TaskID, r.Attempt, r.Worker)
+			}
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	h, err := history.Load(ctx, v.db, v.rec, nil)
+	if err != nil {
+		v.anomaly("load the history: %v", err)
+		return v.res
+	}
+	v.judgeHistory(h)
+	v.judgeExits()
+	v.judgeMarkers()
+	if len(v.res.Anomalies) > 0 {
+		v.res.Detail = v.detail(h)
+	}
+	return v.res
+}
+
+// judgeHistory runs the history checker with what the nemesis and the operator did.
+func (v *verdict) judgeHistory(h *history.History) {
+	mayFail := map[string]bool{}
+	for _, k := range v.w.kinds {
+		mayFail[k.name] = k.mayFail
+	}
+	opts := history.Options{Freezes: v.nm.freezes, WakeGrace: v.cfg.KillGrace + time.Second,
+		Kills: v.w.kills, Reruns: v.w.reruns, AtLeastOnce: true}
+	for _, wf := range h.Workflows {
+		v.res.Workflows[string(wf.State)]++
+		if mayFail[wf.WorkflowName] {
+			opts.MayFail = append(opts.MayFail, wf.ID)
+		}
+	}
+	v.res.Tasks = len(h.Tasks)
+	for _, a := range h.Attempts {
+		o := "running"
+		if a.Outcome != nil {
+			o = string(*a.Outcome)
+		}
+		v.res.Attempts[o]++
+	}
+	rep := h.Judge(opts)
+	v.suspects = rep.Suspects
+	for _, p := range rep.Problems {
+		v.anomaly("history: %s", p)
+	}
+	v.res.Notes = append(v.res.Notes, rep.Notes...)
+	for _, n := range rep.Notes {
+		if strings.HasPrefix(n, "overlap of") {
+			v.res.AllowedOverlaps++
+		}
+	}
+	v.judgeOrphans(h)
+	for _, k := range v.nm.kills {
+		for _, f := range h.Moved(k.worker, k.at) {
+			v.res.Elsewhere = append(v.res.Elsewhere, f.Elsewhere)
+		}
+	}
+	slices.Sort(v.res.Elsewhere)
+}
+
+// orphanGrace is how long a task's run may stay alive once its worker's process is gone: its
+// supervisor kills the task's process group on the parent-death signal, or at its next
+// 100 ms check of its parent, and the run beats every 100 ms. The rest is room for a loaded
+// machine.
+const orphanGrace = 500 * time.Millisecond
+
+// judgeOrphans checks that no run outlived its worker's process: started or still alive more
+// than orphanGrace after the process had exited.
+func (v *verdict) judgeOrphans(h *history.History) {
+	v.cl.mu.Lock()
+	gone := map[string]time.Time{}
+	for _, e := range v.cl.exits {
+		gone[e.id] = e.at
+	}
+	v.cl.mu.Unlock()
+	for _, r := range history.RunsOf(h.Events) {
+		at, ok := gone[r.Worker]
+		if !ok {
+			continue
+		}
+		if from := maxTime(at, r.Start); r.Last.Sub(from) > orphanGrace {
+			ended := "killed"
+			if r.Ended {
+				ended = "ran to its end"
+			}
+			v.anomaly("outlived its worker: task %d attempt %d on %s ran %s..%s, and %s, %v after its worker's process exited at %s",
+				r.TaskID, r.Attempt, r.Worker, r.Start.Format("15:04:05.000"), r.Last.Format("15:04:05.000"), ended,
+				r.Last.Sub(at).Round(time.Millisecond), at.Format("15:04:05.000"))
+			v.suspectTask(h, r.TaskID)
+		}
+	}
+}
+
+// suspectTask adds the workflow instance of a task to the suspects.
+func (v *verdict) suspectTask(h *history.History, task int64) {
+	for _, t := range h.Tasks {
+		if t.ID == task && !slices.Contains(v.suspects, t.WorkflowInstanceID) {
+			v.suspects = append(v.suspects, t.WorkflowInstanceID)
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// judgeExits checks that every node process ended by the nemesis's hand or fenced.
+func (v *verdict) judgeExits() {
+	v.cl.mu.Lock()
+	exits := append([]exit(nil), v.cl.exits...)
+	v.cl.mu.Unlock()
+	for _, e := range exits {
+		what, ok := e.verdict()
+		v.res.Exits[what]++
+		if !ok {
+			v.anomaly("node %s (%s) %s at %s, not by the nemesis's hand nor fenced (last fault on it: %s)",
+				e.node, e.id, what, e.at.Format("15:04:05.000"), orNone(e.after))
+		}
+		if e.code == exitFenced {
+			v.res.FencedAfter[orNone(e.after)]++
+			if e.sinceHeal > 0 {
+				v.res.HealToFencedExit = append(v.res.HealToFencedExit, e.sinceHeal)
+			}
+		}
+	}
+	slices.Sort(v.res.HealToFencedExit)
+}
+
+// judgeMarkers checks that every fenced identity has exited, and that every node that exited
+// with 75 had been fenced.
+func (v *verdict) judgeMarkers() {
+	fenced := map[string]bool{}
+	for _, role := range []registry.Role{registry.RoleMaster, registry.RoleWorker} {
+		dir := root + "/failover-finish-nodes/" + string(role)
+		ids, _, err := v.zkc.Children(dir)
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			v.anomaly("list the fence markers in %s: %v", dir, err)
+			return
+		}
+		for _, id := range ids {
+			fenced[id] = true
+		}
+	}
+	for id := range fenced {
+		n := v.cl.nodeOf(id)
+		if n == nil {
+			continue // a node that died before it logged its identity
+		}
+		p, cur := n.current()
+		if cur != id {
+			continue // it has exited: its exit was judged
+		}
+		select {
+		case <-p.Exited():
+		default:
+			v.anomaly("fenced but running: %s (%s) has a fence marker and has not exited", n.name, id)
+		}
+	}
+	v.cl.mu.Lock()
+	defer v.cl.mu.Unlock()
+	for _, e := range v.cl.exits {
+		if e.code == exitFenced && !fenced[e.id] {
+			v.anomaly("node %s (%s) exited 75 without a fence marker", e.node, e.id)
+		}
+	}
+}
+
+// detail is what a failed soak prints: the seed, the faults in order and the timelines of the
+// workflows the anomalies are about.
+func (v *verdict) detail(h *history.History) string {
+	var b strings.Builder
+	origin := time.Time{}
+	v.nm.mu.Lock()
+	if len(v.nm.events) > 0 {
+		origin = v.nm.events[0].at
+	}
+	fmt.Fprintf(&b, "seed %d; faults (0 = the first, %s):\n", v.cfg.Seed, origin.Format("15:04:05.000"))
+	for _, e := range v.nm.events {
+		fmt.Fprintf(&b, "  %+8.3fs %-18s %-9s %s\n", e.at.Sub(origin).Seconds(), e.kind, e.target, e.detail)
+	}
+	v.nm.mu.Unlock()
+	v.cl.mu.Lock()
+	b.WriteString("node exits:\n")
+	for _, e := range v.cl.exits {
+		what, _ := e.verdict()
+		fmt.Fprintf(&b, "  %+8.3fs %s (%s): %s (last fault: %s)\n", e.at.Sub(origin).Seconds(), e.node, e.id, what, orNone(e.after))
+	}
+	v.cl.mu.Unlock()
+	if len(v.suspects) > 0 {
+		b.WriteString(h.Timeline(history.Options{FaultAt: origin}, v.suspects...))
+	}
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// String is the soak's report: the figures, then the anomalies.
+func (r *Result) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "soak: seed %d, chaos %v (setup %v, drain %v, wall %v), %d ZooKeeper server(s)\n",
+		r.Seed, r.Duration, r.Setup.Round(time.Millisecond), r.Drain.Round(time.Millisecond), r.Wall.Round(time.Millisecond), r.Servers)
+	total := 0
+	for _, n := range r.Faults {
+		total += n
+	}
+	fmt.Fprintf(&b, "faults: %d: %s\n", total, sortedCounts(r.Faults))
+	fmt.Fprintf(&b, "workflows submitted: %s; %d submission(s) no master took\n", sortedCounts(r.Submitted), r.SubmitFailures)
+	fmt.Fprintf(&b, "operator: %s\n", sortedCounts(r.Actions))
+	fmt.Fprintf(&b, "workflows: %s; tasks %d; attempts: %s\n", sortedCounts(r.Workflows), r.Tasks, sortedCounts(r.Attempts))
+	fmt.Fprintf(&b, "kill -9 of a worker → its tasks running elsewhere: %s\n", spread(r.Elsewhere))
+	fmt.Fprintf(&b, "node exits: %s; fenced exits by the last fault on the node: %s; fault healed → exit 75: %s\n",
+		sortedCounts(r.Exits), sortedCounts(r.FencedAfter), spread(r.HealToFencedExit))
+	fmt.Fprintf(&b, "overlaps a whole-machine freeze explains (allowed): %d\n", r.AllowedOverlaps)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "  allowed: %s\n", n)
+	}
+	fmt.Fprintf(&b, "anomalies: %d\n", len(r.Anomalies))
+	for _, a := range r.Anomalies {
+		fmt.Fprintf(&b, "  %s\n", a)
+	}
+	return b.String()
+}
+
+// spread is "n: min/median/max" of sorted durations.
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none measured"
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("%d: min %v, median %v, max %v", len(ds), r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
+}

@@ -1,0 +1,384 @@
+package soak
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/history"
+	"github.com/zksched/zksched/workflow"
+)
+
+// kind is one kind of workflow the workload submits.
+type kind struct {
+	name   string
+	weight int
+	// mayFail is set for the kinds whose instances may end failed or stopped by design.
+	mayFail bool
+	tasks   []map[string]any
+	// operate, if set, acts on each submitted instance as an operator would, in a goroutine
+	// of its own with a generator of its own.
+	operate func(w *workload, r *rand.Rand, wf int64)
+}
+
+// kinds returns the workload's workflows; cmd wraps a shell body so that its runs are
+// recorded.
+func kinds(cmd func(body string) string) []kind {
+	shell := func(name, body string, extra ...any) map[string]any {
+		t := map[string]any{"name": name, "type": "shell", "command": cmd(body)}
+		for i := 0; i+1 < len(extra); i += 2 {
+			t[extra[i].(string)] = extra[i+1]
+		}
+		return t
+	}
+	// A body that fails its first attempts: a retry storm when retried with no interval.
+	failFirst := func(n int, then string) string {
+		return fmt.Sprintf(`[ "$ZKSCHED_ATTEMPT" -gt %d ] || exit 3; %s`, n, then)
+	}
+	return []kind{
+		{name: "soak-dag", weight: 3, tasks: []map[string]any{
+			shell("a", "sleep 0.3"),
+			shell("b", "sleep 1.2", "depends-on", []string{"a"}),
+			shell("c", "sleep 0.6", "depends-on", []string{"a"}),
+			shell("d", "sleep 0.2", "depends-on", []string{"b", "c"}),
+		}},
+		{name: "soak-storm", weight: 3, tasks: []map[string]any{
+			shell("s1", failFirst(2, "sleep 0.5"), "retries", 3),
+			shell("s2", failFirst(2, "sleep 0.5"), "retries", 3),
+			shell("s3", failFirst(2, "sleep 0.5"), "retries", 3),
+			shell("s4", failFirst(1, "sleep 0.8"), "retries", 3),
+		}},
+		{name: "soak-pool", weight: 2, tasks: []map[string]any{
+			shell("p1", "sleep 0.8", "pool", "soak"),
+			shell("p2", "sleep 0.8", "pool", "soak"),
+			shell("p3", "sleep 0.8", "pool", "soak"),
+			shell("p4", "sleep 0.8", "pool", "soak"),
+		}},
+		{name: "soak-agent", weight: 1, tasks: []map[string]any{
+			{"name": "think", "type": "agent", "provider": "test", "retries": 3, "pool": "model", "steps": []map[string]any{
+				{"name": "one", "prompt": "S1 soak"},
+				{"name": "two", "prompt": "S2 [{{ .steps.one }}]"},
+				{"name": "three", "prompt": "S3 [{{ .steps.two }}]"},
+			}},
+			shell("after", "sleep 0.2", "depends-on", []string{"think"}),
+		}},
+		{name: "soak-timeout", weight: 1, mayFail: true, tasks: []map[string]any{
+			shell("slow", "sleep 4", "timeout", "1s", "retries", 1),
+			shell("fast", "sleep 0.3", "timeout", "10s"),
+			shell("below", "true", "depends-on", []string{"slow"}),
+		}},
+		{name: "soak-kill", weight: 2, mayFail: true, operate: (*workload).killAndRerun, tasks: []map[string]any{
+			shell("victim", "sleep 3"),
+			shell("bystander", "sleep 1"),
+			shell("after", "true", "depends-on", []string{"victim"}),
+		}},
+		{name: "soak-stop", weight: 1, mayFail: true, operate: (*workload).stop, tasks: []map[string]any{
+			shell("x1", "sleep 2.5"),
+			shell("x2", "sleep 2.5"),
+			shell("x3", "sleep 1", "depends-on", []string{"x1", "x2"}),
+		}},
+		{name: "soak-rerun", weight: 1, mayFail: true, operate: (*workload).rerunFailed, tasks: []map[string]any{
+			shell("once", failFirst(1, "sleep 0.3")),
+			shell("after", "sleep 0.2", "depends-on", []string{"once"}),
+		}},
+	}
+}
+
+// spec is the kind's workflow definition.
+func (k kind) spec() (*workflow.Spec, error) {
+	raw, err := yaml.Marshal(map[string]any{"name": k.name, "tasks": k.tasks})
+	if err != nil {
+		return nil, err
+	}
+	spec, err := workflow.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s: %w\n%s", k.name, err, raw)
+	}
+	return spec, nil
+}
+
+// define stores every kind's definition.
+func define(ctx context.Context, db *dao.DB, ks []kind) error {
+	for _, k := range ks {
+		spec, err := k.spec()
+		if err != nil {
+			return err
+		}
+		def, err := json.Marshal(spec)
+		if err != nil {
+			return err
+		}
+		if err := db.Tx(ctx, func(q *dao.Queries) error {
+			_, err := q.DefinitionEnsure(ctx, spec.Name, def)
+			return err
+		}); err != nil {
+			return fmt.Errorf("define %s: %w", k.name, err)
+		}
+	}
+	return nil
+}
+
+// workload submits workflows through the masters' API and acts on some as an operator. Its
+// schedule comes from its own generator, apart from the nemesis's.
+type workload struct {
+	db    *dao.DB
+	api   *apiClient
+	kinds []kind
+	every time.Duration
+	logf  func(format string, args ...any)
+
+	mu        sync.Mutex
+	kills     []history.Kill
+	reruns    []history.Rerun
+	submitted map[string]int
+	failures  int
+	actions   map[string]int
+	ops       sync.WaitGroup
+}
+
+// run submits until ctx ends; the operators it started go on until their own end (wait).
+func (w *workload) run(ctx context.Context, r *rand.Rand) {
+	total := 0
+	for _, k := range w.kinds {
+		total += k.weight
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(jitter(r, w.every)):
+		}
+		n := r.Intn(total)
+		var k kind
+		for _, k = range w.kinds {
+			if n -= k.weight; n < 0 {
+				break
+			}
+		}
+		// Drawn whatever the submission's fate, so the schedule does not depend on it.
+		order, opSeed := r.Perm(len(w.api.masters)), r.Int63()
+		var created struct {
+			ID int64 `json:"id"`
+		}
+		status, err := w.api.post(order, "/api/v1/workflow-instances", map[string]any{"name": k.name}, &created)
+		w.mu.Lock()
+		if err != nil || status != http.StatusCreated {
+			w.failures++
+		} else {
+			w.submitted[k.name]++
+		}
+		w.mu.Unlock()
+		if err == nil && status == http.StatusCreated && k.operate != nil {
+			w.ops.Add(1)
+			go func() {
+				defer w.ops.Done()
+				k.operate(w, rand.New(rand.NewSource(opSeed)), created.ID)
+			}()
+		}
+	}
+}
+
+// wait waits for the operators to finish.
+func (w *workload) wait() { w.ops.Wait() }
+
+func (w *workload) count(action string) {
+	w.mu.Lock()
+	w.actions[action]++
+	w.mu.Unlock()
+}
+
+// operatorWait is how long an operator waits for the state it acts on.
+const operatorWait = 30 * time.Second
+
+// task polls the workflow instance's task named name until cond holds or operatorWait has
+// passed; the database may be restarting, so errors are retried.
+func (w *workload) task(wf int64, name string, cond func(dao.TaskInstance) bool) (dao.TaskInstance, bool) {
+	deadline := time.Now().Add(operatorWait)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ts, err := w.db.TaskListByWorkflow(ctx, wf)
+		cancel()
+		if err == nil {
+			for _, t := range ts {
+				if t.Name == name && cond(t) {
+					return t, true
+				}
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return dao.TaskInstance{}, false
+}
+
+func terminal(t dao.TaskInstance) bool {
+	switch t.State {
+	case dao.TaskSucceeded, dao.TaskFailed, dao.TaskKilled, dao.TaskSkipped:
+		return true
+	}
+	return false
+}
+
+// killAndRerun kills the victim task once it runs (or sometimes while it is still queued),
+// and reruns half of the killed ones once they have ended.
+func (w *workload) killAndRerun(r *rand.Rand, wf int64) {
+	queued := r.Intn(4) == 0
+	delay, rerun, rerunDelay := jitter(r, time.Second), r.Intn(2) == 0, jitter(r, 500*time.Millisecond)
+	t, ok := w.task(wf, "victim", func(t dao.TaskInstance) bool {
+		return t.State == dao.TaskRunning || (queued && t.State == dao.TaskQueued) || terminal(t)
+	})
+	if !ok || terminal(t) {
+		return
+	}
+	time.Sleep(delay)
+	var res struct {
+		State   dao.TaskState `json:"state"`
+		Attempt int           `json:"attempt"`
+	}
+	status, err := w.api.post(r.Perm(len(w.api.masters)), fmt.Sprintf("/api/v1/task-instances/%d/kill", t.ID), nil, &res)
+	at := time.Now()
+	if err != nil || (status != http.StatusOK && status != http.StatusAccepted) {
+		w.count(fmt.Sprintf("kill answered %d", status))
+		return
+	}
+	w.mu.Lock()
+	w.kills = append(w.kills, history.Kill{TaskID: t.ID, WorkflowID: wf, Attempt: res.Attempt, At: at})
+	w.mu.Unlock()
+	w.count("kill")
+	if !rerun {
+		return
+	}
+	t, ok = w.task(wf, "victim", terminal)
+	if !ok || (t.State != dao.TaskKilled && t.State != dao.TaskFailed) {
+		return
+	}
+	time.Sleep(rerunDelay)
+	w.rerun(r, t, fmt.Sprintf("/api/v1/task-instances/%d/rerun", t.ID))
+}
+
+// rerun reruns a task through path. The rerun is recorded before it is asked for: should the
+// answer be lost, the rerun may still have happened, and the verdict must not take the new
+// attempts for ones that started after the kill.
+func (w *workload) rerun(r *rand.Rand, t dao.TaskInstance, path string) {
+	w.mu.Lock()
+	w.reruns = append(w.reruns, history.Rerun{TaskID: t.ID, At: time.Now()})
+	w.mu.Unlock()
+	status, err := w.api.post(r.Perm(len(w.api.masters)), path, nil, nil)
+	if err != nil || status != http.StatusOK {
+		w.count(fmt.Sprintf("rerun answered %d", status))
+		return
+	}
+	w.count("rerun")
+}
+
+// stop stops the workflow instance once one of its tasks runs.
+func (w *workload) stop(r *rand.Rand, wf int64) {
+	delay := jitter(r, time.Second)
+	if _, ok := w.task(wf, "x1", func(t dao.TaskInstance) bool { return t.State == dao.TaskRunning || terminal(t) }); !ok {
+		return
+	}
+	time.Sleep(delay)
+	status, err := w.api.post(r.Perm(len(w.api.masters)), fmt.Sprintf("/api/v1/workflow-instances/%d/stop", wf), nil, nil)
+	at := time.Now()
+	if err != nil || status != http.StatusOK {
+		w.count(fmt.Sprintf("stop answered %d", status))
+		return
+	}
+	w.mu.Lock()
+	w.kills = append(w.kills, history.Kill{WorkflowID: wf, At: at})
+	w.mu.Unlock()
+	w.count("stop")
+}
+
+// rerunFailed reruns the workflow instance from its failed task once it has failed.
+func (w *workload) rerunFailed(r *rand.Rand, wf int64) {
+	delay := jitter(r, 500*time.Millisecond)
+	t, ok := w.task(wf, "once", terminal)
+	if !ok || t.State != dao.TaskFailed {
+		return
+	}
+	time.Sleep(delay)
+	w.rerun(r, t, fmt.Sprintf("/api/v1/workflow-instances/%d/rerun", wf))
+}
+
+// apiClient calls the masters' API, trying them in the order given until one answers.
+type apiClient struct {
+	masters []*node
+	token   string
+	client  *http.Client
+}
+
+// post sends body as JSON to path on the masters in order and decodes the first answer into
+// out (if not nil). An error means no master answered.
+func (a *apiClient) post(order []int, path string, body any, out any) (int, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	var last error
+	for _, i := range order {
+		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", a.masters[i].port, path), bytes.NewReader(raw))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+a.token)
+		resp, err := a.client.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			last = err
+			continue
+		}
+		if resp.StatusCode >= 500 {
+			// A master that cannot reach its database: another one may.
+			last = fmt.Errorf("%s: %s: %s", path, resp.Status, data)
+			continue
+		}
+		if out != nil && resp.StatusCode < 300 {
+			if err := json.Unmarshal(data, out); err != nil {
+				return resp.StatusCode, fmt.Errorf("%s: %w: %s", path, err, data)
+			}
+		}
+		return resp.StatusCode, nil
+	}
+	return 0, last
+}
+
+// jitter is d scaled by a factor drawn from [0.5, 1.5).
+func jitter(r *rand.Rand, d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.5 + r.Float64()))
+}
+
+// sortedCounts formats counts as "k n, …" by key.
+func sortedCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b bytes.Buffer
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s %d", k, m[k])
+	}
+	if b.Len() == 0 {
+		return "none"
+	}
+	return b.String()
+}
