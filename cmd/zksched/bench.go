@@ -8,16 +8,18 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/bench"
+	"github.com/zksched/zksched/internal/soak"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover|memory [flags]")
+		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover|memory|soak [flags]")
 		if len(args) == 0 {
 			return usageError{fmt.Errorf("want a mode")}
 		}
@@ -29,16 +31,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory: 100000 unless set)")
 	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set)")
 	duration := fs.Duration("duration", 20*time.Second,
-		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set")
-	masters := fs.Int("masters", 1, "masters (in process; failover, memory: processes)")
-	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed; memory: processes)")
-	slots := fs.Int("slots", 64, "slots per worker")
+		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set; soak: how long the faults go on, 1m unless set")
+	masters := fs.Int("masters", 1, "masters (in process; failover, memory: processes; soak: processes, 2 unless set)")
+	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed; memory: processes; soak: processes, 3 unless set)")
+	slots := fs.Int("slots", 64, "slots per worker (soak: 2 unless set)")
 	sleep := fs.Duration("sleep", time.Second, "how long each task sleeps (failover; memory: 30s unless set)")
 	killAfter := fs.Duration("kill-after", 3*time.Second, "when, into the load, to kill -9 a worker (failover)")
 	hold := fs.Duration("hold", 10*time.Second, "how long to go on sampling once the queue is full (memory)")
 	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover; memory: 10s unless set)")
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
-	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory; default: this one)")
+	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, soak; default: this one)")
+	seed := fs.Int64("seed", 0, "the soak's seed, to replay its schedule (soak; default: random)")
+	faults := fs.String("faults", "", "the fault kinds the soak picks from, comma-separated (soak; default: all)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	external := fs.Bool("cluster", false, "burn-down, latency, dag: measure the configured cluster (its database and running nodes) instead of nodes in process on a scratch schema")
 	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
@@ -57,6 +61,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !set["duration"] {
 			*duration = 15 * time.Second
 		}
+	case "soak":
+		return runSoak(*config, soakOptions{seed: *seed, duration: *duration, faults: *faults, masters: *masters,
+			workers: *workers, slots: *slots, sessionTimeout: *sessionTimeout, failoverDelay: *failoverDelay, bin: *bin, set: set}, stdout)
 	case "memory":
 		if !set["n"] {
 			*n = 100_000
@@ -178,4 +185,58 @@ func benchLog(level string, w io.Writer) zerolog.Logger {
 		return zerolog.Nop()
 	}
 	return zerolog.New(zerolog.ConsoleWriter{Out: w, NoColor: true}).Level(lvl).With().Timestamp().Logger()
+}
+
+// soakOptions are the bench flags the soak mode reads; set holds the names of those given.
+type soakOptions struct {
+	seed                          int64
+	duration                      time.Duration
+	faults                        string
+	masters, workers, slots       int
+	sessionTimeout, failoverDelay time.Duration
+	bin                           string
+	set                           map[string]bool
+}
+
+// runSoak runs the randomized fault soak (internal/soak) on servers and nodes of its own; the
+// run log of its tasks goes to a scratch schema of the configured database.
+func runSoak(config string, o soakOptions, stdout io.Writer) error {
+	cfg, err := loadConfig(config)
+	if err != nil {
+		return err
+	}
+	// The run log lives apart from the database the soak restarts: in the configured one,
+	// unless ZKSCHED_TEST_DSN names another (internal/testenv).
+	if os.Getenv("ZKSCHED_TEST_DSN") == "" {
+		os.Setenv("ZKSCHED_TEST_DSN", cfg.DB.DSN)
+	}
+	sc := soak.Config{Seed: o.seed, Duration: time.Minute, Masters: 2, Workers: 3, Slots: 2,
+		SessionTimeout: o.sessionTimeout, FailoverDelay: o.failoverDelay}
+	if sc.Seed == 0 {
+		sc.Seed = time.Now().UnixNano()
+	}
+	if o.set["duration"] {
+		sc.Duration = o.duration
+	}
+	if o.set["masters"] {
+		sc.Masters = o.masters
+	}
+	if o.set["workers"] {
+		sc.Workers = o.workers
+	}
+	if o.set["slots"] {
+		sc.Slots = o.slots
+	}
+	if o.faults != "" {
+		sc.Kinds = strings.Split(o.faults, ",")
+	}
+	bin := o.bin
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return fmt.Errorf("find the zksched binary: %w", err)
+		}
+	}
+	fmt.Fprintf(stdout, "soak: seed %d (replay with --seed %d)\n", sc.Seed, sc.Seed)
+	_, err = soak.Main(sc, bin, stdout)
+	return err
 }

@@ -41,8 +41,8 @@ func commands() []command {
 		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
 		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
-		{"bench", "burn-down|latency|dag|failover|memory [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--json]",
-			"measure throughput, latency, failover and memory on a scratch schema (failover and memory run node processes)", runBench},
+		{"bench", "burn-down|latency|dag|failover|memory|soak [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
+			"measure throughput, latency, failover and memory on a scratch schema (failover and memory run node processes); soak: randomized faults on servers and nodes of its own", runBench},
 		{"version", "", "print the version", runVersion},
 	}
 }

@@ -153,8 +153,8 @@ func (v *verdict) judge(healedAt time.Time) *Result {
 		return v.res
 	}
 	v.judgeHistory(h)
+	v.judgeMarkers(healedAt)
 	v.judgeExits()
-	v.judgeMarkers()
 	if len(v.res.Anomalies) > 0 {
 		v.res.Detail = v.detail(h)
 	}
@@ -274,35 +274,50 @@ func (v *verdict) judgeExits() {
 	slices.Sort(v.res.HealToFencedExit)
 }
 
-// judgeMarkers checks that every fenced identity has exited, and that every node that exited
-// with 75 had been fenced.
-func (v *verdict) judgeMarkers() {
-	fenced := map[string]bool{}
-	for _, role := range []registry.Role{registry.RoleMaster, registry.RoleWorker} {
-		dir := root + "/failover-finish-nodes/" + string(role)
-		ids, _, err := v.zkc.Children(dir)
-		if err != nil && !errors.Is(err, zk.ErrNoNode) {
-			v.anomaly("list the fence markers in %s: %v", dir, err)
-			return
+// fencedExitWait bounds the wait for a fenced node to exit once everything has healed: it
+// learns of its fence when it reaches ZooKeeper again, after the client's reconnect backoff.
+const fencedExitWait = 20 * time.Second
+
+// judgeMarkers checks that every fenced identity exits, and that every node that exited with
+// 75 had been fenced.
+func (v *verdict) judgeMarkers(healedAt time.Time) {
+	var fenced map[string]bool
+	var running []string
+	for {
+		fenced, running = map[string]bool{}, nil
+		for _, role := range []registry.Role{registry.RoleMaster, registry.RoleWorker} {
+			dir := root + "/failover-finish-nodes/" + string(role)
+			ids, _, err := v.zkc.Children(dir)
+			if err != nil && !errors.Is(err, zk.ErrNoNode) {
+				v.anomaly("list the fence markers in %s: %v", dir, err)
+				return
+			}
+			for _, id := range ids {
+				fenced[id] = true
+			}
 		}
-		for _, id := range ids {
-			fenced[id] = true
+		for id := range fenced {
+			n := v.cl.nodeOf(id)
+			if n == nil {
+				continue // a node that died before it logged its identity
+			}
+			p, cur := n.current()
+			if cur != id {
+				continue // it has exited: its exit is judged apart
+			}
+			select {
+			case <-p.Exited():
+			default:
+				running = append(running, fmt.Sprintf("%s (%s)", n.name, id))
+			}
 		}
+		if len(running) == 0 || time.Since(healedAt) > fencedExitWait {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	for id := range fenced {
-		n := v.cl.nodeOf(id)
-		if n == nil {
-			continue // a node that died before it logged its identity
-		}
-		p, cur := n.current()
-		if cur != id {
-			continue // it has exited: its exit was judged
-		}
-		select {
-		case <-p.Exited():
-		default:
-			v.anomaly("fenced but running: %s (%s) has a fence marker and has not exited", n.name, id)
-		}
+	for _, r := range running {
+		v.anomaly("fenced but running: %s has a fence marker and has not exited %v after everything healed", r, fencedExitWait)
 	}
 	v.cl.mu.Lock()
 	defer v.cl.mu.Unlock()
