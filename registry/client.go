@@ -151,7 +151,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 	// zk.Connect itself fails only when a server name does not resolve.
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-		info := newConnInfo(cfg.SessionTimeout)
+		info := newConnInfo(cfg.SessionTimeout, len(cfg.Servers))
 		c.mu.Lock()
 		c.cur = info
 		c.mu.Unlock()
@@ -444,7 +444,7 @@ func (c *Client) replaceConn(why string) {
 	c.mu.Unlock()
 	c.log.Warn().Str("session", sessionHex(c.Status().SessionID)).Msg(why)
 
-	info := newConnInfo(timeout)
+	info := newConnInfo(timeout, len(c.cfg.Servers))
 	cand, err := c.open(info)
 	if err != nil {
 		c.resetRejects()

@@ -274,7 +274,7 @@ func TestSessionSurvivesServerRestart(t *testing.T) {
 	b := &testBundle{log: log, zk: testenv.ZK{Servers: []string{z.Addr()}, Root: "/zksched"}}
 	cfg := b.config()
 	// The session must outlive the restart plus one handshake the starting server may leave
-	// unanswered (2/3 of the timeout, see sniffConn.SetReadDeadline).
+	// unanswered (2/3 of the timeout with one server, see handshakeLimit).
 	cfg.SessionTimeout = 15 * time.Second
 	c := b.dial(t, cfg)
 	w := register(t, c, RoleWorker, "1")

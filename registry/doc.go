@@ -48,6 +48,11 @@
 // A new SessionID always means the previous session is gone, whether or not Expired was seen:
 // Changed is a broadcast and states can pass faster than a reader looks.
 //
+// A server that takes the TCP connection and then answers nothing (frozen, hung) holds a
+// reconnecting client for its handshake limit: SessionTimeout divided by the number of servers,
+// as in the Java client, and at most 2/3 of it. So a client that tries a frozen server next
+// still reaches a live one before its session can expire.
+//
 // A session no server accepts. A server restarted with an empty data directory refuses the
 // client's session ("has seen zxid 0x… our last zxid is 0x0"), and go-zookeeper retries it
 // forever (upstream issue #36). The Client counts handshakes dropped by a server after the TCP

@@ -1,0 +1,77 @@
+package registry
+
+import (
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/internal/testenv"
+)
+
+// ensembleBundle is a test's own 3-server ensemble and a log.
+type ensembleBundle struct {
+	testBundle
+	ens    *testenv.ZKEnsemble
+	leader int // the ensemble's leader when the test began
+}
+
+func setupEnsemble(t *testing.T) *ensembleBundle {
+	t.Helper()
+	t.Parallel()
+	ens := testenv.NewZKEnsemble(t, 3, testenv.ZKEnsembleOptions{})
+	leader, err := ens.WaitLeader(20 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ensembleBundle{
+		testBundle: testBundle{log: newLogSink(t), zk: testenv.ZK{Servers: ens.Servers(), Root: "/zksched"}},
+		ens:        ens, leader: leader,
+	}
+}
+
+// followers returns the two servers that followed when the test began.
+func (b *ensembleBundle) followers() (int, int) {
+	return (b.leader + 1) % 3, (b.leader + 2) % 3
+}
+
+func (b *ensembleBundle) freeze(t *testing.T, i int) {
+	t.Helper()
+	if err := b.ens.Freeze(i); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.ens.Thaw(i) })
+}
+
+// A frozen server takes TCP connections and answers nothing. A client cut from its server that
+// tries frozen ones next must give each no more than its share of the session timeout (the
+// timeout divided by the number of servers, as the Java client does), so that it reaches a
+// live server before its session expires. With 2/3 of the timeout per try, two frozen servers
+// in a row outlast the session.
+func TestReconnectPastFrozenServers(t *testing.T) {
+	b := setupEnsemble(t)
+	frozen, _ := b.followers()
+	live := testenv.NewProxy(t, b.ens.Addr(b.leader))
+	// The frozen server twice, under two addresses: whatever order the client shuffles its
+	// servers into, both come next when it loses the live one.
+	alias := testenv.NewProxy(t, b.ens.Addr(frozen))
+	b.freeze(t, frozen)
+
+	cfg := b.config(live.Addr(), b.ens.Addr(frozen), alias.Addr())
+	cfg.SessionTimeout = 9 * time.Second
+	c := b.dial(t, cfg)
+	timeout := c.SessionTimeout()
+	old := c.Status().SessionID
+
+	live.Reset()
+	lost := time.Now()
+	waitStatus(t, c, 5*time.Second, "disconnected", func(s Status) bool { return s.State != Connected })
+	st := waitStatus(t, c, 3*timeout, "connected again", func(s Status) bool { return s.State == Connected })
+	took := time.Since(lost)
+	if st.SessionID != old {
+		t.Fatalf("session %#x after %v, want the old %#x: it expired while the client waited on the frozen server", st.SessionID, took.Round(time.Millisecond), old)
+	}
+	t.Logf("reconnected after %v with the same session", took.Round(time.Millisecond))
+	// Two tries of timeout/3 each, then go-zookeeper's 1 s pause after a round of servers.
+	if want := 2*timeout/3 + time.Second + 1500*time.Millisecond; took > want {
+		t.Errorf("reconnected after %v, want within %v", took.Round(time.Millisecond), want)
+	}
+}
