@@ -253,7 +253,7 @@ func TestFreshSessionWhenServerLostItsData(t *testing.T) {
 	if cs := c.Status(); cs.State != Connected || cs.SessionID != st.SessionID {
 		t.Fatalf("client status %+v, want connected with session %#x", cs, st.SessionID)
 	}
-	log.waitFor(t, "issue #36", time.Second)
+	log.waitFor(t, "are behind what the session has seen and refuse it", time.Second)
 	if out, _ := os.ReadFile(filepath.Join(z.Dir, "data2.out")); !strings.Contains(string(out), "Refusing session request") {
 		t.Errorf("the server log does not show the refused session of issue #36; the test no longer reproduces it:\n%s", out)
 	}

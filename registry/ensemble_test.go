@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/zksched/zksched/internal/testenv"
 )
 
@@ -73,5 +74,75 @@ func TestReconnectPastFrozenServers(t *testing.T) {
 	// Two tries of timeout/3 each, then go-zookeeper's 1 s pause after a round of servers.
 	if want := 2*timeout/3 + time.Second + 1500*time.Millisecond; took > want {
 		t.Errorf("reconnected after %v, want within %v", took.Round(time.Millisecond), want)
+	}
+}
+
+// Quorum lost and regained: the servers renew every session once they serve again, after an
+// outage shorter or longer than the session timeout, so no client may give its session up. A
+// server without a quorum takes the TCP connection and closes it, as a server that refuses a
+// session does (go-zookeeper issue #36): the client must not take one for the other.
+func TestSessionsSurviveQuorumLoss(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		timeout time.Duration
+		down    time.Duration
+		checked bool // restart once the clients check their sessions with a fresh connection
+	}{
+		{"shorter than the session timeout", 8 * time.Second, 0, false},
+		{"longer than the session timeout", 3 * time.Second, 0, true},
+		{"much longer than the session timeout", 2 * time.Second, 8 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := setupEnsemble(t)
+			// Several clients: each one's check races its own reconnect, and a client
+			// connected again cannot lose its session to a fresh one any more.
+			clients := make([]*Client, 6)
+			logs := make([]*logSink, len(clients))
+			sids := make([]int64, len(clients))
+			for i := range clients {
+				logs[i] = newLogSink(t)
+				cfg := b.config()
+				cfg.SessionTimeout = tt.timeout
+				cfg.Logger = zerolog.New(logs[i]).With().Timestamp().Int("client", i).Logger()
+				clients[i] = b.dial(t, cfg)
+				sids[i] = clients[i].Status().SessionID
+			}
+
+			f, _ := b.followers()
+			lost := time.Now()
+			b.ens.Stop(b.leader)
+			b.ens.Stop(f)
+			for _, c := range clients {
+				waitStatus(t, c, tt.timeout, "disconnected", func(s Status) bool { return s.State != Connected })
+			}
+			if tt.checked {
+				// Bring the quorum back while every client asks a fresh connection whether
+				// its session is refused: that connection gets a session at once.
+				for _, l := range logs {
+					l.waitFor(t, "keep dropping the session handshake", 3*tt.timeout)
+				}
+			}
+			time.Sleep(tt.down) // the outage, not a wait for a condition
+			errs := make(chan error, 2)
+			go func() { errs <- b.ens.Start(b.leader) }()
+			go func() { errs <- b.ens.Start(f) }()
+			for range 2 {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := b.ens.WaitLeader(30 * time.Second); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("quorum back %v after it was lost", time.Since(lost).Round(time.Millisecond))
+			for i, c := range clients {
+				st := waitStatus(t, c, 30*time.Second, "connected again", func(s Status) bool { return s.State == Connected })
+				if st.SessionID != sids[i] {
+					t.Errorf("client %d: session %#x after the quorum came back, want the old %#x kept", i, st.SessionID, sids[i])
+				}
+			}
+		})
 	}
 }
