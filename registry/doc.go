@@ -48,15 +48,25 @@
 // A new SessionID always means the previous session is gone, whether or not Expired was seen:
 // Changed is a broadcast and states can pass faster than a reader looks.
 //
+// A server that takes the TCP connection and then answers nothing (frozen, hung) holds a
+// reconnecting client for its handshake limit: SessionTimeout divided by the number of servers,
+// as in the Java client, and at most 2/3 of it. So a client that tries a frozen server next
+// still reaches a live one before its session can expire.
+//
 // A session no server accepts. A server restarted with an empty data directory refuses the
-// client's session ("has seen zxid 0x… our last zxid is 0x0"), and go-zookeeper retries it
-// forever (upstream issue #36). The Client counts handshakes dropped by a server after the TCP
-// connection was accepted; after three in a row spanning at least SessionTimeout it opens a fresh
-// connection (no session id, no last zxid) beside the stuck one. If that one gets a session, the
-// servers serve but refuse ours: the fresh connection replaces the old, reported as Expired then
-// Connected with a new SessionID. If it gets none, the ensemble is not serving (no quorum, a
-// partition), the old session may well be alive, and nothing changes. Giving up a session is
-// always the safe direction: the node behaves as after an expiry.
+// session of a client that has seen a later zxid than the server has ("has seen zxid 0x… our
+// last zxid is 0x…"): it closes the connection without an answer, and go-zookeeper retries the
+// session forever (upstream issue #36). A server without a quorum closes the connection in the
+// same way, and there the session is alive: the servers renew every session once they serve
+// again, even after an outage longer than the timeout. The Client counts handshakes dropped by
+// a server after the TCP connection was accepted; after three in a row spanning at least
+// SessionTimeout it opens a fresh connection (no session id, no last zxid) beside the stuck one.
+// If that one gets a session, the Client reads its server's last zxid (the header of any reply
+// carries it). Only a server behind the stuck session's last zxid refuses it: then the fresh
+// connection replaces the old, reported as Expired then Connected with a new SessionID. A
+// server that has seen it all (a quorum back) accepts the old session at its next try, and a
+// fresh connection that gets no session means the ensemble is not serving; in both cases
+// nothing changes. A session that no server has refused is never given up.
 //
 // # Registration: why a fenced multi
 //
