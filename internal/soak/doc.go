@@ -3,7 +3,8 @@
 // random from a seeded generator, judged at the end by what the tasks really ran
 // (internal/history).
 //
-// The cluster is 2 masters and 3 workers (by default) started from the zksched binary, each
+// The cluster is a 3-server ZooKeeper ensemble, a PostgreSQL server, and 2 masters and 3
+// workers (by default) started from the zksched binary, each
 // reaching every ZooKeeper server through a proxy of its own and PostgreSQL through another,
 // so one node's links can be cut while the others' stay up. A supervisor restarts every node
 // that exits, as a new identity on the same port, as systemd would.
@@ -17,8 +18,8 @@
 // The nemesis, every few seconds: kill -9 of a worker, a master or the leader; SIGSTOP and
 // SIGCONT short of and past the session timeout, of a node or of a worker with all its tasks
 // (a frozen machine); a node's ZooKeeper or PostgreSQL link cut and healed; a ZooKeeper
-// server killed (leader or follower) and restarted; quorum lost and regained; PostgreSQL
-// restarted; a node's log output left unread; SIGTERM during a cut.
+// server killed (leader or follower) and restarted, or the leader frozen; quorum lost and
+// regained; PostgreSQL restarted; a node's log output left unread; SIGTERM during a cut.
 //
 // After the chaos everything heals, and the soak waits for every workflow to end. The verdict:
 // no two runs of a task overlap (except those a whole-machine freeze explains, reported

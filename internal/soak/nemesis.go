@@ -22,26 +22,27 @@ import (
 
 // Fault kinds, as counted and as Config.Kinds names them.
 const (
-	KillWorker    = "kill-worker"
-	KillMaster    = "kill-master"
-	KillLeader    = "kill-leader"
-	PauseShort    = "pause-short"
-	PauseLong     = "pause-long"
-	FreezeMachine = "freeze-machine"
-	ZKCutShort    = "zk-cut-short"
-	ZKCutLong     = "zk-cut-long"
-	ZKKillServer  = "zk-kill-server"
-	ZKQuorumLoss  = "zk-quorum-loss"
-	PGRestart     = "pg-restart"
-	PGCut         = "pg-cut"
-	LogBlocked    = "log-blocked"
-	TermDuringCut = "sigterm-during-cut"
+	KillWorker     = "kill-worker"
+	KillMaster     = "kill-master"
+	KillLeader     = "kill-leader"
+	PauseShort     = "pause-short"
+	PauseLong      = "pause-long"
+	FreezeMachine  = "freeze-machine"
+	ZKCutShort     = "zk-cut-short"
+	ZKCutLong      = "zk-cut-long"
+	ZKKillServer   = "zk-kill-server"
+	ZKQuorumLoss   = "zk-quorum-loss"
+	ZKFreezeLeader = "zk-freeze-leader"
+	PGRestart      = "pg-restart"
+	PGCut          = "pg-cut"
+	LogBlocked     = "log-blocked"
+	TermDuringCut  = "sigterm-during-cut"
 )
 
 // faultWeights are how often each kind is picked, relative to the others.
 var faultWeights = map[string]int{
 	KillWorker: 3, KillMaster: 1, KillLeader: 1, PauseShort: 2, PauseLong: 2, FreezeMachine: 1,
-	ZKCutShort: 2, ZKCutLong: 2, ZKKillServer: 2, ZKQuorumLoss: 1, PGRestart: 1, PGCut: 2,
+	ZKCutShort: 2, ZKCutLong: 2, ZKKillServer: 2, ZKQuorumLoss: 1, ZKFreezeLeader: 1, PGRestart: 1, PGCut: 2,
 	LogBlocked: 2, TermDuringCut: 1,
 }
 
@@ -263,6 +264,8 @@ func (nm *nemesis) inject(r *rand.Rand, kind string) bool {
 		})
 	case ZKKillServer, ZKQuorumLoss:
 		return nm.zkFault(kind, pickLeader, second, span)
+	case ZKFreezeLeader:
+		return nm.zkFreeze(span + span/2)
 	case PGRestart:
 		nm.mu.Lock()
 		if nm.pgBusy {
@@ -372,8 +375,8 @@ func (nm *nemesis) zkFault(kind string, pickLeader bool, second int, span time.D
 	}
 	nm.zkBusy = true
 	nm.mu.Unlock()
-	addrs := nm.ens.Addrs()
-	leader := zkLeader(nm.ens)
+	addrs := nm.ens.Servers()
+	leader := nm.ens.Leader()
 	var victims []int
 	what := ""
 	switch {
@@ -410,7 +413,42 @@ func (nm *nemesis) zkFault(kind string, pickLeader bool, second int, span time.D
 		}
 		time.Sleep(span)
 		for _, v := range victims {
-			nm.ens.Start(v)
+			if err := nm.ens.Start(v); err != nil {
+				nm.fail("start zookeeper server %d: %v", v, err)
+			}
+		}
+		nm.mu.Lock()
+		nm.zkBusy = false
+		nm.mu.Unlock()
+	}()
+	return true
+}
+
+// zkFreeze freezes the ZooKeeper server that leads (SIGSTOP) for d: it keeps its
+// connections and answers nothing, as in a long garbage-collection pause.
+func (nm *nemesis) zkFreeze(d time.Duration) bool {
+	nm.mu.Lock()
+	if nm.zkBusy {
+		nm.mu.Unlock()
+		return false
+	}
+	leader := nm.ens.Leader()
+	if leader < 0 {
+		nm.mu.Unlock()
+		return false
+	}
+	nm.zkBusy = true
+	nm.mu.Unlock()
+	nm.record(ZKFreezeLeader, "zookeeper", fmt.Sprintf("server %d (leader) frozen for %v", leader, d.Round(time.Millisecond)))
+	nm.wg.Add(1)
+	go func() {
+		defer nm.wg.Done()
+		if err := nm.ens.Freeze(leader); err != nil {
+			nm.fail("freeze zookeeper server %d: %v", leader, err)
+		}
+		time.Sleep(d)
+		if err := nm.ens.Thaw(leader); err != nil {
+			nm.fail("thaw zookeeper server %d: %v", leader, err)
 		}
 		nm.mu.Lock()
 		nm.zkBusy = false

@@ -44,8 +44,8 @@ type Config struct {
 	Drain time.Duration
 	// Kinds are the fault kinds the nemesis picks from; all of them (FaultKinds) if empty.
 	Kinds []string
-	// Ensemble starts the ZooKeeper servers; a single private server if nil.
-	Ensemble func(t testing.TB) Ensemble
+	// Servers is the number of ZooKeeper servers. Default 3.
+	Servers int
 	// Logf reports progress; nothing if nil.
 	Logf func(format string, args ...any)
 }
@@ -75,8 +75,8 @@ func (c *Config) defaults() {
 	if len(c.Kinds) == 0 {
 		c.Kinds = FaultKinds()
 	}
-	if c.Ensemble == nil {
-		c.Ensemble = NewSingleServer
+	if c.Servers <= 0 {
+		c.Servers = 3
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
@@ -98,11 +98,11 @@ func Run(t testing.TB, cfg Config) *Result {
 	cfg.defaults()
 	began := time.Now()
 	logf := cfg.Logf
-	logf("soak: seed %d, %v of faults every ~%v (%s), %d masters, %d workers × %d slots, session timeout %v, failover delay %v",
-		cfg.Seed, cfg.Duration, cfg.FaultEvery, strings.Join(cfg.Kinds, " "), cfg.Masters, cfg.Workers, cfg.Slots,
+	logf("soak: seed %d, %v of faults every ~%v (%s), %d ZooKeeper servers, %d masters, %d workers × %d slots, session timeout %v, failover delay %v",
+		cfg.Seed, cfg.Duration, cfg.FaultEvery, strings.Join(cfg.Kinds, " "), cfg.Servers, cfg.Masters, cfg.Workers, cfg.Slots,
 		cfg.SessionTimeout, cfg.FailoverDelay)
 
-	ens := cfg.Ensemble(t)
+	ens := NewEnsemble(t, cfg.Servers)
 	pg := testenv.NewPGServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -139,7 +139,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		"ZKSCHED_LLM_PROVIDERS_TEST_API_KEY_ENV=LLMTEST_API_KEY",
 		"LLMTEST_API_KEY=" + model.Key,
 	}, rec.Env()...)
-	tc := testcluster.New(t, ens.Addrs(), root, pg.DSN, common...)
+	tc := testcluster.New(t, ens.Servers(), root, pg.DSN, common...)
 	tc.PipeOutput = true
 	cl := &cluster{c: tc, ids: map[string]*node{}}
 	pgURL, err := url.Parse(pg.DSN)
@@ -151,7 +151,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		if i >= cfg.Masters {
 			n.role, n.name = registry.RoleWorker, fmt.Sprintf("worker-%d", i-cfg.Masters+1)
 		}
-		for _, a := range ens.Addrs() {
+		for _, a := range ens.Servers() {
 			n.zkLinks = append(n.zkLinks, testenv.NewProxy(t, a))
 		}
 		n.pgLink = testenv.NewProxy(t, pgURL.Host)
@@ -173,9 +173,9 @@ func Run(t testing.TB, cfg Config) *Result {
 	}
 	defer cl.stop()
 
-	zkc, events, err := zk.Connect(ens.Addrs(), 10*time.Second, zk.WithLogger(nopLogger{}))
+	zkc, events, err := zk.Connect(ens.Servers(), 10*time.Second, zk.WithLogger(nopLogger{}))
 	if err != nil {
-		t.Fatalf("soak: zookeeper %v: %v", ens.Addrs(), err)
+		t.Fatalf("soak: zookeeper %v: %v", ens.Servers(), err)
 	}
 	go func() {
 		for range events { // drained, so the library never blocks on a full channel

@@ -78,7 +78,7 @@ func (v *verdict) anomaly(format string, args ...any) {
 // judge waits for the cluster to come back and every workflow to end, then judges the
 // history, the nodes' exits and the fence markers.
 func (v *verdict) judge(healedAt time.Time) *Result {
-	v.res = &Result{Seed: v.cfg.Seed, Duration: v.cfg.Duration, Servers: len(v.nm.ens.Addrs()), Faults: v.nm.counts,
+	v.res = &Result{Seed: v.cfg.Seed, Duration: v.cfg.Duration, Servers: len(v.nm.ens.Servers()), Faults: v.nm.counts,
 		Workflows: map[string]int{}, Attempts: map[string]int{}, Exits: map[string]int{}, FencedAfter: map[string]int{}}
 	for _, f := range v.nm.failures {
 		v.anomaly("nemesis: %s", f)
