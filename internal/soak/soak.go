@@ -211,7 +211,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	healedAt := time.Now()
 	logf("soak: chaos over after %v, everything healed after %v; draining", cfg.Duration, healedAt.Sub(chaosAt).Round(time.Millisecond))
 
-	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, logf: logf}
+	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, logf: logf, chaosAt: chaosAt}
 	res := v.judge(healedAt)
 	cl.stop()
 	res.Setup = setup

@@ -69,6 +69,8 @@ type verdict struct {
 	res  *Result
 	// suspects are the workflow instances the history's problems are about.
 	suspects []int64
+	// chaosAt is when the nemesis began: the origin of every time the report shows.
+	chaosAt time.Time
 }
 
 func (v *verdict) anomaly(format string, args ...any) {
@@ -167,8 +169,9 @@ func (v *verdict) judgeHistory(h *history.History) {
 	for _, k := range v.w.kinds {
 		mayFail[k.name] = k.mayFail
 	}
+	// FaultAt only sets the timelines' origin: the start of the chaos, as in the fault log.
 	opts := history.Options{Freezes: v.nm.freezes, WakeGrace: v.cfg.KillGrace + time.Second,
-		Kills: v.w.kills, Reruns: v.w.reruns, AtLeastOnce: true}
+		Kills: v.w.kills, Reruns: v.w.reruns, AtLeastOnce: true, FaultAt: v.chaosAt}
 	for _, wf := range h.Workflows {
 		v.res.Workflows[string(wf.State)]++
 		if mayFail[wf.WorkflowName] {
@@ -332,12 +335,9 @@ func (v *verdict) judgeMarkers(healedAt time.Time) {
 // workflows the anomalies are about.
 func (v *verdict) detail(h *history.History) string {
 	var b strings.Builder
-	origin := time.Time{}
+	origin := v.chaosAt
 	v.nm.mu.Lock()
-	if len(v.nm.events) > 0 {
-		origin = v.nm.events[0].at
-	}
-	fmt.Fprintf(&b, "seed %d; faults (0 = the first, %s):\n", v.cfg.Seed, origin.Format("15:04:05.000"))
+	fmt.Fprintf(&b, "seed %d; faults (0 = the chaos's start, %s):\n", v.cfg.Seed, origin.Format("15:04:05.000"))
 	for _, e := range v.nm.events {
 		fmt.Fprintf(&b, "  %+8.3fs %-18s %-9s %s\n", e.at.Sub(origin).Seconds(), e.kind, e.target, e.detail)
 	}
