@@ -154,7 +154,8 @@ func (q *Queries) TaskClaim(ctx context.Context, worker string, groups []string,
 // AttemptResult is what a worker reports at the end of an attempt.
 type AttemptResult struct {
 	Outcome Outcome
-	// Next is the task's next state: terminal, or queued for a retry or a hand-back.
+	// Next is the task's next state: terminal, or queued for a retry or a hand-back. A task
+	// whose kill was requested is never queued again: queued then means killed.
 	Next TaskState
 	// Retry counts the attempt against the task's retries and delays the next claim by its
 	// retry interval. Hand-backs and interruptions do not count.
@@ -173,8 +174,10 @@ type AttemptResult struct {
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
 // row records the outcome, both only if the task is still running under tok. It returns
-// ErrTokenRefused when it is not, and then writes nothing. The owning master is woken when the
-// task reached a terminal state, the workers of its group when it went back to the queue.
+// ErrTokenRefused when it is not, and then writes nothing. A task whose kill was requested
+// (TaskKill, WorkflowStop, a workflow's timeout) that res would put back in the queue ends
+// killed instead. The owning master is woken when the task reached a terminal state, the
+// workers of its group when it went back to the queue.
 func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res AttemptResult) error {
 	done, err := q.TaskFinishMany(ctx, []Finish{{Token: tok, Result: res}})
 	if err != nil {
@@ -234,15 +237,20 @@ var finishManySQL = `
 				SELECT ti.pool FROM unnest($1::bigint[]) AS y(id) CROSS JOIN LATERAL (
 					SELECT ti.pool FROM task_instance ti WHERE ti.id = y.id OFFSET 0) ti
 				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL`) + `, t AS (
+			-- A task whose kill was requested (by an operator, or by its workflow's stop or
+			-- timeout) never goes back to the queue: where the attempt's end would requeue it
+			-- (a retry, a hand-back, an interruption) it ends killed instead, the attempt
+			-- keeping its own outcome. Queued, the next worker would start it again only to
+			-- kill it. Its retry is not counted: none is taken.
 			UPDATE task_instance ti SET
-				state = x.next,
-				retries = ti.retries + CASE WHEN x.retry THEN 1 ELSE 0 END,
-				not_before = CASE WHEN x.retry THEN now() + ti.retry_interval END,
+				state = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed' ELSE x.next END,
+				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
+				not_before = CASE WHEN x.retry AND NOT ti.kill_requested THEN now() + ti.retry_interval END,
 				output = CASE WHEN x.next = 'queued' THEN ti.output ELSE x.output END,
-				error = x.err,
+				error = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed by an operator' ELSE x.err END,
 				exit_code = x.exit_code,
-				ended_at = CASE WHEN x.next = 'queued' THEN NULL ELSE now() END,
-				queued_at = CASE WHEN x.next = 'queued' THEN now() ELSE ti.queued_at END,
+				ended_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN NULL ELSE now() END,
+				queued_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN now() ELSE ti.queued_at END,
 				usage = COALESCE(x.task_usage::jsonb, ti.usage)
 			FROM x
 			-- The token's worker and attempt compared with IS NOT DISTINCT FROM (x.worker is
@@ -297,7 +305,8 @@ var finishManySQL = `
 // TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
 // batching completer's write: each task moves to its result's next state, and its attempt row
 // records the outcome, only if the task still runs under that attempt's token. out[i] says
-// what became of fins[i]: not recorded is a refused token (nothing written for it). A task
+// what became of fins[i]: not recorded is a refused token (nothing written for it). A
+// kill-requested task is never requeued: it ends killed, as in TaskFinishIfRunning. A task
 // whose end ends its workflow instance (one task, no master driving it, no cap, no timeout)
 // ends the instance in the same statement. Once it has committed, the masters get one wake-up
 // per 300 workflow instances whose tasks ended (those it ended need none), the workers one per
