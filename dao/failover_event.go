@@ -45,8 +45,8 @@ func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int
 	err := sqlxGet(ctx, q, &n, `
 		WITH `+lockPoolsSQL(`SELECT ti.pool FROM task_instance ti
 				WHERE ti.worker_id = $1 AND ti.state = 'running' AND ti.pool IS NOT NULL`)+`, t AS (
-			-- Queued, a kill-requested task would be started again by the next worker only
-			-- to be killed.
+			-- Queued, a kill-requested task would wait for ever: the claim skips it
+			-- (claimSQL).
 			UPDATE task_instance SET
 				state = CASE WHEN kill_requested THEN 'killed' ELSE 'queued' END,
 				failover_count = failover_count + 1,

@@ -436,6 +436,33 @@ func TestStopRacesAFailover(t *testing.T) {
 	}
 }
 
+// TestClaimSkipsKillRequestedTasks: a queued task with a kill request (a row no statement of
+// dao writes any more; older code queued such tasks) is never claimed, with or without pools,
+// and does not hold back the tasks behind it.
+func TestClaimSkipsKillRequestedTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, pool := range []string{"", "p"} {
+		g := "g" + pool
+		wf := b.queue(t, 3, g)
+		if _, err := b.db.SQL().Exec(`INSERT INTO task_pool (name) VALUES ('p') ON CONFLICT DO NOTHING`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.db.SQL().Exec(`UPDATE task_instance SET pool = nullif($2, ''), priority = CASE name WHEN 't1' THEN 9 ELSE 0 END,
+			kill_requested = name IN ('t0', 't1') WHERE workflow_instance_id = $1`, wf, pool); err != nil {
+			t.Fatal(err)
+		}
+		claim := b.db.TaskClaimUnpooled
+		if pool != "" {
+			claim = b.db.TaskClaim
+		}
+		got, err := claim(b.ctx, "w1", []string{g}, 10)
+		if err != nil || len(got) != 1 || got[0].Name != "t2" || got[0].KillRequested {
+			t.Fatalf("pool %q: claimed %+v, %v; want t2 alone", pool, got, err)
+		}
+	}
+}
+
 // waitWakeup waits for a masters' wake-up that names the workflow instance id.
 func waitWakeup(t *testing.T, ml *dao.Listener, id string) {
 	t.Helper()

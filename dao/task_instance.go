@@ -53,11 +53,16 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 // "worker_group = ANY" would read every queued row of the groups to sort them), and locked as
 // they are read, skipping those another claimer holds: claimers at once take the next tasks
 // down the queue instead of all finding the same ones taken.
+//
+// A task whose kill was requested is never claimed. No statement queues one (a requeue, retry
+// or hand-back of such a task ends it killed, and so does migration 00012 for those older code
+// queued), so the condition drops no row the index gives and needs no place in it: it guards
+// against a row written otherwise, which would start only to be killed.
 const groupCandidatesSQL = `
 			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
-				  AND (t.not_before IS NULL OR t.not_before <= now())
+				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
 				LIMIT $3
 				FOR UPDATE OF t SKIP LOCKED) c`
@@ -87,7 +92,7 @@ const claimSQL = `
 			  -- of every queued task; this probes the pool's own index once per pool.
 			  AND (SELECT true FROM task_instance t
 			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-			         AND (t.not_before IS NULL OR t.not_before <= now())
+			         AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 			       LIMIT 1)
 			ORDER BY p.name
 			FOR UPDATE OF p
@@ -96,7 +101,7 @@ const claimSQL = `
 			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-				  AND (t.not_before IS NULL OR t.not_before <= now())
+				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
 				LIMIT least(op.free, $3)
 				FOR UPDATE OF t SKIP LOCKED) c
@@ -135,7 +140,8 @@ func (q *Queries) TaskPoolsExist(ctx context.Context) (bool, error) {
 // TaskClaim claims up to limit queued tasks of the given groups for worker, highest priority
 // first, in one statement: the rows are locked with SKIP LOCKED so concurrent claimers never
 // wait for or take the same task, each claimed task's attempt grows by one (the new fencing
-// token), and a task_attempt row is opened for it.
+// token), and a task_attempt row is opened for it. It never claims a task whose kill was
+// requested, so no claimed task comes back with KillRequested set.
 //
 // Tasks in a pool are claimed only while the pool has room, across all workers: the statement
 // first locks the row of every pool with room that has claimable tasks here, in name order,
@@ -240,8 +246,8 @@ var finishManySQL = `
 			-- A task whose kill was requested (by an operator, or by its workflow's stop or
 			-- timeout) never goes back to the queue: where the attempt's end would requeue it
 			-- (a retry, a hand-back, an interruption) it ends killed instead, the attempt
-			-- keeping its own outcome. Queued, the next worker would start it again only to
-			-- kill it. Its retry is not counted: none is taken.
+			-- keeping its own outcome. Queued, it would wait for ever: the claim skips it
+			-- (claimSQL). Its retry is not counted: none is taken.
 			UPDATE task_instance ti SET
 				state = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed' ELSE x.next END,
 				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
