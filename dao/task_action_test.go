@@ -403,35 +403,44 @@ func TestKillRequestedSingleTaskWorkflowEnds(t *testing.T) {
 	}
 }
 
-// TestStopRacesAFailover: a workflow stopped while its worker is failed over ends with its
-// task killed whichever commits first (the requeue then the stop's kill of a queued task, or
-// the stop's request then a requeue that ends the task killed), and no worker claims it.
-func TestStopRacesAFailover(t *testing.T) {
+// TestKillRacesAFailover: a task killed, or whose workflow is stopped, while its worker is
+// failed over ends killed whichever commits first (the requeue then the kill of a queued
+// task, or the kill request then a requeue that ends the task killed), and no worker claims
+// it again.
+func TestKillRacesAFailover(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for i := range 20 {
-		g, w := fmt.Sprint("g", i), fmt.Sprint("w", i)
-		wf := b.queue(t, 1, g)
-		claimed, err := b.db.TaskClaim(b.ctx, w, []string{g}, 1)
-		if err != nil || len(claimed) != 1 {
-			t.Fatalf("round %d: claim = %v, %v", i, claimed, err)
-		}
-		var stopErr, requeueErr error
-		race(func() { _, stopErr = b.db.WorkflowStop(b.ctx, wf) },
-			func() {
-				requeueErr = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-					_, err := q.TaskRequeueLostWorker(b.ctx, w)
-					return err
+	for _, c := range []struct {
+		name string
+		kill func(wf, task int64) error
+	}{
+		{"kill", func(_, task int64) error { _, err := b.db.TaskKill(b.ctx, task); return err }},
+		{"workflow stop", func(wf, _ int64) error { _, err := b.db.WorkflowStop(b.ctx, wf); return err }},
+	} {
+		for i := range 20 {
+			g, w := fmt.Sprint(c.name, i), fmt.Sprint("w-", c.name, i)
+			wf := b.queue(t, 1, g)
+			claimed, err := b.db.TaskClaim(b.ctx, w, []string{g}, 1)
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("%s, round %d: claim = %v, %v", c.name, i, claimed, err)
+			}
+			var killErr, requeueErr error
+			race(func() { killErr = c.kill(wf, claimed[0].ID) },
+				func() {
+					requeueErr = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+						_, err := q.TaskRequeueLostWorker(b.ctx, w)
+						return err
+					})
 				})
-			})
-		if stopErr != nil || requeueErr != nil {
-			t.Fatalf("round %d: stop %v, failover %v", i, stopErr, requeueErr)
-		}
-		if again, err := b.db.TaskClaim(b.ctx, "w-next", []string{g}, 1); err != nil || len(again) != 0 {
-			t.Fatalf("round %d: claimed %d tasks of a stopped workflow (attempt %d), %v", i, len(again), attemptOf(again), err)
-		}
-		if got, _ := b.db.TaskGet(b.ctx, claimed[0].ID); got.State != dao.TaskKilled {
-			t.Fatalf("round %d: task %s after the stop and the failover, want killed", i, got.State)
+			if killErr != nil || requeueErr != nil {
+				t.Fatalf("%s, round %d: %v, failover %v", c.name, i, killErr, requeueErr)
+			}
+			if again, err := b.db.TaskClaim(b.ctx, "w-next", []string{g}, 1); err != nil || len(again) != 0 {
+				t.Fatalf("%s, round %d: claimed %d tasks (attempt %d), %v; want none", c.name, i, len(again), attemptOf(again), err)
+			}
+			if got, _ := b.db.TaskGet(b.ctx, claimed[0].ID); got.State != dao.TaskKilled {
+				t.Fatalf("%s, round %d: task %s after the kill and the failover, want killed", c.name, i, got.State)
+			}
 		}
 	}
 }
