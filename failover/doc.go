@@ -38,7 +38,8 @@
 //     identity can never register again, so giving its work away is safe. A marker already
 //     there means an earlier leader fenced it: go on to step 4.
 //  4. In one PostgreSQL transaction: a worker's running tasks go back to queued (attempt
-//     outcome failed_over, failover_count + 1, retries untouched); a master's unfinished
+//     outcome failed_over, failover_count + 1, retries untouched; one whose kill was requested
+//     ends killed instead, and its master is woken); a master's unfinished
 //     workflows lose their owner, the masters are woken with their ids, and another master
 //     locks them and continues without re-running tasks that succeeded or still run on live
 //     workers. A failover_event row
