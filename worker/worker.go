@@ -287,7 +287,6 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			}
 			return false
 		}
-		killed := false
 		var unstarted []dao.TaskInstance
 		for i := range got {
 			if w.cfg.Events != nil {
@@ -295,9 +294,7 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			}
 			if !w.start(got[i]) {
 				unstarted = append(unstarted, got[i])
-				continue
 			}
-			killed = killed || got[i].KillRequested
 		}
 		if len(unstarted) > 0 {
 			// The node stopped being live while the claim was in flight (its deadline passed
@@ -305,11 +302,6 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			// given these tasks to others, or is about to. They were never started.
 			w.handBack(unstarted)
 			return false
-		}
-		if killed {
-			// An operator asked to kill the task while an earlier attempt ran (it was then
-			// failed over or retried): stop this attempt too, now rather than at the poll.
-			w.stopKilled(ctx)
 		}
 		if len(got) < min(free, 100) {
 			return false
