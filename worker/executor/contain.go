@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/zksched/zksched/conf"
 )
 
 // A process group does not hold a shell task: `setsid`, a daemonizer's double fork or a
@@ -26,14 +28,15 @@ import (
 var ErrNoTaskCgroup = errors.New("no cgroup v2 subtree to create task cgroups in")
 
 // TaskCgroupParent resolves the worker.task-cgroup setting to the cgroup v2 directory under
-// which each shell task attempt gets a leaf of its own: "off" gives "" (no cgroups), "auto"
-// the worker's own cgroup when it may create leaves there (an error wrapping ErrNoTaskCgroup
-// says why not), and an absolute path that directory, which must be usable.
+// which each shell task attempt gets a leaf of its own ([Shell.Cgroup]):
+// [conf.TaskCgroupOff] gives "" (no cgroups), [conf.TaskCgroupAuto] the worker's own cgroup
+// when it may create leaves there (an error wrapping ErrNoTaskCgroup says why not), and a
+// path that directory, which must be usable.
 func TaskCgroupParent(setting string) (string, error) {
 	switch setting {
-	case "off":
+	case conf.TaskCgroupOff:
 		return "", nil
-	case "auto":
+	case conf.TaskCgroupAuto:
 		dir, err := ownCgroup()
 		if err == nil {
 			err = probeCgroup(dir)
