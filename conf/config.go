@@ -189,7 +189,7 @@ type Worker struct {
 	// 0 hands every running task back at once.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout"`
 
-	// KillGrace is how long a task's process group has between SIGTERM and SIGKILL.
+	// KillGrace is how long a task's processes have between SIGTERM and SIGKILL.
 	// Defaults to 2 s, time for a process to flush and clean up. It bounds how long a cut-off
 	// worker takes to stop its tasks, so failover.delay must exceed it (see [Failover.Delay]).
 	KillGrace time.Duration `yaml:"kill-grace"`

@@ -181,7 +181,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	select {
 	case err := <-guardDone:
 		// Fenced: the leader has given this identity's work to others. Exit at once; the
-		// supervisors of running tasks kill their process groups when this process is gone.
+		// supervisors of running tasks kill everything the tasks started when this process is gone.
 		return exitError{code: exitFenced, msg: fmt.Sprintf("fenced: %v", err)}
 	case err := <-runDone:
 		return fmt.Errorf("%s stopped: %w", role, err)
