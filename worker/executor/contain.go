@@ -331,8 +331,8 @@ func signalBelow(pid int, sig syscall.Signal, parents map[int]bool) {
 	}
 }
 
-// reapChildren collects every child that has exited. Only call it once bash itself has been
-// waited for, or it would take bash's status from exec.Cmd.Wait.
+// reapChildren reaps every child that has ended. Only call it once bash itself has been
+// reaped (reapUntil), or it could take bash's status.
 func reapChildren() {
 	for {
 		var ws syscall.WaitStatus
@@ -384,7 +384,7 @@ func (t *taskTree) empty() bool {
 }
 
 // end kills the tree until it is empty, reaping the orphans that came to the supervisor,
-// and removes the cgroup. It is called once bash has been waited for. A process that
+// and removes the cgroup. It is called once bash has been reaped. A process that
 // SIGKILL cannot end at once (in uninterruptible sleep) dies when its I/O ends; after limit
 // end gives up waiting for it rather than hang the attempt, and says so.
 func (t *taskTree) end(limit time.Duration) error {

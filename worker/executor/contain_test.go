@@ -86,18 +86,22 @@ func TestEscapedProcessesDieWhenBashExits(t *testing.T) {
 }
 
 // TestEscapedProcessesDieWhenTheTaskIsStopped: a stop (timeout, kill, hand-back) ends the
-// escaped process too.
+// escaped process too, and gives it the kill grace to end on its SIGTERM, though bash itself
+// ended at once.
 func TestEscapedProcessesDieWhenTheTaskIsStopped(t *testing.T) {
 	t.Parallel()
 	for _, c := range containments(t) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
+			env := escapeEnv(dir)
+			termed := filepath.Join(dir, "termed")
 			sh := shell(t)
 			sh.Cgroup = c.cgroup
 			ctx, cancel := context.WithCancel(context.Background())
-			task := Task{ID: time.Now().UnixNano(), Spec: workflow.Task{Env: escapeEnv(dir),
-				Command: escapes[0].command + waitForPid + `echo started; sleep 60`}}
+			task := Task{ID: time.Now().UnixNano(), Spec: workflow.Task{Env: env,
+				Command: `setsid bash -c 'trap "echo TERM > ` + termed + `; exit 0" TERM; echo $$ > "$PIDFILE"; while :; do date >> "$TICKS"; sleep .05; done' & ` +
+					waitForPid + `echo started; sleep 60`}}
 			var log syncBuffer
 			done := make(chan Result, 1)
 			go func() { done <- sh.Run(ctx, task, &log) }()
@@ -107,40 +111,53 @@ func TestEscapedProcessesDieWhenTheTaskIsStopped(t *testing.T) {
 			if !res.Stopped || res.Err == nil {
 				t.Fatalf("result = %+v, want stopped", res)
 			}
-			if pid := readPid(t, escapeEnv(dir)["PIDFILE"]); alive(pid) {
+			if pid := readPid(t, env["PIDFILE"]); alive(pid) {
 				t.Errorf("escaped process %d is alive after Run returned", pid)
+			}
+			if b, err := os.ReadFile(termed); err != nil || strings.TrimSpace(string(b)) != "TERM" {
+				t.Errorf("the escaped process did not end on SIGTERM within the grace: %q, %v", b, err)
 			}
 			assertContainedIn(t, c, task, "")
 		})
 	}
 }
 
-// TestEscapedProcessesDieWithTheWorker kills a stand-in worker with SIGKILL while its task's
-// escaped process (setsid, so outside the group the old supervisor killed) keeps appending
-// to a file: the process must die, whatever holds it.
+// TestEscapedProcessesDieWithTheWorker kills a stand-in worker with SIGKILL, or freezes it
+// with SIGSTOP past its parent-stop limit (1 s), while its task's escaped process (outside
+// the process group the old supervisor killed) keeps appending to a file: the process must
+// die, whatever holds it.
 func TestEscapedProcessesDieWithTheWorker(t *testing.T) {
 	t.Parallel()
 	for _, c := range containments(t) {
 		for _, e := range escapes[:2] {
-			t.Run(c.name+"/"+e.name, func(t *testing.T) {
-				t.Parallel()
-				dir := t.TempDir()
-				env := escapeEnv(dir)
-				self, _ := os.Executable()
-				w := exec.Command(self)
-				w.Env = append(os.Environ(), "ZKSCHED_TEST_FAKE_WORKER="+e.command+" sleep 40",
-					"ZKSCHED_TEST_FAKE_WORKER_CGROUP="+c.cgroup, "PIDFILE="+env["PIDFILE"], "TICKS="+env["TICKS"])
-				if err := w.Start(); err != nil {
-					t.Fatal(err)
-				}
-				waitFor(t, func() bool { return size(env["TICKS"]) > 0 })
-				pid := readPid(t, env["PIDFILE"])
-				if err := w.Process.Signal(syscall.SIGKILL); err != nil {
-					t.Fatal(err)
-				}
-				_ = w.Wait()
-				waitFor(t, func() bool { return !alive(pid) })
-			})
+			for _, fault := range []struct {
+				name string
+				sig  syscall.Signal
+			}{{"kill -9", syscall.SIGKILL}, {"SIGSTOP", syscall.SIGSTOP}} {
+				t.Run(c.name+"/"+e.name+"/"+fault.name, func(t *testing.T) {
+					t.Parallel()
+					dir := t.TempDir()
+					env := escapeEnv(dir)
+					self, _ := os.Executable()
+					w := exec.Command(self)
+					w.Env = append(os.Environ(), "ZKSCHED_TEST_FAKE_WORKER="+e.command+" sleep 40",
+						"ZKSCHED_TEST_FAKE_WORKER_CGROUP="+c.cgroup, "PIDFILE="+env["PIDFILE"], "TICKS="+env["TICKS"])
+					if err := w.Start(); err != nil {
+						t.Fatal(err)
+					}
+					defer func() {
+						_ = w.Process.Signal(syscall.SIGCONT)
+						_ = w.Process.Kill()
+						_ = w.Wait()
+					}()
+					waitFor(t, func() bool { return size(env["TICKS"]) > 0 })
+					pid := readPid(t, env["PIDFILE"])
+					if err := w.Process.Signal(fault.sig); err != nil {
+						t.Fatal(err)
+					}
+					waitFor(t, func() bool { return !alive(pid) })
+				})
+			}
 		}
 	}
 }
@@ -172,6 +189,31 @@ func TestWorkerEndsTheCgroupOfAKilledSupervisor(t *testing.T) {
 		t.Errorf("escaped process %d is alive after Run returned", pid)
 	}
 	assertContainedIn(t, containment{name: "cgroup", cgroup: dir}, task, "")
+}
+
+// TestOrphansAreReapedWhileTheTaskRuns: an orphan that came to the supervisor (a subreaper)
+// is reaped when it ends, not when the task does, so a long task that keeps leaving orphans
+// does not fill the process table with zombies.
+func TestOrphansAreReapedWhileTheTaskRuns(t *testing.T) {
+	t.Parallel()
+	for _, c := range containments(t) {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			sh := shell(t)
+			sh.Cgroup = c.cgroup
+			// $PPID is the supervisor. The script ends as soon as it has no zombie children.
+			cmd := `( sleep .01 & ); for i in $(seq 200); do ` +
+				`if [ -z "$(ps --ppid $PPID -o stat= | grep Z)" ]; then echo reaped; exit 0; fi; sleep .05; done; ` +
+				`ps --ppid $PPID -o pid=,stat=,args=; exit 1`
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var log syncBuffer
+			res := sh.Run(ctx, Task{ID: time.Now().UnixNano(), Spec: workflow.Task{Command: cmd}}, &log)
+			if res.Err != nil || res.Output != "reaped" {
+				t.Fatalf("result = %+v, log %q; want the orphan reaped while bash runs", res, log.String())
+			}
+		})
+	}
 }
 
 func TestTaskCgroupParent(t *testing.T) {

@@ -3,6 +3,7 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -131,6 +132,22 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		res.Err = fmt.Errorf("exit status %d", code)
 	}
 	return res
+}
+
+// exitStatus is the supervisor's exit status: bash's, which the supervisor exits with, or
+// 128+signal when the supervisor was killed.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 127
 }
 
 // drain copies one output pipe of the supervisor to a writer.

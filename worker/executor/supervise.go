@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -80,7 +79,7 @@ func SuperviseMain(args []string) int {
 		fmt.Fprintf(os.Stderr, "zksched: become a child subreaper: %v\n", err)
 	}
 
-	cmd, tree, err := startTask(fs.Arg(0), *cgroupDir)
+	tree, err := startTask(fs.Arg(0), *cgroupDir)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: start task: %v\n", err)
 		return 127
@@ -89,23 +88,34 @@ func SuperviseMain(args []string) int {
 		tree.signal(syscall.SIGKILL)
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan int, 1)
+	go func() { done <- reapUntil(tree.pgid) }()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	status := -1 // bash's exit status, once it has ended
+	finish := func() int {
+		if err := tree.end(endLimit); err != nil {
+			fmt.Fprintf(os.Stderr, "zksched: %v\n", err)
+		}
+		return status
+	}
 	var hardKill <-chan time.Time
 	var stoppedSince time.Time
 	frozenKill := false
 	for {
 		select {
-		case err := <-done:
-			// Bash is waited for, so reaping the orphans cannot take its status.
-			if err := tree.end(endLimit); err != nil {
-				fmt.Fprintf(os.Stderr, "zksched: %v\n", err)
+		case status = <-done:
+			// During a stop the task's other processes have the rest of the grace to end on
+			// their SIGTERM; otherwise whatever bash left behind is killed now.
+			if hardKill == nil || tree.empty() {
+				return finish()
 			}
-			return exitStatus(err)
+			done = nil
 		case <-death:
 			tree.signal(syscall.SIGKILL)
+			if status >= 0 {
+				return finish()
+			}
 		case <-sigs:
 			if os.Getppid() != parent {
 				tree.signal(syscall.SIGKILL)
@@ -119,7 +129,13 @@ func SuperviseMain(args []string) int {
 		case <-hardKill:
 			tree.signal(syscall.SIGKILL)
 			fmt.Fprintln(os.Stderr, "zksched: kill grace over: SIGKILL to the task's processes")
+			if status >= 0 {
+				return finish()
+			}
 		case <-tick.C:
+			if status >= 0 && tree.empty() {
+				return finish()
+			}
 			if os.Getppid() != parent {
 				tree.signal(syscall.SIGKILL)
 				continue
@@ -140,9 +156,32 @@ func SuperviseMain(args []string) int {
 	}
 }
 
+// reapUntil reaps the supervisor's children as they end, the orphans that came to it as well
+// as bash, until bash has ended, and returns bash's exit status (128+signal when a signal
+// ended it). The supervisor reaps with wait4(-1) rather than exec.Cmd.Wait so that orphans
+// do not pile up as zombies while a long task runs.
+func reapUntil(bash int) int {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil: // cannot be while bash is a child
+			fmt.Fprintf(os.Stderr, "zksched: wait for the task: %v\n", err)
+			return 127
+		case pid == bash && ws.Signaled():
+			return 128 + int(ws.Signal())
+		case pid == bash:
+			return ws.ExitStatus()
+		}
+	}
+}
+
 // startTask starts `bash -c command` in a process group of its own, in a new cgroup at
-// cgroupDir when one is given and can be made, and returns what holds it.
-func startTask(command, cgroupDir string) (*exec.Cmd, *taskTree, error) {
+// cgroupDir when one is given and can be made, and returns what holds it; bash's pid is the
+// tree's pgid. Bash is reaped by reapUntil, never by exec.Cmd.Wait.
+func startTask(command, cgroupDir string) (*taskTree, error) {
 	bash := func() *exec.Cmd {
 		cmd := exec.Command("bash", "-c", command)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
@@ -155,7 +194,7 @@ func startTask(command, cgroupDir string) (*exec.Cmd, *taskTree, error) {
 			cmd := bash()
 			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
 			if err = cmd.Start(); err == nil {
-				return cmd, &taskTree{self: os.Getpid(), pgid: cmd.Process.Pid, cg: cg}, nil
+				return &taskTree{self: os.Getpid(), pgid: cmd.Process.Pid, cg: cg}, nil
 			}
 			_ = cg.remove()
 		}
@@ -163,27 +202,13 @@ func startTask(command, cgroupDir string) (*exec.Cmd, *taskTree, error) {
 	}
 	cmd := bash()
 	if err := cmd.Start(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return cmd, &taskTree{self: os.Getpid(), pgid: cmd.Process.Pid}, nil
+	return &taskTree{self: os.Getpid(), pgid: cmd.Process.Pid}, nil
 }
 
 // processStopped reports whether pid is stopped by a signal (state T).
 func processStopped(pid int) bool {
 	p, ok := readProc(pid)
 	return ok && p.state == 'T'
-}
-
-func exitStatus(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return 127
 }
