@@ -41,16 +41,18 @@ const endLimit = 10 * time.Second
 //     SIGKILL after the grace;
 //   - the worker gone (the parent-death signal SIGUSR1, or its parent pid changing — checked every
 //     100 ms in case the signal was missed): SIGKILL to the task at once;
-//   - bash exited: SIGKILL to whatever it left running;
+//   - bash exited: SIGKILL to whatever it left running (during a stop, once the grace is
+//     over or nothing is left);
 //   - the worker stopped (SIGSTOP: state T) for --parent-stop-limit: SIGKILL to the task. A
 //     worker frozen that long has stopped talking to ZooKeeper for its session timeout, so
 //     the leader may fail its tasks over; its own watchdog cannot stop them while it is
 //     frozen, so the supervisor does.
 //
-// Whatever the reason, the supervisor exits only once bash has been waited for and the task
-// is empty (killed again until nothing is left, the orphans reaped, the cgroup removed), so
-// when the worker sees it exit no task process holds the output pipes or runs on. It exits
-// with bash's status (128+signal when bash was killed), not with how the leftovers ended.
+// Whatever the reason, the supervisor exits only once bash has been reaped and the task is
+// empty (killed again until nothing is left, the orphans reaped, the cgroup removed), so when
+// the worker sees it exit no task process holds the output pipes or runs on. It exits with
+// bash's status (128+signal when bash was killed), not with how the leftovers ended. Should
+// a process outlast SIGKILL (uninterruptible sleep) for endLimit, it says so and exits.
 //
 // A parent-death signal on bash itself would not be enough: it reaches bash only, and a
 // grandchild such as a Python script it started would go on with its side effects after the
