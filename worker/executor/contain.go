@@ -52,16 +52,26 @@ func TaskCgroupParent(setting string) (string, error) {
 	return setting, nil
 }
 
-// ownCgroup returns the directory of this process's cgroup v2, found through
-// /proc/self/cgroup and the cgroup2 mount in /proc/self/mountinfo (at /sys/fs/cgroup on a
-// unified host, at /sys/fs/cgroup/unified on a hybrid one).
+// ownCgroup returns the directory of this process's cgroup v2.
 func ownCgroup() (string, error) {
-	raw, err := os.ReadFile("/proc/self/cgroup")
+	cgroups, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
 		return "", err
 	}
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return "", err
+	}
+	return cgroupDir(string(cgroups), string(mounts))
+}
+
+// cgroupDir finds the directory of a process's cgroup v2 from its /proc/PID/cgroup and
+// /proc/PID/mountinfo: the "0::" line's path under the cgroup2 mount that shows it (at
+// /sys/fs/cgroup on a unified host, at /sys/fs/cgroup/unified on a hybrid one; a mount's root
+// is not "/" when it was made in another cgroup namespace).
+func cgroupDir(cgroups, mountinfo string) (string, error) {
 	path, found := "", false
-	for line := range strings.Lines(string(raw)) {
+	for line := range strings.Lines(cgroups) {
 		if p, ok := strings.CutPrefix(strings.TrimSuffix(line, "\n"), "0::"); ok {
 			path, found = p, true
 		}
@@ -69,11 +79,7 @@ func ownCgroup() (string, error) {
 	if !found {
 		return "", errors.New("this process is in no cgroup v2 hierarchy")
 	}
-	mounts, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return "", err
-	}
-	for line := range strings.Lines(string(mounts)) {
+	for line := range strings.Lines(mountinfo) {
 		pre, post, ok := strings.Cut(line, " - ")
 		f, g := strings.Fields(pre), strings.Fields(post)
 		if !ok || len(f) < 5 || len(g) < 1 || g[0] != "cgroup2" {

@@ -240,6 +240,37 @@ func TestTaskCgroupParent(t *testing.T) {
 	}
 }
 
+func TestCgroupDir(t *testing.T) {
+	t.Parallel()
+	const (
+		unified = "25 30 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate\n"
+		hybrid  = "26 25 0:24 / /sys/fs/cgroup ro,nosuid,nodev,noexec shared:9 - tmpfs tmpfs ro,mode=755\n" +
+			"27 26 0:25 / /sys/fs/cgroup/unified rw,nosuid,nodev,noexec,relatime shared:10 - cgroup2 cgroup2 rw\n" +
+			"28 26 0:26 / /sys/fs/cgroup/memory rw,nosuid,nodev,noexec,relatime shared:11 - cgroup cgroup rw,memory\n"
+		// A container's cgroup namespace: the mount shows the host's /kubepods/pod1 as its root.
+		namespaced = "40 35 0:30 /kubepods/pod1 /sys/fs/cgroup rw,relatime - cgroup2 cgroup2 rw\n"
+		spaced     = "41 35 0:30 / /run/my\\040cgroups rw,relatime - cgroup2 cgroup2 rw\n"
+	)
+	for _, tt := range []struct {
+		name, cgroups, mountinfo, want, err string
+	}{
+		{"unified", "0::/system.slice/zksched-worker.service\n", unified, "/sys/fs/cgroup/system.slice/zksched-worker.service", ""},
+		{"hybrid", "1:memory:/x\n0::/system.slice/zksched-worker.service\n", hybrid, "/sys/fs/cgroup/unified/system.slice/zksched-worker.service", ""},
+		{"root", "0::/\n", unified, "/sys/fs/cgroup", ""},
+		{"namespace", "0::/kubepods/pod1/worker\n", namespaced, "/sys/fs/cgroup/worker", ""},
+		{"escaped mount point", "0::/w\n", spaced, "/run/my cgroups/w", ""},
+		{"only v1", "4:memory:/x\n1:name=systemd:/x\n", hybrid, "", "no cgroup v2 hierarchy"},
+		{"no cgroup2 mount", "0::/x\n", "26 25 0:24 / /sys/fs/cgroup ro - tmpfs tmpfs ro\n", "", "no cgroup2 mount"},
+		{"outside the mount's root", "0::/other/w\n", namespaced, "", "no cgroup2 mount"},
+		{"sibling of the mount's root", "0::/kubepods/pod10\n", namespaced, "", "no cgroup2 mount"},
+	} {
+		got, err := cgroupDir(tt.cgroups, tt.mountinfo)
+		if got != tt.want || (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s: cgroupDir = %q, %v; want %q, %q", tt.name, got, err, tt.want, tt.err)
+		}
+	}
+}
+
 func TestUnescapeMountinfo(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{`/sys/fs/cgroup`: `/sys/fs/cgroup`, `/a\040b\134c`: `/a b\c`, `/x\04`: `/x\04`} {
