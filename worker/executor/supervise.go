@@ -108,7 +108,9 @@ func SuperviseMain(args []string) int {
 		select {
 		case status = <-done:
 			// During a stop the task's other processes have the rest of the grace to end on
-			// their SIGTERM; otherwise whatever bash left behind is killed now.
+			// their SIGTERM; otherwise whatever bash left behind is killed now. With bash
+			// reaped, the orphans' zombies are reaped here, or they would count as left.
+			reapChildren()
 			if hardKill == nil || tree.empty() {
 				return finish()
 			}
@@ -135,8 +137,10 @@ func SuperviseMain(args []string) int {
 				return finish()
 			}
 		case <-tick.C:
-			if status >= 0 && tree.empty() {
-				return finish()
+			if status >= 0 {
+				if reapChildren(); tree.empty() {
+					return finish()
+				}
 			}
 			if os.Getppid() != parent {
 				tree.signal(syscall.SIGKILL)
