@@ -147,6 +147,15 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		if err != nil {
 			return err
 		}
+		taskCgroup, err := executor.TaskCgroupParent(cfg.Worker.TaskCgroup)
+		switch {
+		case errors.Is(err, executor.ErrNoTaskCgroup):
+			n.log.Warn().Err(err).Msg("shell tasks run without cgroups: each supervisor kills its task's descendants as a subreaper")
+		case err != nil:
+			return fmt.Errorf("worker.task-cgroup: %w", err)
+		case taskCgroup != "":
+			n.log.Info().Str("cgroup", taskCgroup).Msg("shell task attempts get cgroups of their own")
+		}
 		providers := n.llmProviders()
 		var w *worker.Worker
 		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning,
@@ -155,7 +164,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics}, n.db, n.guard,
 			executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: cfg.Worker.KillGrace,
-				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())},
+				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout()), Cgroup: taskCgroup},
 				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running
 		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })

@@ -54,7 +54,7 @@ func (l *nodeLog) Flush(d time.Duration) {
 
 // fencedExit ends a fenced node at once: no graceful stop, no deferred cleanup (closing the
 // database waits for queries in flight, which a cut link can hold for minutes). A worker's task
-// supervisors kill their tasks when this process is gone.
+// supervisors kill everything their tasks started when this process is gone.
 func fencedExit(log zerolog.Logger, out *nodeLog, err error) {
 	log.Error().Err(err).Msg("this node was fenced: the leader failed it over; exiting at once")
 	out.Flush(100 * time.Millisecond)
