@@ -51,6 +51,7 @@ func TestDefaults(t *testing.T) {
 		{"worker.kill-grace", got.Worker.KillGrace, 2 * time.Second},
 		{"worker.poll-interval", got.Worker.PollInterval, time.Second},
 		{"worker.log-limit", got.Worker.LogLimit, 1048576},
+		{"worker.task-cgroup", got.Worker.TaskCgroup, "auto"},
 		{"failover.delay", got.Failover.Delay, 5 * time.Second},
 		{"failover.marker-retention", got.Failover.MarkerRetention, 168 * time.Hour},
 		{"failover.sweep-interval", got.Failover.SweepInterval, 30 * time.Second},
@@ -150,6 +151,11 @@ func TestLoad(t *testing.T) {
 			want: func(c *conf.Config) {
 				c.Registry.Servers = []string{"127.0.0.1:2181", "127.0.0.1:2182", "zk3:2181"}
 			},
+		},
+		{
+			name: "task cgroup from the environment",
+			env:  []string{"ZKSCHED_WORKER_TASK_CGROUP=off"},
+			want: func(c *conf.Config) { c.Worker.TaskCgroup = "off" },
 		},
 		{
 			name: "later variable wins",
@@ -499,6 +505,12 @@ func TestValidate(t *testing.T) {
 		{"negative kill grace", func(c *conf.Config) { c.Worker.KillGrace = -time.Second }, "worker.kill-grace: -1s: must not be negative"},
 		{"worker poll negative", func(c *conf.Config) { c.Worker.PollInterval = -time.Second }, "worker.poll-interval: -1s: must be positive"},
 		{"negative log limit", func(c *conf.Config) { c.Worker.LogLimit = -1 }, "worker.log-limit: -1 is negative"},
+		{"task cgroup off", func(c *conf.Config) { c.Worker.TaskCgroup = "off" }, ""},
+		{"task cgroup path", func(c *conf.Config) { c.Worker.TaskCgroup = "/sys/fs/cgroup/zksched.slice" }, ""},
+		{"task cgroup relative", func(c *conf.Config) { c.Worker.TaskCgroup = "zksched.slice" },
+			`worker.task-cgroup: "zksched.slice": want auto, off or the absolute, clean path of a cgroup v2 directory`},
+		{"task cgroup unclean", func(c *conf.Config) { c.Worker.TaskCgroup = "/sys/fs/cgroup/../x" }, `worker.task-cgroup: "/sys/fs/cgroup/../x"`},
+		{"task cgroup empty", func(c *conf.Config) { c.Worker.TaskCgroup = "" }, `worker.task-cgroup: "": want auto, off`},
 		{"delay exactly grace plus 1s", func(c *conf.Config) { c.Failover.Delay = 3 * time.Second }, ""},
 		{"delay under grace plus 1s", func(c *conf.Config) { c.Failover.Delay = 2500 * time.Millisecond },
 			"failover.delay: 2.5s is shorter than worker.kill-grace (2s) plus 1s: after its session expires a cut-off worker still needs"},

@@ -18,6 +18,17 @@ const (
 	OnLostKeepRunning = "keep-running"
 )
 
+// Values of [Worker.TaskCgroup] besides a path.
+const (
+	// TaskCgroupAuto gives each shell task attempt a cgroup of its own under the worker's
+	// cgroup when the worker may create one there, and otherwise contains the task's
+	// processes through its supervisor, a child subreaper.
+	TaskCgroupAuto = "auto"
+	// TaskCgroupOff uses no cgroups: every task is contained by its supervisor as a child
+	// subreaper.
+	TaskCgroupOff = "off"
+)
+
 // Values of [Log.Format].
 const (
 	// LogFormatJSON writes one zerolog JSON object per line, for log collectors.
@@ -178,7 +189,7 @@ type Worker struct {
 	// 0 hands every running task back at once.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout"`
 
-	// KillGrace is how long a task's process group has between SIGTERM and SIGKILL.
+	// KillGrace is how long a task's processes have between SIGTERM and SIGKILL.
 	// Defaults to 2 s, time for a process to flush and clean up. It bounds how long a cut-off
 	// worker takes to stop its tasks, so failover.delay must exceed it (see [Failover.Delay]).
 	KillGrace time.Duration `yaml:"kill-grace"`
@@ -192,6 +203,16 @@ type Worker struct {
 	// Defaults to 1048576 (1 MiB), so a chatty task cannot fill the database. 0 keeps no
 	// output.
 	LogLimit int `yaml:"log-limit"`
+
+	// TaskCgroup is where each shell task attempt gets a cgroup v2 leaf of its own: one
+	// holds every process the task starts, even one that leaves the task's process group
+	// (setsid, a daemonizer), so all of them die when the attempt ends. [TaskCgroupAuto],
+	// [TaskCgroupOff] or the absolute path of a cgroup v2 directory the worker may create
+	// cgroups in. Defaults to "auto": under the worker's own cgroup, which under systemd
+	// needs the unit's Delegate=yes. Without a usable cgroup the worker says why at start,
+	// and each task's supervisor, a child subreaper, finds and kills its descendants
+	// instead. A path that is not usable stops the worker at start.
+	TaskCgroup string `yaml:"task-cgroup"`
 }
 
 // Failover configures how the leader fails over lost nodes.
@@ -326,6 +347,7 @@ func Defaults() Config {
 			KillGrace:       2 * time.Second,
 			PollInterval:    time.Second,
 			LogLimit:        1 << 20,
+			TaskCgroup:      TaskCgroupAuto,
 		},
 		Failover: Failover{
 			Delay:           5 * time.Second,

@@ -35,25 +35,42 @@ func (q *Queries) WorkOwners(ctx context.Context) (workers, masters []string, er
 }
 
 // TaskRequeueLostWorker puts every task running on a fenced worker back in the queue: its
-// attempt ends as failed_over, failover_count grows, retries do not. Idempotent: a second run
-// finds nothing running on that worker. Call it only for a fenced identity.
+// attempt ends as failed_over, failover_count grows, retries do not. A task whose kill was
+// requested (TaskKill, WorkflowStop, a workflow's timeout) ends killed instead, as a queued
+// task does when it is killed, and its master is woken to skip what follows it. It returns
+// how many tasks it took off the worker, killed ones included. Idempotent: a second run finds
+// nothing running on that worker. Call it only for a fenced identity.
 func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int, error) {
 	var n int
 	err := sqlxGet(ctx, q, &n, `
 		WITH `+lockPoolsSQL(`SELECT ti.pool FROM task_instance ti
 				WHERE ti.worker_id = $1 AND ti.state = 'running' AND ti.pool IS NOT NULL`)+`, t AS (
-			UPDATE task_instance SET state = 'queued', failover_count = failover_count + 1,
-				queued_at = now(), error = 'failed over: worker ' || worker_id || ' was lost'
+			-- Queued, a kill-requested task would wait for ever: the claim skips it
+			-- (claimSQL).
+			UPDATE task_instance SET
+				state = CASE WHEN kill_requested THEN 'killed' ELSE 'queued' END,
+				failover_count = failover_count + 1,
+				queued_at = CASE WHEN kill_requested THEN queued_at ELSE now() END,
+				ended_at = CASE WHEN kill_requested THEN now() END,
+				error = CASE WHEN kill_requested THEN 'killed by an operator'
+					ELSE 'failed over: worker ' || worker_id || ' was lost' END
 			WHERE worker_id = $1 AND state = 'running' AND `+poolsFirstSQL+`
-			RETURNING id, attempt, worker_group
+			RETURNING id, attempt, worker_group, workflow_instance_id, state
 		), a AS (
 			UPDATE task_attempt SET ended_at = now(), outcome = 'failed_over',
 				error = 'worker lost; failed over'
 			FROM t WHERE task_attempt.task_instance_id = t.id AND task_attempt.attempt = t.attempt
 		), woken AS (
-			SELECT pg_notify($2, g) FROM (SELECT DISTINCT worker_group AS g FROM t) d
+			SELECT pg_notify($2, g) FROM (SELECT DISTINCT worker_group AS g FROM t WHERE state = 'queued') d
+		), ended AS (
+			-- The masters, with the killed tasks' instances, as by a kill of a queued task.
+			SELECT pg_notify($3, string_agg(id::text, ',')) FROM (
+				SELECT id, (row_number() OVER (ORDER BY id) - 1) / $4 AS k FROM (
+					SELECT DISTINCT workflow_instance_id AS id FROM t WHERE state = 'killed') k) c
+			GROUP BY k
 		)
-		SELECT count(*) FROM t, (SELECT count(*) FROM woken) w`, worker, q.ch.task)
+		SELECT count(*) FROM t, (SELECT count(*) FROM woken) w, (SELECT count(*) FROM ended) e`,
+		worker, q.ch.task, q.ch.master, notifyIDsPerPayload)
 	if err != nil {
 		return 0, fmt.Errorf("requeue tasks of lost worker %s: %w", worker, err)
 	}

@@ -1,8 +1,11 @@
 package dao_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -91,26 +94,15 @@ func TestKillOfARunningTaskRacesItsFinish(t *testing.T) {
 		if killErr != nil || finishErr != nil {
 			t.Fatalf("round %d: kill %v, finish %v", i, killErr, finishErr)
 		}
+		// Whichever came first the task ends killed: the finish queued it and the kill found
+		// it queued, or the kill came first and the finish, finding it kill-requested, ended
+		// it killed instead of queuing it again.
 		got, _ := b.db.TaskGet(b.ctx, tok.TaskID)
-		switch got.State {
-		case dao.TaskKilled: // the finish came first, then the kill found it queued
-		case dao.TaskQueued: // the kill came first: the request stays, the next attempt is killed
-			if !got.KillRequested {
-				t.Fatalf("round %d: queued without the kill request: %+v", i, got)
-			}
-			if _, err := b.db.SQL().Exec(`UPDATE task_instance SET not_before = NULL WHERE id = $1`, tok.TaskID); err != nil {
-				t.Fatal(err)
-			}
-			again, err := b.db.TaskClaim(b.ctx, "w2", []string{"g"}, 1)
-			reqs, err2 := b.db.TaskListKillRequested(b.ctx, "w2")
-			if err != nil || err2 != nil || len(again) != 1 || len(reqs) != 1 || reqs[0] != again[0].Token() {
-				t.Fatalf("round %d: the next attempt is not asked to stop: %v %v %v %v", i, again, reqs, err, err2)
-			}
-			if err := b.db.TaskFinishIfRunning(b.ctx, reqs[0], dao.AttemptResult{Outcome: dao.OutcomeKilled, Next: dao.TaskKilled}); err != nil {
-				t.Fatal(err)
-			}
-		default:
-			t.Fatalf("round %d: task %s after kill and finish", i, got.State)
+		if got.State != dao.TaskKilled || got.EndedAt == nil {
+			t.Fatalf("round %d: task %s (ended %v) after kill and finish, want killed", i, got.State, got.EndedAt)
+		}
+		if again, err := b.db.TaskClaim(b.ctx, "w2", []string{"g"}, 1); err != nil || len(again) != 0 {
+			t.Fatalf("round %d: claimed %v, %v after the kill; want nothing", i, again, err)
 		}
 		// Whichever came first, the old attempt's token is spent.
 		if err := b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); !errors.Is(err, dao.ErrTokenRefused) {
@@ -260,4 +252,255 @@ func (b *testBundle) failedTask(t *testing.T, g string) (wf int64, failed dao.Ta
 		t.Fatal(err)
 	}
 	return wf, claimed[0]
+}
+
+// TestKillRequestedTaskIsNeverQueuedAgain: a task whose kill was requested while it ran (an
+// operator's kill, its workflow's stop or timeout) ends killed wherever its attempt's end
+// would have put it back in the queue, keeps the attempt's own outcome, wakes its master as a
+// kill of a queued task does, and is never claimed again. It used to go back to the queue
+// with the request still set: the next worker started attempt 2 only to kill it.
+func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ml := b.listenMaster(t)
+	kills := []struct {
+		name string
+		// woken says whether the request itself wakes the masters with the instance's id, so
+		// a wake-up after the attempt's end would prove nothing.
+		woken bool
+		kill  func(wf, task int64) error
+	}{
+		{"kill", false, func(_, task int64) error {
+			res, err := b.db.TaskKill(b.ctx, task)
+			if err == nil && res.State != dao.TaskRunning {
+				err = fmt.Errorf("kill of a running task: %+v", res)
+			}
+			return err
+		}},
+		{"workflow stop", true, func(wf, _ int64) error {
+			res, err := b.db.WorkflowStop(b.ctx, wf)
+			if err == nil && res.KillRequested != 1 {
+				err = fmt.Errorf("stop of a workflow with a running task: %+v", res)
+			}
+			return err
+		}},
+		{"workflow timeout", false, func(wf, _ int64) error {
+			return b.db.Tx(b.ctx, func(q *dao.Queries) error {
+				n, err := q.WorkflowTimeOutIfOwned(b.ctx, wf, "m1", "workflow timeout 1s exceeded")
+				if err == nil && n != 1 {
+					err = fmt.Errorf("timeout asked %d running tasks to stop, want 1", n)
+				}
+				return err
+			})
+		}},
+	}
+	ends := []struct {
+		name    string
+		outcome dao.Outcome
+		end     func(tok dao.Token) error
+	}{
+		{"failover", dao.OutcomeFailedOver, func(tok dao.Token) error {
+			return b.db.Tx(b.ctx, func(q *dao.Queries) error {
+				n, err := q.TaskRequeueLostWorker(b.ctx, tok.WorkerID)
+				if err == nil && n != 1 {
+					err = fmt.Errorf("failover took %d tasks off the worker, want 1", n)
+				}
+				return err
+			})
+		}},
+		{"hand-back", dao.OutcomeHandedBack, func(tok dao.Token) error {
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeHandedBack,
+				Next: dao.TaskQueued, Error: "handed back: the worker is shutting down"})
+		}},
+		{"interruption", dao.OutcomeInterrupted, func(tok dao.Token) error {
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted,
+				Next: dao.TaskQueued, Error: "interrupted: the worker was cut off from zookeeper"})
+		}},
+		{"never started", dao.OutcomeInterrupted, func(tok dao.Token) error {
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted,
+				Next: dao.TaskQueued, Error: "claimed by this worker but never started (the claim's reply was lost)"})
+		}},
+		{"failure with a retry left", dao.OutcomeFailed, func(tok dao.Token) error {
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeFailed,
+				Next: dao.TaskQueued, Retry: true, Error: "exit status 1"})
+		}},
+		{"timeout with a retry left", dao.OutcomeTimedOut, func(tok dao.Token) error {
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeTimedOut,
+				Next: dao.TaskQueued, Retry: true, Error: "timed out after 1s"})
+		}},
+	}
+	i := 0
+	for _, k := range kills {
+		for _, e := range ends {
+			i++
+			g, w := fmt.Sprint("g", i), fmt.Sprint("w", i)
+			t.Run(k.name+" then "+e.name, func(t *testing.T) {
+				wf := b.queue(t, 1, g)
+				claimed, err := b.db.TaskClaim(b.ctx, w, []string{g}, 1)
+				if err != nil || len(claimed) != 1 {
+					t.Fatalf("claim = %v, %v", claimed, err)
+				}
+				task := claimed[0]
+				if err := k.kill(wf, task.ID); err != nil {
+					t.Fatal(err)
+				}
+				if k.woken {
+					masterListening(t, b, ml)
+				}
+				if err := e.end(task.Token()); err != nil {
+					t.Fatal(err)
+				}
+				got, err := b.db.TaskGet(b.ctx, task.ID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.State != dao.TaskKilled || got.EndedAt == nil || got.Error == nil || *got.Error != "killed by an operator" ||
+					got.NotBefore != nil || got.Retries != 0 {
+					t.Errorf("task = %s, ended %v, error %v, not before %v, %d retries; want killed by an operator, ended, no retry",
+						got.State, got.EndedAt, strOf(got.Error), got.NotBefore, got.Retries)
+				}
+				atts, err := b.db.AttemptList(b.ctx, task.ID)
+				if err != nil || len(atts) != 1 || atts[0].Outcome == nil || *atts[0].Outcome != e.outcome || atts[0].EndedAt == nil {
+					t.Errorf("attempts = %+v, %v; want one, ended %s", atts, err, e.outcome)
+				}
+				for name, claim := range map[string]func(context.Context, string, []string, int) ([]dao.TaskInstance, error){
+					"claim": b.db.TaskClaim, "claim without pools": b.db.TaskClaimUnpooled} {
+					if again, err := claim(b.ctx, "w-next", []string{g}, 10); err != nil || len(again) != 0 {
+						t.Errorf("%s = %d tasks (attempt %d), %v; want none", name, len(again), attemptOf(again), err)
+					}
+				}
+				waitWakeup(t, ml, fmt.Sprint(wf))
+			})
+		}
+	}
+}
+
+// TestKillRequestedSingleTaskWorkflowEnds: the one task of a workflow that no master drives
+// (migration 00007) is handed back after an operator asked to kill it: it ends killed and the
+// same statement ends the instance, as a kill of its worker's own would.
+func TestKillRequestedSingleTaskWorkflowEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.submitWithRoot(t, `{"name":"single","tasks":[{"name":"t","type":"noop"}]}`, "single", 3)
+	claimed, err := b.db.TaskClaim(b.ctx, "w1", []string{"single"}, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim = %v, %v", claimed, err)
+	}
+	if _, err := b.db.TaskKill(b.ctx, claimed[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	done, err := b.db.TaskFinishMany(b.ctx, []dao.Finish{{Token: claimed[0].Token(), Result: dao.AttemptResult{
+		Outcome: dao.OutcomeHandedBack, Next: dao.TaskQueued, Error: "handed back: the worker is shutting down"}}})
+	if err != nil || len(done) != 1 || !done[0].Recorded || done[0].Workflow != dao.WorkflowFailed {
+		t.Fatalf("finish = %+v, %v; want recorded, the instance ended failed", done, err)
+	}
+	w, err := b.db.WorkflowGet(b.ctx, wf)
+	if err != nil || w.State != dao.WorkflowFailed || w.EndedAt == nil {
+		t.Fatalf("workflow = %+v, %v; want failed and ended", w, err)
+	}
+	if got, _ := b.db.TaskGet(b.ctx, claimed[0].ID); got.State != dao.TaskKilled {
+		t.Fatalf("task %s, want killed", got.State)
+	}
+}
+
+// TestKillRacesAFailover: a task killed, or whose workflow is stopped, while its worker is
+// failed over ends killed whichever commits first (the requeue then the kill of a queued
+// task, or the kill request then a requeue that ends the task killed), and no worker claims
+// it again.
+func TestKillRacesAFailover(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, c := range []struct {
+		name string
+		kill func(wf, task int64) error
+	}{
+		{"kill", func(_, task int64) error { _, err := b.db.TaskKill(b.ctx, task); return err }},
+		{"workflow stop", func(wf, _ int64) error { _, err := b.db.WorkflowStop(b.ctx, wf); return err }},
+	} {
+		for i := range 20 {
+			g, w := fmt.Sprint(c.name, i), fmt.Sprint("w-", c.name, i)
+			wf := b.queue(t, 1, g)
+			claimed, err := b.db.TaskClaim(b.ctx, w, []string{g}, 1)
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("%s, round %d: claim = %v, %v", c.name, i, claimed, err)
+			}
+			var killErr, requeueErr error
+			race(func() { killErr = c.kill(wf, claimed[0].ID) },
+				func() {
+					requeueErr = b.db.Tx(b.ctx, func(q *dao.Queries) error {
+						_, err := q.TaskRequeueLostWorker(b.ctx, w)
+						return err
+					})
+				})
+			if killErr != nil || requeueErr != nil {
+				t.Fatalf("%s, round %d: %v, failover %v", c.name, i, killErr, requeueErr)
+			}
+			if again, err := b.db.TaskClaim(b.ctx, "w-next", []string{g}, 1); err != nil || len(again) != 0 {
+				t.Fatalf("%s, round %d: claimed %d tasks (attempt %d), %v; want none", c.name, i, len(again), attemptOf(again), err)
+			}
+			if got, _ := b.db.TaskGet(b.ctx, claimed[0].ID); got.State != dao.TaskKilled {
+				t.Fatalf("%s, round %d: task %s after the kill and the failover, want killed", c.name, i, got.State)
+			}
+		}
+	}
+}
+
+// TestClaimSkipsKillRequestedTasks: a queued task with a kill request (a row no statement of
+// dao writes any more; older code queued such tasks) is never claimed, with or without pools,
+// and does not hold back the tasks behind it.
+func TestClaimSkipsKillRequestedTasks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, pool := range []string{"", "p"} {
+		g := "g" + pool
+		wf := b.queue(t, 3, g)
+		if _, err := b.db.SQL().Exec(`INSERT INTO task_pool (name) VALUES ('p') ON CONFLICT DO NOTHING`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.db.SQL().Exec(`UPDATE task_instance SET pool = nullif($2, ''), priority = CASE name WHEN 't1' THEN 9 ELSE 0 END,
+			kill_requested = name IN ('t0', 't1') WHERE workflow_instance_id = $1`, wf, pool); err != nil {
+			t.Fatal(err)
+		}
+		claim := b.db.TaskClaimUnpooled
+		if pool != "" {
+			claim = b.db.TaskClaim
+		}
+		got, err := claim(b.ctx, "w1", []string{g}, 10)
+		if err != nil || len(got) != 1 || got[0].Name != "t2" || got[0].KillRequested {
+			t.Fatalf("pool %q: claimed %+v, %v; want t2 alone", pool, got, err)
+		}
+	}
+}
+
+// waitWakeup waits for a masters' wake-up that names the workflow instance id.
+func waitWakeup(t *testing.T, ml *dao.Listener, id string) {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case w := <-ml.C:
+			if slices.Contains(strings.Split(w.Payload, ","), id) {
+				return
+			}
+		case <-deadline:
+			t.Errorf("no masters' wake-up names instance %s", id)
+			return
+		}
+	}
+}
+
+// attemptOf is the attempt of the first of tasks, for a message; 0 for none.
+func attemptOf(tasks []dao.TaskInstance) int {
+	if len(tasks) == 0 {
+		return 0
+	}
+	return tasks[0].Attempt
+}
+
+// strOf is *s for a message, "<nil>" for nil.
+func strOf(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
 }

@@ -53,11 +53,16 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 // "worker_group = ANY" would read every queued row of the groups to sort them), and locked as
 // they are read, skipping those another claimer holds: claimers at once take the next tasks
 // down the queue instead of all finding the same ones taken.
+//
+// A task whose kill was requested is never claimed. No statement queues one (a requeue, retry
+// or hand-back of such a task ends it killed, and so does migration 00012 for those older code
+// queued), so the condition drops no row the index gives and needs no place in it: it guards
+// against a row written otherwise, which would start only to be killed.
 const groupCandidatesSQL = `
 			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
-				  AND (t.not_before IS NULL OR t.not_before <= now())
+				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
 				LIMIT $3
 				FOR UPDATE OF t SKIP LOCKED) c`
@@ -87,7 +92,7 @@ const claimSQL = `
 			  -- of every queued task; this probes the pool's own index once per pool.
 			  AND (SELECT true FROM task_instance t
 			       WHERE t.pool = p.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-			         AND (t.not_before IS NULL OR t.not_before <= now())
+			         AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 			       LIMIT 1)
 			ORDER BY p.name
 			FOR UPDATE OF p
@@ -96,7 +101,7 @@ const claimSQL = `
 			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
-				  AND (t.not_before IS NULL OR t.not_before <= now())
+				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
 				LIMIT least(op.free, $3)
 				FOR UPDATE OF t SKIP LOCKED) c
@@ -135,7 +140,8 @@ func (q *Queries) TaskPoolsExist(ctx context.Context) (bool, error) {
 // TaskClaim claims up to limit queued tasks of the given groups for worker, highest priority
 // first, in one statement: the rows are locked with SKIP LOCKED so concurrent claimers never
 // wait for or take the same task, each claimed task's attempt grows by one (the new fencing
-// token), and a task_attempt row is opened for it.
+// token), and a task_attempt row is opened for it. It never claims a task whose kill was
+// requested, so no claimed task comes back with KillRequested set.
 //
 // Tasks in a pool are claimed only while the pool has room, across all workers: the statement
 // first locks the row of every pool with room that has claimable tasks here, in name order,
@@ -154,7 +160,8 @@ func (q *Queries) TaskClaim(ctx context.Context, worker string, groups []string,
 // AttemptResult is what a worker reports at the end of an attempt.
 type AttemptResult struct {
 	Outcome Outcome
-	// Next is the task's next state: terminal, or queued for a retry or a hand-back.
+	// Next is the task's next state: terminal, or queued for a retry or a hand-back. A task
+	// whose kill was requested is never queued again: queued then means killed.
 	Next TaskState
 	// Retry counts the attempt against the task's retries and delays the next claim by its
 	// retry interval. Hand-backs and interruptions do not count.
@@ -173,8 +180,10 @@ type AttemptResult struct {
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
 // row records the outcome, both only if the task is still running under tok. It returns
-// ErrTokenRefused when it is not, and then writes nothing. The owning master is woken when the
-// task reached a terminal state, the workers of its group when it went back to the queue.
+// ErrTokenRefused when it is not, and then writes nothing. A task whose kill was requested
+// (TaskKill, WorkflowStop, a workflow's timeout) that res would put back in the queue ends
+// killed instead. The owning master is woken when the task reached a terminal state, the
+// workers of its group when it went back to the queue.
 func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res AttemptResult) error {
 	done, err := q.TaskFinishMany(ctx, []Finish{{Token: tok, Result: res}})
 	if err != nil {
@@ -234,15 +243,20 @@ var finishManySQL = `
 				SELECT ti.pool FROM unnest($1::bigint[]) AS y(id) CROSS JOIN LATERAL (
 					SELECT ti.pool FROM task_instance ti WHERE ti.id = y.id OFFSET 0) ti
 				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL`) + `, t AS (
+			-- A task whose kill was requested (by an operator, or by its workflow's stop or
+			-- timeout) never goes back to the queue: where the attempt's end would requeue it
+			-- (a retry, a hand-back, an interruption) it ends killed instead, the attempt
+			-- keeping its own outcome. Queued, it would wait for ever: the claim skips it
+			-- (claimSQL). Its retry is not counted: none is taken.
 			UPDATE task_instance ti SET
-				state = x.next,
-				retries = ti.retries + CASE WHEN x.retry THEN 1 ELSE 0 END,
-				not_before = CASE WHEN x.retry THEN now() + ti.retry_interval END,
+				state = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed' ELSE x.next END,
+				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
+				not_before = CASE WHEN x.retry AND NOT ti.kill_requested THEN now() + ti.retry_interval END,
 				output = CASE WHEN x.next = 'queued' THEN ti.output ELSE x.output END,
-				error = x.err,
+				error = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed by an operator' ELSE x.err END,
 				exit_code = x.exit_code,
-				ended_at = CASE WHEN x.next = 'queued' THEN NULL ELSE now() END,
-				queued_at = CASE WHEN x.next = 'queued' THEN now() ELSE ti.queued_at END,
+				ended_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN NULL ELSE now() END,
+				queued_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN now() ELSE ti.queued_at END,
 				usage = COALESCE(x.task_usage::jsonb, ti.usage)
 			FROM x
 			-- The token's worker and attempt compared with IS NOT DISTINCT FROM (x.worker is
@@ -297,7 +311,8 @@ var finishManySQL = `
 // TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
 // batching completer's write: each task moves to its result's next state, and its attempt row
 // records the outcome, only if the task still runs under that attempt's token. out[i] says
-// what became of fins[i]: not recorded is a refused token (nothing written for it). A task
+// what became of fins[i]: not recorded is a refused token (nothing written for it). A
+// kill-requested task is never requeued: it ends killed, as in TaskFinishIfRunning. A task
 // whose end ends its workflow instance (one task, no master driving it, no cap, no timeout)
 // ends the instance in the same statement. Once it has committed, the masters get one wake-up
 // per 300 workflow instances whose tasks ended (those it ended need none), the workers one per

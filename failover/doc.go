@@ -38,7 +38,8 @@
 //     identity can never register again, so giving its work away is safe. A marker already
 //     there means an earlier leader fenced it: go on to step 4.
 //  4. In one PostgreSQL transaction: a worker's running tasks go back to queued (attempt
-//     outcome failed_over, failover_count + 1, retries untouched); a master's unfinished
+//     outcome failed_over, failover_count + 1, retries untouched; one whose kill was requested
+//     ends killed instead, and its master is woken); a master's unfinished
 //     workflows lose their owner, the masters are woken with their ids, and another master
 //     locks them and continues without re-running tasks that succeeded or still run on live
 //     workers. A failover_event row
@@ -57,13 +58,13 @@
 //   - The watchdog: once the node has been cut off for the negotiated session timeout since its
 //     last contact (registry.Client.LastContact: the send time of the last answered request,
 //     on the monotonic clock), its session may have expired; a worker stops its running tasks
-//     (SIGTERM to each task's process group, SIGKILL after the kill grace) and hands them back
+//     (SIGTERM to each task's processes, SIGKILL after the kill grace) and hands them back
 //     under its own token (outcome interrupted). It checks every 100 ms, so after a freeze it
 //     fires as soon as the process runs again. With registry.on-lost = keep-running the work
 //     goes on instead (at-least-once, with overlap possible; results are still committed once).
 //   - Fenced (its marker appears — it watches its own marker path — or re-registration after an
 //     expiry finds it): the node logs who fenced it and exits with code 75 at once; the
-//     supervisors of its tasks kill their process groups when they see it gone. A supervisor
+//     supervisors of its tasks kill all their processes when they see it gone. A supervisor
 //     (systemd Restart=on-failure) starts it again as a new identity.
 //   - Not fenced after an expiry: the registration re-registers the same identity through the
 //     fenced multi and the node resumes.
@@ -80,7 +81,7 @@
 // while no master owns the instance (owner NULL, the row locked with SKIP LOCKED).
 //
 // The exception is a node whose own process was frozen past the deadline: its watchdog cannot
-// run, and its tasks live in process groups of their own. For a worker stopped by a signal
+// run, and its tasks live in processes of their own. For a worker stopped by a signal
 // (SIGSTOP, a debugger), each task's supervisor sees its parent in state T and kills the task
 // once that has lasted the session timeout, so there is no overlap. For a freeze the
 // supervisors cannot see (the process descheduled without being stopped), the tasks may go on

@@ -59,13 +59,20 @@ type GuardConfig struct {
 // Guard is the node side of the protocol. It says when the node may take work (Active: it is
 // registered under its current, live session), runs the watchdog that stops the node's work
 // once it has been cut off for the session timeout, and ends the node when it is fenced.
+//
+// Lost is sticky: once the watchdog has found the node cut off past the deadline, Active stays
+// false until the watchdog has seen the node live again, and every tick in between stops the
+// running work again (OnLost), so work started by a claim that was in flight at the deadline is
+// stopped too. The watchdog acts before it logs: a log write may block.
 type Guard struct {
 	cfg     GuardConfig
 	session Session
 	member  Membership
 
 	mu      sync.Mutex
-	active  bool
+	active  bool // the last Active the watchdog published (Changed fires on its changes)
+	lost    bool // cut off past the deadline and not seen live since
+	fenced  bool
 	changed chan struct{}
 }
 
@@ -80,11 +87,29 @@ func NewGuard(s Session, m Membership, cfg GuardConfig) *Guard {
 	return &Guard{cfg: cfg, session: s, member: m, changed: make(chan struct{})}
 }
 
-// Active reports whether the node may take and advance work now.
+// Active reports whether the node may take and advance work now. It is decided at each call
+// from the session and the registration, not read from the watchdog's last tick: a caller that
+// asks right after a claim returns (the deadline may have passed while the claim waited) gets
+// the answer of that moment.
 func (g *Guard) Active() bool {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.active
+	stopped := g.lost || g.fenced
+	g.mu.Unlock()
+	if stopped {
+		return false
+	}
+	live, _ := g.liveNow()
+	return live
+}
+
+// liveNow says whether the node is registered under its current session, connected, and in
+// contact with the server within the session timeout; cutOff is the time since that contact.
+func (g *Guard) liveNow() (live bool, cutOff time.Duration) {
+	st, rs := g.session.Status(), g.member.State()
+	cutOff = g.cfg.Clock.Now().Sub(g.session.LastContact())
+	live = st.State == registry.Connected && rs.Kind == registry.Registered &&
+		rs.SessionID == st.SessionID && cutOff < g.session.SessionTimeout()
+	return live, cutOff
 }
 
 // Changed is closed at the next change of Active.
@@ -94,11 +119,12 @@ func (g *Guard) Changed() <-chan struct{} {
 	return g.changed
 }
 
-func (g *Guard) setActive(a bool) {
+func (g *Guard) set(active, lost bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.active != a {
-		g.active = a
+	g.lost = lost
+	if g.active != active {
+		g.active = active
 		close(g.changed)
 		g.changed = make(chan struct{})
 	}
@@ -109,35 +135,38 @@ func (g *Guard) setActive(a bool) {
 func (g *Guard) Run(ctx context.Context) error {
 	lost := false
 	for {
-		st, rs := g.session.Status(), g.member.State()
-		if rs.Kind == registry.Fenced {
-			g.setActive(false)
-			g.cfg.Log.Error().Str("fenced_by", rs.Fence.Record.Leader).Time("fenced_at", rs.Fence.Record.FencedAt).
-				Msg("this node was fenced: the leader failed it over; stopping everything and exiting")
+		if rs := g.member.State(); rs.Kind == registry.Fenced {
+			g.mu.Lock()
+			g.fenced = true
+			g.mu.Unlock()
+			g.set(false, lost)
 			return rs.Fence
 		}
 		timeout := g.session.SessionTimeout()
-		cutOff := g.cfg.Clock.Now().Sub(g.session.LastContact())
-		live := st.State == registry.Connected && rs.Kind == registry.Registered &&
-			rs.SessionID == st.SessionID && cutOff < timeout
+		live, cutOff := g.liveNow()
 		switch {
-		case cutOff >= timeout && !lost:
+		case cutOff >= timeout:
+			first := !lost
 			lost = true
-			ev := g.cfg.Log.Warn().Dur("cut_off", cutOff).Dur("session_timeout", timeout)
-			if g.cfg.KeepRunning {
-				ev.Msg("cut off from zookeeper past the session timeout; taking no work, running work goes on (on-lost: keep-running)")
-			} else {
-				ev.Msg("cut off from zookeeper past the session timeout; stopping running work")
-			}
-			g.setActive(false)
+			g.set(false, true)
 			if !g.cfg.KeepRunning && g.cfg.OnLost != nil {
 				g.cfg.OnLost()
 			}
+			if first {
+				ev := g.cfg.Log.Warn().Dur("cut_off", cutOff).Dur("session_timeout", timeout)
+				if g.cfg.KeepRunning {
+					ev.Msg("cut off from zookeeper past the session timeout; taking no work, running work goes on (on-lost: keep-running)")
+				} else {
+					ev.Msg("cut off from zookeeper past the session timeout; stopping running work")
+				}
+			}
 		case live && lost:
 			lost = false
-			g.cfg.Log.Info().Int64("session", st.SessionID).Msg("registered again; taking work")
+			g.set(true, false)
+			g.cfg.Log.Info().Int64("session", g.session.Status().SessionID).Msg("registered again; taking work")
+		default:
+			g.set(live && !lost, lost)
 		}
-		g.setActive(live)
 		select {
 		case <-ctx.Done():
 			return nil

@@ -102,6 +102,56 @@ tasks:
 	}
 }
 
+// TestKillRequestedTaskFailedOverEndsTheWorkflow: a running task whose kill was requested (by
+// an operator, or by its workflow's timeout) and whose worker is then lost ends killed at the
+// failover instead of going back to the queue: the master, woken by it, skips what follows
+// and the instance ends, and no worker can claim the task again.
+func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
+	t.Parallel()
+	b := setupPolicy(t)
+	for _, c := range []struct {
+		name, file string
+		// kill asks for the kill of the running task, directly or through its workflow.
+		kill func(task int64) error
+	}{
+		{"kill", "name: killed\ntasks:\n  - {name: runs, type: shell, command: sleep 60, group: kill}\n  - {name: after, type: noop, depends-on: [runs]}\n",
+			func(task int64) error { _, err := b.db.TaskKill(b.ctx, task); return err }},
+		{"timeout", "name: timed-out\ntimeout: 1s\ntasks:\n  - {name: runs, type: shell, command: sleep 60, group: timeout}\n  - {name: after, type: noop, depends-on: [runs]}\n",
+			func(int64) error { return nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			id := b.submit(t, c.file)
+			worker := "w-" + c.name
+			waitFor(t, "the task to be queued", func() bool { return len(b.tasks(t, id)) == 1 })
+			claimed, err := b.db.TaskClaim(b.ctx, worker, []string{c.name}, 1)
+			if err != nil || len(claimed) != 1 {
+				t.Fatalf("claim = %v, %v", claimed, err)
+			}
+			if err := c.kill(claimed[0].ID); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the kill request", func() bool { return b.tasks(t, id)["runs"].KillRequested })
+			if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+				_, err := q.TaskRequeueLostWorker(b.ctx, worker)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "the workflow to end", func() bool { return b.state(t, id).Terminal() })
+			ts := b.tasks(t, id)
+			if got := b.state(t, id); got != dao.WorkflowFailed || ts["runs"].State != dao.TaskKilled {
+				t.Errorf("workflow %s, runs %s; want failed with runs killed", got, ts["runs"].State)
+			}
+			if a, ok := ts["after"]; ok && a.State != dao.TaskSkipped {
+				t.Errorf("after = %s, want skipped or never created", a.State)
+			}
+			if again, err := b.db.TaskClaim(b.ctx, "w-next", []string{c.name}, 1); err != nil || len(again) != 0 {
+				t.Errorf("claimed %d tasks after the failover, %v; want none", len(again), err)
+			}
+		})
+	}
+}
+
 // TestWorkflowPriorityOrdersClaims: a workflow's priority is added to its tasks', so a worker
 // claims the tasks of a higher-priority workflow first, whatever the order of submission.
 func TestWorkflowPriorityOrdersClaims(t *testing.T) {

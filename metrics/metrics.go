@@ -119,6 +119,12 @@ func (m *Metrics) Gauge(name, help string, fn func() float64) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, fn))
 }
 
+// Counter registers a counter read from fn at each scrape, such as the log messages a node
+// dropped.
+func (m *Metrics) Counter(name, help string, fn func() float64) {
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, fn))
+}
+
 // WatchSession exposes the state of the node's ZooKeeper session, read at each scrape.
 func (m *Metrics) WatchSession(status func() registry.Status) {
 	for _, st := range []registry.ConnState{registry.Disconnected, registry.Connected, registry.Expired, registry.Closed} {

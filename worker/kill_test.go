@@ -1,11 +1,17 @@
 package worker_test
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/worker"
+	"github.com/zksched/zksched/worker/executor"
 )
 
 // waitTask polls until the named task of a workflow instance satisfies cond.
@@ -118,22 +124,69 @@ tasks:
 	}
 }
 
-// TestKillRequestOutlivesTheAttempt: a kill requested while an earlier attempt ran (which was
-// then failed over or retried) stops the next attempt as soon as it is claimed.
-func TestKillRequestOutlivesTheAttempt(t *testing.T) {
+// TestKillRequestedTaskIsNeverClaimed: a queued task with a kill request, as older code left
+// one when it requeued a task an operator had asked to kill (dao now ends such a task killed),
+// is never claimed, so no attempt starts only to be killed; the tasks beside it run.
+func TestKillRequestedTaskIsNeverClaimed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wf := b.submit(t, "name: killed-later\ntasks:\n  - {name: long, type: shell, command: 'sleep 60'}\n")
+	wf := b.submit(t, "name: killed-later\ntasks:\n  - {name: long, type: shell, command: 'sleep 60'}\n  - {name: quick, type: shell, command: 'echo ok'}\n")
 	queued := b.waitTask(t, wf, "long", "queued", func(ti dao.TaskInstance) bool { return ti.State == dao.TaskQueued })
 	if _, err := b.db.SQL().Exec(`UPDATE task_instance SET kill_requested = true WHERE id = $1`, queued.ID); err != nil {
 		t.Fatal(err)
 	}
 	b.startWorker(t, "w1", time.Second)
-	killed := b.waitTask(t, wf, "long", "killed", func(ti dao.TaskInstance) bool { return ti.State.Terminal() })
-	if killed.State != dao.TaskKilled {
-		t.Fatalf("task = %s, want killed", killed.State)
+	// Both are roots, queued before the worker started: the claim that took quick passed
+	// long over.
+	b.waitTask(t, wf, "quick", "succeeded", func(ti dao.TaskInstance) bool { return ti.State == dao.TaskSucceeded })
+	long := b.waitTask(t, wf, "long", "queued", func(ti dao.TaskInstance) bool { return true })
+	if long.State != dao.TaskQueued || long.Attempt != 0 {
+		t.Fatalf("long = %s at attempt %d, want queued and never claimed", long.State, long.Attempt)
 	}
-	if got := b.attempts(t, killed.ID); strings.Join(got, ",") != "killed" {
-		t.Errorf("attempts = %v, want one, killed", got)
+	if got := b.attempts(t, long.ID); len(got) != 0 {
+		t.Errorf("attempts = %v, want none", got)
+	}
+}
+
+// TestKillRequestSurvivesAHandBack: an attempt handed back at shutdown after an operator
+// asked to kill its task (a request this worker had not acted on yet) ends the task killed:
+// its master skips what follows, and no other worker starts a second attempt only to kill it.
+func TestKillRequestSurvivesAHandBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No poll before the shutdown, and the request below wakes no one: w1 never hears of it.
+	w1 := worker.New(worker.Config{ID: "w1", Groups: []string{"default"}, Slots: 4, PollInterval: time.Hour,
+		ShutdownTimeout: 100 * time.Millisecond, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},
+		executor.Set{"shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w1.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	wf := b.submit(t, `
+name: handed-back
+tasks:
+  - {name: long, type: shell, command: 'sleep 60', retries: 3}
+  - {name: after, type: noop, depends-on: [long]}
+`)
+	running := b.waitTask(t, wf, "long", "running", func(ti dao.TaskInstance) bool { return ti.State == dao.TaskRunning })
+	if _, err := b.db.SQL().Exec(`UPDATE task_instance SET kill_requested = true WHERE id = $1`, running.ID); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	b.startWorker(t, "w2", time.Second)
+	got, tasks := b.waitDone(t, wf)
+	if long := tasks["long"]; long.State != dao.TaskKilled || long.Retries != 0 {
+		t.Errorf("long = %s with %d retries, want killed without a retry", long.State, long.Retries)
+	}
+	if got.State != dao.WorkflowFailed || tasks["after"].State != dao.TaskSkipped {
+		t.Errorf("workflow %s, after %s; want failed with the downstream skipped", got.State, tasks["after"].State)
+	}
+	if a := b.attempts(t, tasks["long"].ID); strings.Join(a, ",") != "handed_back" {
+		t.Errorf("attempts = %v, want the one handed back", a)
 	}
 }

@@ -64,9 +64,11 @@ type Worker struct {
 	execs executor.Set
 
 	mu sync.Mutex
-	// running holds every attempt from its claim until its result is recorded; recording
+	// running holds every attempt from its claim until its result is recorded, by its token:
+	// the same task can be here twice, when this worker claims it again (a retry without an
+	// interval, a hand-back) before the earlier attempt's goroutine has ended. recording
 	// counts those of them whose run has ended.
-	running   map[int64]*attempt
+	running   map[attemptKey]*attempt
 	recording int
 	wg        sync.WaitGroup
 	freed     chan struct{}
@@ -77,6 +79,15 @@ type Worker struct {
 	// one (then it always will). Both belong to the claim loop's goroutine.
 	unpooled, poolsSeen bool
 }
+
+// attemptKey identifies an attempt of this worker: its task and attempt number (the worker id
+// of the token is this worker's).
+type attemptKey struct {
+	task    int64
+	attempt int
+}
+
+func keyOf(t *dao.TaskInstance) attemptKey { return attemptKey{t.ID, t.Attempt} }
 
 type attempt struct {
 	task   dao.TaskInstance
@@ -90,7 +101,7 @@ type attempt struct {
 
 // New returns a Worker.
 func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
-	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, running: map[int64]*attempt{},
+	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, running: map[attemptKey]*attempt{},
 		freed: make(chan struct{}, 1), done: newCompleter(db, max(cfg.Slots, 1)), hardStop: make(chan struct{})}
 }
 
@@ -192,9 +203,9 @@ func (w *Worker) reconcile(ctx context.Context) {
 	}
 	for _, tok := range toks {
 		w.mu.Lock()
-		a, ok := w.running[tok.TaskID]
+		_, ok := w.running[attemptKey{tok.TaskID, tok.Attempt}]
 		w.mu.Unlock()
-		if ok && a.task.Attempt == tok.Attempt {
+		if ok {
 			continue
 		}
 		err := w.db.TaskFinishIfRunning(ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted, Next: dao.TaskQueued,
@@ -276,18 +287,21 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			}
 			return false
 		}
-		killed := false
+		var unstarted []dao.TaskInstance
 		for i := range got {
 			if w.cfg.Events != nil {
 				w.cfg.Events.Claimed(&got[i])
 			}
-			w.start(got[i])
-			killed = killed || got[i].KillRequested
+			if !w.start(got[i]) {
+				unstarted = append(unstarted, got[i])
+			}
 		}
-		if killed {
-			// An operator asked to kill the task while an earlier attempt ran (it was then
-			// failed over or retried): stop this attempt too, now rather than at the poll.
-			w.stopKilled(ctx)
+		if len(unstarted) > 0 {
+			// The node stopped being live while the claim was in flight (its deadline passed
+			// during a wait on a lock, a slow database, a freeze): the leader may already have
+			// given these tasks to others, or is about to. They were never started.
+			w.handBack(unstarted)
+			return false
 		}
 		if len(got) < min(free, 100) {
 			return false
@@ -299,7 +313,10 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 	}
 }
 
-func (w *Worker) start(t dao.TaskInstance) {
+// start runs a claimed attempt, unless the node may not take work now (see Gate): it reports
+// whether it started it. The gate is asked under w.mu, which Interrupt holds while it stops the
+// running attempts, so an attempt is either refused here or stopped by the next Interrupt.
+func (w *Worker) start(t dao.TaskInstance) bool {
 	// The params are read here, on the claim loop's goroutine, whose stack has grown once for
 	// good: read on each attempt's new goroutine, the decoder's depth made the runtime grow
 	// (copy) that goroutine's stack at every task.
@@ -307,8 +324,14 @@ func (w *Worker) start(t dao.TaskInstance) {
 	paramsErr := json.Unmarshal(t.Params, &params)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a := &attempt{task: t, cancel: cancel}
+	key := keyOf(&t)
 	w.mu.Lock()
-	w.running[t.ID] = a
+	if !w.gate.Active() {
+		w.mu.Unlock()
+		cancel(nil)
+		return false
+	}
+	w.running[key] = a
 	w.mu.Unlock()
 	w.wg.Add(1)
 	go func() {
@@ -316,7 +339,7 @@ func (w *Worker) start(t dao.TaskInstance) {
 		defer func() {
 			cancel(nil)
 			w.mu.Lock()
-			delete(w.running, t.ID)
+			delete(w.running, key)
 			if a.recording {
 				w.recording--
 			}
@@ -328,6 +351,22 @@ func (w *Worker) start(t dao.TaskInstance) {
 		}()
 		w.execute(ctx, a, &params, paramsErr)
 	}()
+	return true
+}
+
+// handBack returns claimed tasks that were never started to the queue under their own tokens
+// (outcome interrupted, not counted as a retry). A task it cannot hand back now stays running
+// under this worker's name: reconcile hands it back at a later poll, or the leader fails it
+// over with the worker.
+func (w *Worker) handBack(tasks []dao.TaskInstance) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range tasks {
+		err := w.db.TaskFinishIfRunning(ctx, tasks[i].Token(), dao.AttemptResult{Outcome: dao.OutcomeInterrupted,
+			Next: dao.TaskQueued, Error: "claimed as the worker stopped being live (cut off from zookeeper); never started"})
+		w.cfg.Log.Warn().Err(err).Int64("task_instance", tasks[i].ID).Int("attempt", tasks[i].Attempt).
+			Msg("handed back a claimed task without starting it: the worker is not live")
+	}
 }
 
 // execute runs an attempt with its task's params, or fails it with paramsErr, the error of
@@ -344,9 +383,13 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 	if err == nil && paramsErr != nil {
 		err = fmt.Errorf("read task params: %w", paramsErr)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		res.Err = err
-	} else {
+	case ctx.Err() != nil:
+		// Stopped between its claim and here (an Interrupt, a shutdown): nothing ran.
+		res.Stopped = true
+	default:
 		if d := t.Timeout(); d > 0 {
 			timer := time.AfterFunc(d, func() { a.cancel(errTimedOut) })
 			defer timer.Stop()
@@ -425,7 +468,7 @@ func (w *Worker) stopKilled(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, tok := range toks {
-		if a, ok := w.running[tok.TaskID]; ok && a.task.Attempt == tok.Attempt && !a.killing {
+		if a, ok := w.running[attemptKey{tok.TaskID, tok.Attempt}]; ok && !a.killing {
 			a.killing = true
 			w.cfg.Log.Info().Int64("task_instance", tok.TaskID).Int64("workflow_instance", a.task.WorkflowInstanceID).
 				Int("attempt", tok.Attempt).Msg("kill requested: stopping the attempt")

@@ -69,7 +69,10 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 	start := time.Now()
 	n := &node{cfg: cfg, role: role, id: registry.Identity(cfg.Node.Host, port, start)}
-	n.log = newLogger(cfg.Log, stderr).With().Str("node", n.id).Str("role", string(role)).Logger()
+	var logOut *nodeLog
+	n.log, logOut = newNodeLog(cfg.Log, stderr)
+	n.log = n.log.With().Str("node", n.id).Str("role", string(role)).Logger()
+	defer logOut.Flush(2 * time.Second)
 
 	// Two processes on one host and port would be told apart only by their start time: bind
 	// first, so a second one fails here instead of running beside the first.
@@ -91,6 +94,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 	n.metrics = metrics.New(n.id, string(role), Version)
 	n.metrics.WatchSession(n.client.Status)
+	n.metrics.Counter("zksched_log_messages_dropped_total", "Log messages dropped while the log output was blocked.",
+		func() float64 { return float64(logOut.Dropped()) })
 	defer n.client.Close()
 	info := registry.NodeInfo{ID: n.id, Role: role, Host: cfg.Node.Host, Port: port, PID: os.Getpid(),
 		StartTime: start, Version: Version, HTTPAddr: "http://" + ln.Addr().String(), HeartbeatAt: time.Now()}
@@ -108,6 +113,10 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	keepRunning := cfg.Registry.OnLost == conf.OnLostKeepRunning
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
+	// The guard outlives the node's work: during a graceful stop a node cut off from ZooKeeper
+	// must still stop its tasks at the deadline, and exit at once if it is fenced.
+	guardCtx, stopGuard := context.WithCancel(context.Background())
+	defer stopGuard()
 	runDone := make(chan error, 1)
 	var running func() int
 	switch role {
@@ -138,6 +147,15 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		if err != nil {
 			return err
 		}
+		taskCgroup, err := executor.TaskCgroupParent(cfg.Worker.TaskCgroup)
+		switch {
+		case errors.Is(err, executor.ErrNoTaskCgroup):
+			n.log.Warn().Err(err).Msg("shell tasks run without cgroups: each supervisor kills its task's descendants as a subreaper")
+		case err != nil:
+			return fmt.Errorf("worker.task-cgroup: %w", err)
+		case taskCgroup != "":
+			n.log.Info().Str("cgroup", taskCgroup).Msg("shell task attempts get cgroups of their own")
+		}
 		providers := n.llmProviders()
 		var w *worker.Worker
 		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning,
@@ -146,7 +164,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics}, n.db, n.guard,
 			executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: cfg.Worker.KillGrace,
-				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())},
+				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout()), Cgroup: taskCgroup},
 				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running
 		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
@@ -155,7 +173,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		go func() { runDone <- w.Run(runCtx) }()
 	}
 	guardDone := make(chan error, 1)
-	go func() { guardDone <- n.guard.Run(runCtx) }()
+	go func() { guardDone <- n.guard.Run(guardCtx) }()
 	go n.refreshInfo(runCtx, running)
 	handler, err := n.httpHandler()
 	if err != nil {
@@ -171,9 +189,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 
 	select {
 	case err := <-guardDone:
-		// Fenced: the leader has given this identity's work to others. Exit at once; the
-		// supervisors of running tasks kill their process groups when this process is gone.
-		return exitError{code: exitFenced, msg: fmt.Sprintf("fenced: %v", err)}
+		// Fenced: the leader has given this identity's work to others.
+		fencedExit(n.log, logOut, err)
 	case err := <-runDone:
 		return fmt.Errorf("%s stopped: %w", role, err)
 	case <-ctx.Done():
@@ -183,17 +200,25 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	select {
 	case <-runDone:
 	case err := <-guardDone:
-		if err != nil {
-			return exitError{code: exitFenced, msg: fmt.Sprintf("fenced during shutdown: %v", err)}
-		}
-		<-runDone
+		fencedExit(n.log, logOut, fmt.Errorf("during the graceful stop: %w", err))
 	}
 	// The work is handed back; now leave the registry, so the leader's failover finds nothing.
-	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := n.reg.Close(cctx); err != nil {
-		n.log.Warn().Err(err).Msg("deregister")
+	// The guard still runs: a node that learns it was fenced meanwhile exits 75.
+	deregistered := make(chan error, 1)
+	go func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		deregistered <- n.reg.Close(cctx)
+	}()
+	select {
+	case err := <-deregistered:
+		if err != nil {
+			n.log.Warn().Err(err).Msg("deregister")
+		}
+	case err := <-guardDone:
+		fencedExit(n.log, logOut, fmt.Errorf("while deregistering: %w", err))
 	}
+	stopGuard()
 	n.log.Info().Msg("stopped")
 	return nil
 }

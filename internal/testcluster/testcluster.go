@@ -135,10 +135,20 @@ func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	p := c.StartOutput(name, f, env, args...)
+	p.LogPath = logPath
+	return p
+}
+
+// StartOutput is Start with the process's output going to out, which it closes when the
+// process has exited; Log then has nothing. A test gives it the write end of a pipe it never
+// reads to try a node whose log output blocks.
+func (c *Cluster) StartOutput(name string, out *os.File, env []string, args ...string) *Proc {
+	c.t.Helper()
 	cmd := exec.Command(c.Bin, args...)
 	cmd.Env = append(append(append([]string{}, os.Environ()...), c.Env...), env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Proc{Name: name, Cmd: cmd, LogPath: logPath, done: make(chan struct{})}
+	p := &Proc{Name: name, Cmd: cmd, done: make(chan struct{})}
 	var pw *os.File
 	if c.PipeOutput {
 		pr, w, err := os.Pipe()
@@ -151,13 +161,13 @@ func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 		// The copier ends at the pipe's end, which may come after the process's: a task
 		// supervisor it started may hold the pipe's write end for a moment longer.
 		go func() {
-			defer f.Close()
+			defer out.Close()
 			defer pr.Close()
-			p.copyOutput(pr, f)
+			p.copyOutput(pr, out)
 		}()
 		cmd.Stdout, cmd.Stderr = pw, pw
 	} else {
-		cmd.Stdout, cmd.Stderr = f, f
+		cmd.Stdout, cmd.Stderr = out, out
 	}
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start %s: %v", name, err)
@@ -169,7 +179,7 @@ func (c *Cluster) Start(name string, env []string, args ...string) *Proc {
 		p.err = cmd.Wait()
 		p.exitedAt = time.Now()
 		if pw == nil {
-			f.Close()
+			out.Close()
 		}
 		close(p.done)
 	}()
@@ -200,6 +210,14 @@ func (c *Cluster) Worker(name string, env ...string) *Proc {
 // the new process has the same host:port and a new identity.
 func (c *Cluster) WorkerOnPort(name string, port int, env ...string) *Proc {
 	p := c.Start(name, append([]string{fmt.Sprintf("ZKSCHED_WORKER_PORT=%d", port)}, env...), "worker")
+	p.Port = port
+	return p
+}
+
+// WorkerOutput starts a worker on a free port with its output going to out (see StartOutput).
+func (c *Cluster) WorkerOutput(name string, out *os.File, env ...string) *Proc {
+	port := FreePort(c.t)
+	p := c.StartOutput(name, out, append([]string{fmt.Sprintf("ZKSCHED_WORKER_PORT=%d", port)}, env...), "worker")
 	p.Port = port
 	return p
 }
@@ -316,6 +334,9 @@ func (p *Proc) KilledBy() syscall.Signal {
 
 // Log returns what the process has written so far.
 func (p *Proc) Log() string {
+	if p.LogPath == "" {
+		return ""
+	}
 	b, _ := os.ReadFile(p.LogPath)
 	return string(b)
 }

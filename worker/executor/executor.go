@@ -1,5 +1,6 @@
 // Package executor runs one attempt of a task: the shell executor through a small supervisor
-// process that takes the task's whole process group down with it, the llm and agent
+// process that takes every process the task started down with it (a cgroup per attempt, or
+// the supervisor as a child subreaper), the llm and agent
 // executors through worker/llm, and the noop executor for tests and benchmarks. An executor
 // knows nothing of ZooKeeper or PostgreSQL: the worker hands it a Task, a context whose
 // cancellation means "stop now", and a writer for the log; an agent also gets a Checkpointer.
@@ -78,8 +79,8 @@ type Result struct {
 // Executor runs attempts of one task type.
 type Executor interface {
 	// Run runs the attempt until it ends or ctx is cancelled, writing its log to log. When
-	// ctx is cancelled it stops the attempt (for shell: SIGTERM to the process group, SIGKILL
-	// after the kill grace) and returns once everything the attempt started is gone.
+	// ctx is cancelled it stops the attempt (for shell: SIGTERM to the task's processes,
+	// SIGKILL after the kill grace) and returns once everything the attempt started is gone.
 	Run(ctx context.Context, t Task, log io.Writer) Result
 }
 

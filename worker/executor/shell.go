@@ -3,10 +3,12 @@ package executor
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"syscall"
@@ -18,7 +20,7 @@ type Shell struct {
 	// Self is the program to run as the supervisor, with SuperviseArg as its first argument:
 	// the zksched binary itself (os.Executable).
 	Self string
-	// KillGrace is the time between SIGTERM and SIGKILL of the task's process group when the
+	// KillGrace is the time between SIGTERM and SIGKILL of the task's processes when the
 	// attempt is stopped.
 	KillGrace time.Duration
 	// BaseEnv is the environment every task starts from; nil means the worker's own.
@@ -26,7 +28,16 @@ type Shell struct {
 	// ParentStopLimit is how long the worker may be stopped (SIGSTOP) before the supervisor
 	// kills the task itself: the session timeout. Zero disables it.
 	ParentStopLimit time.Duration
+	// Cgroup is the cgroup v2 directory under which each attempt gets a leaf cgroup of its
+	// own ([TaskCgroupParent] finds it). Empty: no cgroups, the supervisor holds the task's
+	// processes as a child subreaper.
+	Cgroup string
 }
+
+// drainLimit bounds how long the worker reads a task's output once its supervisor has
+// exited. By then every task process is dead and the pipes are at their end; a process that
+// escaped the supervisor (which was itself killed) and holds them must not hang the attempt.
+const drainLimit = 2 * time.Second
 
 // Run implements Executor.
 func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
@@ -34,18 +45,33 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	if env == nil {
 		env = os.Environ()
 	}
-	out := &lastLine{w: log}
-	cmd := exec.Command(s.Self, SuperviseArg, "--grace", s.KillGrace.String(),
-		"--parent-stop-limit", s.ParentStopLimit.String(), t.Spec.Command)
+	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String()}
+	var leaf string
+	if s.Cgroup != "" {
+		leaf = filepath.Join(s.Cgroup, fmt.Sprintf("zksched-task-%d-%d-%d-%d", t.ID, t.Attempt, os.Getpid(), cgroupSeq.Add(1)))
+		args = append(args, "--cgroup", leaf)
+	}
+	cmd := exec.Command(s.Self, append(args, t.Spec.Command)...)
 	cmd.Env = append(append([]string{}, env...), t.Env()...)
 	cmd.Dir = t.Spec.Workdir
-	cmd.Stdout, cmd.Stderr = out, log
+	// The output goes through pipes of our own rather than exec's: exec.Cmd.Wait would wait
+	// for every holder of the pipes, and the order must be: the supervisor exits (it has
+	// killed every task process, escaped ones included), then the output is read to its end.
+	out := &lastLine{w: log}
+	stdout, err := newDrain(out)
+	if err != nil {
+		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
+	}
+	stderr, err := newDrain(log)
+	if err != nil {
+		stdout.abort()
+		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
+	}
+	cmd.Stdout, cmd.Stderr = stdout.w, stderr.w
 	// The supervisor gets ParentDeathSignal when the thread that started it dies with the worker. Its
 	// own process group keeps a terminal's Ctrl-C (meant for the worker's graceful shutdown)
 	// away from the task.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: ParentDeathSignal}
-	// Grandchildren that escaped the group could hold the pipes open; do not wait for them.
-	cmd.WaitDelay = s.KillGrace + 5*time.Second
 
 	started := make(chan error, 1)
 	done := make(chan error, 1)
@@ -60,10 +86,14 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		started <- nil
 		done <- cmd.Wait()
 	}()
-	if err := <-started; err != nil {
+	err = <-started
+	if err != nil {
+		stdout.abort()
+		stderr.abort()
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
 	}
-	var err error
+	stdout.started()
+	stderr.started()
 	stopped := false
 	select {
 	case err = <-done:
@@ -76,11 +106,25 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 			select {
 			case err = <-done:
 			case <-time.After(s.KillGrace + 5*time.Second):
-				// The supervisor did not end the group in time; end the supervisor.
+				// The supervisor did not end the task in time; end the supervisor.
 				_ = cmd.Process.Kill()
 				err = <-done
 			}
 		}
+	}
+	if leaf != "" {
+		// The supervisor removes its cgroup; one that is left means the supervisor was killed
+		// before it could end the task, which the worker does now.
+		if killed, cerr := endCgroup(leaf, drainLimit); cerr != nil {
+			fmt.Fprintf(log, "zksched: end the task's cgroup: %v\n", cerr)
+		} else if killed {
+			fmt.Fprintln(log, "zksched: the supervisor left processes in the task's cgroup: killed them")
+		}
+	}
+	deadline := time.Now().Add(drainLimit)
+	outEnded, errEnded := stdout.wait(deadline), stderr.wait(deadline)
+	if !outEnded || !errEnded {
+		fmt.Fprintln(log, "zksched: a process that outlived the task still holds its output: stopped reading it")
 	}
 	code := exitStatus(err)
 	res := Result{ExitCode: &code, Output: out.last(), Stopped: stopped}
@@ -88,6 +132,68 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		res.Err = fmt.Errorf("exit status %d", code)
 	}
 	return res
+}
+
+// exitStatus is the supervisor's exit status: bash's, which the supervisor exits with, or
+// 128+signal when the supervisor was killed.
+func exitStatus(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return 127
+}
+
+// drain copies one output pipe of the supervisor to a writer.
+type drain struct {
+	r, w *os.File
+	done chan struct{}
+}
+
+func newDrain(dst io.Writer) (*drain, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	d := &drain{r: r, w: w, done: make(chan struct{})}
+	go func() {
+		defer close(d.done)
+		_, _ = io.Copy(dst, r)
+	}()
+	return d, nil
+}
+
+// started closes the worker's copy of the write end, which the supervisor now holds, so the
+// read end sees its end once the supervisor and the task are gone.
+func (d *drain) started() { d.w.Close() }
+
+// abort stops the copy, for a supervisor that never started.
+func (d *drain) abort() {
+	d.w.Close()
+	d.r.Close()
+	<-d.done
+}
+
+// wait waits until the pipe has been read to its end or until deadline, when it stops
+// reading; it reports whether the end was reached.
+func (d *drain) wait(deadline time.Time) bool {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	select {
+	case <-d.done:
+		d.r.Close()
+		return true
+	case <-timer.C:
+		d.r.Close()
+		<-d.done
+		return false
+	}
 }
 
 // lastLine passes writes through and remembers the last non-empty line.

@@ -24,7 +24,8 @@ func TestMain(m *testing.M) {
 	}
 	if cmd := os.Getenv("ZKSCHED_TEST_FAKE_WORKER"); cmd != "" {
 		self, _ := os.Executable()
-		Shell{Self: self, KillGrace: time.Second, ParentStopLimit: time.Second}.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
+		sh := Shell{Self: self, KillGrace: time.Second, ParentStopLimit: time.Second, Cgroup: os.Getenv("ZKSCHED_TEST_FAKE_WORKER_CGROUP")}
+		sh.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())

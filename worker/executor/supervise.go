@@ -1,14 +1,11 @@
 package executor
 
 import (
-	"bytes"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 )
@@ -21,29 +18,52 @@ const ParentDeathSignal = syscall.SIGUSR1
 // calls SuperviseMain from TestMain) act as a task supervisor.
 const SuperviseArg = "__zksched_supervise"
 
+// endLimit bounds how long the supervisor waits, after SIGKILL, for the task's processes to
+// be gone: one in uninterruptible sleep dies only when its I/O ends, and the attempt must not
+// hang on it.
+const endLimit = 10 * time.Second
+
 // SuperviseMain is the supervisor between a worker and a shell task. The worker starts it
 // with a parent-death signal; it runs `bash -c COMMAND` in a process group of its own and
-// makes sure that group never outlives the attempt:
+// makes sure nothing the task started outlives the attempt.
 //
-//   - SIGTERM from a live worker (a stop: timeout, kill, hand-back): SIGTERM to the group,
+// A process group does not hold a task: `setsid`, a daemonizer's double fork or a `set -m`
+// job leaves it. So with --cgroup DIR the supervisor creates DIR, a cgroup v2 leaf, and
+// starts bash inside it (clone3 into the cgroup, so nothing forks before the move); every
+// descendant stays in it and one write to cgroup.kill ends them all. Without a cgroup (none
+// given, or it cannot be made) it contains the task as a child subreaper: orphans below it
+// become its children rather than init's, so every descendant is found by a walk of /proc
+// from the supervisor down. It is a subreaper with a cgroup too, to reap the orphans it kills.
+//
+// "The task" below means all of it, whichever way it is held:
+//
+//   - SIGTERM from a live worker (a stop: timeout, kill, hand-back): SIGTERM to the task,
 //     SIGKILL after the grace;
 //   - the worker gone (the parent-death signal SIGUSR1, or its parent pid changing — checked every
-//     100 ms in case the signal was missed): SIGKILL to the group at once;
-//   - bash exited: SIGKILL to whatever it left running in the group;
-//   - the worker stopped (SIGSTOP: state T) for --parent-stop-limit: SIGKILL to the group. A
+//     100 ms in case the signal was missed): SIGKILL to the task at once;
+//   - bash exited: SIGKILL to whatever it left running (during a stop, once the grace is
+//     over or nothing is left);
+//   - the worker stopped (SIGSTOP: state T) for --parent-stop-limit: SIGKILL to the task. A
 //     worker frozen that long has stopped talking to ZooKeeper for its session timeout, so
 //     the leader may fail its tasks over; its own watchdog cannot stop them while it is
 //     frozen, so the supervisor does.
 //
+// Whatever the reason, the supervisor exits only once bash has been reaped and the task is
+// empty (killed again until nothing is left, the orphans reaped, the cgroup removed), so when
+// the worker sees it exit no task process holds the output pipes or runs on. It exits with
+// bash's status (128+signal when bash was killed), not with how the leftovers ended. Should
+// a process outlast SIGKILL (uninterruptible sleep) for endLimit, it says so and exits.
+//
 // A parent-death signal on bash itself would not be enough: it reaches bash only, and a
 // grandchild such as a Python script it started would go on with its side effects after the
-// worker died. The supervisor exits with bash's status (128+signal when bash was killed).
+// worker died.
 func SuperviseMain(args []string) int {
 	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
-	grace := fs.Duration("grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task's process group")
+	grace := fs.Duration("grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task")
 	stopLimit := fs.Duration("parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
+	cgroupDir := fs.String("cgroup", "", "cgroup v2 leaf to create and run the task in; empty: contain it as a subreaper")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] COMMAND")
+		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] COMMAND")
 		return 2
 	}
 	parent := os.Getppid()
@@ -57,50 +77,73 @@ func SuperviseMain(args []string) int {
 	// Our stderr is the worker's pipe: once the worker is dead a write to it must fail, not
 	// end this process (Go exits on SIGPIPE from fd 1 or 2) before it has killed the task.
 	signal.Ignore(syscall.SIGPIPE)
+	if err := becomeSubreaper(); err != nil {
+		fmt.Fprintf(os.Stderr, "zksched: become a child subreaper: %v\n", err)
+	}
 
-	cmd := exec.Command("bash", "-c", fs.Arg(0))
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	tree, err := startTask(fs.Arg(0), *cgroupDir)
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: start task: %v\n", err)
 		return 127
 	}
-	pgid := cmd.Process.Pid
-	killGroup := func(sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
 	if os.Getppid() != parent { // the worker died while we started
-		killGroup(syscall.SIGKILL)
+		tree.signal(syscall.SIGKILL)
 	}
 
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	done := make(chan int, 1)
+	go func() { done <- reapUntil(tree.pgid) }()
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	status := -1 // bash's exit status, once it has ended
+	finish := func() int {
+		if err := tree.end(endLimit); err != nil {
+			fmt.Fprintf(os.Stderr, "zksched: %v\n", err)
+		}
+		return status
+	}
 	var hardKill <-chan time.Time
 	var stoppedSince time.Time
 	frozenKill := false
 	for {
 		select {
-		case err := <-done:
-			killGroup(syscall.SIGKILL) // whatever bash left behind in the background
-			return exitStatus(err)
+		case status = <-done:
+			// During a stop the task's other processes have the rest of the grace to end on
+			// their SIGTERM; otherwise whatever bash left behind is killed now. With bash
+			// reaped, the orphans' zombies are reaped here, or they would count as left.
+			reapChildren()
+			if hardKill == nil || tree.empty() {
+				return finish()
+			}
+			done = nil
 		case <-death:
-			killGroup(syscall.SIGKILL)
+			tree.signal(syscall.SIGKILL)
+			if status >= 0 {
+				return finish()
+			}
 		case <-sigs:
 			if os.Getppid() != parent {
-				killGroup(syscall.SIGKILL)
+				tree.signal(syscall.SIGKILL)
 				continue
 			}
 			if hardKill == nil {
-				killGroup(syscall.SIGTERM) // act first, then tell: the message is best effort
+				tree.signal(syscall.SIGTERM) // act first, then tell: the message is best effort
 				hardKill = time.After(*grace)
-				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its process group, SIGKILL in %s\n", *grace)
+				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its processes, SIGKILL in %s\n", *grace)
 			}
 		case <-hardKill:
-			killGroup(syscall.SIGKILL)
-			fmt.Fprintln(os.Stderr, "zksched: kill grace over: SIGKILL to the task's process group")
+			tree.signal(syscall.SIGKILL)
+			fmt.Fprintln(os.Stderr, "zksched: kill grace over: SIGKILL to the task's processes")
+			if status >= 0 {
+				return finish()
+			}
 		case <-tick.C:
+			if status >= 0 {
+				if reapChildren(); tree.empty() {
+					return finish()
+				}
+			}
 			if os.Getppid() != parent {
-				killGroup(syscall.SIGKILL)
+				tree.signal(syscall.SIGKILL)
 				continue
 			}
 			if *stopLimit > 0 && processStopped(parent) {
@@ -109,8 +152,8 @@ func SuperviseMain(args []string) int {
 				}
 				if time.Since(stoppedSince) >= *stopLimit && !frozenKill {
 					frozenKill = true
-					killGroup(syscall.SIGKILL)
-					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's process group\n", *stopLimit)
+					tree.signal(syscall.SIGKILL)
+					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's processes\n", *stopLimit)
 				}
 			} else {
 				stoppedSince = time.Time{}
@@ -119,27 +162,59 @@ func SuperviseMain(args []string) int {
 	}
 }
 
-// processStopped reports whether pid is stopped by a signal (state T in /proc/pid/stat).
-func processStopped(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
+// reapUntil reaps the supervisor's children as they end, the orphans that came to it as well
+// as bash, until bash has ended, and returns bash's exit status (128+signal when a signal
+// ended it). The supervisor reaps with wait4(-1) rather than exec.Cmd.Wait so that orphans
+// do not pile up as zombies while a long task runs.
+func reapUntil(bash int) int {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil: // cannot be while bash is a child
+			fmt.Fprintf(os.Stderr, "zksched: wait for the task: %v\n", err)
+			return 127
+		case pid == bash && ws.Signaled():
+			return 128 + int(ws.Signal())
+		case pid == bash:
+			return ws.ExitStatus()
+		}
 	}
-	// The state follows the command name, which is in parentheses and may contain spaces.
-	i := bytes.LastIndexByte(b, ')')
-	return i >= 0 && i+2 < len(b) && b[i+2] == 'T'
 }
 
-func exitStatus(err error) int {
-	if err == nil {
-		return 0
+// startTask starts `bash -c command` in a process group of its own, in a new cgroup at
+// cgroupDir when one is given and can be made, and returns what holds it; bash's pid is the
+// tree's pgid. Bash is reaped by reapUntil, never by exec.Cmd.Wait.
+func startTask(command, cgroupDir string) (*taskTree, error) {
+	bash := func() *exec.Cmd {
+		cmd := exec.Command("bash", "-c", command)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		return cmd
 	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
+	if cgroupDir != "" {
+		cg, err := newCgroup(cgroupDir)
+		if err == nil {
+			cmd := bash()
+			cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(cg.fd.Fd())
+			if err = cmd.Start(); err == nil {
+				return &taskTree{self: os.Getpid(), pgid: cmd.Process.Pid, cg: cg}, nil
+			}
+			_ = cg.remove()
 		}
-		return ee.ExitCode()
+		fmt.Fprintf(os.Stderr, "zksched: no cgroup for the task (%v): containing it as a subreaper\n", err)
 	}
-	return 127
+	cmd := bash()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return &taskTree{self: os.Getpid(), pgid: cmd.Process.Pid}, nil
+}
+
+// processStopped reports whether pid is stopped by a signal (state T).
+func processStopped(pid int) bool {
+	p, ok := readProc(pid)
+	return ok && p.state == 'T'
 }
