@@ -83,6 +83,9 @@ func (c *Config) defaults() {
 	}
 }
 
+// poolLimits are the masters' pool limits, which the verdict checks against the runs.
+var poolLimits = map[string]int{"soak": 2, "model": 2}
+
 // root is the registry root of the soak's own ZooKeeper servers.
 const root = "/zksched"
 
@@ -132,7 +135,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		fmt.Sprintf("ZKSCHED_WORKER_SLOTS=%d", cfg.Slots),
 		"ZKSCHED_WORKER_SHUTDOWN_TIMEOUT=5s",
 		"ZKSCHED_API_TOKEN=" + token,
-		"ZKSCHED_POOLS_SOAK=2", "ZKSCHED_POOLS_MODEL=2",
+		fmt.Sprintf("ZKSCHED_POOLS_SOAK=%d", poolLimits["soak"]), fmt.Sprintf("ZKSCHED_POOLS_MODEL=%d", poolLimits["model"]),
 		"ZKSCHED_LLM_PROVIDERS_TEST_TYPE=openai",
 		"ZKSCHED_LLM_PROVIDERS_TEST_BASE_URL=" + model.BaseURL(),
 		"ZKSCHED_LLM_PROVIDERS_TEST_MODEL=test-model",

@@ -198,6 +198,7 @@ func (v *verdict) judgeHistory(h *history.History) {
 		}
 	}
 	v.judgeOrphans(h)
+	v.judgePools(h)
 	for _, k := range v.nm.kills {
 		for _, f := range h.Moved(k.worker, k.at) {
 			v.res.Elsewhere = append(v.res.Elsewhere, f.Elsewhere)
@@ -237,6 +238,73 @@ func (v *verdict) judgeOrphans(h *history.History) {
 			v.suspectTask(h, r.TaskID)
 		}
 	}
+}
+
+// judgePools checks that the runs of a pool's tasks never outnumbered its limit, except for
+// the runs of a worker frozen whole (which nothing could stop until it woke).
+func (v *verdict) judgePools(h *history.History) {
+	pool := map[int64]string{}
+	for _, t := range h.Tasks {
+		if t.Pool != nil {
+			pool[t.ID] = *t.Pool
+		}
+	}
+	type edge struct {
+		at    time.Time
+		delta int
+		run   history.Run
+	}
+	edges := map[string][]edge{}
+	for _, r := range history.RunsOf(h.Events) {
+		p, ok := pool[r.TaskID]
+		// A run seen at one instant overlaps nothing (the history's own rule).
+		if !ok || !r.Last.After(r.Start) || v.frozenDuring(r) {
+			continue
+		}
+		edges[p] = append(edges[p], edge{r.Start, 1, r}, edge{r.Last, -1, r})
+	}
+	for p, es := range edges {
+		limit, ok := poolLimits[p]
+		if !ok {
+			continue
+		}
+		// Ends first at equal times: a run that ended as another began did not overlap it.
+		sort.Slice(es, func(i, j int) bool {
+			if !es[i].at.Equal(es[j].at) {
+				return es[i].at.Before(es[j].at)
+			}
+			return es[i].delta < es[j].delta
+		})
+		alive := map[history.Run]bool{}
+		for _, e := range es {
+			if e.delta < 0 {
+				delete(alive, e.run)
+				continue
+			}
+			alive[e.run] = true
+			if len(alive) > limit {
+				var who []string
+				for r := range alive {
+					who = append(who, fmt.Sprintf("task %d attempt %d on %s", r.TaskID, r.Attempt, r.Worker))
+					v.suspectTask(h, r.TaskID)
+				}
+				sort.Strings(who)
+				v.anomaly("pool %s over its limit of %d: %d runs alive at +%.3fs: %s", p, limit, len(alive),
+					e.at.Sub(v.chaosAt).Seconds(), strings.Join(who, ", "))
+				break // one report per pool
+			}
+		}
+	}
+}
+
+// frozenDuring reports whether the run's worker was frozen whole while it ran.
+func (v *verdict) frozenDuring(r history.Run) bool {
+	for _, f := range v.nm.freezes {
+		if f.Worker == r.Worker && f.From.Before(r.Last) && r.Start.Before(f.To.Add(v.cfg.KillGrace+time.Second)) {
+			return true
+		}
+	}
+	return false
 }
 
 // suspectTask adds the workflow instance of a task to the suspects.

@@ -1,0 +1,104 @@
+package soak
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/history"
+)
+
+var t0 = time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
+
+func sec(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// runEvents is a run of a task alive from start to last.
+func runEvents(task int64, attempt int, worker string, start, last float64) []history.Event {
+	return []history.Event{
+		{TaskID: task, Attempt: attempt, Worker: worker, Kind: history.EventStart, At: sec(start)},
+		{TaskID: task, Attempt: attempt, Worker: worker, Kind: history.EventBeat, At: sec(last)},
+	}
+}
+
+func newVerdict() *verdict {
+	return &verdict{cfg: Config{KillGrace: 500 * time.Millisecond}, nm: &nemesis{}, cl: &cluster{ids: map[string]*node{}},
+		res: &Result{}, chaosAt: t0}
+}
+
+func TestJudgePools(t *testing.T) {
+	pooled := func(id int64) dao.TaskInstance {
+		p := "soak"
+		return dao.TaskInstance{ID: id, WorkflowInstanceID: 1, Pool: &p}
+	}
+	tests := []struct {
+		name    string
+		events  [][]history.Event
+		freezes []history.Freeze
+		want    string
+	}{
+		{name: "within the limit", events: [][]history.Event{
+			runEvents(1, 1, "w1", 0, 2), runEvents(2, 1, "w2", 1, 3), runEvents(3, 1, "w1", 2, 4)}},
+		{name: "over the limit", want: "pool soak over its limit of 2: 3 runs alive at +1.500s", events: [][]history.Event{
+			runEvents(1, 1, "w1", 0, 2), runEvents(2, 1, "w2", 1, 3), runEvents(3, 1, "w3", 1.5, 4)}},
+		{name: "a run of an instant", events: [][]history.Event{
+			runEvents(1, 1, "w1", 0, 2), runEvents(2, 1, "w2", 1, 3), runEvents(3, 1, "w3", 1.5, 1.5)}},
+		{name: "a frozen worker's run", freezes: []history.Freeze{{Worker: "w1", From: sec(0.5), To: sec(1.8)}},
+			events: [][]history.Event{runEvents(1, 1, "w1", 0, 2), runEvents(2, 1, "w2", 1, 3), runEvents(3, 1, "w3", 1.5, 4)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newVerdict()
+			v.nm.freezes = tt.freezes
+			h := &history.History{Tasks: []dao.TaskInstance{pooled(1), pooled(2), pooled(3)}}
+			for _, e := range tt.events {
+				h.Events = append(h.Events, e...)
+			}
+			v.judgePools(h)
+			got := strings.Join(v.res.Anomalies, "\n")
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("anomalies %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJudgeOrphans(t *testing.T) {
+	v := newVerdict()
+	v.cl.exits = []exit{{node: "worker-1", id: "w1", at: sec(1)}}
+	h := &history.History{}
+	for _, e := range [][]history.Event{
+		runEvents(1, 1, "w1", 0, 1.4),   // killed 400 ms after its worker: within the grace
+		runEvents(2, 1, "w1", 1.2, 1.6), // started after its worker died, killed at once
+		runEvents(3, 1, "w1", 0, 1.8),   // went on
+		runEvents(4, 1, "w2", 0, 5),     // another worker's
+	} {
+		h.Events = append(h.Events, e...)
+	}
+	v.judgeOrphans(h)
+	if len(v.res.Anomalies) != 1 || !strings.Contains(v.res.Anomalies[0], "outlived its worker: task 3 attempt 1 on w1") {
+		t.Errorf("anomalies %q, want task 3's alone", v.res.Anomalies)
+	}
+}
+
+func TestExitVerdict(t *testing.T) {
+	tests := []struct {
+		e    exit
+		want string
+		ok   bool
+	}{
+		{exit{signal: syscall.SIGKILL, expect: causeKill}, "killed (kill -9)", true},
+		{exit{code: exitFenced}, "fenced (exit 75)", true},
+		{exit{code: 0, expect: causeTerm}, "stopped (SIGTERM, exit 0)", true},
+		{exit{code: 0}, "exit 0", false},
+		{exit{code: 1, expect: causeTerm}, "exit 1", false},
+		{exit{signal: syscall.SIGKILL}, "ended by signal killed", false},
+		{exit{code: 66}, "exit 66", false}, // the race detector's
+	}
+	for _, tt := range tests {
+		if got, ok := tt.e.verdict(); got != tt.want || ok != tt.ok {
+			t.Errorf("%+v: verdict %q %v, want %q %v", tt.e, got, ok, tt.want, tt.ok)
+		}
+	}
+}
