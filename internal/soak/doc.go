@@ -27,8 +27,13 @@
 // behind, no task starts again after an operator killed it, every node exits only by the
 // nemesis's kill or signal or with code 75 (fenced), and every fenced node has exited.
 //
-// The same seed replays the same schedule of faults and submissions; what the processes do
-// in between is not deterministic, so a replay reproduces the conditions, not the timing.
+// The same seed replays the same schedule of faults and submissions: the same ticks, and at
+// each the same draws. What the processes do in between is not deterministic, so a replay
+// reproduces the conditions, not the timing; where a tick's target is busy or restarting in
+// one run and not in another, that tick chooses differently, and only that tick.
+//
+// Beyond the history checker's rules the soak checks pools (their runs alive at once never
+// outnumber the limit) and orphans (no run alive 500 ms after its worker's process exited).
 //
 // Run and its helpers take a testing.TB: the soak is a test (cmd/zksched TestSoak), and
 // `zksched bench soak` runs it outside one through Main, which stands in for the test.

@@ -102,22 +102,26 @@ func (nm *nemesis) run(ctx context.Context, r *rand.Rand) {
 		total += faultWeights[k]
 	}
 	for {
+		// Two draws a tick, whatever happens in it: the ticks' times and generators are the
+		// same in every replay of a seed even when the cluster's state makes a tick choose
+		// differently (a node still restarting cannot be picked).
+		wait, tick := jitter(r, nm.every), rand.New(rand.NewSource(r.Int63()))
 		select {
 		case <-ctx.Done():
 			nm.wg.Wait()
 			return
-		case <-time.After(jitter(r, nm.every)):
+		case <-time.After(wait):
 		}
 		// A kind that cannot act now (its targets busy) gives way to another draw.
 		for range 5 {
-			n := r.Intn(total)
+			n := tick.Intn(total)
 			var kind string
 			for _, kind = range nm.kinds {
 				if n -= faultWeights[kind]; n < 0 {
 					break
 				}
 			}
-			if nm.inject(r, kind) {
+			if nm.inject(tick, kind) {
 				break
 			}
 		}
