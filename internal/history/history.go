@@ -515,10 +515,14 @@ func rerunAfter(opts Options, task int64, at time.Time) bool {
 	return false
 }
 
+// aliveLag is how long before a fault a run's last sign of life may be for the run to count
+// as alive at the fault: its beats come every 100 ms.
+const aliveLag = 300 * time.Millisecond
+
 // Moved returns the runs of worker that a fault at at interrupted, each with the next
 // attempt's run, which took its task over: the failovers of one fault among many. A run was
-// interrupted when its attempt ended failed over or interrupted and the next attempt started
-// after the fault.
+// interrupted when it was alive at the fault, its attempt ended failed over or interrupted,
+// and the next attempt started after the fault.
 func (h *History) Moved(worker string, at time.Time) []Failover {
 	names := map[int64]string{}
 	for _, t := range h.Tasks {
@@ -542,7 +546,7 @@ func (h *History) Moved(worker string, at time.Time) []Failover {
 	for _, id := range slices.Sorted(maps.Keys(byTask)) {
 		rs := byTask[id]
 		for i, r := range rs {
-			if r.Worker != worker || !r.Start.Before(at) || !moved[key{id, r.Attempt}] {
+			if r.Worker != worker || !r.Start.Before(at) || r.Last.Before(at.Add(-aliveLag)) || !moved[key{id, r.Attempt}] {
 				continue
 			}
 			for _, next := range rs[i+1:] {

@@ -253,6 +253,9 @@ func TestMoved(t *testing.T) {
 	if got := h.Moved("w2", at(0)); len(got) != 0 {
 		t.Errorf("moved from w2 = %+v, want none: its runs were not taken over", got)
 	}
+	if got := h.Moved("w1", at(1)); len(got) != 0 {
+		t.Errorf("moved at 1 s = %+v, want none: w1's run was last seen at 0.5 s", got)
+	}
 	if got := h.Moved("w1", at(-2)); len(got) != 0 {
 		t.Errorf("moved at -2 s = %+v, want none: nothing ran yet", got)
 	}
