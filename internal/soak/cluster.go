@@ -92,7 +92,6 @@ type cluster struct {
 	exits    []exit
 	// ids maps every identity a node process ever had to its node.
 	ids map[string]*node
-	wg  sync.WaitGroup
 }
 
 // start starts the node's next process; its identity is learned from its log by learnID.
@@ -153,7 +152,6 @@ func (cl *cluster) learnID(n *node, p *testcluster.Proc) {
 // supervise restarts the node's process whenever it exits, until the soak ends, and records
 // each exit.
 func (cl *cluster) supervise(n *node, restartDelay time.Duration) {
-	defer cl.wg.Done()
 	for {
 		n.mu.Lock()
 		p := n.proc

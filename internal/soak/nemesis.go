@@ -83,7 +83,6 @@ type nemesis struct {
 	session  time.Duration
 	delay    time.Duration
 	logf     func(format string, args ...any)
-	servers  []bool // servers[i] is set while the nemesis has server i stopped
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	counts   map[string]int

@@ -171,7 +171,6 @@ func Run(t testing.TB, cfg Config) *Result {
 		p.WaitLog(t, 60*time.Second, `"message":"registered"`)
 	}
 	for _, n := range cl.nodes {
-		cl.wg.Add(1)
 		go cl.supervise(n, 300*time.Millisecond)
 	}
 	defer cl.stop()
@@ -191,7 +190,7 @@ func Run(t testing.TB, cfg Config) *Result {
 			masters = append(masters, n)
 		}
 	}
-	w := &workload{db: db, kinds: ks, every: cfg.SubmitEvery, logf: logf,
+	w := &workload{db: db, kinds: ks, every: cfg.SubmitEvery,
 		api:       &apiClient{masters: masters, token: token, client: &http.Client{Timeout: 10 * time.Second}},
 		submitted: map[string]int{}, actions: map[string]int{}}
 	nm := &nemesis{cl: cl, ens: ens, pg: pg, zkc: zkc, root: root, kinds: cfg.Kinds, every: cfg.FaultEvery,
@@ -214,7 +213,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	healedAt := time.Now()
 	logf("soak: chaos over after %v, everything healed after %v; draining", cfg.Duration, healedAt.Sub(chaosAt).Round(time.Millisecond))
 
-	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, logf: logf, chaosAt: chaosAt}
+	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, chaosAt: chaosAt}
 	res := v.judge(healedAt)
 	cl.stop()
 	res.Setup = setup

@@ -58,15 +58,14 @@ type Result struct {
 
 // verdict judges a soak once the chaos is over.
 type verdict struct {
-	cfg  Config
-	cl   *cluster
-	db   *dao.DB
-	rec  *history.Recorder
-	w    *workload
-	nm   *nemesis
-	zkc  *zk.Conn
-	logf func(string, ...any)
-	res  *Result
+	cfg Config
+	cl  *cluster
+	db  *dao.DB
+	rec *history.Recorder
+	w   *workload
+	nm  *nemesis
+	zkc *zk.Conn
+	res *Result
 	// suspects are the workflow instances the history's problems are about.
 	suspects []int64
 	// chaosAt is when the nemesis began: the origin of every time the report shows.

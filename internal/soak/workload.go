@@ -135,7 +135,6 @@ type workload struct {
 	api   *apiClient
 	kinds []kind
 	every time.Duration
-	logf  func(format string, args ...any)
 
 	mu        sync.Mutex
 	kills     []history.Kill
