@@ -36,6 +36,8 @@ type node struct {
 	pgLink  *testenv.Proxy
 	// dsn reaches PostgreSQL through pgLink.
 	dsn string
+	// env is added to the node's environment, after the cluster's.
+	env []string
 
 	mu   sync.Mutex
 	proc *testcluster.Proc
@@ -84,8 +86,6 @@ func (e exit) verdict() (what string, ok bool) {
 type cluster struct {
 	c     *testcluster.Cluster
 	nodes []*node
-	// env is added to every node's environment, after the cluster's.
-	env map[registry.Role][]string
 
 	mu       sync.Mutex
 	stopping bool
@@ -108,7 +108,7 @@ func (cl *cluster) start(n *node) {
 		servers[i] = l.Addr()
 	}
 	env := append([]string{"ZKSCHED_REGISTRY_SERVERS=" + strings.Join(servers, ","),
-		"ZKSCHED_DB_DSN=" + n.dsn}, cl.env[n.role]...)
+		"ZKSCHED_DB_DSN=" + n.dsn}, n.env...)
 	if n.role == registry.RoleMaster {
 		n.proc = cl.c.MasterOnPort(name, n.port, env...)
 	} else {

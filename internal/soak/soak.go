@@ -30,7 +30,8 @@ type Config struct {
 	Seed int64
 	// Duration is how long the nemesis and the workload run; the drain comes after it.
 	Duration time.Duration
-	// Masters and Workers are the nodes; Slots each worker's slots. Default 2, 3 and 2.
+	// Masters and Workers are the nodes. Default 2 and 3. Slots is the workers' mean slot
+	// count: they get Slots-1, Slots and Slots+1 in turn (at least 1). Default 2.
 	Masters, Workers, Slots int
 	// SessionTimeout and FailoverDelay are the nodes' registry.session-timeout and
 	// failover.delay; KillGrace the workers' worker.kill-grace. Default 2 s, 2 s, 500 ms, the
@@ -101,7 +102,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	cfg.defaults()
 	began := time.Now()
 	logf := cfg.Logf
-	logf("soak: seed %d, %v of faults every ~%v (%s), %d ZooKeeper servers, %d masters, %d workers × %d slots, session timeout %v, failover delay %v",
+	logf("soak: seed %d, %v of faults every ~%v (%s), %d ZooKeeper servers, %d masters, %d workers × ~%d slots, session timeout %v, failover delay %v",
 		cfg.Seed, cfg.Duration, cfg.FaultEvery, strings.Join(cfg.Kinds, " "), cfg.Servers, cfg.Masters, cfg.Workers, cfg.Slots,
 		cfg.SessionTimeout, cfg.FailoverDelay)
 
@@ -132,7 +133,6 @@ func Run(t testing.TB, cfg Config) *Result {
 		"ZKSCHED_FAILOVER_DELAY=" + cfg.FailoverDelay.String(),
 		"ZKSCHED_WORKER_KILL_GRACE=" + cfg.KillGrace.String(),
 		"ZKSCHED_WORKER_POLL_INTERVAL=200ms", "ZKSCHED_MASTER_POLL_INTERVAL=200ms",
-		fmt.Sprintf("ZKSCHED_WORKER_SLOTS=%d", cfg.Slots),
 		"ZKSCHED_WORKER_SHUTDOWN_TIMEOUT=5s",
 		"ZKSCHED_API_TOKEN=" + token,
 		fmt.Sprintf("ZKSCHED_POOLS_SOAK=%d", poolLimits["soak"]), fmt.Sprintf("ZKSCHED_POOLS_MODEL=%d", poolLimits["model"]),
@@ -152,7 +152,11 @@ func Run(t testing.TB, cfg Config) *Result {
 	for i := range cfg.Masters + cfg.Workers {
 		n := &node{role: registry.RoleMaster, name: fmt.Sprintf("master-%d", i+1), port: testcluster.FreePort(t)}
 		if i >= cfg.Masters {
-			n.role, n.name = registry.RoleWorker, fmt.Sprintf("worker-%d", i-cfg.Masters+1)
+			// Slots around cfg.Slots (1, 2 and 3 by default): a worker with one slot re-claims
+			// its own retries, one with more runs them beside others.
+			w := i - cfg.Masters
+			n.role, n.name = registry.RoleWorker, fmt.Sprintf("worker-%d", w+1)
+			n.env = []string{fmt.Sprintf("ZKSCHED_WORKER_SLOTS=%d", max(1, cfg.Slots-1+w%3))}
 		}
 		for _, a := range ens.Servers() {
 			n.zkLinks = append(n.zkLinks, testenv.NewProxy(t, a))
