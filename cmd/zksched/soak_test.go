@@ -24,6 +24,9 @@ var (
 // a minute and a half with the setup and the drain; longer with -soak.duration or
 // ZKSCHED_SOAK_DURATION. Its seed is logged first and with every failure:
 // -soak.seed or ZKSCHED_SOAK_SEED replays the schedule.
+//
+// It does not run in parallel: the suite's parallel tests wait until it has ended, so its
+// timing (2 s sessions on two cores) is not starved by theirs.
 func TestSoak(t *testing.T) {
 	cfg := soak.Config{Duration: 40 * time.Second, Seed: time.Now().UnixNano(), Logf: t.Logf}
 	if v := os.Getenv("ZKSCHED_SOAK_DURATION"); v != "" {
