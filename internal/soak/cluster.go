@@ -114,7 +114,8 @@ func (cl *cluster) start(n *node) {
 	} else {
 		n.proc = cl.c.WorkerOnPort(name, n.port, env...)
 	}
-	n.id, n.expect = "", causeNone
+	// The faults of the previous process are not this one's.
+	n.id, n.expect, n.lastFault, n.healedAt = "", causeNone, "", time.Time{}
 	go cl.learnID(n, n.proc)
 }
 

@@ -37,14 +37,20 @@ type Result struct {
 	Workflows map[string]int
 	Tasks     int
 	Attempts  map[string]int
+	// Failovers counts the leader's failovers (failover_event rows) by the lost node's role.
+	Failovers map[string]int
 	// Elsewhere is, for each task running on a worker killed with kill -9, the time from the
 	// kill to its next attempt's start.
 	Elsewhere []time.Duration
 	// Exits counts the node exits by what ended them; FencedAfter counts the fenced exits
 	// (75) by the last fault on the node; HealToFencedExit is, for each fenced exit after a
 	// fault had ended, the time from its end to the exit.
-	Exits            map[string]int
-	FencedAfter      map[string]int
+	Exits       map[string]int
+	FencedAfter map[string]int
+	// FencedByServers counts the fenced exits of nodes with no fault of their own just
+	// before, by the server faults under way then: losing one ZooKeeper server of three
+	// should fence no node.
+	FencedByServers  map[string]int
 	HealToFencedExit []time.Duration
 	// AllowedOverlaps counts the overlapping runs that a whole-machine freeze explains.
 	AllowedOverlaps int
@@ -80,7 +86,8 @@ func (v *verdict) anomaly(format string, args ...any) {
 // history, the nodes' exits and the fence markers.
 func (v *verdict) judge(healedAt time.Time) *Result {
 	v.res = &Result{Seed: v.cfg.Seed, Duration: v.cfg.Duration, Servers: len(v.nm.ens.Servers()), Faults: v.nm.counts,
-		Workflows: map[string]int{}, Attempts: map[string]int{}, Exits: map[string]int{}, FencedAfter: map[string]int{}}
+		Workflows: map[string]int{}, Attempts: map[string]int{}, Exits: map[string]int{}, FencedAfter: map[string]int{},
+		FencedByServers: map[string]int{}, Failovers: map[string]int{}}
 	for _, f := range v.nm.failures {
 		v.anomaly("nemesis: %s", f)
 	}
@@ -146,6 +153,18 @@ func (v *verdict) judge(healedAt time.Time) *Result {
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+
+	rows, err := v.db.SQL().QueryContext(ctx, `SELECT role, count(*) FROM failover_event GROUP BY role`)
+	if err == nil {
+		for rows.Next() {
+			var role string
+			var n int
+			if rows.Scan(&role, &n) == nil {
+				v.res.Failovers[role] = n
+			}
+		}
+		rows.Close()
 	}
 
 	h, err := history.Load(ctx, v.db, v.rec, nil)
@@ -339,9 +358,44 @@ func (v *verdict) judgeExits() {
 			if e.sinceHeal > 0 {
 				v.res.HealToFencedExit = append(v.res.HealToFencedExit, e.sinceHeal)
 			}
+			if e.after == "" || e.sinceHeal > v.ownFaultWindow() {
+				v.res.FencedByServers[v.serverFaultsBefore(e.at)]++
+			}
 		}
 	}
 	slices.Sort(v.res.HealToFencedExit)
+}
+
+// ownFaultWindow is how long after a fault on a node ended a fenced exit is set against it:
+// the session timeout (its session may have expired just before the fault ended), the
+// failover delay, and room for the reconnect that tells the node.
+func (v *verdict) ownFaultWindow() time.Duration {
+	return v.cfg.SessionTimeout + v.cfg.FailoverDelay + 5*time.Second
+}
+
+// serverFaultsBefore names the faults of the servers (ZooKeeper, PostgreSQL) that began in
+// the window before at, "none" if none did.
+func (v *verdict) serverFaultsBefore(at time.Time) string {
+	v.nm.mu.Lock()
+	defer v.nm.mu.Unlock()
+	seen := map[string]bool{}
+	var kinds []string
+	for _, e := range v.nm.events {
+		if e.target != "zookeeper" && e.target != "postgresql" {
+			continue
+		}
+		// A server fault lasts up to 9 s (span, and half again for a frozen leader).
+		if e.at.After(at) || e.at.Before(at.Add(-v.ownFaultWindow()-9*time.Second)) || seen[e.kind] {
+			continue
+		}
+		seen[e.kind] = true
+		kinds = append(kinds, e.kind)
+	}
+	sort.Strings(kinds)
+	if len(kinds) == 0 {
+		return "none"
+	}
+	return strings.Join(kinds, "+")
 }
 
 // fencedExitWait bounds the wait for a fenced node to exit once everything has healed: it
@@ -442,9 +496,11 @@ func (r *Result) String() string {
 	fmt.Fprintf(&b, "workflows submitted: %s; %d submission(s) no master took\n", sortedCounts(r.Submitted), r.SubmitFailures)
 	fmt.Fprintf(&b, "operator: %s\n", sortedCounts(r.Actions))
 	fmt.Fprintf(&b, "workflows: %s; tasks %d; attempts: %s\n", sortedCounts(r.Workflows), r.Tasks, sortedCounts(r.Attempts))
+	fmt.Fprintf(&b, "failovers by the lost node's role: %s\n", sortedCounts(r.Failovers))
 	fmt.Fprintf(&b, "kill -9 of a worker → its tasks running elsewhere: %s\n", spread(r.Elsewhere))
 	fmt.Fprintf(&b, "node exits: %s; fenced exits by the last fault on the node: %s; fault healed → exit 75: %s\n",
 		sortedCounts(r.Exits), sortedCounts(r.FencedAfter), spread(r.HealToFencedExit))
+	fmt.Fprintf(&b, "fenced exits with no fault of the node's own before, by the server faults then: %s\n", sortedCounts(r.FencedByServers))
 	fmt.Fprintf(&b, "overlaps a whole-machine freeze explains (allowed): %d\n", r.AllowedOverlaps)
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  allowed: %s\n", n)

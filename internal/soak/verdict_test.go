@@ -102,3 +102,27 @@ func TestExitVerdict(t *testing.T) {
 		}
 	}
 }
+
+func TestFencedByServers(t *testing.T) {
+	v := newVerdict()
+	v.cfg.SessionTimeout, v.cfg.FailoverDelay = 2*time.Second, 2*time.Second
+	v.res.Exits, v.res.FencedAfter, v.res.FencedByServers = map[string]int{}, map[string]int{}, map[string]int{}
+	v.nm.events = []faultEvent{
+		{at: sec(0), kind: ZKKillServer, target: "zookeeper"},
+		{at: sec(5), kind: PauseLong, target: "worker-1"},
+		{at: sec(30), kind: ZKQuorumLoss, target: "zookeeper"},
+	}
+	v.cl.exits = []exit{
+		{node: "worker-1", code: exitFenced, at: sec(12), after: PauseLong, sinceHeal: time.Second}, // its own pause
+		{node: "worker-2", code: exitFenced, at: sec(10)},                                           // no fault of its own
+		{node: "worker-3", code: exitFenced, at: sec(36), after: ZKCutLong, sinceHeal: 20 * time.Second},
+	}
+	v.judgeExits()
+	want := map[string]int{ZKKillServer: 1, ZKQuorumLoss: 1}
+	if len(v.res.FencedByServers) != len(want) || v.res.FencedByServers[ZKKillServer] != 1 || v.res.FencedByServers[ZKQuorumLoss] != 1 {
+		t.Errorf("fenced by servers = %v, want %v", v.res.FencedByServers, want)
+	}
+	if len(v.res.Anomalies) != 0 {
+		t.Errorf("anomalies %q, want none: every exit was fenced", v.res.Anomalies)
+	}
+}
