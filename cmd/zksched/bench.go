@@ -213,7 +213,7 @@ func runSoak(config string, o soakOptions, stdout io.Writer) error {
 	sc := soak.Config{Seed: o.seed, Duration: time.Minute, Masters: 2, Workers: 3, Slots: 2,
 		SessionTimeout: o.sessionTimeout, FailoverDelay: o.failoverDelay}
 	if sc.Seed == 0 {
-		sc.Seed = time.Now().UnixNano()
+		sc.Seed = time.Now().UnixNano() % 1e9 // short to type
 	}
 	if o.set["duration"] {
 		sc.Duration = o.duration
