@@ -21,9 +21,10 @@ type Config struct {
 	// may be nested ("/a/b"); Dial creates it and its ancestors. "/" is refused, so zksched never
 	// mixes its znodes with those of other users of the ensemble.
 	Root string
-	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 10 s. The server
+	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 20 s. The server
 	// clamps it into its minSessionTimeout..maxSessionTimeout; Client.SessionTimeout reports the
-	// granted value, which is the one the node's watchdog must use.
+	// granted value, which is the one the node's watchdog must use. It should be at least
+	// 2 × syncLimit × tickTime of the servers (see doc.go); Dial warns when it is not.
 	SessionTimeout time.Duration
 	// InfoInterval is how often a Registration rewrites its NodeInfo and re-checks its fence
 	// marker, and how often an Election re-reads the candidates without waiting for a watch.
@@ -45,7 +46,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("zookeeper root %q must be an absolute, clean path other than /", cfg.Root)
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 10 * time.Second
+		cfg.SessionTimeout = 20 * time.Second
 	}
 	if cfg.InfoInterval <= 0 {
 		cfg.InfoInterval = 5 * time.Second
@@ -213,6 +214,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	st := c.Status()
 	c.log.Info().Str("servers", servers).Str("root", cfg.Root).Str("session", sessionHex(st.SessionID)).
 		Dur("session_timeout", c.SessionTimeout()).Msg("zookeeper session established")
+	c.wg.Add(1)
+	go c.checkServers()
 	return c, nil
 }
 

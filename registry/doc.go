@@ -45,6 +45,14 @@
 //     is alive at least until LastContact+SessionTimeout. Past that the node must assume it was
 //     declared dead (the watchdog of the failover package).
 //
+// The session timeout must outlast a change of ZooKeeper leader: followers give up on a frozen
+// or lost leader after syncLimit × tickTime, and until a new leader serves no request that goes
+// through the leader is answered, the probe included. So SessionTimeout should be at least
+// 2 × syncLimit × tickTime (20 s with ZooKeeper's sample tickTime 2000 and syncLimit 5). At
+// start the Client reads each server's settings with the conf four-letter word, where the
+// server's 4lw.commands.whitelist allows it (a refusal is a debug line), and warns when the
+// timeout is shorter, or when the servers granted another timeout than the one asked for.
+//
 // A new SessionID always means the previous session is gone, whether or not Expired was seen:
 // Changed is a broadcast and states can pass faster than a reader looks.
 //
