@@ -271,9 +271,9 @@ func (c *Client) SessionTimeout() time.Duration {
 }
 
 // LastContact returns a time at or before which the server last received a request of this
-// client, with its monotonic clock reading: the start of the last request that was answered
-// (a small probe runs every SessionTimeout/10, at most 1 s apart, and a session handshake counts
-// too). The server expires a session no sooner than SessionTimeout after the last request it
+// client, with its monotonic clock reading: the start of the last request that the ZooKeeper
+// leader answered (a Sync probe runs every SessionTimeout/10, at most 1 s apart, and a session
+// handshake, which a follower checks with the leader, counts too). The server expires a session no sooner than SessionTimeout after the last request it
 // received, so a node cut off for SessionTimeout since LastContact may have been declared dead.
 func (c *Client) LastContact() time.Time {
 	c.mu.Lock()
@@ -564,9 +564,12 @@ func (c *Client) closeConn(conn *zk.Conn) {
 	}()
 }
 
-// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a small
-// request and, if a server answers, records when the request was sent. A request answered must
-// have been received after it was sent, so that time is never later than the server's.
+// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a Sync and,
+// if it is answered, records when it was sent. A request answered must have been received after
+// it was sent, so that time is never later than the server's. It is a Sync, not a read, because
+// the leader answers it: a follower cut off from its leader still answers reads (until it gives
+// the leader up, syncLimit × tickTime later) while the leader, which expires sessions, hears
+// nothing of this client; LastContact must not run ahead of what the leader has seen.
 func (c *Client) probe() {
 	defer c.wg.Done()
 	timer := time.NewTimer(0)
@@ -579,7 +582,7 @@ func (c *Client) probe() {
 		}
 		conn, _ := c.current()
 		start := time.Now()
-		if _, _, err := conn.Exists(c.cfg.Root); err == nil {
+		if _, err := conn.Sync(c.cfg.Root); err == nil {
 			c.noteContact(start)
 		}
 		timer.Reset(probeInterval(c.SessionTimeout()) - time.Since(start))
