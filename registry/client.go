@@ -273,8 +273,9 @@ func (c *Client) SessionTimeout() time.Duration {
 // LastContact returns a time at or before which the server last received a request of this
 // client, with its monotonic clock reading: the start of the last request that the ZooKeeper
 // leader answered (a Sync probe runs every SessionTimeout/10, at most 1 s apart, and a session
-// handshake, which a follower checks with the leader, counts too). The server expires a session no sooner than SessionTimeout after the last request it
-// received, so a node cut off for SessionTimeout since LastContact may have been declared dead.
+// handshake, which a follower checks with the leader, counts too). The server expires a session
+// no sooner than SessionTimeout after the last request it received, so a node cut off for
+// SessionTimeout since LastContact may have been declared dead.
 func (c *Client) LastContact() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -474,8 +475,11 @@ func (c *Client) checkRefusedSession() {
 	if err != nil || has >= seen {
 		c.closeConn(cand)
 		c.resetRejects()
-		log.Info().Err(err).Str("server_zxid", zxidHex(has)).
-			Msg("zookeeper serves and has seen what the session has; keeping the session")
+		if err != nil {
+			log.Warn().Err(err).Msg("cannot read what the fresh zookeeper session's server has seen; keeping the session")
+		} else {
+			log.Info().Str("server_zxid", zxidHex(has)).Msg("zookeeper serves and has seen what the session has; keeping the session")
+		}
 		return
 	}
 	if c.adopt(old, oldInfo, cand, info) {
