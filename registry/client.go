@@ -21,9 +21,10 @@ type Config struct {
 	// may be nested ("/a/b"); Dial creates it and its ancestors. "/" is refused, so zksched never
 	// mixes its znodes with those of other users of the ensemble.
 	Root string
-	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 10 s. The server
+	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 20 s. The server
 	// clamps it into its minSessionTimeout..maxSessionTimeout; Client.SessionTimeout reports the
-	// granted value, which is the one the node's watchdog must use.
+	// granted value, which is the one the node's watchdog must use. It should be at least
+	// 2 × syncLimit × tickTime of the servers (see doc.go); Dial warns when it is not.
 	SessionTimeout time.Duration
 	// InfoInterval is how often a Registration rewrites its NodeInfo and re-checks its fence
 	// marker, and how often an Election re-reads the candidates without waiting for a watch.
@@ -45,7 +46,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("zookeeper root %q must be an absolute, clean path other than /", cfg.Root)
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 10 * time.Second
+		cfg.SessionTimeout = 20 * time.Second
 	}
 	if cfg.InfoInterval <= 0 {
 		cfg.InfoInterval = 5 * time.Second
@@ -151,7 +152,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 	// zk.Connect itself fails only when a server name does not resolve.
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-		info := newConnInfo(cfg.SessionTimeout)
+		info := newConnInfo(cfg.SessionTimeout, len(cfg.Servers))
 		c.mu.Lock()
 		c.cur = info
 		c.mu.Unlock()
@@ -213,6 +214,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	st := c.Status()
 	c.log.Info().Str("servers", servers).Str("root", cfg.Root).Str("session", sessionHex(st.SessionID)).
 		Dur("session_timeout", c.SessionTimeout()).Msg("zookeeper session established")
+	c.wg.Add(1)
+	go c.checkServers()
 	return c, nil
 }
 
@@ -268,10 +271,11 @@ func (c *Client) SessionTimeout() time.Duration {
 }
 
 // LastContact returns a time at or before which the server last received a request of this
-// client, with its monotonic clock reading: the start of the last request that was answered
-// (a small probe runs every SessionTimeout/10, at most 1 s apart, and a session handshake counts
-// too). The server expires a session no sooner than SessionTimeout after the last request it
-// received, so a node cut off for SessionTimeout since LastContact may have been declared dead.
+// client, with its monotonic clock reading: the start of the last request that the ZooKeeper
+// leader answered (a Sync probe runs every SessionTimeout/10, at most 1 s apart, and a session
+// handshake, which a follower checks with the leader, counts too). The server expires a session
+// no sooner than SessionTimeout after the last request it received, so a node cut off for
+// SessionTimeout since LastContact may have been declared dead.
 func (c *Client) LastContact() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -395,7 +399,7 @@ func (c *Client) supervise() {
 		seen = st
 		switch {
 		case c.sessionRefused():
-			c.replaceConn("zookeeper servers keep dropping the session handshake; trying a fresh session (go-zookeeper issue #36)")
+			c.checkRefusedSession()
 		case st.State == Expired:
 			// go-zookeeper would open the new session itself, but only after a 1 s pause
 			// (its pacing between rounds of servers). A node back from a cut learns whether
@@ -426,30 +430,91 @@ func (c *Client) logChange(before, now Status) {
 	}
 }
 
-// sessionRefused reports a session the servers keep refusing: at least three handshakes in a
-// row dropped, for at least a session timeout.
+// sessionRefused reports a session whose handshakes servers keep dropping: at least three in a
+// row, for at least a session timeout.
 func (c *Client) sessionRefused() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.closed && c.status.State != Connected && c.rejects >= 3 && time.Since(c.rejectSince) >= c.timeout
 }
 
-// replaceConn opens a fresh connection (no session id, no last zxid) beside the stuck or expired
-// one. If a server gives it a session, the fresh connection replaces the old one, reported as an
-// expiry: the servers refuse our session (issue #36), or said it expired. If not, the ensemble
-// itself is not serving (no quorum, a black hole), and nothing changes.
+// checkRefusedSession replaces a session that the servers refuse, and only such a session. A
+// server drops a handshake without an answer in two cases that look the same on the wire: it
+// serves, but the client has seen a later zxid than the server has (the server lost its data),
+// so it refuses the session, and will refuse it forever (go-zookeeper issue #36); or it does
+// not serve at all (no quorum, still starting), and the session may well be alive: the servers
+// renew sessions when they serve again. A fresh connection, with no session and no last zxid,
+// tells them apart: if it gets a session, its server's last zxid is read, and only a server
+// behind the stuck session's last zxid is a refusal.
+func (c *Client) checkRefusedSession() {
+	c.mu.Lock()
+	old, oldInfo, timeout, sid := c.conn, c.cur, c.timeout, c.status.SessionID
+	c.mu.Unlock()
+	seen := old.LastZxid()
+	log := c.log.With().Str("session", sessionHex(sid)).Str("session_zxid", zxidHex(seen)).Logger()
+	log.Warn().Msg("zookeeper servers keep dropping the session handshake; asking with a fresh session whether they refuse ours (go-zookeeper issue #36)")
+
+	cand, info := c.freshSession(timeout)
+	if cand == nil {
+		c.resetRejects()
+		log.Warn().Msg("no fresh zookeeper session either; the ensemble is not serving, keeping the session")
+		return
+	}
+	// A reply carries the last zxid its server has applied; the Sync first brings a follower
+	// that lags up to its leader, so that a lag is not taken for lost data.
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	_, err := call(ctx, func() (bool, error) {
+		if _, err := cand.Sync(c.cfg.Root); err != nil {
+			return false, err
+		}
+		ok, _, err := cand.Exists(c.cfg.Root)
+		return ok, err
+	})
+	cancel()
+	has := cand.LastZxid()
+	if err != nil || has >= seen {
+		c.closeConn(cand)
+		c.resetRejects()
+		if err != nil {
+			log.Warn().Err(err).Msg("cannot read what the fresh zookeeper session's server has seen; keeping the session")
+		} else {
+			log.Info().Str("server_zxid", zxidHex(has)).Msg("zookeeper serves and has seen what the session has; keeping the session")
+		}
+		return
+	}
+	if c.adopt(old, oldInfo, cand, info) {
+		log.Warn().Str("server_zxid", zxidHex(has)).Str("new_session", sessionHex(c.Status().SessionID)).
+			Msg("zookeeper servers are behind what the session has seen and refuse it; replaced it with a fresh one, the old one is treated as expired")
+	}
+}
+
+// replaceConn opens a fresh connection beside an expired one, so that the node learns at once
+// whether it was fenced. If no server gives it a session, nothing changes: go-zookeeper's own
+// connection opens the new session when it can.
 func (c *Client) replaceConn(why string) {
 	c.mu.Lock()
 	old, oldInfo, timeout := c.conn, c.cur, c.timeout
 	c.mu.Unlock()
 	c.log.Warn().Str("session", sessionHex(c.Status().SessionID)).Msg(why)
+	cand, info := c.freshSession(timeout)
+	if cand == nil {
+		c.log.Warn().Msg("no fresh zookeeper session; the ensemble is not serving")
+		return
+	}
+	if c.adopt(old, oldInfo, cand, info) {
+		c.log.Warn().Str("session", sessionHex(c.Status().SessionID)).Msg("replaced the expired zookeeper session with a fresh one")
+	}
+}
 
-	info := newConnInfo(timeout)
+// freshSession opens a connection with no session id and no last zxid beside the current one
+// and waits until a server gives it a session, for at most twice the session timeout (5 s at
+// least). It returns nil if none did.
+func (c *Client) freshSession(timeout time.Duration) (*zk.Conn, *connInfo) {
+	info := newConnInfo(timeout, len(c.cfg.Servers))
 	cand, err := c.open(info)
 	if err != nil {
-		c.resetRejects()
 		c.log.Warn().Err(err).Msg("cannot open a fresh zookeeper connection")
-		return
+		return nil, nil
 	}
 	deadline := time.NewTimer(max(2*timeout, 5*time.Second))
 	defer deadline.Stop()
@@ -458,30 +523,33 @@ func (c *Client) replaceConn(why string) {
 		case <-info.events:
 		case <-deadline.C:
 			c.closeConn(cand)
-			c.resetRejects()
-			c.log.Warn().Msg("no fresh zookeeper session either; the ensemble is not serving, keeping the old session")
-			return
+			return nil, nil
 		case <-c.quit:
 			c.closeConn(cand)
-			return
+			return nil, nil
 		}
 	}
+	return cand, info
+}
+
+// adopt makes cand, which has a session, the client's connection in place of old, reported as
+// an expiry of the old session and a new session. It does not if old has meanwhile got its
+// session back (or was replaced, or the client closed): then cand is closed and adopt returns
+// false.
+func (c *Client) adopt(old *zk.Conn, oldInfo *connInfo, cand *zk.Conn, info *connInfo) bool {
 	c.mu.Lock()
 	if c.closed || c.cur != oldInfo || c.status.State == Connected {
 		c.mu.Unlock()
 		c.closeConn(cand)
-		return
+		return false
 	}
-	lost := c.status.SessionID
 	c.conn, c.cur = cand, info
 	c.handshaking, c.rejects = false, 0
-	c.setStatusLocked(Expired, lost)
+	c.setStatusLocked(Expired, c.status.SessionID)
 	c.sessionLocked(info)
-	sid := c.status.SessionID
 	c.mu.Unlock()
 	c.closeConn(old)
-	c.log.Warn().Str("session", sessionHex(sid)).Str("previous_session", sessionHex(lost)).
-		Msg("replaced the zookeeper session with a fresh one; the old one is treated as expired")
+	return true
 }
 
 func (c *Client) resetRejects() {
@@ -500,9 +568,12 @@ func (c *Client) closeConn(conn *zk.Conn) {
 	}()
 }
 
-// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a small
-// request and, if a server answers, records when the request was sent. A request answered must
-// have been received after it was sent, so that time is never later than the server's.
+// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a Sync and,
+// if it is answered, records when it was sent. A request answered must have been received after
+// it was sent, so that time is never later than the server's. It is a Sync, not a read, because
+// the leader answers it: a follower cut off from its leader still answers reads (until it gives
+// the leader up, syncLimit × tickTime later) while the leader, which expires sessions, hears
+// nothing of this client; LastContact must not run ahead of what the leader has seen.
 func (c *Client) probe() {
 	defer c.wg.Done()
 	timer := time.NewTimer(0)
@@ -515,7 +586,7 @@ func (c *Client) probe() {
 		}
 		conn, _ := c.current()
 		start := time.Now()
-		if _, _, err := conn.Exists(c.cfg.Root); err == nil {
+		if _, err := conn.Sync(c.cfg.Root); err == nil {
 			c.noteContact(start)
 		}
 		timer.Reset(probeInterval(c.SessionTimeout()) - time.Since(start))
@@ -576,6 +647,8 @@ func connLoss(err error) bool {
 }
 
 func sessionHex(sid int64) string { return fmt.Sprintf("%#x", sid) }
+
+func zxidHex(zxid int64) string { return fmt.Sprintf("%#x", zxid) }
 
 // zkLogger sends go-zookeeper's own messages (reconnect attempts, mostly) to the debug level.
 type zkLogger struct{ log zerolog.Logger }

@@ -253,7 +253,7 @@ func TestFreshSessionWhenServerLostItsData(t *testing.T) {
 	if cs := c.Status(); cs.State != Connected || cs.SessionID != st.SessionID {
 		t.Fatalf("client status %+v, want connected with session %#x", cs, st.SessionID)
 	}
-	log.waitFor(t, "issue #36", time.Second)
+	log.waitFor(t, "are behind what the session has seen and refuse it", time.Second)
 	if out, _ := os.ReadFile(filepath.Join(z.Dir, "data2.out")); !strings.Contains(string(out), "Refusing session request") {
 		t.Errorf("the server log does not show the refused session of issue #36; the test no longer reproduces it:\n%s", out)
 	}
@@ -274,7 +274,7 @@ func TestSessionSurvivesServerRestart(t *testing.T) {
 	b := &testBundle{log: log, zk: testenv.ZK{Servers: []string{z.Addr()}, Root: "/zksched"}}
 	cfg := b.config()
 	// The session must outlive the restart plus one handshake the starting server may leave
-	// unanswered (2/3 of the timeout, see sniffConn.SetReadDeadline).
+	// unanswered (2/3 of the timeout with one server, see handshakeLimit).
 	cfg.SessionTimeout = 15 * time.Second
 	c := b.dial(t, cfg)
 	w := register(t, c, RoleWorker, "1")

@@ -38,25 +38,45 @@
 //   - SessionTimeout is the timeout the server granted, which may differ from the one asked for.
 //     go-zookeeper v1.0.4 does not expose it; the Client's dialer reads it from the connect
 //     response on the wire (sniff.go).
-//   - LastContact is the start time (monotonic) of the last request a server answered: a probe
-//     (Exists on the root) every SessionTimeout/10, at most 1 s apart, and every session
-//     handshake. A request answered was received after it was sent, and the server expires a
-//     session no sooner than SessionTimeout after the last request it received, so the session
-//     is alive at least until LastContact+SessionTimeout. Past that the node must assume it was
-//     declared dead (the watchdog of the failover package).
+//   - LastContact is the start time (monotonic) of the last request the ensemble's leader
+//     answered: a probe (a Sync of the root) every SessionTimeout/10, at most 1 s apart, and
+//     every session handshake. A Sync, because a follower cut off from its leader keeps
+//     answering reads while the leader, which expires sessions, hears nothing of the client. A
+//     request answered was received after it was sent, and the server expires a session no
+//     sooner than SessionTimeout after the last request it received, so the session is alive
+//     at least until LastContact+SessionTimeout. Past that the node must assume it was declared
+//     dead (the watchdog of the failover package).
+//
+// The session timeout must outlast a change of ZooKeeper leader: followers give up on a frozen
+// or lost leader after syncLimit × tickTime, and until a new leader serves no request that goes
+// through the leader is answered, the probe included. So SessionTimeout should be at least
+// 2 × syncLimit × tickTime (20 s with ZooKeeper's sample tickTime 2000 and syncLimit 5). At
+// start the Client reads each server's settings with the conf four-letter word, where the
+// server's 4lw.commands.whitelist allows it (a refusal is a debug line), and warns when the
+// timeout is shorter, or when the servers granted another timeout than the one asked for.
 //
 // A new SessionID always means the previous session is gone, whether or not Expired was seen:
 // Changed is a broadcast and states can pass faster than a reader looks.
 //
+// A server that takes the TCP connection and then answers nothing (frozen, hung) holds a
+// reconnecting client for its handshake limit: SessionTimeout divided by the number of servers,
+// as in the Java client, and at most 2/3 of it. So a client that tries a frozen server next
+// still reaches a live one before its session can expire.
+//
 // A session no server accepts. A server restarted with an empty data directory refuses the
-// client's session ("has seen zxid 0x… our last zxid is 0x0"), and go-zookeeper retries it
-// forever (upstream issue #36). The Client counts handshakes dropped by a server after the TCP
-// connection was accepted; after three in a row spanning at least SessionTimeout it opens a fresh
-// connection (no session id, no last zxid) beside the stuck one. If that one gets a session, the
-// servers serve but refuse ours: the fresh connection replaces the old, reported as Expired then
-// Connected with a new SessionID. If it gets none, the ensemble is not serving (no quorum, a
-// partition), the old session may well be alive, and nothing changes. Giving up a session is
-// always the safe direction: the node behaves as after an expiry.
+// session of a client that has seen a later zxid than the server has ("has seen zxid 0x… our
+// last zxid is 0x…"): it closes the connection without an answer, and go-zookeeper retries the
+// session forever (upstream issue #36). A server without a quorum closes the connection in the
+// same way, and there the session is alive: the servers renew every session once they serve
+// again, even after an outage longer than the timeout. The Client counts handshakes dropped by
+// a server after the TCP connection was accepted; after three in a row spanning at least
+// SessionTimeout it opens a fresh connection (no session id, no last zxid) beside the stuck one.
+// If that one gets a session, the Client reads its server's last zxid (the header of any reply
+// carries it). Only a server behind the stuck session's last zxid refuses it: then the fresh
+// connection replaces the old, reported as Expired then Connected with a new SessionID. A
+// server that has seen it all (a quorum back) accepts the old session at its next try, and a
+// fresh connection that gets no session means the ensemble is not serving; in both cases
+// nothing changes. A session that no server has refused is never given up.
 //
 // # Registration: why a fenced multi
 //

@@ -11,7 +11,8 @@ import (
 // connInfo is the bookkeeping of one go-zookeeper connection (which makes many TCP connections
 // over its life, one per reconnect).
 type connInfo struct {
-	events chan struct{} // a session event happened; buffered 1
+	events  chan struct{} // a session event happened; buffered 1
+	servers int           // how many servers the connection goes round
 	// handshakeLimit bounds a handshake (see sniffConn.SetReadDeadline), in nanoseconds.
 	handshakeLimit atomic.Int64
 
@@ -26,16 +27,25 @@ type handshake struct {
 	sentAt    time.Time // when the connect request was sent, monotonic
 }
 
-func newConnInfo(sessionTimeout time.Duration) *connInfo {
-	i := &connInfo{events: make(chan struct{}, 1)}
+func newConnInfo(sessionTimeout time.Duration, servers int) *connInfo {
+	i := &connInfo{events: make(chan struct{}, 1), servers: max(servers, 1)}
 	i.setSessionTimeout(sessionTimeout)
 	return i
 }
 
-// setSessionTimeout bounds the next handshakes by 2/3 of the session timeout, the read timeout of
-// an established connection (and of the Java client's handshake).
+// setSessionTimeout bounds the next handshakes by the session timeout divided by the number of
+// servers, as the Java client does (its connect timeout), and never more than 2/3 of it, the
+// read timeout of an established connection. A server that takes the connection and answers
+// nothing (frozen, or hung) costs that much before the client tries the next: with one share
+// of the timeout per server, a client can try every server in turn before its session
+// expires, even when the frozen one comes next. The floor keeps a slow but healthy server
+// reachable when the timeout is very short.
 func (i *connInfo) setSessionTimeout(d time.Duration) {
-	i.handshakeLimit.Store(int64(max(d*2/3, 100*time.Millisecond)))
+	i.handshakeLimit.Store(int64(handshakeLimit(d, i.servers)))
+}
+
+func handshakeLimit(timeout time.Duration, servers int) time.Duration {
+	return max(min(timeout*2/3, timeout/time.Duration(servers)), 100*time.Millisecond)
 }
 
 func (i *connInfo) lastHandshake() handshake {

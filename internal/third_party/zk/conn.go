@@ -333,6 +333,14 @@ func (c *Conn) SessionID() int64 {
 	return atomic.LoadInt64(&c.sessionID)
 }
 
+// LastZxid returns the last zxid the client has seen in a reply: for a reply to a read, the last
+// transaction the answering server had applied. It is the LastZxidSeen of the next connect
+// request, which a server refuses if it has not seen that zxid itself. (zksched patch, see
+// PATCHES.md.)
+func (c *Conn) LastZxid() int64 {
+	return atomic.LoadInt64(&c.lastZxid)
+}
+
 // SetLogger sets the logger to be used for printing errors.
 // Logger is an interface provided by this package.
 func (c *Conn) SetLogger(l Logger) {
