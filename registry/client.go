@@ -271,7 +271,7 @@ func (c *Client) SessionTimeout() time.Duration {
 }
 
 // LastContact returns a time at or before which the server last received a request of this
-// client, with its monotonic clock reading: the start of the last request that the ZooKeeper
+// client, read from Now (CLOCK_BOOTTIME): the start of the last request that the ZooKeeper
 // leader answered (a Sync probe runs every SessionTimeout/10, at most 1 s apart, and a session
 // handshake, which a follower checks with the leader, counts too). The server expires a session
 // no sooner than SessionTimeout after the last request it received, so a node cut off for
@@ -585,11 +585,11 @@ func (c *Client) probe() {
 		case <-timer.C:
 		}
 		conn, _ := c.current()
-		start := time.Now()
+		start := Now()
 		if _, err := conn.Sync(c.cfg.Root); err == nil {
 			c.noteContact(start)
 		}
-		timer.Reset(probeInterval(c.SessionTimeout()) - time.Since(start))
+		timer.Reset(probeInterval(c.SessionTimeout()) - Now().Sub(start))
 	}
 }
 

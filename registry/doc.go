@@ -38,8 +38,8 @@
 //   - SessionTimeout is the timeout the server granted, which may differ from the one asked for.
 //     go-zookeeper v1.0.4 does not expose it; the Client's dialer reads it from the connect
 //     response on the wire (sniff.go).
-//   - LastContact is the start time (monotonic) of the last request the ensemble's leader
-//     answered: a probe (a Sync of the root) every SessionTimeout/10, at most 1 s apart, and
+//   - LastContact is the start time of the last request the ensemble's leader answered, by
+//     registry.Now (CLOCK_BOOTTIME: it counts a suspend of the machine, as the servers do): a probe (a Sync of the root) every SessionTimeout/10, at most 1 s apart, and
 //     every session handshake. A Sync, because a follower cut off from its leader keeps
 //     answering reads while the leader, which expires sessions, hears nothing of the client. A
 //     request answered was received after it was sent, and the server expires a session no
