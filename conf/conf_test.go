@@ -37,7 +37,7 @@ func TestDefaults(t *testing.T) {
 	}{
 		{"registry.servers", got.Registry.Servers, []string{"127.0.0.1:2181"}},
 		{"registry.root", got.Registry.Root, "/zksched"},
-		{"registry.session-timeout", got.Registry.SessionTimeout, 10 * time.Second},
+		{"registry.session-timeout", got.Registry.SessionTimeout, 20 * time.Second},
 		{"registry.on-lost", got.Registry.OnLost, "stop"},
 		{"db.dsn", got.DB.DSN, "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable"},
 		{"db.max-conns", got.DB.MaxConns, 20},

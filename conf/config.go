@@ -79,11 +79,16 @@ type Registry struct {
 	// zksched never writes beside other applications' znodes.
 	Root string `yaml:"root"`
 
-	// SessionTimeout is the ZooKeeper session timeout the node asks for. Defaults to 10 s.
+	// SessionTimeout is the ZooKeeper session timeout the node asks for. Defaults to 20 s.
 	// It is how long a node may be unreachable before ZooKeeper declares it dead and its
 	// work is failed over: shorter means faster failover, longer rides out longer network
 	// blips and GC pauses. At least 1 s; the server may clamp it to its own
-	// minSessionTimeout..maxSessionTimeout.
+	// minSessionTimeout..maxSessionTimeout. Keep it at least 2 × syncLimit × tickTime of the
+	// ZooKeeper servers: a frozen or lost ZooKeeper leader is given up only after
+	// syncLimit × tickTime, and until a new one serves no node can prove it is alive, so a
+	// shorter timeout expires every session. The default suits ZooKeeper's sample settings
+	// (tickTime 2 s, syncLimit 5); the node warns at start when the servers' settings want
+	// more.
 	SessionTimeout time.Duration `yaml:"session-timeout"`
 
 	// OnLost is what a node does with its running work once it has been cut off from
@@ -327,7 +332,7 @@ func Defaults() Config {
 		Registry: Registry{
 			Servers:        []string{"127.0.0.1:2181"},
 			Root:           "/zksched",
-			SessionTimeout: 10 * time.Second,
+			SessionTimeout: 20 * time.Second,
 			OnLost:         OnLostStop,
 		},
 		DB: DB{

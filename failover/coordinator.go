@@ -15,6 +15,7 @@ import (
 // Registry is what the coordinator does with ZooKeeper (registry.Client).
 type Registry interface {
 	Members(ctx context.Context, role registry.Role) ([]string, <-chan struct{}, error)
+	MemberInfo(ctx context.Context, role registry.Role, id string) (registry.NodeInfo, error)
 	Fence(ctx context.Context, electionZnode string, rec registry.FenceRecord) error
 	Marker(ctx context.Context, role registry.Role, id string) (registry.FenceRecord, bool, error)
 	Markers(ctx context.Context) ([]registry.MarkerEntry, error)
@@ -34,7 +35,8 @@ type CoordinatorConfig struct {
 	// ID is the master's identity, recorded as the leader in fence records.
 	ID string
 	// Delay is failover.delay: how long after the leader sees a node's znode gone it fails the
-	// node over. It covers the node's own stop (watchdog tick and kill grace).
+	// node over. It covers the node's own stop (watchdog tick and kill grace). A worker that
+	// published a longer kill grace in its NodeInfo gets that plus killGraceMargin instead.
 	Delay time.Duration
 	// MarkerRetention is how long finished markers are kept.
 	MarkerRetention time.Duration
@@ -76,6 +78,10 @@ func (c *Coordinator) Run(ctx context.Context) {
 	}
 }
 
+// killGraceMargin is what the leader adds to a worker's published kill grace: the worker's
+// watchdog tick and clock-rate drift, as conf's validation of failover.delay does.
+const killGraceMargin = time.Second
+
 // nodeKey names an identity in a role.
 type nodeKey struct {
 	role registry.Role
@@ -93,6 +99,10 @@ type term struct {
 	absent map[nodeKey]time.Time
 	// fenced holds the identities with a marker, and whether its failover finished.
 	fenced map[nodeKey]bool
+	// killGrace holds the kill grace each worker published in its NodeInfo, read while it was
+	// registered: once it is lost its znode is gone. A worker lost before this term began was
+	// never seen and gets Delay.
+	killGrace map[nodeKey]time.Duration
 }
 
 var errNotLeader = errors.New("no longer the leader")
@@ -115,7 +125,7 @@ func (c *Coordinator) runLeader(ctx context.Context) {
 		}
 	}()
 	c.cfg.Log.Info().Msg("leading failover")
-	t := &term{c: c, absent: map[nodeKey]time.Time{}, fenced: map[nodeKey]bool{}}
+	t := &term{c: c, absent: map[nodeKey]time.Time{}, fenced: map[nodeKey]bool{}, killGrace: map[nodeKey]time.Duration{}}
 	nextSweep := c.cfg.Clock.Now() // a new term starts with a full sweep
 	for ctx.Err() == nil {
 		now := c.cfg.Clock.Now()
@@ -169,6 +179,7 @@ func (t *term) resync(ctx context.Context, sweep bool) ([2]<-chan struct{}, erro
 			members[nodeKey{role, id}] = true
 		}
 	}
+	t.readKillGraces(ctx, members)
 	if sweep || t.members == nil {
 		if err := t.readMarkers(ctx); err != nil {
 			return watches, err
@@ -198,8 +209,47 @@ func (t *term) resync(ctx context.Context, sweep bool) ([2]<-chan struct{}, erro
 			delete(t.absent, k)
 		}
 	}
+	for k := range t.killGrace {
+		if _, lost := t.absent[k]; !lost && !members[k] {
+			delete(t.killGrace, k) // failed over, or never lost
+		}
+	}
 	t.members = members
 	return watches, nil
+}
+
+// readKillGraces reads the NodeInfo of every worker registered since the last look, for the
+// kill grace it published. A read that fails for want of an answer is tried again at the next
+// resync; a worker whose data does not parse gets Delay.
+func (t *term) readKillGraces(ctx context.Context, members map[nodeKey]bool) {
+	c := t.c
+	for k := range members {
+		if _, known := t.killGrace[k]; known || k.role != registry.RoleWorker {
+			continue
+		}
+		info, err := c.reg.MemberInfo(ctx, k.role, k.id)
+		var dataErr *registry.DataError
+		switch {
+		case err == nil:
+			t.killGrace[k] = time.Duration(info.KillGraceMs) * time.Millisecond
+		case errors.As(err, &dataErr):
+			t.killGrace[k] = 0
+			c.cfg.Log.Warn().Err(err).Str("node", k.id).Msg("worker's node info does not parse; its kill grace is taken to be covered by failover.delay")
+		default:
+			c.cfg.Log.Debug().Err(err).Str("node", k.id).Msg("cannot read a worker's node info yet; trying again at the next resync")
+		}
+	}
+}
+
+// delay is how long after the leader saw k lost it fails k over: failover.delay, or the
+// worker's own published kill grace plus killGraceMargin when that is longer. Config
+// validation holds failover.delay above the kill grace of the leader's own config file only,
+// and a worker may run with another.
+func (t *term) delay(k nodeKey) time.Duration {
+	if g := t.killGrace[k]; g > 0 {
+		return max(t.c.cfg.Delay, g+killGraceMargin)
+	}
+	return t.c.cfg.Delay
 }
 
 func (t *term) ownerSeen(k nodeKey, members map[nodeKey]bool, now time.Time) {
@@ -225,7 +275,7 @@ func (t *term) lose(k nodeKey, now time.Time, why string) {
 	}
 	t.absent[k] = now
 	t.c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Str("why", why).
-		Dur("failover_in", t.c.cfg.Delay).Msg("node lost; failing it over after the delay unless it comes back")
+		Dur("failover_in", t.delay(k)).Msg("node lost; failing it over after the delay unless it comes back")
 }
 
 // readMarkers learns every fenced identity, and removes finished markers past retention.
@@ -268,7 +318,7 @@ func (t *term) readMarkers(ctx context.Context) error {
 func (t *term) failDue(ctx context.Context) error {
 	now := t.c.cfg.Clock.Now()
 	for k, since := range t.absent {
-		if now.Sub(since) < t.c.cfg.Delay {
+		if now.Sub(since) < t.delay(k) {
 			continue
 		}
 		if err := t.fence(ctx, k, since); err != nil {
@@ -291,8 +341,8 @@ func (t *term) nextDue() (time.Duration, bool) {
 	now := t.c.cfg.Clock.Now()
 	var next time.Duration
 	found := false
-	for _, since := range t.absent {
-		d := max(t.c.cfg.Delay-now.Sub(since), 0)
+	for k, since := range t.absent {
+		d := max(t.delay(k)-now.Sub(since), 0)
 		if !found || d < next {
 			next, found = d, true
 		}

@@ -114,8 +114,15 @@ func (b *coordBundle) dial(t *testing.T) *registry.Client {
 // worker registers a worker identity with its own session and gives it one running task.
 func (b *coordBundle) worker(t *testing.T, id string) (*registry.Client, dao.TaskInstance) {
 	t.Helper()
+	return b.workerWith(t, registry.NodeInfo{ID: id, Role: registry.RoleWorker, Host: "127.0.0.1", Port: 2})
+}
+
+// workerWith is worker with the NodeInfo the worker publishes.
+func (b *coordBundle) workerWith(t *testing.T, info registry.NodeInfo) (*registry.Client, dao.TaskInstance) {
+	t.Helper()
+	id := info.ID
 	c := b.dial(t)
-	if _, err := c.Register(b.ctx, registry.NodeInfo{ID: id, Role: registry.RoleWorker, Host: "127.0.0.1", Port: 2}); err != nil {
+	if _, err := c.Register(b.ctx, info); err != nil {
 		t.Fatal(err)
 	}
 	wf := daotest.Submit(t, b.db, "wf", map[string]any{"name": "wf"})
@@ -195,6 +202,33 @@ func TestLostWorkerIsFailedOverOnlyAfterTheDelay(t *testing.T) {
 	// The fenced identity can never register again.
 	if _, err := c.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:2_1", Role: registry.RoleWorker}); err == nil {
 		t.Fatal("a fenced identity registered again")
+	}
+}
+
+// A worker whose config gives its tasks a longer kill grace than the leader's failover.delay
+// covers is failed over only once that grace plus a second has passed: its tasks may still be
+// dying until then.
+func TestLostWorkerWaitsForItsOwnKillGrace(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	grace := testDelay + 3*time.Second
+	wc, task := b.workerWith(t, registry.NodeInfo{ID: "127.0.0.1:2_2", Role: registry.RoleWorker, Host: "127.0.0.1",
+		Port: 2, KillGraceMs: grace.Milliseconds()})
+	settle()
+	wc.Close()
+	settle()
+	b.clock.Advance(grace) // past failover.delay, short of the grace plus 1 s
+	settle()
+	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
+		t.Fatalf("%v after the loss, with the worker's kill grace %v, the task is %s; want still running", grace, grace, ti.State)
+	}
+	b.clock.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.task(t, task.ID).State != dao.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the task was not requeued after the kill grace plus 1 s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

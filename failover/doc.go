@@ -31,7 +31,10 @@
 //     expired its session, the leader never decides that on a timer of its own — and a
 //     further failover.delay has passed since the leader saw it. The delay covers the node's
 //     own stop (its watchdog tick and its tasks' kill grace; config validation enforces
-//     delay >= kill grace + 1 s). An identity registered again before then is left alone.
+//     delay >= kill grace + 1 s within one config file). Each worker also publishes its kill
+//     grace in its NodeInfo; the leader keeps the value it read while the worker was
+//     registered and waits at least that plus 1 s, whatever its own config says. An identity
+//     registered again before then is left alone.
 //  3. Fence, in one ZooKeeper multi: check the leader's own election znode (a deposed leader
 //     fences nothing), create and delete nodes/<role>s/<id> (fails if the node is back), and
 //     create failover-finish-nodes/<role>/<id> with phase fenced. From this moment the
@@ -54,17 +57,28 @@
 //
 //   - The node takes work only while Active: its client is connected, its registration holds
 //     under the current session, and its last contact with ZooKeeper is less than the session
-//     timeout ago. Disconnected, it stops claiming (workers) and advancing (masters) at once.
+//     timeout ago. Active is decided at each call, not read from the watchdog's last tick, and a
+//     worker asks it under the lock its Interrupt takes, as it starts each attempt: a claim that
+//     returns after the deadline (it waited on a lock, a slow database, a freeze) starts
+//     nothing and hands its tasks back unstarted. Disconnected, the node stops claiming
+//     (workers) and advancing (masters) at once.
 //   - The watchdog: once the node has been cut off for the negotiated session timeout since its
-//     last contact (registry.Client.LastContact: the send time of the last answered request,
-//     on the monotonic clock), its session may have expired; a worker stops its running tasks
-//     (SIGTERM to each task's processes, SIGKILL after the kill grace) and hands them back
-//     under its own token (outcome interrupted). It checks every 100 ms, so after a freeze it
-//     fires as soon as the process runs again. With registry.on-lost = keep-running the work
-//     goes on instead (at-least-once, with overlap possible; results are still committed once).
+//     last contact (registry.Client.LastContact: the send time of the last request the
+//     ensemble's leader answered, a Sync probe or a handshake, by registry.Now, CLOCK_BOOTTIME,
+//     which counts a suspend of the machine as the servers' clocks do), its session may have
+//     expired; a worker stops its running tasks (SIGTERM to each task's processes, SIGKILL
+//     after the kill grace) and hands them back under its own token (outcome interrupted).
+//     Lost is sticky: until the watchdog has seen the node live again, Active stays false and
+//     every tick (100 ms) stops the running work again, so nothing started around the deadline
+//     survives it. After a freeze it fires as soon as the process runs again. It acts before it
+//     logs, and a node's log output never blocks (lines are dropped and counted instead): a
+//     stalled log pipe cannot hold a stop up. The guard lives until the node has left the
+//     registry: a graceful stop keeps it. With registry.on-lost = keep-running the work goes on
+//     instead (at-least-once, with overlap possible; results are still committed once).
 //   - Fenced (its marker appears — it watches its own marker path — or re-registration after an
-//     expiry finds it): the node logs who fenced it and exits with code 75 at once; the
-//     supervisors of its tasks kill all their processes when they see it gone. A supervisor
+//     expiry finds it): the node logs who fenced it and exits with code 75 at once, without a
+//     graceful stop or deferred cleanups (closing the database would wait for queries a cut
+//     link holds); the supervisors of its tasks kill all their processes when they see it gone. A supervisor
 //     (systemd Restart=on-failure) starts it again as a new identity.
 //   - Not fenced after an expiry: the registration re-registers the same identity through the
 //     fenced multi and the node resumes.

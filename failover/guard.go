@@ -16,7 +16,8 @@ type Session interface {
 	Changed() <-chan struct{}
 	// SessionTimeout is the negotiated timeout of the current session.
 	SessionTimeout() time.Duration
-	// LastContact is a monotonic time at or before the server's last receipt of a request.
+	// LastContact is a time by registry.Now at or before the server's last receipt of a
+	// request.
 	LastContact() time.Time
 }
 
@@ -26,7 +27,8 @@ type Membership interface {
 	Changed() <-chan struct{}
 }
 
-// Clock is the guard's time source, injected so tests control the watchdog.
+// Clock is the guard's time source, injected so tests control the watchdog. The real one
+// reads registry.Now, the clock of LastContact, which counts a suspend of the machine.
 type Clock interface {
 	Now() time.Time
 	// After is time.After.
@@ -35,7 +37,7 @@ type Clock interface {
 
 type realClock struct{}
 
-func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) Now() time.Time                         { return registry.Now() }
 func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // GuardConfig configures a Guard.
@@ -52,7 +54,8 @@ type GuardConfig struct {
 	// Clock defaults to the real one.
 	Clock Clock
 	// Tick bounds how late the watchdog notices a deadline; 100 ms if zero. After the
-	// process wakes from a freeze it fires at once, since the monotonic clock went on.
+	// process wakes from a freeze (or the machine from a suspend) it fires within a tick, and
+	// the clock shows the time that went by.
 	Tick time.Duration
 }
 

@@ -21,9 +21,10 @@ type Config struct {
 	// may be nested ("/a/b"); Dial creates it and its ancestors. "/" is refused, so zksched never
 	// mixes its znodes with those of other users of the ensemble.
 	Root string
-	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 10 s. The server
+	// SessionTimeout is the session timeout asked of ZooKeeper. Defaults to 20 s. The server
 	// clamps it into its minSessionTimeout..maxSessionTimeout; Client.SessionTimeout reports the
-	// granted value, which is the one the node's watchdog must use.
+	// granted value, which is the one the node's watchdog must use. It should be at least
+	// 2 × syncLimit × tickTime of the servers (see doc.go); Dial warns when it is not.
 	SessionTimeout time.Duration
 	// InfoInterval is how often a Registration rewrites its NodeInfo and re-checks its fence
 	// marker, and how often an Election re-reads the candidates without waiting for a watch.
@@ -45,7 +46,7 @@ func (cfg Config) withDefaults() (Config, error) {
 		return cfg, fmt.Errorf("zookeeper root %q must be an absolute, clean path other than /", cfg.Root)
 	}
 	if cfg.SessionTimeout <= 0 {
-		cfg.SessionTimeout = 10 * time.Second
+		cfg.SessionTimeout = 20 * time.Second
 	}
 	if cfg.InfoInterval <= 0 {
 		cfg.InfoInterval = 5 * time.Second
@@ -213,6 +214,8 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	st := c.Status()
 	c.log.Info().Str("servers", servers).Str("root", cfg.Root).Str("session", sessionHex(st.SessionID)).
 		Dur("session_timeout", c.SessionTimeout()).Msg("zookeeper session established")
+	c.wg.Add(1)
+	go c.checkServers()
 	return c, nil
 }
 
@@ -268,10 +271,11 @@ func (c *Client) SessionTimeout() time.Duration {
 }
 
 // LastContact returns a time at or before which the server last received a request of this
-// client, with its monotonic clock reading: the start of the last request that was answered
-// (a small probe runs every SessionTimeout/10, at most 1 s apart, and a session handshake counts
-// too). The server expires a session no sooner than SessionTimeout after the last request it
-// received, so a node cut off for SessionTimeout since LastContact may have been declared dead.
+// client, read from Now (CLOCK_BOOTTIME): the start of the last request that the ZooKeeper
+// leader answered (a Sync probe runs every SessionTimeout/10, at most 1 s apart, and a session
+// handshake, which a follower checks with the leader, counts too). The server expires a session
+// no sooner than SessionTimeout after the last request it received, so a node cut off for
+// SessionTimeout since LastContact may have been declared dead.
 func (c *Client) LastContact() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -471,8 +475,11 @@ func (c *Client) checkRefusedSession() {
 	if err != nil || has >= seen {
 		c.closeConn(cand)
 		c.resetRejects()
-		log.Info().Err(err).Str("server_zxid", zxidHex(has)).
-			Msg("zookeeper serves and has seen what the session has; keeping the session")
+		if err != nil {
+			log.Warn().Err(err).Msg("cannot read what the fresh zookeeper session's server has seen; keeping the session")
+		} else {
+			log.Info().Str("server_zxid", zxidHex(has)).Msg("zookeeper serves and has seen what the session has; keeping the session")
+		}
 		return
 	}
 	if c.adopt(old, oldInfo, cand, info) {
@@ -561,9 +568,12 @@ func (c *Client) closeConn(conn *zk.Conn) {
 	}()
 }
 
-// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a small
-// request and, if a server answers, records when the request was sent. A request answered must
-// have been received after it was sent, so that time is never later than the server's.
+// probe records LastContact: every SessionTimeout/10 (at most 1 s apart) it sends a Sync and,
+// if it is answered, records when it was sent. A request answered must have been received after
+// it was sent, so that time is never later than the server's. It is a Sync, not a read, because
+// the leader answers it: a follower cut off from its leader still answers reads (until it gives
+// the leader up, syncLimit × tickTime later) while the leader, which expires sessions, hears
+// nothing of this client; LastContact must not run ahead of what the leader has seen.
 func (c *Client) probe() {
 	defer c.wg.Done()
 	timer := time.NewTimer(0)
@@ -575,11 +585,11 @@ func (c *Client) probe() {
 		case <-timer.C:
 		}
 		conn, _ := c.current()
-		start := time.Now()
-		if _, _, err := conn.Exists(c.cfg.Root); err == nil {
+		start := Now()
+		if _, err := conn.Sync(c.cfg.Root); err == nil {
 			c.noteContact(start)
 		}
-		timer.Reset(probeInterval(c.SessionTimeout()) - time.Since(start))
+		timer.Reset(probeInterval(c.SessionTimeout()) - Now().Sub(start))
 	}
 }
 

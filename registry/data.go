@@ -23,6 +23,11 @@ type NodeInfo struct {
 	Slots int `json:"slots,omitempty"`
 	// Running is how many tasks (worker) or workflows (master) the node runs now.
 	Running int `json:"running"`
+	// KillGraceMs is a worker's worker.kill-grace in milliseconds: how long its tasks may take
+	// to die once it stops them. The leader waits at least this plus 1 s after the worker's
+	// session expired before it re-queues the worker's tasks, whatever its own config says:
+	// the worker's config may differ from the leader's. Zero: not published.
+	KillGraceMs int64 `json:"killGraceMs,omitempty"`
 	// HeartbeatAt is when the data was last written; the Registration sets it on every refresh.
 	HeartbeatAt time.Time `json:"heartbeatAt"`
 	Load        float64   `json:"load"`

@@ -38,12 +38,22 @@
 //   - SessionTimeout is the timeout the server granted, which may differ from the one asked for.
 //     go-zookeeper v1.0.4 does not expose it; the Client's dialer reads it from the connect
 //     response on the wire (sniff.go).
-//   - LastContact is the start time (monotonic) of the last request a server answered: a probe
-//     (Exists on the root) every SessionTimeout/10, at most 1 s apart, and every session
-//     handshake. A request answered was received after it was sent, and the server expires a
-//     session no sooner than SessionTimeout after the last request it received, so the session
-//     is alive at least until LastContact+SessionTimeout. Past that the node must assume it was
-//     declared dead (the watchdog of the failover package).
+//   - LastContact is the start time of the last request the ensemble's leader answered, by
+//     registry.Now (CLOCK_BOOTTIME: it counts a suspend of the machine, as the servers do): a probe (a Sync of the root) every SessionTimeout/10, at most 1 s apart, and
+//     every session handshake. A Sync, because a follower cut off from its leader keeps
+//     answering reads while the leader, which expires sessions, hears nothing of the client. A
+//     request answered was received after it was sent, and the server expires a session no
+//     sooner than SessionTimeout after the last request it received, so the session is alive
+//     at least until LastContact+SessionTimeout. Past that the node must assume it was declared
+//     dead (the watchdog of the failover package).
+//
+// The session timeout must outlast a change of ZooKeeper leader: followers give up on a frozen
+// or lost leader after syncLimit × tickTime, and until a new leader serves no request that goes
+// through the leader is answered, the probe included. So SessionTimeout should be at least
+// 2 × syncLimit × tickTime (20 s with ZooKeeper's sample tickTime 2000 and syncLimit 5). At
+// start the Client reads each server's settings with the conf four-letter word, where the
+// server's 4lw.commands.whitelist allows it (a refusal is a debug line), and warns when the
+// timeout is shorter, or when the servers granted another timeout than the one asked for.
 //
 // A new SessionID always means the previous session is gone, whether or not Expired was seen:
 // Changed is a broadcast and states can pass faster than a reader looks.

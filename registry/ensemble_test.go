@@ -146,3 +146,41 @@ func TestSessionsSurviveQuorumLoss(t *testing.T) {
 		})
 	}
 }
+
+// A follower whose leader is frozen keeps answering reads until it gives the leader up
+// (syncLimit × tickTime later), while the leader, which expires sessions, hears nothing. So
+// LastContact must stop at the freeze: only a round trip through the leader advances it.
+func TestLastContactStopsWhenTheLeaderFreezes(t *testing.T) {
+	t.Parallel()
+	// A follower gives its leader up after 10 ticks, 5 s: the window in which it answers alone.
+	ens := testenv.NewZKEnsemble(t, 3, testenv.ZKEnsembleOptions{SyncLimit: 10})
+	leader, err := ens.WaitLeader(20 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &testBundle{log: newLogSink(t), zk: testenv.ZK{Servers: []string{ens.Addr((leader + 1) % 3)}, Root: "/zksched"}}
+	cfg := b.config()
+	cfg.SessionTimeout = 4 * time.Second
+	c := b.dial(t, cfg)
+	first := c.LastContact()
+	eventually(t, 5*time.Second, "LastContact to advance", func() bool { return c.LastContact().After(first) })
+
+	frozenAt := time.Now()
+	if err := ens.Freeze(leader); err != nil {
+		t.Fatal(err)
+	}
+	// Ten probe intervals, well inside the follower's 5 s of answering alone. (The client may
+	// drop the follower meanwhile: the follower answers its pings only after the pending Sync.)
+	<-time.After(10 * probeInterval(c.SessionTimeout()))
+	if last := c.LastContact(); last.After(frozenAt) {
+		t.Fatalf("LastContact %v after the leader froze, want at most the freeze; the follower answered alone",
+			last.Sub(frozenAt).Round(time.Millisecond))
+	}
+
+	if err := ens.Thaw(leader); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "LastContact to advance once the leader is back", func() bool {
+		return c.LastContact().After(frozenAt)
+	})
+}

@@ -80,6 +80,27 @@ func (c *Client) Members(ctx context.Context, role Role) (ids []string, ch <-cha
 	return ids, ch, nil
 }
 
+// MemberInfo reads the NodeInfo of a registered node. It returns an error wrapping
+// zk.ErrNoNode when the node is not registered, and a *DataError when its data does not parse.
+func (c *Client) MemberInfo(ctx context.Context, role Role, id string) (NodeInfo, error) {
+	if !role.valid() {
+		return NodeInfo{}, fmt.Errorf("member info: unknown role %q", role)
+	}
+	if err := validID(id); err != nil {
+		return NodeInfo{}, fmt.Errorf("member info: %w", err)
+	}
+	p := c.layout.nodePath(role, id)
+	raw, err := c.get(ctx, p)
+	if err != nil {
+		return NodeInfo{}, fmt.Errorf("member info %s: %w", p, err)
+	}
+	info, err := parseNodeInfo(p, role, id, raw)
+	if err != nil {
+		return NodeInfo{}, err
+	}
+	return *info, nil
+}
+
 // Fence fences a lost node in one multi, run by the leader: its election znode must still exist
 // (a deposed leader fences nothing), the node must be absent (create and delete of
 // nodes/<role>s/<id>), and the marker is created with rec in phase fenced.

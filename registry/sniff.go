@@ -24,7 +24,7 @@ type connInfo struct {
 type handshake struct {
 	timeout   time.Duration // negotiated session timeout
 	sessionID int64
-	sentAt    time.Time // when the connect request was sent, monotonic
+	sentAt    time.Time // when the connect request was sent, by Now
 }
 
 func newConnInfo(sessionTimeout time.Duration, servers int) *connInfo {
@@ -87,8 +87,8 @@ type sniffConn struct {
 
 func (s *sniffConn) Write(b []byte) (int, error) {
 	if !s.wrote.Load() {
-		s.sentAt = time.Now()
-		s.deadline = s.sentAt.Add(time.Duration(s.info.handshakeLimit.Load()))
+		s.sentAt = Now()
+		s.deadline = time.Now().Add(time.Duration(s.info.handshakeLimit.Load()))
 		s.Conn.SetReadDeadline(s.deadline)
 		s.wrote.Store(true)
 	}

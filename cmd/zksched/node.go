@@ -100,7 +100,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	info := registry.NodeInfo{ID: n.id, Role: role, Host: cfg.Node.Host, Port: port, PID: os.Getpid(),
 		StartTime: start, Version: Version, HTTPAddr: "http://" + ln.Addr().String(), HeartbeatAt: time.Now()}
 	if role == registry.RoleWorker {
-		info.Groups, info.Slots = cfg.Worker.Groups, cfg.Worker.Slots
+		info.Groups, info.Slots, info.KillGraceMs = cfg.Worker.Groups, cfg.Worker.Slots, cfg.Worker.KillGrace.Milliseconds()
 	}
 	n.reg, err = n.client.Register(ctx, info)
 	if errors.Is(err, registry.ErrFenced) {

@@ -81,16 +81,27 @@ func ZooKeeper(t testing.TB) ZK {
 // none within 10 s. The connection is closed when the test ends.
 func DialZK(t testing.TB) *zk.Conn {
 	t.Helper()
-	c := dialZK(t)
+	return DialZKServers(t, ZKServers())
+}
+
+// DialZKServers is DialZK to the given servers, such as a test's own ensemble.
+func DialZKServers(t testing.TB, servers []string) *zk.Conn {
+	t.Helper()
+	c := dialZKServers(t, servers)
 	t.Cleanup(c.Close)
 	return c
 }
 
 func dialZK(t testing.TB) *zk.Conn {
 	t.Helper()
-	conn, events, err := zk.Connect(ZKServers(), 10*time.Second, zk.WithLogger(nopLogger{}))
+	return dialZKServers(t, ZKServers())
+}
+
+func dialZKServers(t testing.TB, servers []string) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect(servers, 10*time.Second, zk.WithLogger(nopLogger{}))
 	if err != nil {
-		t.Fatalf("testenv: zookeeper %v: %v (%s)", ZKServers(), err, hint)
+		t.Fatalf("testenv: zookeeper %v: %v (%s)", servers, err, hint)
 	}
 	deadline := time.After(10 * time.Second)
 	for {
@@ -105,7 +116,7 @@ func dialZK(t testing.TB) *zk.Conn {
 			}
 		case <-deadline:
 			conn.Close()
-			t.Fatalf("testenv: no zookeeper session with %v within 10s (%s)", ZKServers(), hint)
+			t.Fatalf("testenv: no zookeeper session with %v within 10s (%s)", servers, hint)
 		}
 	}
 }

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/history"
+	"github.com/zksched/zksched/internal/testcluster"
+	"github.com/zksched/zksched/internal/testenv"
+	"github.com/zksched/zksched/registry"
+)
+
+// Losing one server of a three-server ensemble, whichever it is and however it goes (killed,
+// frozen past the session timeout), costs no failover and no fenced node: the clients move to
+// the other servers and their sessions live on. The nodes' sessions are 8 s, above
+// 2 × syncLimit × tickTime (2 × 5 × 500 ms) as registry/doc.go asks: a frozen leader is given up
+// by its followers after 2.5 s, and a new one is elected well before any session could expire.
+func TestFaultOneZooKeeperServerLost(t *testing.T) {
+	t.Parallel()
+	ens := testenv.NewZKEnsemble(t, 3, testenv.ZKEnsembleOptions{})
+	root := "/" + testenv.Name("zksched-test-")
+	db, dsn := daotest.New(t)
+	rec := history.New(t)
+	c := testcluster.New(t, ens.Servers(), root, dsn, append(rec.Env(),
+		"ZKSCHED_REGISTRY_SESSION_TIMEOUT=8s", "ZKSCHED_FAILOVER_DELAY=2s", "ZKSCHED_WORKER_KILL_GRACE=500ms",
+		"ZKSCHED_WORKER_POLL_INTERVAL=200ms", "ZKSCHED_MASTER_POLL_INTERVAL=200ms")...)
+	f := &fault{Cluster: c, db: db, rec: rec, root: root}
+	nodes := []*proc{f.startMaster(t, "master-1"), f.startMaster(t, "master-2"),
+		f.startWorker(t, "worker-1", 2), f.startWorker(t, "worker-2", 2)}
+	wf := f.submit(t, "one-server-lost", parallel(4, "sleep 45")...)
+	f.waitRuns(t, 30*time.Second, "4 tasks running", func(rs []history.Run) bool { return aliveCount(rs) == 4 })
+	faultAt := time.Now()
+
+	leader := func() int {
+		t.Helper()
+		i, err := ens.WaitLeader(20 * time.Second)
+		if err != nil {
+			t.Fatalf("no zookeeper leader: %v\n%s", err, ens.Logs())
+		}
+		return i
+	}
+	// Each fault, then the server back and the ensemble whole again.
+	follower := (leader() + 1) % 3
+	t.Logf("fault: kill -9 of follower %d", follower)
+	ens.Stop(follower)
+	time.Sleep(5 * time.Second)
+	if err := ens.Start(follower); err != nil {
+		t.Fatal(err)
+	}
+
+	l := leader()
+	t.Logf("fault: kill -9 of leader %d", l)
+	ens.Stop(l)
+	time.Sleep(5 * time.Second)
+	if err := ens.Start(l); err != nil {
+		t.Fatal(err)
+	}
+
+	l = leader()
+	t.Logf("fault: leader %d frozen for 10 s, past the session timeout", l)
+	if err := ens.Freeze(l); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	if err := ens.Thaw(l); err != nil {
+		t.Fatal(err)
+	}
+	leader()
+
+	rep := history.Check(t, f.db, f.rec, history.Options{Workflows: []int64{wf}, FaultAt: faultAt, Deadline: 90 * time.Second})
+	f.expectUndisturbed(t, rep, wf)
+	zc := testenv.DialZKServers(t, ens.Servers())
+	for _, n := range nodes {
+		stillRunning(t, n)
+		role := registry.RoleWorker
+		if strings.HasPrefix(n.Name, "master") {
+			role = registry.RoleMaster
+		}
+		if rec, fenced := f.marker(t, zc, role, n.id); fenced {
+			t.Errorf("%s was fenced (%+v)", n.Name, rec)
+		}
+		if strings.Contains(n.Log(), "past the session timeout") {
+			t.Errorf("%s's watchdog fired:\n%s", n.Name, grepLines(n.Log(), "past the session timeout"))
+		}
+	}
+	t.Logf("figure: %s", rep.Summary())
+}
+
+// grepLines returns the lines of s that contain substr.
+func grepLines(s, substr string) string {
+	var out []string
+	for line := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(line, substr) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
