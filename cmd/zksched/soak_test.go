@@ -15,6 +15,7 @@ var (
 	soakDuration = flag.Duration("soak.duration", 0,
 		"how long TestSoak's nemesis runs (default: $ZKSCHED_SOAK_DURATION, else 40s)")
 	soakSeed   = flag.Int64("soak.seed", 0, "TestSoak's seed, to replay a schedule (default: $ZKSCHED_SOAK_SEED, else random)")
+	soakDetail = flag.Bool("soak.detail", false, "TestSoak logs its fault log and node exits even when it passes")
 	soakFaults = flag.String("soak.faults", "",
 		"TestSoak's fault kinds, comma-separated (default: $ZKSCHED_SOAK_FAULTS, else all)")
 )
@@ -57,11 +58,14 @@ func TestSoak(t *testing.T) {
 	if faults != "" {
 		cfg.Kinds = strings.Split(faults, ",")
 	}
+	cfg.Detail = *soakDetail
 	t.Logf("soak: seed %d (replay with -soak.seed=%d or ZKSCHED_SOAK_SEED=%d)", cfg.Seed, cfg.Seed, cfg.Seed)
 	res := soak.Run(t, cfg)
 	t.Logf("%s", res)
-	if len(res.Anomalies) > 0 {
+	if res.Detail != "" {
 		t.Logf("%s", res.Detail)
+	}
+	if len(res.Anomalies) > 0 {
 		t.Errorf("soak: seed %d: %d anomal(ies); replay with -soak.seed=%d:\n%s", res.Seed, len(res.Anomalies), res.Seed,
 			strings.Join(res.Anomalies, "\n"))
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	Kinds []string
 	// Servers is the number of ZooKeeper servers. Default 3.
 	Servers int
+	// Detail fills Result.Detail even when there is no anomaly: the fault log and the node
+	// exits, to read what caused a figure.
+	Detail bool
 	// Logf reports progress; nothing if nil.
 	Logf func(format string, args ...any)
 }

@@ -57,8 +57,8 @@ type Result struct {
 	// Anomalies make the soak fail; Notes are what was allowed.
 	Anomalies []string
 	Notes     []string
-	// Detail is, when there are anomalies, the fault log and the timelines of the workflows
-	// they are about.
+	// Detail is, when there are anomalies (or Config.Detail is set), the fault log, the
+	// node exits and the timelines of the workflows the anomalies are about.
 	Detail string
 }
 
@@ -175,7 +175,7 @@ func (v *verdict) judge(healedAt time.Time) *Result {
 	v.judgeHistory(h)
 	v.judgeMarkers(healedAt)
 	v.judgeExits()
-	if len(v.res.Anomalies) > 0 {
+	if len(v.res.Anomalies) > 0 || v.cfg.Detail {
 		v.res.Detail = v.detail(h)
 	}
 	return v.res
