@@ -48,10 +48,14 @@ type node struct {
 	busy bool
 	// expect is what the nemesis did to end proc.
 	expect cause
-	// lastFault is the kind of the latest fault on the node, and healedAt when it ended: a
-	// fenced exit is set against them.
-	lastFault string
-	healedAt  time.Time
+	// faults are the faults on proc so far: a fenced exit is set against them.
+	faults []ownFault
+}
+
+// ownFault is a fault on one node process, from its start to its end (zero while it lasts).
+type ownFault struct {
+	kind     string
+	from, to time.Time
 }
 
 // exit is how a node's process ended.
@@ -61,10 +65,34 @@ type exit struct {
 	signal   syscall.Signal
 	expect   cause
 	at       time.Time
-	// after is the last fault on the node before the exit; sinceHeal is from its end to the
-	// exit (0 if it had not ended).
-	after     string
-	sinceHeal time.Duration
+	// faults are those on the process before it exited.
+	faults []ownFault
+}
+
+// after is the kind of the last fault on the process, "" if none.
+func (e exit) after() string {
+	if len(e.faults) == 0 {
+		return ""
+	}
+	return e.faults[len(e.faults)-1].kind
+}
+
+// fencing are the fault kinds that cut a node off for longer than its session timeout.
+var fencing = map[string]bool{ZKCutLong: true, PauseLong: true, FreezeMachine: true, TermDuringCut: true}
+
+// cause returns the node's own fault that a fenced exit is set against: of those under way at
+// the exit or ended at most window before it, the latest that cuts a node off past its
+// session timeout, or else the latest. ok is false when there is none.
+func (e exit) cause(window time.Duration) (f ownFault, ok bool) {
+	for _, c := range e.faults {
+		if !c.to.IsZero() && e.at.Sub(c.to) > window {
+			continue
+		}
+		if !ok || fencing[c.kind] || !fencing[f.kind] {
+			f, ok = c, true
+		}
+	}
+	return f, ok
 }
 
 // verdict says whether the exit is one the soak allows, and what it was.
@@ -115,7 +143,7 @@ func (cl *cluster) start(n *node) {
 		n.proc = cl.c.WorkerOnPort(name, n.port, env...)
 	}
 	// The faults of the previous process are not this one's.
-	n.id, n.expect, n.lastFault, n.healedAt = "", causeNone, "", time.Time{}
+	n.id, n.expect, n.faults = "", causeNone, nil
 	go cl.learnID(n, n.proc)
 }
 
@@ -179,10 +207,7 @@ func (cl *cluster) supervise(n *node, restartDelay time.Duration) {
 func (cl *cluster) recordExit(n *node, p *testcluster.Proc) {
 	n.mu.Lock()
 	e := exit{node: n.name, id: n.id, code: p.Cmd.ProcessState.ExitCode(), signal: p.KilledBy(),
-		expect: n.expect, at: p.ExitedAt(), after: n.lastFault}
-	if !n.healedAt.IsZero() {
-		e.sinceHeal = e.at.Sub(n.healedAt)
-	}
+		expect: n.expect, at: p.ExitedAt(), faults: append([]ownFault(nil), n.faults...)}
 	n.mu.Unlock()
 	if e.id == "" {
 		e.id = n.name + " (identity not logged)"
@@ -214,7 +239,8 @@ func (n *node) claim(kind string) (*testcluster.Proc, bool) {
 	if n.busy || n.id == "" {
 		return nil, false
 	}
-	n.busy, n.lastFault, n.healedAt = true, kind, time.Time{}
+	n.busy = true
+	n.faults = append(n.faults, ownFault{kind: kind, from: time.Now()})
 	return n.proc, true
 }
 
@@ -222,7 +248,10 @@ func (n *node) claim(kind string) (*testcluster.Proc, bool) {
 func (n *node) release() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.busy, n.healedAt = false, time.Now()
+	n.busy = false
+	if len(n.faults) > 0 {
+		n.faults[len(n.faults)-1].to = time.Now()
+	}
 }
 
 // signal sends sig to the node's process p, recording that the nemesis ended it.

@@ -43,8 +43,8 @@ type Result struct {
 	// kill to its next attempt's start.
 	Elsewhere []time.Duration
 	// Exits counts the node exits by what ended them; FencedAfter counts the fenced exits
-	// (75) by the last fault on the node; HealToFencedExit is, for each fenced exit after a
-	// fault had ended, the time from its end to the exit.
+	// (75) by the node's own fault they are set against (exit.cause); HealToFencedExit is,
+	// for each fenced exit after that fault had ended, the time from its end to the exit.
 	Exits       map[string]int
 	FencedAfter map[string]int
 	// FencedByServers counts the fenced exits of nodes with no fault of their own just
@@ -351,16 +351,19 @@ func (v *verdict) judgeExits() {
 		v.res.Exits[what]++
 		if !ok {
 			v.anomaly("node %s (%s) %s at %s, not by the nemesis's hand nor fenced (last fault on it: %s)",
-				e.node, e.id, what, e.at.Format("15:04:05.000"), orNone(e.after))
+				e.node, e.id, what, e.at.Format("15:04:05.000"), orNone(e.after()))
 		}
-		if e.code == exitFenced {
-			v.res.FencedAfter[orNone(e.after)]++
-			if e.sinceHeal > 0 {
-				v.res.HealToFencedExit = append(v.res.HealToFencedExit, e.sinceHeal)
-			}
-			if e.after == "" || e.sinceHeal > v.ownFaultWindow() {
-				v.res.FencedByServers[v.serverFaultsBefore(e.at)]++
-			}
+		if e.code != exitFenced {
+			continue
+		}
+		f, own := e.cause(v.ownFaultWindow())
+		if !own {
+			v.res.FencedByServers[v.serverFaultsBefore(e.at)]++
+			continue
+		}
+		v.res.FencedAfter[f.kind]++
+		if !f.to.IsZero() {
+			v.res.HealToFencedExit = append(v.res.HealToFencedExit, e.at.Sub(f.to))
 		}
 	}
 	slices.Sort(v.res.HealToFencedExit)
@@ -467,7 +470,7 @@ func (v *verdict) detail(h *history.History) string {
 	b.WriteString("node exits:\n")
 	for _, e := range v.cl.exits {
 		what, _ := e.verdict()
-		fmt.Fprintf(&b, "  %+8.3fs %s (%s): %s (last fault: %s)\n", e.at.Sub(origin).Seconds(), e.node, e.id, what, orNone(e.after))
+		fmt.Fprintf(&b, "  %+8.3fs %s (%s): %s (last fault: %s)\n", e.at.Sub(origin).Seconds(), e.node, e.id, what, orNone(e.after()))
 	}
 	v.cl.mu.Unlock()
 	if len(v.suspects) > 0 {
@@ -498,7 +501,7 @@ func (r *Result) String() string {
 	fmt.Fprintf(&b, "workflows: %s; tasks %d; attempts: %s\n", sortedCounts(r.Workflows), r.Tasks, sortedCounts(r.Attempts))
 	fmt.Fprintf(&b, "failovers by the lost node's role: %s\n", sortedCounts(r.Failovers))
 	fmt.Fprintf(&b, "kill -9 of a worker → its tasks running elsewhere: %s\n", spread(r.Elsewhere))
-	fmt.Fprintf(&b, "node exits: %s; fenced exits by the last fault on the node: %s; fault healed → exit 75: %s\n",
+	fmt.Fprintf(&b, "node exits: %s; fenced exits by the node's own fault: %s; fault healed → exit 75: %s\n",
 		sortedCounts(r.Exits), sortedCounts(r.FencedAfter), spread(r.HealToFencedExit))
 	fmt.Fprintf(&b, "fenced exits with no fault of the node's own before, by the server faults then: %s\n", sortedCounts(r.FencedByServers))
 	fmt.Fprintf(&b, "overlaps a whole-machine freeze explains (allowed): %d\n", r.AllowedOverlaps)

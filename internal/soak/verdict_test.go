@@ -113,11 +113,19 @@ func TestFencedByServers(t *testing.T) {
 		{at: sec(30), kind: ZKQuorumLoss, target: "zookeeper"},
 	}
 	v.cl.exits = []exit{
-		{node: "worker-1", code: exitFenced, at: sec(12), after: PauseLong, sinceHeal: time.Second}, // its own pause
-		{node: "worker-2", code: exitFenced, at: sec(10)},                                           // no fault of its own
-		{node: "worker-3", code: exitFenced, at: sec(36), after: ZKCutLong, sinceHeal: 20 * time.Second},
+		// Its own pause, then its output blocked, under way at the exit.
+		{node: "worker-1", code: exitFenced, at: sec(12), faults: []ownFault{
+			{kind: PauseLong, from: sec(5), to: sec(11)}, {kind: LogBlocked, from: sec(11.5)}}},
+		{node: "worker-2", code: exitFenced, at: sec(10)}, // no fault of its own
+		{node: "worker-3", code: exitFenced, at: sec(36), faults: []ownFault{{kind: ZKCutLong, from: sec(10), to: sec(16)}}},
 	}
 	v.judgeExits()
+	if len(v.res.FencedAfter) != 1 || v.res.FencedAfter[PauseLong] != 1 {
+		t.Errorf("fenced after = %v, want the pause alone", v.res.FencedAfter)
+	}
+	if len(v.res.HealToFencedExit) != 1 || v.res.HealToFencedExit[0] != time.Second {
+		t.Errorf("heal → fenced exit = %v, want 1s", v.res.HealToFencedExit)
+	}
 	want := map[string]int{ZKKillServer: 1, ZKQuorumLoss: 1}
 	if len(v.res.FencedByServers) != len(want) || v.res.FencedByServers[ZKKillServer] != 1 || v.res.FencedByServers[ZKQuorumLoss] != 1 {
 		t.Errorf("fenced by servers = %v, want %v", v.res.FencedByServers, want)
