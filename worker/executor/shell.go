@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -45,7 +46,8 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	if env == nil {
 		env = os.Environ()
 	}
-	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String()}
+	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String(),
+		"--parent-pid", strconv.Itoa(os.Getpid())}
 	var leaf string
 	if s.Cgroup != "" {
 		leaf = filepath.Join(s.Cgroup, fmt.Sprintf("zksched-task-%d-%d-%d-%d", t.ID, t.Attempt, os.Getpid(), cgroupSeq.Add(1)))

@@ -28,6 +28,18 @@ func TestMain(m *testing.M) {
 		sh.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
 		os.Exit(0)
 	}
+	if cmd := os.Getenv("ZKSCHED_TEST_DYING_WORKER"); cmd != "" {
+		self, _ := os.Executable()
+		sh := Shell{Self: self, KillGrace: time.Second}
+		go sh.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, &syncBuffer{})
+		// Die as the supervisor begins: once it runs the binary, after the delay the test asks
+		// for (a few hundred microseconds to a few milliseconds: its runtime starting).
+		delay, _ := time.ParseDuration(os.Getenv("ZKSCHED_TEST_DYING_DELAY"))
+		for !childRuns(self) {
+		}
+		time.Sleep(delay)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
 	os.Exit(m.Run())
 }
 
@@ -151,6 +163,50 @@ func TestTaskDiesWithItsWorker(t *testing.T) {
 		return size(out) == s
 	})
 	t.Logf("task stopped growing its file %v after the worker was killed", time.Since(killedAt))
+}
+
+// childRuns says whether a child of this process (started by any of its threads) runs the
+// binary exe: it has been forked and has exec'd.
+func childRuns(exe string) bool {
+	tasks, _ := filepath.Glob("/proc/self/task/*/children")
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, pid := range strings.Fields(string(b)) {
+			if got, _ := os.Readlink("/proc/" + pid + "/exe"); got == exe {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// TestWorkerDyingAsItStartsTheSupervisor: a worker killed in the moments after it started a
+// supervisor, before the supervisor could read its parent or catch the parent-death signal. The
+// task must not run to its end behind the dead worker's back (the leader gives it to another).
+func TestWorkerDyingAsItStartsTheSupervisor(t *testing.T) {
+	t.Parallel()
+	self, _ := os.Executable()
+	var wg sync.WaitGroup
+	outs := make([]string, 20)
+	for i := range outs {
+		outs[i] = filepath.Join(t.TempDir(), "ran")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := exec.Command(self)
+			w.Env = append(os.Environ(), "ZKSCHED_TEST_DYING_DELAY="+(time.Duration(i)*2500*time.Microsecond).String(),
+				"ZKSCHED_TEST_DYING_WORKER=echo started >> "+outs[i]+"; sleep 1; echo ended >> "+outs[i])
+			_ = w.Run() // it kills itself
+		}()
+	}
+	wg.Wait()
+	// A task that ran would have written "ended" a second after it started.
+	time.Sleep(2 * time.Second)
+	for i, out := range outs {
+		if b, _ := os.ReadFile(out); strings.Contains(string(b), "ended") {
+			t.Errorf("worker %d: its task ran to its end after the worker died: %q", i, b)
+		}
+	}
 }
 
 // TestTaskDiesWithAFrozenWorker stops a stand-in worker with SIGSTOP: once it has been stopped

@@ -62,11 +62,18 @@ func SuperviseMain(args []string) int {
 	grace := fs.Duration("grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task")
 	stopLimit := fs.Duration("parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
 	cgroupDir := fs.String("cgroup", "", "cgroup v2 leaf to create and run the task in; empty: contain it as a subreaper")
+	parentPid := fs.Int("parent-pid", 0, "the worker's pid; 0: this process's parent at start")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] COMMAND")
+		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--parent-pid PID] COMMAND")
 		return 2
 	}
-	parent := os.Getppid()
+	// The worker names itself: read here, the parent pid would be init's (or a subreaper's) if
+	// the worker died in the moments before, and the parent-death signal, sent before this
+	// process could catch it, is lost (Go ignores SIGUSR1 until signal.Notify).
+	parent := *parentPid
+	if parent <= 0 {
+		parent = os.Getppid()
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	// The parent-death signal has a signal of its own: it is sent when the worker's thread
@@ -79,6 +86,10 @@ func SuperviseMain(args []string) int {
 	signal.Ignore(syscall.SIGPIPE)
 	if err := becomeSubreaper(); err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: become a child subreaper: %v\n", err)
+	}
+	if os.Getppid() != parent {
+		fmt.Fprintln(os.Stderr, "zksched: the worker is gone; the task is not started")
+		return 1
 	}
 
 	tree, err := startTask(fs.Arg(0), *cgroupDir)
