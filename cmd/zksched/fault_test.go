@@ -9,9 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -415,10 +412,10 @@ func TestFaultWorkerMachineFrozen(t *testing.T) {
 	f.startWorker(t, "worker-2", 2)
 
 	faultAt := time.Now()
-	frozen := freezeTree(t, w1.Cmd.Process.Pid)
+	frozen := testenv.FreezeTree(w1.Cmd.Process.Pid)
 	time.Sleep(6 * time.Second) // the freeze itself: session timeout + delay + 2 s
 	wakeAt := time.Now()
-	thawTree(frozen)
+	testenv.ThawTree(frozen)
 	if code := w1.Wait(t, 15*time.Second); code != exitFenced {
 		t.Errorf("worker-1 exit code %d after waking, want %d (fenced)", code, exitFenced)
 	}
@@ -446,75 +443,6 @@ func TestFaultWorkerMachineFrozen(t *testing.T) {
 	figure(t, "freeze → its tasks running elsewhere (slowest)", rep.MaxElsewhere(), elsewhereTarget)
 	figure(t, "waking → exit 75", w1.ExitedAt().Sub(wakeAt), 0)
 	figure(t, fmt.Sprintf("overlap (allowed here) in %d pair(s)", len(rep.Overlaps)), rep.MaxOverlap(), 0)
-}
-
-// freezeTree stops pid and all its descendants, each process group whole, as a frozen machine
-// would be, and returns the process groups it stopped.
-func freezeTree(t *testing.T, pid int) []int {
-	t.Helper()
-	var groups []int
-	seen := map[int]bool{}
-	// New children may appear while freezing (the task's beat loop forks); stopping a group
-	// stops its future children too, so repeat until a pass finds no new group.
-	for {
-		found := false
-		for _, p := range append([]int{pid}, descendants(pid)...) {
-			pgid, err := syscall.Getpgid(p)
-			if err != nil || seen[pgid] {
-				continue
-			}
-			seen[pgid], found = true, true
-			if err := syscall.Kill(-pgid, syscall.SIGSTOP); err != nil {
-				t.Logf("SIGSTOP group %d: %v", pgid, err)
-			}
-			groups = append(groups, pgid)
-		}
-		if !found {
-			return groups
-		}
-	}
-}
-
-// thawTree continues the process groups freezeTree stopped, the worker's first.
-func thawTree(groups []int) {
-	for _, g := range groups {
-		_ = syscall.Kill(-g, syscall.SIGCONT)
-	}
-}
-
-// descendants lists the processes below pid, from /proc.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The fields after the command name (in parentheses, possibly with spaces): state ppid …
-		i := strings.LastIndexByte(string(b), ')')
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
 }
 
 func maxStopped(rep *history.Report) time.Duration {
@@ -850,10 +778,10 @@ func TestFaultServersRestarted(t *testing.T) {
 	t.Parallel()
 	zks := testenv.NewZKServer(t)
 	zks.Start("data")
-	pg := startPrivatePG(t)
+	pg := testenv.NewPGServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, err := dao.Open(ctx, pg.dsn, 10, zerolog.Nop())
+	db, err := dao.Open(ctx, pg.DSN, 10, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -862,7 +790,7 @@ func TestFaultServersRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := history.New(t)
-	c := testcluster.New(t, []string{zks.Addr()}, "/zksched", pg.dsn, append(rec.Env(),
+	c := testcluster.New(t, []string{zks.Addr()}, "/zksched", pg.DSN, append(rec.Env(),
 		"ZKSCHED_REGISTRY_SESSION_TIMEOUT=2s", "ZKSCHED_FAILOVER_DELAY=2s", "ZKSCHED_WORKER_KILL_GRACE=500ms",
 		"ZKSCHED_WORKER_POLL_INTERVAL=200ms", "ZKSCHED_MASTER_POLL_INTERVAL=200ms", "ZKSCHED_WORKER_SLOTS=3")...)
 	f := &fault{Cluster: c, db: db, rec: rec, root: "/zksched"}
@@ -893,9 +821,13 @@ func TestFaultServersRestarted(t *testing.T) {
 	zkRecovered := time.Since(zkUp)
 
 	pgDown := time.Now()
-	pg.stop(t)
+	if err := pg.Stop(); err != nil {
+		t.Fatal(err)
+	}
 	time.Sleep(sessionTimeout) // the outage
-	pg.start(t)
+	if err := pg.Start(); err != nil {
+		t.Fatal(err)
+	}
 	pgUp := time.Now()
 	rep := history.Check(t, f.db, f.rec, history.Options{Workflows: wfs, Deadline: 90 * time.Second})
 
@@ -985,74 +917,6 @@ func (s *supervisor) current() []*proc {
 		out = append(out, n)
 	}
 	return out
-}
-
-// privatePG is a PostgreSQL cluster of the test's own, which it may restart.
-type privatePG struct {
-	dir  string
-	port int
-	dsn  string
-}
-
-const pgBin = "/usr/lib/postgresql/15/bin"
-
-func startPrivatePG(t *testing.T) *privatePG {
-	t.Helper()
-	// PostgreSQL runs as the postgres user, who cannot enter the test's own temporary
-	// directories: this one is theirs.
-	dir, err := os.MkdirTemp("", "zksched-fault-pg-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if os.Getuid() == 0 {
-		if out, err := exec.Command("chown", "postgres:", dir).CombinedOutput(); err != nil {
-			t.Fatalf("chown %s: %v\n%s", dir, err, out)
-		}
-	}
-	p := &privatePG{dir: dir, port: testcluster.FreePort(t)}
-	p.dsn = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.port)
-	p.pg(t, filepath.Join(pgBin, "initdb"), "-D", filepath.Join(dir, "data"), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale")
-	t.Cleanup(func() {
-		_ = runAsPostgres(filepath.Join(pgBin, "pg_ctl"), "-D", filepath.Join(dir, "data"), "-m", "immediate", "-w", "stop")
-		if t.Failed() {
-			out, _ := os.ReadFile(filepath.Join(dir, "postgres.log"))
-			t.Logf("==== private postgresql ====\n%s", tailLines(string(out), 40))
-		}
-	})
-	p.start(t)
-	return p
-}
-
-// runAsPostgres runs a PostgreSQL program as the postgres user (it refuses to run as root).
-func runAsPostgres(args ...string) error {
-	if os.Getuid() == 0 {
-		args = append([]string{"runuser", "-u", "postgres", "--"}, args...)
-	}
-	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %w\n%s", args, err, out)
-	}
-	return nil
-}
-
-func (p *privatePG) pg(t *testing.T, args ...string) {
-	t.Helper()
-	if err := runAsPostgres(args...); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (p *privatePG) start(t *testing.T) {
-	t.Helper()
-	p.pg(t, filepath.Join(pgBin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-l", filepath.Join(p.dir, "postgres.log"),
-		"-o", fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -c unix_socket_directories=%s -c max_connections=200", p.port, p.dir),
-		"-w", "-t", "60", "start")
-}
-
-// stop stops the server as a crash would: no checkpoint, recovery at the next start.
-func (p *privatePG) stop(t *testing.T) {
-	t.Helper()
-	p.pg(t, filepath.Join(pgBin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-m", "immediate", "-w", "stop")
 }
 
 func tailLines(s string, n int) string {

@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -194,11 +190,11 @@ func (nm *nemesis) inject(r *rand.Rand, kind string) bool {
 		p, id := n.current()
 		nm.record(kind, n.name, fmt.Sprintf("%s and its tasks SIGSTOP for %v", id, long.Round(time.Millisecond)))
 		nm.async(n, func() {
-			groups := freezeTree(p.Cmd.Process.Pid)
+			groups := testenv.FreezeTree(p.Cmd.Process.Pid)
 			from := time.Now()
 			time.Sleep(long)
 			to := time.Now()
-			thawTree(groups)
+			testenv.ThawTree(groups)
 			nm.mu.Lock()
 			nm.freezes = append(nm.freezes, history.Freeze{Worker: id, From: from, To: to})
 			nm.mu.Unlock()
@@ -470,70 +466,4 @@ func heal(links []*testenv.Proxy) {
 	for _, l := range links {
 		l.Heal()
 	}
-}
-
-// freezeTree stops pid and all its descendants, each process group whole, as a frozen machine
-// would be, and returns the process groups it stopped.
-func freezeTree(pid int) []int {
-	var groups []int
-	seen := map[int]bool{}
-	// New children may appear while freezing (a task's beat loop forks); stopping a group
-	// stops its future children too, so repeat until a pass finds no new group.
-	for {
-		found := false
-		for _, p := range append([]int{pid}, descendants(pid)...) {
-			pgid, err := syscall.Getpgid(p)
-			if err != nil || seen[pgid] {
-				continue
-			}
-			seen[pgid], found = true, true
-			_ = syscall.Kill(-pgid, syscall.SIGSTOP)
-			groups = append(groups, pgid)
-		}
-		if !found {
-			return groups
-		}
-	}
-}
-
-// thawTree continues the process groups freezeTree stopped, the worker's first.
-func thawTree(groups []int) {
-	for _, g := range groups {
-		_ = syscall.Kill(-g, syscall.SIGCONT)
-	}
-}
-
-// descendants lists the processes below pid, from /proc.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// The fields after the command name (in parentheses, possibly with spaces): state ppid …
-		i := strings.LastIndexByte(string(b), ')')
-		fields := strings.Fields(string(b[i+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		children[ppid] = append(children[ppid], p)
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
 }
