@@ -14,19 +14,26 @@ import (
 	zsql "github.com/zksched/zksched/sql"
 )
 
+// openUnmigrated opens a schema of the test's own with no migration applied.
+func openUnmigrated(t *testing.T) (*DB, context.Context) {
+	t.Helper()
+	pg := testenv.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	db, err := Open(ctx, pg.DSN, 2, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, ctx
+}
+
 // TestMigrateOutOfOrder applies migrations 00001 and 00003, then a release that adds 00002
 // (as when features land in another order than they were numbered): 00002 is applied, not
 // refused as a gap.
 func TestMigrateOutOfOrder(t *testing.T) {
 	t.Parallel()
-	pg := testenv.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := Open(ctx, pg.DSN, 2, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, ctx := openUnmigrated(t)
 	file := func(table string) *fstest.MapFile {
 		return &fstest.MapFile{Data: []byte("-- +goose Up\nCREATE TABLE " + table + " (id int);\n-- +goose Down\nDROP TABLE " + table + ";\n")}
 	}
@@ -55,14 +62,7 @@ func TestMigrateOutOfOrder(t *testing.T) {
 // claim no longer takes and which would otherwise wait for ever; other queued tasks stay.
 func TestMigrationEndsQueuedKillRequestedTasks(t *testing.T) {
 	t.Parallel()
-	pg := testenv.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, err := Open(ctx, pg.DSN, 2, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db, ctx := openUnmigrated(t)
 	const m = "00012_kill_requested_never_queued.sql"
 	all, err := fs.Sub(zsql.Migrations, "migrations")
 	if err != nil {

@@ -74,8 +74,7 @@ type Guard struct {
 
 	mu      sync.Mutex
 	active  bool // the last Active the watchdog published (Changed fires on its changes)
-	lost    bool // cut off past the deadline and not seen live since
-	fenced  bool
+	lost    bool // cut off past the deadline and not seen live since, or fenced: no more work
 	changed chan struct{}
 }
 
@@ -96,9 +95,9 @@ func NewGuard(s Session, m Membership, cfg GuardConfig) *Guard {
 // the answer of that moment.
 func (g *Guard) Active() bool {
 	g.mu.Lock()
-	stopped := g.lost || g.fenced
+	lost := g.lost
 	g.mu.Unlock()
-	if stopped {
+	if lost {
 		return false
 	}
 	live, _ := g.liveNow()
@@ -139,10 +138,7 @@ func (g *Guard) Run(ctx context.Context) error {
 	lost := false
 	for {
 		if rs := g.member.State(); rs.Kind == registry.Fenced {
-			g.mu.Lock()
-			g.fenced = true
-			g.mu.Unlock()
-			g.set(false, lost)
+			g.set(false, true)
 			return rs.Fence
 		}
 		timeout := g.session.SessionTimeout()

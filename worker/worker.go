@@ -87,8 +87,6 @@ type attemptKey struct {
 	attempt int
 }
 
-func keyOf(t *dao.TaskInstance) attemptKey { return attemptKey{t.ID, t.Attempt} }
-
 type attempt struct {
 	task   dao.TaskInstance
 	cancel context.CancelCauseFunc
@@ -324,7 +322,7 @@ func (w *Worker) start(t dao.TaskInstance) bool {
 	paramsErr := json.Unmarshal(t.Params, &params)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	a := &attempt{task: t, cancel: cancel}
-	key := keyOf(&t)
+	key := attemptKey{t.ID, t.Attempt}
 	w.mu.Lock()
 	if !w.gate.Active() {
 		w.mu.Unlock()
