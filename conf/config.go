@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // Values of [Registry.OnLost].
@@ -96,6 +97,43 @@ type Registry struct {
 	// "stop", the safe choice: by then ZooKeeper may have expired the session and the leader
 	// may be about to hand the work to another node.
 	OnLost string `yaml:"on-lost"`
+
+	// AuthFile is a file holding "user:password", the ZooKeeper digest credential of the
+	// cluster's znodes (environment ZKSCHED_REGISTRY_AUTH_FILE). Empty by default, which
+	// leaves every znode open: anyone who reaches ZooKeeper can then stop any node. With it
+	// every node authenticates each connection and creates its znodes with all rights for
+	// that user and read for everyone, so zkCli.sh and zksched zk still read the tree without
+	// it but nobody else can create, change or delete anything under the root; at start a
+	// node also closes the root, its folders and the fence markers that an older version left
+	// open. Give every node of a cluster the same file (mode 0600), and zksched zk the same
+	// one for anything but reading. It is read at start: a missing or malformed file stops the
+	// node with an error.
+	AuthFile string `yaml:"auth-file"`
+}
+
+// ReadAuth returns the user and password in AuthFile; ok is false when AuthFile is empty. The
+// file holds one "user:password" (surrounding whitespace ignored); neither part may be empty,
+// and the user may not hold a colon, as ZooKeeper's digest scheme splits at the first one.
+func (r Registry) ReadAuth() (user, password string, ok bool, err error) {
+	if r.AuthFile == "" {
+		return "", "", false, nil
+	}
+	b, err := os.ReadFile(r.AuthFile)
+	if err != nil {
+		return "", "", false, fmt.Errorf("read registry auth file: %w", err)
+	}
+	user, password, found := strings.Cut(strings.TrimSpace(string(b)), ":")
+	switch {
+	case !found:
+		return "", "", false, fmt.Errorf("registry auth file %s: want user:password, found no colon", r.AuthFile)
+	case user == "":
+		return "", "", false, fmt.Errorf("registry auth file %s: want user:password, the user is empty", r.AuthFile)
+	case password == "":
+		return "", "", false, fmt.Errorf("registry auth file %s: want user:password, the password is empty", r.AuthFile)
+	case strings.ContainsFunc(user+password, unicode.IsControl):
+		return "", "", false, fmt.Errorf("registry auth file %s: want one line user:password, found a control character", r.AuthFile)
+	}
+	return user, password, true, nil
 }
 
 // DB is the PostgreSQL connection.

@@ -42,6 +42,9 @@ func (c *Config) Validate() error {
 	v.check(checkRoot(r.Root), "registry.root")
 	v.min("registry.session-timeout", r.SessionTimeout, time.Second)
 	v.oneOf("registry.on-lost", r.OnLost, OnLostStop, OnLostKeepRunning)
+	if _, _, _, err := r.ReadAuth(); err != nil {
+		v.problem("registry.auth-file", "%v", err)
+	}
 
 	v.check(checkDSN(c.DB.DSN), "db.dsn")
 	v.intRange("db.max-conns", c.DB.MaxConns, 1, 100000)

@@ -103,6 +103,8 @@ type term struct {
 	// registered: once it is lost its znode is gone. A worker lost before this term began was
 	// never seen and gets Delay.
 	killGrace map[nodeKey]time.Duration
+	// notFence holds the identities with a marker while registered, already reported.
+	notFence map[nodeKey]bool
 }
 
 var errNotLeader = errors.New("no longer the leader")
@@ -125,7 +127,8 @@ func (c *Coordinator) runLeader(ctx context.Context) {
 		}
 	}()
 	c.cfg.Log.Info().Msg("leading failover")
-	t := &term{c: c, absent: map[nodeKey]time.Time{}, fenced: map[nodeKey]bool{}, killGrace: map[nodeKey]time.Duration{}}
+	t := &term{c: c, absent: map[nodeKey]time.Time{}, fenced: map[nodeKey]bool{}, killGrace: map[nodeKey]time.Duration{},
+		notFence: map[nodeKey]bool{}}
 	nextSweep := c.cfg.Clock.Now() // a new term starts with a full sweep
 	for ctx.Err() == nil {
 		now := c.cfg.Clock.Now()
@@ -181,7 +184,7 @@ func (t *term) resync(ctx context.Context, sweep bool) ([2]<-chan struct{}, erro
 	}
 	t.readKillGraces(ctx, members)
 	if sweep || t.members == nil {
-		if err := t.readMarkers(ctx); err != nil {
+		if err := t.readMarkers(ctx, members); err != nil {
 			return watches, err
 		}
 	}
@@ -279,7 +282,15 @@ func (t *term) lose(k nodeKey, now time.Time, why string) {
 }
 
 // readMarkers learns every fenced identity, and removes finished markers past retention.
-func (t *term) readMarkers(ctx context.Context) error {
+//
+// A marker is a fence only if a leader could have made it, and Fence succeeds only while the
+// node's znode is gone. So a marker of an identity registered now (members, read just before)
+// is no fence: someone who reached ZooKeeper made it (possible only without registry.auth-file),
+// and the node's work stays where it is; it is reported once a term. The node itself goes on
+// too (Registration: its znode outlives the marker). A marker of an identity this term saw lost
+// and is still waiting for is left to the delay: fence meets it as ErrAlreadyFenced when the
+// identity is due, so the work goes back no sooner than for any lost node.
+func (t *term) readMarkers(ctx context.Context, members map[nodeKey]bool) error {
 	c := t.c
 	entries, err := c.reg.Markers(ctx)
 	if err != nil {
@@ -287,8 +298,20 @@ func (t *term) readMarkers(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		k := nodeKey{e.Role, e.ID}
+		if members[k] {
+			if !t.notFence[k] {
+				t.notFence[k] = true
+				c.cfg.Log.Error().Str("marker", registry.Printable(e.Path)).Str("marker_data", registry.Printable(string(e.Raw))).
+					Msg("fence marker of a node that is registered: no leader made it (a leader fences only nodes whose znode is gone); its work is left where it is; protect the registry with registry.auth-file")
+			}
+			continue
+		}
+		delete(t.notFence, k)
+		if _, waiting := t.absent[k]; waiting {
+			continue
+		}
 		if e.Err != nil {
-			c.cfg.Log.Warn().Err(e.Err).Str("marker", e.Path).Msg("fence marker with unreadable data; the node stays fenced and its work is given back")
+			c.cfg.Log.Warn().Err(e.Err).Str("marker", registry.Printable(e.Path)).Msg("fence marker with unreadable data; the node stays fenced and its work is given back")
 			t.fenced[k] = false
 			continue
 		}

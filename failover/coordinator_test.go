@@ -2,6 +2,7 @@ package failover
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -67,6 +68,37 @@ type coordBundle struct {
 	db    *dao.DB
 	clock *fakeClock
 	ctx   context.Context
+	log   *syncBuffer // the coordinator's log
+}
+
+// syncBuffer is a log output tests can read while the coordinator writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// waitLog waits until the coordinator has logged a line containing substr.
+func (b *coordBundle) waitLog(t *testing.T, substr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.log.String(), substr) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line %q within 10s; log:\n%s", substr, b.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 const testDelay = 5 * time.Second
@@ -74,7 +106,7 @@ const testDelay = 5 * time.Second
 // setupCoordinator starts a leading master's coordinator on a fake clock.
 func setupCoordinator(t *testing.T) *coordBundle {
 	t.Helper()
-	b := &coordBundle{zk: testenv.ZooKeeper(t), clock: newFakeClock(), ctx: context.Background()}
+	b := &coordBundle{zk: testenv.ZooKeeper(t), clock: newFakeClock(), ctx: context.Background(), log: &syncBuffer{}}
 	b.db, _ = daotest.New(t)
 	c := b.dial(t)
 	reg, err := c.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:1_1", Role: registry.RoleMaster, Host: "127.0.0.1", Port: 1})
@@ -94,7 +126,7 @@ func setupCoordinator(t *testing.T) *coordBundle {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	co := NewCoordinator(CoordinatorConfig{ID: "127.0.0.1:1_1", Delay: testDelay, MarkerRetention: time.Hour,
-		SweepInterval: time.Hour, Clock: b.clock, Log: zerolog.Nop()}, c, el, b.db)
+		SweepInterval: time.Hour, Clock: b.clock, Log: zerolog.New(b.log)}, c, el, b.db)
 	done := make(chan struct{})
 	go func() { co.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
@@ -227,6 +259,49 @@ func TestLostWorkerWaitsForItsOwnKillGrace(t *testing.T) {
 	for b.task(t, task.ID).State != dao.TaskQueued {
 		if time.Now().After(deadline) {
 			t.Fatal("the task was not requeued after the kill grace plus 1 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A marker of a worker that is registered cannot be a leader's (Fence needs the znode gone):
+// someone who reached an unprotected ZooKeeper made it. The leader leaves the worker's running
+// task where it is and says so; only once the worker is really lost (its znode gone) and the
+// delay has passed does the marker count, as for any lost node. With the code before, the sweep
+// that read the marker requeued the live worker's task at once.
+func TestForgedMarkerOfLiveWorkerRequeuesNothing(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	wc, task := b.worker(t, "127.0.0.1:7_1")
+	anyone := testenv.DialZK(t)
+	if _, err := anyone.Create(b.zk.Root+"/failover-finish-nodes/worker/127.0.0.1:7_1",
+		[]byte(`{"id":"127.0.0.1:7_1","role":"worker","phase":"fenced","leader":"mallory"}`), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	b.clock.Advance(time.Hour) // the next sweep reads the markers
+	b.waitLog(t, "fence marker of a node that is registered")
+	b.clock.Advance(2 * testDelay)
+	settle()
+	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning || ti.WorkerID == nil || *ti.WorkerID != "127.0.0.1:7_1" {
+		t.Fatalf("after a forged marker of its live worker the task is %s on %v; want still running there", ti.State, ti.WorkerID)
+	}
+	if evs, err := b.db.FailoverEventList(b.ctx, 10); err != nil || len(evs) != 0 {
+		t.Fatalf("failover events = %+v, %v; want none", evs, err)
+	}
+
+	// Lost for real: the work goes back after the delay, no sooner.
+	wc.Close()
+	settle()
+	b.clock.Advance(testDelay - time.Second)
+	settle()
+	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
+		t.Fatalf("before the delay passed the task is %s, want still running", ti.State)
+	}
+	b.clock.Advance(time.Second)
+	deadline := time.Now().Add(10 * time.Second)
+	for b.task(t, task.ID).State != dao.TaskQueued {
+		if time.Now().After(deadline) {
+			t.Fatal("the task was not requeued after the worker was lost and the delay passed")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -31,9 +31,41 @@ type Config struct {
 	// Defaults to 5 s. It bounds how long a lost watch can delay those checks, nothing else:
 	// liveness is the session.
 	InfoInterval time.Duration
+	// Auth is the digest credential the cluster's znodes belong to (registry.auth-file). With
+	// it the client authenticates every connection before anything else is sent on it, gives
+	// every znode it creates the ACL "all rights for this user, read for everyone", and at Dial
+	// sets that ACL on the layout's persistent znodes and the fence markers that lack it (made
+	// by a version without ACLs), so nobody else can create, change or delete anything under
+	// the root. Nil: znodes are open to anyone who reaches ZooKeeper (world:anyone, all
+	// rights).
+	Auth *Credentials
+	// ReadOnly is for clients that only inspect the tree (zksched zk): Dial creates nothing,
+	// changes no ACL, and does not ask whether the tree is writable without Auth.
+	ReadOnly bool
 	// Logger receives the client's logs. The zero value logs nothing.
 	Logger zerolog.Logger
 }
+
+// Credentials are a ZooKeeper digest user and password.
+type Credentials struct {
+	User     string
+	Password string
+}
+
+// ACL returns the ACL of every znode zksched creates: with credentials, all rights for their
+// user and read for everyone; without, all rights for everyone.
+func (cr *Credentials) ACL() []zk.ACL {
+	if cr == nil {
+		return zk.WorldACL(zk.PermAll)
+	}
+	return append(zk.DigestACL(zk.PermAll, cr.User, cr.Password), zk.WorldACL(zk.PermRead)...)
+}
+
+// maxResponseBytes caps one reply from ZooKeeper. Above the servers' default jute.maxbuffer
+// (1 MiB, the most a znode's data can hold), room for the children of a large cluster's
+// folders, and small enough that a hostile tree cannot balloon a node. A larger reply fails its
+// request with zk.ErrResponseTooLarge (patched client, see internal/third_party/zk/PATCHES.md).
+const maxResponseBytes = 4 << 20
 
 func (cfg Config) withDefaults() (Config, error) {
 	if len(cfg.Servers) == 0 {
@@ -104,6 +136,7 @@ type Client struct {
 	cfg    Config
 	log    zerolog.Logger
 	layout layout
+	acl    []zk.ACL // of every znode the client creates: Config.Auth.ACL()
 
 	mu      sync.Mutex
 	conn    *zk.Conn
@@ -140,6 +173,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		cfg:        cfg,
 		log:        cfg.Logger.With().Str("component", "registry").Logger(),
 		layout:     layout{root: cfg.Root},
+		acl:        cfg.Auth.ACL(),
 		changed:    make(chan struct{}),
 		timeout:    cfg.SessionTimeout,
 		watches:    make(map[watchKey]*watch),
@@ -197,6 +231,9 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 	for {
 		err := c.ensurePaths(ctx)
+		if err == nil {
+			err = c.secureTree(ctx)
+		}
 		if err == nil {
 			break
 		}
@@ -315,11 +352,20 @@ func (c *Client) isClosed() bool {
 
 // open starts a go-zookeeper connection whose events and handshakes are recorded in info.
 func (c *Client) open(info *connInfo) (*zk.Conn, error) {
+	// authOpt is an option whatever happens (go-zookeeper's option type is unexported).
+	authOpt := zk.WithMaxBufferSize(maxResponseBytes)
+	if a := c.cfg.Auth; a != nil {
+		// Sent first on every connection of this go-zookeeper Conn, new sessions included; a
+		// replaced connection (freshSession) is a new Conn and gets it the same way.
+		authOpt = zk.WithAuth("digest", []byte(a.User+":"+a.Password))
+	}
 	conn, _, err := zk.Connect(c.cfg.Servers, c.cfg.SessionTimeout,
 		// The event channel holds 6 events and drops the rest; the callback sees them all.
 		zk.WithEventCallback(func(ev zk.Event) { c.onEvent(info, ev) }),
 		zk.WithDialer(info.dial),
 		zk.WithLogger(zkLogger{c.log}),
+		zk.WithMaxBufferSize(maxResponseBytes),
+		authOpt,
 	)
 	return conn, err
 }
@@ -597,16 +643,142 @@ func probeInterval(timeout time.Duration) time.Duration {
 	return max(min(timeout/10, time.Second), 10*time.Millisecond)
 }
 
-// ensurePaths creates the persistent znodes of the layout that are missing.
+// ensurePaths creates the persistent znodes of the layout that are missing, with the client's
+// ACL. It asks before it creates, so a client without the credentials of a protected tree is
+// not refused for znodes that already exist. A ReadOnly client creates nothing.
 func (c *Client) ensurePaths(ctx context.Context) error {
-	conn, _ := c.current()
+	if c.cfg.ReadOnly {
+		return nil
+	}
 	for _, p := range c.layout.persistent() {
-		_, err := call(ctx, func() (string, error) { return conn.Create(p, nil, 0, zk.WorldACL(zk.PermAll)) })
+		ok, _, err := c.exists(ctx, p)
+		if err != nil {
+			return fmt.Errorf("look up %s: %w", p, err)
+		}
+		if ok {
+			continue
+		}
+		conn, _ := c.current()
+		_, err = call(ctx, func() (string, error) { return conn.Create(p, nil, 0, c.acl) })
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// secureTree makes the tree match the client's credentials, once at Dial. With credentials, the
+// root, its fixed folders and the fence markers get the client's ACL where they lack it (a
+// version without ACLs made them world-writable): CREATE and DELETE on a folder decide who may
+// add or remove its children, WRITE on a marker who may change it. Ephemeral znodes of nodes
+// still running an older version keep their open ACL until those nodes restart; the folders
+// above them are closed at once. Without credentials, a tree that is protected already is a
+// clear error: this node could register nothing in it.
+func (c *Client) secureTree(ctx context.Context) error {
+	if c.cfg.ReadOnly {
+		return nil
+	}
+	conn, _ := c.current()
+	if c.cfg.Auth == nil {
+		acl, err := call(ctx, func() ([]zk.ACL, error) {
+			acl, _, err := conn.GetACL(c.cfg.Root)
+			return acl, err
+		})
+		if err != nil {
+			return fmt.Errorf("read the acl of %s: %w", c.cfg.Root, err)
+		}
+		if !worldCan(acl, zk.PermCreate) {
+			return fmt.Errorf("the registry root %s is protected by a zookeeper acl (%s) and this node has no credentials: set registry.auth-file", c.cfg.Root, formatACL(acl))
+		}
+		return nil
+	}
+	paths := c.layout.fixed()
+	for _, role := range Roles {
+		dir := c.layout.markersDir(role)
+		ids, err := c.children(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		for _, id := range ids {
+			paths = append(paths, dir+"/"+id)
+		}
+	}
+	var changed []string
+	for _, p := range paths {
+		acl, err := call(ctx, func() ([]zk.ACL, error) {
+			acl, _, err := conn.GetACL(p)
+			return acl, err
+		})
+		if errors.Is(err, zk.ErrNoNode) {
+			continue // a marker removed since the listing
+		}
+		if err != nil {
+			return fmt.Errorf("read the acl of %s: %w", p, err)
+		}
+		if sameACL(acl, c.acl) {
+			continue
+		}
+		_, err = call(ctx, func() (*zk.Stat, error) { return conn.SetACL(p, c.acl, -1) })
+		if errors.Is(err, zk.ErrNoAuth) {
+			return fmt.Errorf("set the acl of %s: %w: its acl (%s) does not let user %q change it; the tree was protected with other credentials", p, err, formatACL(acl), c.cfg.Auth.User)
+		}
+		if err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("set the acl of %s: %w", p, err)
+		}
+		changed = append(changed, p)
+	}
+	if len(changed) > 0 {
+		c.log.Warn().Strs("znodes", changed).Str("acl", formatACL(c.acl)).
+			Msg("set the registry acl on znodes made without it (by a version without acls, or another user of the ensemble)")
+	}
+	return nil
+}
+
+// worldCan reports whether acl gives everyone the permission perm.
+func worldCan(acl []zk.ACL, perm int32) bool {
+	for _, a := range acl {
+		if a.Scheme == "world" && a.ID == "anyone" && a.Perms&perm != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func sameACL(a, b []zk.ACL) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		found := false
+		for _, y := range b {
+			if x == y {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// formatACL shows an ACL as zkCli.sh's getAcl does, one "scheme:id:perms" per entry.
+func formatACL(acl []zk.ACL) string {
+	parts := make([]string, len(acl))
+	for i, a := range acl {
+		perms := ""
+		for _, p := range []struct {
+			bit  int32
+			name string
+		}{{zk.PermCreate, "c"}, {zk.PermDelete, "d"}, {zk.PermRead, "r"}, {zk.PermWrite, "w"}, {zk.PermAdmin, "a"}} {
+			if a.Perms&p.bit != 0 {
+				perms += p.name
+			}
+		}
+		parts[i] = a.Scheme + ":" + a.ID + ":" + perms
+	}
+	return strings.Join(parts, ",")
 }
 
 // call runs a ZooKeeper request and stops waiting for it when ctx is done. go-zookeeper's calls

@@ -3,7 +3,9 @@ package registry
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // NodeInfo is the data of a node's ephemeral znode, plain JSON so zkCli.sh and ZooInspector show
@@ -107,6 +109,25 @@ func parseFenceRecord(path string, role Role, id string, raw []byte) (FenceRecor
 	return rec, nil
 }
 
+// Printable returns s unchanged when every rune of it is printable, and Go-quoted otherwise
+// (strconv.Quote: control characters, invalid UTF-8 and invisible format characters escaped).
+// Names and data read from znodes go through it before they are printed or logged, so a znode
+// named with a newline or a terminal escape cannot forge a line of output or recolour a
+// terminal.
+func Printable(s string) string {
+	for i, r := range s {
+		if !strconv.IsPrint(r) || (r == utf8.RuneError && !validRuneAt(s, i)) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
+}
+
+func validRuneAt(s string, i int) bool {
+	_, size := utf8.DecodeRuneInString(s[i:])
+	return size > 1
+}
+
 // quotePrefix shows at most n bytes of b as a Go-quoted string, marking a cut with "…".
 func quotePrefix(b []byte, n int) string {
 	if len(b) <= n {
@@ -128,6 +149,15 @@ func (l layout) markerPath(role Role, id string) string {
 	return l.markersDir(role) + "/" + id
 }
 
+// fixed lists the persistent znodes of the layout from the root down: those zksched owns even
+// when the root's ancestors belong to someone else.
+func (l layout) fixed() []string {
+	return []string{l.root,
+		l.root + "/nodes", l.nodesDir(RoleMaster), l.nodesDir(RoleWorker),
+		l.electionDir(),
+		l.root + "/failover-finish-nodes", l.markersDir(RoleMaster), l.markersDir(RoleWorker)}
+}
+
 // persistent lists the persistent znodes of the layout, parents first, starting with every
 // ancestor of a nested root.
 func (l layout) persistent() []string {
@@ -137,8 +167,5 @@ func (l layout) persistent() []string {
 			ps = append(ps, l.root[:i])
 		}
 	}
-	return append(ps, l.root,
-		l.root+"/nodes", l.nodesDir(RoleMaster), l.nodesDir(RoleWorker),
-		l.electionDir(),
-		l.root+"/failover-finish-nodes", l.markersDir(RoleMaster), l.markersDir(RoleWorker))
+	return append(ps, l.fixed()...)
 }

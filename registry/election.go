@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,7 @@ type Election struct {
 	changed  chan struct{}
 	shown    leadership // what the last broadcast told
 	guids    map[string]bool
+	ignored  map[string]bool // children of election/ already reported as not candidates
 	exitErr  error
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -67,6 +69,7 @@ func (r *Registration) Elect(ctx context.Context) (*Election, error) {
 		log:     r.log,
 		changed: make(chan struct{}),
 		guids:   make(map[string]bool),
+		ignored: make(map[string]bool),
 		stop:    make(chan struct{}),
 		first:   make(chan struct{}),
 		done:    make(chan struct{}),
@@ -237,11 +240,11 @@ func (e *Election) join(ctx context.Context) error {
 	guid := hex.EncodeToString(b[:])
 	e.guids[guid] = true
 	res, op, err := c.multi(ctx,
-		&zk.CreateRequest{Path: r.marker, Acl: zk.WorldACL(zk.PermAll)},
+		&zk.CreateRequest{Path: r.marker, Acl: c.acl},
 		&zk.DeleteRequest{Path: r.marker, Version: -1},
 		&zk.CheckVersionRequest{Path: r.node, Version: -1},
 		&zk.CreateRequest{Path: e.dir + "/" + candidatePrefix + guid + "-n_", Data: []byte(r.id),
-			Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral | zk.FlagSequence},
+			Acl: c.acl, Flags: zk.FlagEphemeral | zk.FlagSequence},
 	)
 	switch {
 	case err == nil:
@@ -309,8 +312,10 @@ func (e *Election) look(ctx context.Context) (<-chan struct{}, error) {
 			}
 			continue
 		}
-		if _, ok := sequence(n); ok {
+		if isCandidateName(n) {
 			cands = append(cands, n)
+		} else {
+			e.ignore(n, "its name is not of the form the election creates")
 		}
 	}
 	if !found {
@@ -320,18 +325,29 @@ func (e *Election) look(ctx context.Context) (<-chan struct{}, error) {
 		e.log.Warn().Str("znode", own).Msg("election candidacy vanished; rejoining")
 		return nil, errRetry{fmt.Errorf("candidate %s vanished", own)}
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		a, _ := sequence(cands[i])
-		b, _ := sequence(cands[j])
-		return a < b
-	})
-	id, err := e.c.get(ctx, e.dir+"/"+cands[0])
-	if err != nil {
-		return nil, err // gone since the listing: the watch fires, look again
+	sortCandidates(cands)
+	var lowest, id string
+	for _, n := range cands {
+		if n == own {
+			lowest, id = n, e.r.id
+			break
+		}
+		data, ephemeral, err := e.c.getOwned(ctx, e.dir+"/"+n)
+		if err != nil {
+			return nil, err // gone since the listing: the watch fires, look again
+		}
+		if !ephemeral {
+			// A candidacy lives as long as its master's session; a persistent znode of the
+			// right name would lead for ever and stop every failover.
+			e.ignore(n, "it is not ephemeral")
+			continue
+		}
+		lowest, id = n, string(data)
+		break
 	}
 	e.mu.Lock()
 	wasLowest := e.lowest
-	e.lowest, e.leader = cands[0] == own, string(id)
+	e.lowest, e.leader = lowest == own, id
 	isLowest := e.lowest
 	e.mu.Unlock()
 	if isLowest && !wasLowest {
@@ -395,6 +411,36 @@ func (e *Election) exit() {
 	delete(e.r.elections, e)
 	e.r.mu.Unlock()
 	close(e.done)
+}
+
+// ignore logs, once per name, a child of election/ that does not count as a candidate.
+func (e *Election) ignore(name, why string) {
+	e.mu.Lock()
+	seen := e.ignored[name]
+	e.ignored[name] = true
+	e.mu.Unlock()
+	if !seen {
+		e.log.Warn().Str("znode", Printable(e.dir+"/"+name)).Str("why", why).
+			Msg("ignoring a znode under the election folder; it does not count for leadership")
+	}
+}
+
+// candidateName is the form of a candidate's name: the prefix, the 32 hex digits of its GUID,
+// "-n_", and the ten digits ZooKeeper's sequential create appends.
+var candidateName = regexp.MustCompile(`^_c_[0-9a-f]{32}-n_[0-9]{10}$`)
+
+// isCandidateName reports whether name is a candidate the election made. Any other child of
+// election/ (made by hand, by another program, or by someone who reaches an unprotected
+// ZooKeeper) is ignored for leadership.
+func isCandidateName(name string) bool { return candidateName.MatchString(name) }
+
+// sortCandidates orders candidate names by sequence, lowest (the leader) first.
+func sortCandidates(names []string) {
+	sort.Slice(names, func(i, j int) bool {
+		a, _ := sequence(names[i])
+		b, _ := sequence(names[j])
+		return a < b
+	})
 }
 
 // sequence returns the sequence number ZooKeeper appended to a candidate's name (ten digits).

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/zksched/zksched/internal/testenv"
 )
 
@@ -144,5 +145,32 @@ func TestElectOnlyMasters(t *testing.T) {
 	w := register(t, c, RoleWorker, "1")
 	if _, err := w.Elect(context.Background()); err == nil {
 		t.Fatal("a worker entered the election")
+	}
+}
+
+// Children of election/ that the election did not make do not count: one whose name is not the
+// candidate form, and a persistent one of that form (a candidacy lives with its session). With
+// the code before, the garbage "x0000000000" (sequence 0) led for ever and no master did.
+func TestElectionIgnoresForeignZnodes(t *testing.T) {
+	b := setup(t)
+	c := b.dial(t, b.config())
+	anyone := testenv.DialZK(t)
+	dir := c.layout.electionDir()
+	for _, name := range []string{"x0000000000", "_c_00000000000000000000000000000000-n_0000000000", "\u202ex-n_0000000000"} {
+		if _, err := anyone.Create(dir+"/"+name, []byte("\x1b[31mgarbage\n"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := register(t, c, RoleMaster, "1")
+	e := elect(t, m)
+	waitLeader(t, e, 5*time.Second, true)
+	if e.Leader() != m.ID() {
+		t.Fatalf("Leader() = %q, want %s", e.Leader(), m.ID())
+	}
+	b.log.waitFor(t, `"why":"it is not ephemeral"`, time.Second)
+	b.log.waitFor(t, `"why":"its name is not of the form the election creates"`, time.Second)
+	cl, err := c.Cluster(context.Background())
+	if err != nil || cl.Leader != m.ID() {
+		t.Fatalf("Cluster leader = %q, %v; want %s", cl.Leader, err, m.ID())
 	}
 }

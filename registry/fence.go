@@ -124,9 +124,9 @@ func (c *Client) Fence(ctx context.Context, electionZnode string, rec FenceRecor
 	node, marker := c.layout.nodePath(rec.Role, rec.ID), c.layout.markerPath(rec.Role, rec.ID)
 	ops := []any{
 		&zk.CheckVersionRequest{Path: electionZnode, Version: -1},
-		&zk.CreateRequest{Path: node, Acl: zk.WorldACL(zk.PermAll)},
+		&zk.CreateRequest{Path: node, Acl: c.acl},
 		&zk.DeleteRequest{Path: node, Version: -1},
-		&zk.CreateRequest{Path: marker, Data: data, Acl: zk.WorldACL(zk.PermAll)},
+		&zk.CreateRequest{Path: marker, Data: data, Acl: c.acl},
 	}
 	return c.retryAmbiguous(ctx, func() error {
 		_, op, err := c.multi(ctx, ops...)
@@ -388,6 +388,20 @@ func (c *Client) get(ctx context.Context, p string) ([]byte, error) {
 		data, _, err := conn.Get(p)
 		return data, err
 	})
+}
+
+// getOwned reads a znode's data and whether it is ephemeral.
+func (c *Client) getOwned(ctx context.Context, p string) ([]byte, bool, error) {
+	conn, _ := c.current()
+	type result struct {
+		data      []byte
+		ephemeral bool
+	}
+	r, err := call(ctx, func() (result, error) {
+		data, st, err := conn.Get(p)
+		return result{data, err == nil && st.EphemeralOwner != 0}, err
+	})
+	return r.data, r.ephemeral, err
 }
 
 func (c *Client) exists(ctx context.Context, p string) (bool, *zk.Stat, error) {

@@ -175,11 +175,21 @@ func (c *Client) leader(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("list %s: %w", dir, err)
 		}
-		lowest, best := "", int64(-1)
+		var cands []string
 		for _, n := range names {
-			if seq, ok := sequence(n); ok && (best < 0 || seq < best) {
-				lowest, best = n, seq
+			if isCandidateName(n) {
+				cands = append(cands, n)
 			}
+		}
+		sortCandidates(cands)
+		lowest := ""
+		for _, n := range cands {
+			_, ephemeral, err := c.getOwned(ctx, dir+"/"+n)
+			if err == nil && !ephemeral {
+				continue // not a candidacy, as Election.look decides
+			}
+			lowest = n
+			break
 		}
 		if lowest == "" {
 			return "", nil
@@ -235,9 +245,9 @@ func WriteTree(w io.Writer, nodes []Znode, now time.Time) error {
 		if z.EphemeralOwner != 0 {
 			mode = "EPHEMERAL owner " + sessionHex(z.EphemeralOwner)
 		}
-		line := fmt.Sprintf("%s%s  %s  age %s", strings.Repeat("  ", z.Depth), name, mode, age(now, z.Ctime))
+		line := fmt.Sprintf("%s%s  %s  age %s", strings.Repeat("  ", z.Depth), Printable(name), mode, age(now, z.Ctime))
 		if s := summary(z, now); s != "" {
-			line += "  " + s
+			line += "  " + Printable(s)
 		}
 		ew.printf("%s\n", line)
 	}
@@ -327,7 +337,7 @@ func WriteCluster(w io.Writer, cl Cluster, now time.Time, asJSON bool) error {
 	if leader == "" {
 		leader = "none"
 	}
-	ew.printf("leader: %s\n", leader)
+	ew.printf("leader: %s\n", Printable(leader))
 	for _, group := range []struct {
 		title   string
 		entries []NodeEntry
@@ -339,19 +349,19 @@ func WriteCluster(w io.Writer, cl Cluster, now time.Time, asJSON bool) error {
 				mark = "*"
 			}
 			if n.Err != nil {
-				ew.printf("  %s %s\t%s\n", mark, n.ID, unparseable(n.Raw, n.Err))
+				ew.printf("  %s %s\t%s\n", mark, Printable(n.ID), Printable(unparseable(n.Raw, n.Err)))
 				continue
 			}
-			ew.printf("  %s %s\t%s\n", mark, n.ID, nodeSummary(n.Info, now))
+			ew.printf("  %s %s\t%s\n", mark, Printable(n.ID), Printable(nodeSummary(n.Info, now)))
 		}
 	}
 	ew.printf("fenced (%d):\n", len(cl.Fenced))
 	for _, m := range cl.Fenced {
 		if m.Err != nil {
-			ew.printf("    %s %s\t%s\n", m.Role, m.ID, unparseable(m.Raw, m.Err))
+			ew.printf("    %s %s\t%s\n", m.Role, Printable(m.ID), Printable(unparseable(m.Raw, m.Err)))
 			continue
 		}
-		ew.printf("    %s %s\t%s\n", m.Role, m.ID, markerSummary(m.Record, now))
+		ew.printf("    %s %s\t%s\n", m.Role, Printable(m.ID), Printable(markerSummary(m.Record, now)))
 	}
 	if ew.err != nil {
 		return ew.err

@@ -227,3 +227,39 @@ func TestAge(t *testing.T) {
 		}
 	}
 }
+
+// Names and data from znodes cannot forge lines or terminal escapes in zk tree and zk nodes:
+// what is not printable comes out quoted. With the code before, the data's newline made a line
+// of its own and the escape reached the terminal.
+func TestWriteEscapesControlCharacters(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	evil := "\x1b[31mred\nworker 10.0.0.9:1234_1  EPHEMERAL"
+	nodes := []Znode{
+		{Path: "/zksched", Ctime: now},
+		{Path: "/zksched/\u202etxt.exe", Depth: 1, Data: []byte(`{"a":1}` + "\n" + evil), Ctime: now},
+		{Path: "/zksched/nodes/workers/w\u200b1", Depth: 1, Kind: KindNode, Role: RoleWorker, Data: []byte(evil), Ctime: now},
+	}
+	var out bytes.Buffer
+	if err := WriteTree(&out, nodes, now); err != nil {
+		t.Fatal(err)
+	}
+	info := &NodeInfo{ID: "w1", Role: RoleWorker, Version: evil, Groups: []string{"\x1b]0;title\x07"}}
+	cl := Cluster{Leader: "\u202eleader", Workers: []NodeEntry{{ID: "w1", Info: info}, {ID: "w\u200b2", Raw: []byte(evil), Err: errors.New("bad")}},
+		Fenced: []MarkerEntry{{Role: RoleWorker, ID: "x\u202e", Record: FenceRecord{Phase: PhaseFenced, Leader: evil}}}}
+	if err := WriteCluster(&out, cl, now, false); err != nil {
+		t.Fatal(err)
+	}
+	got := out.String()
+	for _, bad := range []string{"\x1b", "\x07", "\u202e", "\u200b", "\nworker 10.0.0.9"} {
+		if strings.Contains(got, bad) {
+			t.Errorf("output holds %q unescaped:\n%s", bad, got)
+		}
+	}
+	if lines := strings.Count(got, "\n"); lines != 3+7 {
+		t.Errorf("output has %d lines, want 10 (3 znodes, then leader, masters, workers, 2 workers, fenced, 1 marker):\n%s", lines, got)
+	}
+	if !strings.Contains(got, `\u202etxt.exe`) || !strings.Contains(got, `\x1b[31mred`) {
+		t.Errorf("escaped forms missing:\n%s", got)
+	}
+}

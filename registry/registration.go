@@ -237,6 +237,7 @@ func (r *Registration) run() {
 		markerCh    <-chan struct{}
 		markerEpoch uint64
 		checkMarker bool
+		forgedSeen  bool // a marker beside the live znode was reported
 		writeNow    bool
 		retry       <-chan time.Time
 		backoff     = 100 * time.Millisecond
@@ -284,10 +285,20 @@ func (r *Registration) run() {
 				exists, ch, err := c.existsW(ctx, r.marker)
 				if err == nil {
 					markerCh, markerEpoch, checkMarker = ch, epoch, false
-					if exists {
-						if fe, ok := r.readMarker(ctx); ok {
+					if !exists {
+						forgedSeen = false
+					} else if fe, ok := r.readMarker(ctx); ok {
+						switch live, err := r.stillOwned(ctx, rs.SessionID); {
+						case err != nil:
+							checkMarker = true // undecided: look again at the next wake-up
+						case !live:
 							r.fenced(fe)
 							return
+						case !forgedSeen:
+							forgedSeen = true
+							r.log.Error().Str("marker", r.marker).Str("marker_data", Printable(string(fe.Raw))).
+								Str("session", sessionHex(rs.SessionID)).
+								Msg("a fence marker exists for this node while its znode is held by its live session; a leader fences only a node whose znode is gone, so no leader made it: not stopping (it will refuse this identity's re-registration after a session expiry); protect the registry with registry.auth-file")
 						}
 					}
 				}
@@ -326,9 +337,9 @@ func (r *Registration) register(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	_, op, err := c.multi(ctx,
-		&zk.CreateRequest{Path: r.marker, Acl: zk.WorldACL(zk.PermAll)},
+		&zk.CreateRequest{Path: r.marker, Acl: c.acl},
 		&zk.DeleteRequest{Path: r.marker, Version: -1},
-		&zk.CreateRequest{Path: r.node, Data: data, Acl: zk.WorldACL(zk.PermAll), Flags: zk.FlagEphemeral},
+		&zk.CreateRequest{Path: r.node, Data: data, Acl: c.acl, Flags: zk.FlagEphemeral},
 	)
 	switch {
 	case err == nil:
@@ -364,6 +375,26 @@ func (r *Registration) owned(ctx context.Context) (int64, error) {
 		return stat.EphemeralOwner, nil
 	}
 	return 0, errRetry{fmt.Errorf("%s is held by session %s, waiting for it to go", r.node, sessionHex(stat.EphemeralOwner))}
+}
+
+// stillOwned reports whether the node's znode exists now and belongs to session sid, read on a
+// connection of that session after the marker was read. Then no leader made the marker: Fence
+// succeeds only while the znode is absent, and the znode of sid was made by the fenced multi,
+// which fails while the marker exists, so the znode has existed since before the marker came.
+// An error means undecided (the connection went, or now has another session).
+func (r *Registration) stillOwned(ctx context.Context, sid int64) (bool, error) {
+	conn, _ := r.c.current()
+	if conn.SessionID() != sid {
+		return false, fmt.Errorf("session changed from %s", sessionHex(sid))
+	}
+	ok, stat, err := r.c.exists(ctx, r.node)
+	if err != nil {
+		return false, err
+	}
+	if cur, _ := r.c.current(); cur != conn || conn.SessionID() != sid {
+		return false, fmt.Errorf("session changed from %s", sessionHex(sid))
+	}
+	return ok && stat.EphemeralOwner == sid, nil
 }
 
 // readMarker reads the node's marker; ok is false if it is gone again. The registration multi

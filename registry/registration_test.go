@@ -112,6 +112,62 @@ func createMarker(t *testing.T, zc *zk.Conn, root string, rec FenceRecord) {
 	}
 }
 
+// fenceGone deletes a node's znode and creates its marker in one multi, as a leader's fence of
+// a node whose znode is gone leaves them.
+func fenceGone(t *testing.T, zc *zk.Conn, root string, rec FenceRecord) {
+	t.Helper()
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := layout{root}
+	if _, err := zc.Multi(&zk.DeleteRequest{Path: l.nodePath(rec.Role, rec.ID), Version: -1},
+		&zk.CreateRequest{Path: l.markerPath(rec.Role, rec.ID), Data: data, Acl: zk.WorldACL(zk.PermAll)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A marker made while the node's znode is held by its live session cannot be a leader's (Fence
+// needs the znode gone): the node reports it and goes on. Against the code before, the node
+// was fenced at once (TestMarkerWatchFencesAtOnce made its markers this way).
+func TestMarkerBesideLiveZnodeIsNoFence(t *testing.T) {
+	b := setup(t)
+	cfg := b.config()
+	cfg.InfoInterval = 100 * time.Millisecond
+	c := b.dial(t, cfg)
+	w := register(t, c, RoleWorker, "1")
+	zc := testenv.DialZK(t)
+	createMarker(t, zc, b.zk.Root, fenceRecord(RoleWorker, w.ID(), "10.0.0.9:5680_1"))
+	b.log.waitFor(t, "a fence marker exists for this node while its znode is held by its live session", 5*time.Second)
+	// Every refresh checks the marker before it writes the node info: wait for two writes.
+	node := layout{b.zk.Root}.nodePath(RoleWorker, w.ID())
+	for range 2 {
+		_, _, ev, err := zc.GetW(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-ev:
+			if e.Type != zk.EventNodeDataChanged {
+				t.Fatalf("node znode event %v, want a data change", e.Type)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("no node info refresh within 5s")
+		}
+	}
+	if st := w.State(); st.Kind != Registered {
+		t.Fatalf("State() = %+v after a marker beside the live znode, want registered", st)
+	}
+	// The marker still bars the identity once its session is gone.
+	c.Close()
+	c2 := b.dial(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c2.Register(ctx, nodeInfo(RoleWorker, "1")); !errors.Is(err, ErrFenced) {
+		t.Fatalf("Register after the session: %v, want ErrFenced", err)
+	}
+}
+
 func fenceRecord(role Role, id, leader string) FenceRecord {
 	now := time.Now().Truncate(time.Millisecond)
 	return FenceRecord{ID: id, Role: role, LostAt: now.Add(-time.Second), FencedAt: now, Phase: PhaseFenced, Leader: leader}
@@ -226,7 +282,9 @@ func TestMarkerWatchFencesAtOnce(t *testing.T) {
 	zc := testenv.DialZK(t)
 	for _, r := range []*Registration{w, m} {
 		rec := fenceRecord(r.Role(), r.ID(), "10.0.0.9:5680_1")
-		createMarker(t, zc, b.zk.Root, rec)
+		// As a fence finds it: the znode gone (here deleted, not expired, so the session
+		// lives and only the watch on the marker can tell), the marker made.
+		fenceGone(t, zc, b.zk.Root, rec)
 		st := waitReg(t, r, 2*time.Second, "fenced", func(s RegState) bool { return s.Kind == Fenced })
 		if st.Fence == nil || st.Fence.Record.Leader != rec.Leader {
 			t.Fatalf("%s fenced with %+v, want the record %+v", r.ID(), st.Fence, rec)

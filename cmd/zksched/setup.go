@@ -12,6 +12,7 @@ import (
 
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/registry"
 )
 
 // configFlag adds --config to fs.
@@ -75,4 +76,17 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stdout, "applied", a)
 	}
 	return nil
+}
+
+// registryAuth returns the registry credentials of cfg (registry.auth-file), nil when none are
+// configured. A file that cannot be read or is malformed is a configuration error.
+func registryAuth(cfg *conf.Config) (*registry.Credentials, error) {
+	user, password, ok, err := cfg.Registry.ReadAuth()
+	if err != nil {
+		return nil, exitError{code: exitUsage, msg: err.Error()}
+	}
+	if !ok {
+		return nil, nil
+	}
+	return &registry.Credentials{User: user, Password: password}, nil
 }

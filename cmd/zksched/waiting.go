@@ -21,7 +21,7 @@ func liveGroups(ctx context.Context, cfg *conf.Config) func() map[string]bool {
 	go func() {
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		c, err := registry.Dial(dctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
-			SessionTimeout: cfg.Registry.SessionTimeout, Logger: zerolog.Nop()})
+			SessionTimeout: cfg.Registry.SessionTimeout, ReadOnly: true, Logger: zerolog.Nop()})
 		cancel()
 		if err != nil {
 			return

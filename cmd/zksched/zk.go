@@ -13,7 +13,7 @@ import (
 func runZK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "tree" && args[0] != "nodes") {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, "usage: zksched zk tree|nodes [--json] [--config FILE]")
+			fmt.Fprintln(stdout, "usage: zksched zk tree|nodes [--json] [--config FILE] [--auth-file FILE]")
 			return nil
 		}
 		return usageError{fmt.Errorf("want tree or nodes")}
@@ -23,6 +23,7 @@ func runZK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	config := configFlag(fs)
 	asJSON := fs.Bool("json", false, "nodes: print JSON {leader, masters, workers, fenced}")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for ZooKeeper")
+	authFile := fs.String("auth-file", "", "file holding the registry's user:password (default: registry.auth-file, ZKSCHED_REGISTRY_AUTH_FILE); reading needs none")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -30,10 +31,20 @@ func runZK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *authFile != "" {
+		cfg.Registry.AuthFile = *authFile
+	}
+	auth, err := registryAuth(cfg)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	// Read only: the commands change nothing, so they work on a protected tree without the
+	// credentials, and with them they authenticate as a node does.
 	c, err := registry.Dial(cctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
-		SessionTimeout: cfg.Registry.SessionTimeout, Logger: newLogger(cfg.Log, stderr).Level(zerolog.WarnLevel)})
+		SessionTimeout: cfg.Registry.SessionTimeout, Auth: auth, ReadOnly: true,
+		Logger: newLogger(cfg.Log, stderr).Level(zerolog.WarnLevel)})
 	if err != nil {
 		return fmt.Errorf("zookeeper %v: %w", cfg.Registry.Servers, err)
 	}

@@ -56,6 +56,24 @@ type ZK struct {
 	Root string
 }
 
+// ZKUser and ZKPassword are the digest credential tests protect their ZooKeeper roots with
+// (registry.auth-file); the cleanup of ZooKeeper authenticates with it.
+const (
+	ZKUser     = "zksched-test"
+	ZKPassword = "test-secret-0f3a"
+)
+
+// ZKAuthFile writes ZKUser:ZKPassword to a file of the test's temporary directory, as
+// registry.auth-file wants it, and returns its path.
+func ZKAuthFile(t testing.TB) string {
+	t.Helper()
+	p := path.Join(t.TempDir(), "zk-auth")
+	if err := os.WriteFile(p, []byte(ZKUser+":"+ZKPassword+"\n"), 0o600); err != nil {
+		t.Fatalf("testenv: write %s: %v", p, err)
+	}
+	return p
+}
+
 // ZooKeeper gives the test a fresh ZooKeeper root, deleted with everything under it when the
 // test ends.
 func ZooKeeper(t testing.TB) ZK {
@@ -70,6 +88,10 @@ func ZooKeeper(t testing.TB) ZK {
 	t.Cleanup(func() {
 		c := dialZK(t)
 		defer c.Close()
+		// A test may have protected its root with the test credentials.
+		if err := c.AddAuth("digest", []byte(ZKUser+":"+ZKPassword)); err != nil {
+			t.Errorf("testenv: authenticate to delete %s: %v", root, err)
+		}
 		if err := DeleteTree(c, root); err != nil {
 			t.Errorf("testenv: delete %s: %v", root, err)
 		}

@@ -815,10 +815,14 @@ func (c *Conn) recvLoop(conn net.Conn) error {
 		}
 
 		blen := int(binary.BigEndian.Uint32(buf[:4]))
-		if cap(buf) < blen {
-			if c.maxBufferSize > 0 && blen > c.maxBufferSize {
-				return fmt.Errorf("received packet from server with length %d, which exceeds max buffer size %d", blen, c.maxBufferSize)
+		if c.maxBufferSize > 0 && blen > c.maxBufferSize {
+			// zksched patch (PATCHES.md): fail the one request, keep the connection.
+			if err := c.skipOversized(conn, buf, blen); err != nil {
+				return err
 			}
+			continue
+		}
+		if cap(buf) < blen {
 			buf = make([]byte, blen)
 		}
 
@@ -948,6 +952,61 @@ func (c *Conn) request(opcode int32, req interface{}, res interface{}, recvFunc 
 		// NOTE: callers of this func should check for (at least) ErrConnectionClosed
 		// and avoid accessing fields of the response object if such error is present.
 		return -1, ErrConnectionClosed
+	}
+}
+
+// skipOversized reads past a reply of blen bytes that is larger than maxBufferSize without
+// holding it in memory, and fails the request it answers with ErrResponseTooLarge (zksched patch,
+// see PATCHES.md). Upstream drops the connection instead, and a client that asks again (as every
+// retrying caller does) loops on reconnects forever. A watch event too large to read still drops
+// the connection: dropping the event alone would lose the watch without a word.
+func (c *Conn) skipOversized(conn net.Conn, buf []byte, blen int) error {
+	const headerLen = 16
+	if blen < headerLen {
+		return fmt.Errorf("received packet from server with length %d, shorter than a reply header", blen)
+	}
+	if _, err := io.ReadFull(conn, buf[:headerLen]); err != nil {
+		return err
+	}
+	res := responseHeader{}
+	if _, err := decodePacket(buf[:headerLen], &res); err != nil {
+		return err
+	}
+	if res.Xid < 0 {
+		return fmt.Errorf("received packet from server with length %d, which exceeds max buffer size %d", blen, c.maxBufferSize)
+	}
+	if _, err := io.CopyN(io.Discard, conn, int64(blen-headerLen)); err != nil {
+		return err
+	}
+	conn.SetReadDeadline(time.Time{})
+	if res.Zxid > 0 {
+		atomic.StoreInt64(&c.lastZxid, res.Zxid)
+	}
+	c.requestsLock.Lock()
+	req, ok := c.requests[res.Xid]
+	if ok {
+		delete(c.requests, res.Xid)
+	}
+	c.requestsLock.Unlock()
+	if !ok {
+		c.logger.Printf("Response for unknown request with xid %d", res.Xid)
+		return nil
+	}
+	err := fmt.Errorf("%w: %d bytes, limit %d", ErrResponseTooLarge, blen, c.maxBufferSize)
+	if req.recvFunc != nil {
+		req.recvFunc(req, &res, err)
+	}
+	req.recvChan <- response{res.Zxid, err}
+	return nil
+}
+
+// WithAuth returns a connection option that authenticates every connection, the first one
+// included, before any other request is sent on it (zksched patch, see PATCHES.md). AddAuth
+// sends its request only once a session exists, behind requests already queued, and remembers
+// the credentials only once it was answered, so requests can reach the server unauthenticated.
+func WithAuth(scheme string, auth []byte) connOption {
+	return func(c *Conn) {
+		c.creds = append(c.creds, authCreds{scheme: scheme, auth: auth})
 	}
 }
 

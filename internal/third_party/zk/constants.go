@@ -124,6 +124,9 @@ var (
 	ErrSessionMoved            = errors.New("zk: session moved to another server, so operation is ignored")
 	ErrReconfigDisabled        = errors.New("attempts to perform a reconfiguration operation when reconfiguration feature is disabled")
 	ErrBadArguments            = errors.New("invalid arguments")
+	// ErrResponseTooLarge: the server's reply is larger than WithMaxBufferSize allows (zksched
+	// patch, see PATCHES.md).
+	ErrResponseTooLarge = errors.New("zk: response larger than the client's max buffer size")
 	// ErrInvalidCallback         = errors.New("zk: invalid callback specified")
 
 	errCodeToError = map[ErrCode]error{
