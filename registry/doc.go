@@ -16,6 +16,38 @@
 // new node, so its old incarnation can be failed over while the new one works. Dial creates the
 // persistent znodes. All data is plain JSON (or a plain id) so zkCli.sh and ZooInspector show it;
 // a znode whose data does not parse is reported beside the others (DataError), never fatal.
+// Names and data read from znodes are printed and logged through Printable, so a name or a
+// value holding control characters (a newline, a terminal escape) shows escaped. A reply from
+// ZooKeeper larger than 4 MiB fails its request (zk.ErrResponseTooLarge) instead of growing the
+// node's memory.
+//
+// # Who may write: ACLs
+//
+// ZooKeeper checks a request against the ACL of the znode it touches, and a create or delete
+// against the ACL of the parent: CREATE and DELETE on a folder decide who may add or remove its
+// children, WRITE on a znode who may change its data, ADMIN who may change its ACL. ACLs are
+// not inherited; each znode gets its own when it is created.
+//
+// With Config.Auth (registry.auth-file, a digest user:password shared by every node of the
+// cluster), the client authenticates every connection before any other request goes out on it
+// (the patched go-zookeeper's WithAuth: the first connection, reconnects to the same session and
+// new sessions alike), and every znode it creates, the root and the ancestors it makes
+// included, gets all rights for that user and READ for world:anyone. zkCli.sh, ZooInspector and
+// zksched zk read the tree without credentials; nobody else can create a marker, an election
+// candidate or a node znode, delete one, or change data or ACLs under the root. At Dial the
+// client also sets that ACL on the root, its fixed folders and the existing fence markers where
+// they lack it (a tree made by a version without ACLs; logged), and fails with a clear error
+// when their ACL belongs to other credentials. Ephemeral znodes of nodes still running an older
+// version keep an open ACL until those nodes restart, but the folders above them are closed.
+// Without Config.Auth the tree is open (world:anyone, all rights) and Dial refuses a tree that
+// is already protected, since the node could register nothing in it; a ReadOnly client
+// (zksched zk, submit --wait) neither creates nor checks anything.
+//
+// Without ACLs anyone who reaches ZooKeeper can disturb the cluster; what the mechanics below
+// still hold against such writes: a child of election/ counts only in the exact name form the
+// election makes and only while ephemeral, and a fence marker beside a node's znode held by its
+// live session is no fence (see Registration). Neither makes an open tree safe: someone who can
+// delete a node's znode can still have it failed over.
 //
 // # The session
 //
@@ -111,6 +143,15 @@
 // reconnect. Existence is always decided by reading, never by the event (the multi above fires
 // the watch too). A fenced node must stop everything and exit; that is the caller's job.
 //
+// A marker is a fence only if a leader could have made it. Fence succeeds only while the node's
+// znode is absent, and the znode is made only by the fenced multi, which fails while the marker
+// exists. So when, after reading the marker, the Registration reads its znode and finds it held
+// by its current session, the znode has existed since before the marker came and no leader made
+// the marker: someone wrote it by hand (possible only on a tree without ACLs). The node logs
+// that as an error and goes on; the marker still bars the identity's re-registration after a
+// session expiry, and the leader does not count it either (failover/doc.go). A read that cannot
+// decide (connection gone, session changed) is repeated at the next wake-up.
+//
 // Each Registration and Election does all its ZooKeeper work in one goroutine, in order, and never
 // abandons a request half-way, so a request can never overtake one sent before it (Close's
 // delete cannot precede a late create). Public one-shot calls that take a context stop waiting
@@ -119,8 +160,9 @@
 //
 // # Election
 //
-// Each master's candidacy is an EPHEMERAL_SEQUENTIAL znode under election/ holding its id; the
-// lowest sequence leads, and every candidate watches the children (re-armed after each event and
+// Each master's candidacy is an EPHEMERAL_SEQUENTIAL znode under election/ holding its id, named
+// exactly _c_<32 hex digits>-n_<10 digits>; any other child of election/, and a persistent one of
+// that name, is not a candidacy and is ignored (and logged once). The lowest sequence leads, and every candidate watches the children (re-armed after each event and
 // reconnect, re-read every InfoInterval). The znode's name carries a random GUID, as in
 // go-zookeeper's protected create, so a candidate whose create was answered too late finds it and
 // removes extras. The candidacy too is created by a fenced multi:
