@@ -53,6 +53,15 @@
 //     again (a claim in flight when it was cut off), 4 and 5 run again.
 //  6. Finished markers older than failover.marker-retention are deleted on a sweep.
 //
+// A marker counts only if a leader could have made it, and step 3 succeeds only while the
+// identity's znode is gone. A marker of an identity that is registered at the sweep is no
+// fence: someone who reached an unprotected ZooKeeper (no registry.auth-file) made it. The
+// leader logs it once a term and leaves the identity's work where it is, and the node goes on
+// (registry/doc.go); should the identity be lost later, it is failed over as in steps 2–5, the
+// marker met in step 3 as already fenced. A marker of an identity this term saw lost and is
+// still waiting for does not cut the wait short either. With registry.auth-file only the
+// cluster's nodes can create markers at all.
+//
 // # Node side (Guard, on every master and worker)
 //
 //   - The node takes work only while Active: its client is connected, its registration holds
@@ -75,8 +84,9 @@
 //     stalled log pipe cannot hold a stop up. The guard lives until the node has left the
 //     registry: a graceful stop keeps it. With registry.on-lost = keep-running the work goes on
 //     instead (at-least-once, with overlap possible; results are still committed once).
-//   - Fenced (its marker appears — it watches its own marker path — or re-registration after an
-//     expiry finds it): the node logs who fenced it and exits with code 75 at once, without a
+//   - Fenced (its marker appears — it watches its own marker path — while its znode is gone, or
+//     re-registration after an expiry finds it): the node logs who fenced it and exits with
+//     code 75 at once, without a
 //     graceful stop or deferred cleanups (closing the database would wait for queries a cut
 //     link holds); the supervisors of its tasks kill all their processes when they see it gone. A supervisor
 //     (systemd Restart=on-failure) starts it again as a new identity.
