@@ -1,6 +1,9 @@
 package conf
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -109,6 +112,49 @@ type Registry struct {
 	// one for anything but reading. It is read at start: a missing or malformed file stops the
 	// node with an error.
 	AuthFile string `yaml:"auth-file"`
+
+	// TLSCA is a PEM file of the certificate authorities whose certificates the ZooKeeper
+	// servers may present. Setting it (or TLSCert) makes every connection to ZooKeeper TLS:
+	// list the servers' secureClientPort in Servers (ZooKeeper 3.5+ with
+	// serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory). Empty by default:
+	// plain TCP, which anyone on the path can read, including the auth file's password sent
+	// at every connection. Empty with TLSCert set: the system's roots.
+	TLSCA string `yaml:"tls-ca"`
+	// TLSCert and TLSKey are PEM files of the client certificate and its key, for servers with
+	// ssl.clientAuth=need (or want). Empty by default: no client certificate. Set both or
+	// neither.
+	TLSCert string `yaml:"tls-cert"`
+	TLSKey  string `yaml:"tls-key"`
+}
+
+// TLSConfig returns the TLS configuration of connections to ZooKeeper made from TLSCA, TLSCert
+// and TLSKey; nil when none is set (plain TCP). The files are read now.
+func (r Registry) TLSConfig() (*tls.Config, error) {
+	if r.TLSCA == "" && r.TLSCert == "" && r.TLSKey == "" {
+		return nil, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if r.TLSCA != "" {
+		pem, err := os.ReadFile(r.TLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("read registry tls ca: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("registry tls ca %s holds no PEM certificate", r.TLSCA)
+		}
+	}
+	switch {
+	case (r.TLSCert == "") != (r.TLSKey == ""):
+		return nil, errors.New("set registry.tls-cert and registry.tls-key together")
+	case r.TLSCert != "":
+		cert, err := tls.LoadX509KeyPair(r.TLSCert, r.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load registry tls client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }
 
 // ReadAuth returns the user and password in AuthFile; ok is false when AuthFile is empty. The

@@ -45,6 +45,9 @@ func (c *Config) Validate() error {
 	if _, _, _, err := r.ReadAuth(); err != nil {
 		v.problem("registry.auth-file", "%v", err)
 	}
+	if _, err := r.TLSConfig(); err != nil {
+		v.problem("registry.tls-ca", "%v", err)
+	}
 
 	v.check(checkDSN(c.DB.DSN), "db.dsn")
 	v.intRange("db.max-conns", c.DB.MaxConns, 1, 100000)

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"path"
@@ -39,6 +40,11 @@ type Config struct {
 	// the root. Nil: znodes are open to anyone who reaches ZooKeeper (world:anyone, all
 	// rights).
 	Auth *Credentials
+	// TLS, when set, makes every connection to ZooKeeper TLS (the servers' secureClientPort,
+	// ZooKeeper 3.5+ with the Netty connection factory): the servers' certificates are checked
+	// against its RootCAs, and its Certificates are the client certificate a server with
+	// ssl.clientAuth=need asks for. Nil: plain TCP.
+	TLS *tls.Config
 	// ReadOnly is for clients that only inspect the tree (zksched zk): Dial creates nothing,
 	// changes no ACL, and does not ask whether the tree is writable without Auth.
 	ReadOnly bool
@@ -186,7 +192,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 
 	// zk.Connect itself fails only when a server name does not resolve.
 	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-		info := newConnInfo(cfg.SessionTimeout, len(cfg.Servers))
+		info := newConnInfo(cfg.SessionTimeout, len(cfg.Servers), cfg.TLS)
 		c.mu.Lock()
 		c.cur = info
 		c.mu.Unlock()
@@ -556,7 +562,7 @@ func (c *Client) replaceConn(why string) {
 // and waits until a server gives it a session, for at most twice the session timeout (5 s at
 // least). It returns nil if none did.
 func (c *Client) freshSession(timeout time.Duration) (*zk.Conn, *connInfo) {
-	info := newConnInfo(timeout, len(c.cfg.Servers))
+	info := newConnInfo(timeout, len(c.cfg.Servers), c.cfg.TLS)
 	cand, err := c.open(info)
 	if err != nil {
 		c.log.Warn().Err(err).Msg("cannot open a fresh zookeeper connection")

@@ -43,6 +43,12 @@
 // is already protected, since the node could register nothing in it; a ReadOnly client
 // (zksched zk, submit --wait) neither creates nor checks anything.
 //
+// The digest password crosses the network at every connection, in clear unless the connection
+// is TLS: with Config.TLS every connection (and the conf four-letter word at start) goes
+// through go-zookeeper's dialer as TLS to the servers' secureClientPort (ZooKeeper 3.5+, Netty
+// connection factory), checking the servers' certificates and offering a client certificate.
+// The connect response the Client reads for the granted timeout is read inside the TLS stream.
+//
 // Without ACLs anyone who reaches ZooKeeper can disturb the cluster; what the mechanics below
 // still hold against such writes: a child of election/ counts only in the exact name form the
 // election makes and only while ephemeral, and a fence marker beside a node's znode held by its

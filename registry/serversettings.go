@@ -2,9 +2,9 @@ package registry
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,8 +25,8 @@ type serverSettings struct {
 var errNotAllowed = errors.New("not in the server's 4lw.commands.whitelist")
 
 // readServerSettings asks the server at addr for its settings with the conf four-letter word.
-func readServerSettings(addr string, timeout time.Duration) (serverSettings, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+func readServerSettings(tlsConfig *tls.Config, addr string, timeout time.Duration) (serverSettings, error) {
+	conn, err := dialServer(tlsConfig, "tcp", addr, timeout, timeout)
 	if err != nil {
 		return serverSettings{}, fmt.Errorf("conf from %s: %w", addr, err)
 	}
@@ -97,7 +97,7 @@ func (c *Client) checkServers() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			confs[i], errs[i] = readServerSettings(addr, 2*time.Second)
+			confs[i], errs[i] = readServerSettings(c.cfg.TLS, addr, 2*time.Second)
 		}()
 	}
 	wg.Wait()

@@ -27,7 +27,7 @@ func TestWarnsOfSessionTimeoutShorterThanTheEnsembleAllows(t *testing.T) {
 		TickTime: 2 * time.Second, InitLimit: 10, SyncLimit: 5,
 		MinSessionTimeout: 4 * time.Second, MaxSessionTimeout: 40 * time.Second,
 	})
-	got, err := readServerSettings(ens.Addr(0), 2*time.Second)
+	got, err := readServerSettings(nil, ens.Addr(0), 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestWarnsOfSessionTimeoutShorterThanTheEnsembleAllows(t *testing.T) {
 func TestServerSettingsRefusedQuietly(t *testing.T) {
 	t.Parallel()
 	ens := testenv.NewZKEnsemble(t, 1, testenv.ZKEnsembleOptions{FourLetterWords: "srvr"})
-	if _, err := readServerSettings(ens.Addr(0), 2*time.Second); !errors.Is(err, errNotAllowed) {
+	if _, err := readServerSettings(nil, ens.Addr(0), 2*time.Second); !errors.Is(err, errNotAllowed) {
 		t.Fatalf("readServerSettings = %v, want %v", err, errNotAllowed)
 	}
 	log := newLogSink(t)

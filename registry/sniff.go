@@ -1,7 +1,9 @@
 package registry
 
 import (
+	"crypto/tls"
 	"encoding/binary"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -13,6 +15,7 @@ import (
 type connInfo struct {
 	events  chan struct{} // a session event happened; buffered 1
 	servers int           // how many servers the connection goes round
+	tls     *tls.Config   // nil: plain TCP
 	// handshakeLimit bounds a handshake (see sniffConn.SetReadDeadline), in nanoseconds.
 	handshakeLimit atomic.Int64
 
@@ -27,8 +30,8 @@ type handshake struct {
 	sentAt    time.Time // when the connect request was sent, by Now
 }
 
-func newConnInfo(sessionTimeout time.Duration, servers int) *connInfo {
-	i := &connInfo{events: make(chan struct{}, 1), servers: max(servers, 1)}
+func newConnInfo(sessionTimeout time.Duration, servers int, tlsConfig *tls.Config) *connInfo {
+	i := &connInfo{events: make(chan struct{}, 1), servers: max(servers, 1), tls: tlsConfig}
 	i.setSessionTimeout(sessionTimeout)
 	return i
 }
@@ -54,13 +57,39 @@ func (i *connInfo) lastHandshake() handshake {
 	return i.handshake
 }
 
-// dial is go-zookeeper's Dialer. It wraps the TCP connection to read the connect response.
+// dial is go-zookeeper's Dialer. It wraps the connection (TCP, or TLS over it) to read the
+// connect response.
 func (i *connInfo) dial(network, address string, timeout time.Duration) (net.Conn, error) {
-	nc, err := net.DialTimeout(network, address, timeout)
+	nc, err := dialServer(i.tls, network, address, timeout, time.Duration(i.handshakeLimit.Load()))
 	if err != nil {
 		return nil, err
 	}
 	return &sniffConn{Conn: nc, info: i}, nil
+}
+
+// dialServer connects to a ZooKeeper server: TCP within timeout, then, with a TLS config, a TLS
+// handshake within handshake (a server's secureClientPort). The server name checked against the
+// certificate is the config's ServerName, or else the host of address (an IP address is checked
+// against the certificate's IP SANs).
+func dialServer(cfg *tls.Config, network, address string, timeout, handshake time.Duration) (net.Conn, error) {
+	nc, err := net.DialTimeout(network, address, timeout)
+	if err != nil || cfg == nil {
+		return nc, err
+	}
+	cfg = cfg.Clone()
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(address); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	tc := tls.Client(nc, cfg)
+	_ = tc.SetDeadline(time.Now().Add(handshake))
+	if err := tc.Handshake(); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("tls handshake with zookeeper %s: %w", address, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // connectResponseHead is how much of a connect response the client reads: a 4-byte frame length,

@@ -95,8 +95,12 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		n.log.Warn().Str("root", cfg.Registry.Root).
 			Msg("registry.auth-file is not set: the zookeeper tree is open, so anyone who reaches zookeeper can stop any node or disturb the leader election; set registry.auth-file (user:password) on every node")
 	}
+	zkTLS, err := registryTLS(cfg)
+	if err != nil {
+		return err
+	}
 	n.client, err = registry.Dial(ctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
-		SessionTimeout: cfg.Registry.SessionTimeout, Auth: auth, Logger: n.log})
+		SessionTimeout: cfg.Registry.SessionTimeout, Auth: auth, TLS: zkTLS, Logger: n.log})
 	if err != nil {
 		return startupError(ctx, fmt.Errorf("zookeeper: %w", err))
 	}

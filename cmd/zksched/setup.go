@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -89,4 +90,14 @@ func registryAuth(cfg *conf.Config) (*registry.Credentials, error) {
 		return nil, nil
 	}
 	return &registry.Credentials{User: user, Password: password}, nil
+}
+
+// registryTLS returns the TLS configuration of connections to ZooKeeper (registry.tls-ca,
+// tls-cert, tls-key), nil for plain TCP. Unreadable files are a configuration error.
+func registryTLS(cfg *conf.Config) (*tls.Config, error) {
+	tc, err := cfg.Registry.TLSConfig()
+	if err != nil {
+		return nil, exitError{code: exitUsage, msg: err.Error()}
+	}
+	return tc, nil
 }

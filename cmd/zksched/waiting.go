@@ -19,9 +19,13 @@ func liveGroups(ctx context.Context, cfg *conf.Config) func() map[string]bool {
 	var mu sync.Mutex
 	var groups map[string]bool
 	go func() {
+		zkTLS, err := cfg.Registry.TLSConfig()
+		if err != nil {
+			return // validated at load; nothing is said about groups then
+		}
 		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		c, err := registry.Dial(dctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
-			SessionTimeout: cfg.Registry.SessionTimeout, ReadOnly: true, Logger: zerolog.Nop()})
+			SessionTimeout: cfg.Registry.SessionTimeout, TLS: zkTLS, ReadOnly: true, Logger: zerolog.Nop()})
 		cancel()
 		if err != nil {
 			return

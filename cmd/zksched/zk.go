@@ -38,12 +38,16 @@ func runZK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	zkTLS, err := registryTLS(cfg)
+	if err != nil {
+		return err
+	}
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	// Read only: the commands change nothing, so they work on a protected tree without the
 	// credentials, and with them they authenticate as a node does.
 	c, err := registry.Dial(cctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
-		SessionTimeout: cfg.Registry.SessionTimeout, Auth: auth, ReadOnly: true,
+		SessionTimeout: cfg.Registry.SessionTimeout, Auth: auth, TLS: zkTLS, ReadOnly: true,
 		Logger: newLogger(cfg.Log, stderr).Level(zerolog.WarnLevel)})
 	if err != nil {
 		return fmt.Errorf("zookeeper %v: %w", cfg.Registry.Servers, err)

@@ -65,6 +65,35 @@ func (z *ZKServer) Start(dataDir string) {
 	}
 }
 
+// StartTLS runs the server as Start does, with a TLS port beside its plain one (the Netty
+// connection factory, secureClientPort on 127.0.0.1), and returns the TLS port's address.
+// keyStore is a PEM file of the server's key and certificate, trustStore one of the CAs whose
+// client certificates it accepts; the server requires a client certificate.
+func (z *ZKServer) StartTLS(dataDir, keyStore, trustStore string) string {
+	t := z.t
+	t.Helper()
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure := "127.0.0.1:" + strconv.Itoa(ports[0])
+	cfg := zkSettings{ClientPort: z.Port, DataDir: filepath.Join(z.Dir, dataDir), Extra: fmt.Sprintf(
+		"serverCnxnFactory=org.apache.zookeeper.server.NettyServerCnxnFactory\n"+
+			"secureClientPort=%d\nsecureClientPortAddress=127.0.0.1\n"+
+			"ssl.keyStore.location=%s\nssl.keyStore.type=PEM\n"+
+			"ssl.trustStore.location=%s\nssl.trustStore.type=PEM\nssl.clientAuth=need\n",
+		ports[0], keyStore, trustStore)}
+	p, err := startZK(cfg, filepath.Join(z.Dir, dataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.proc = p
+	if err := waitRuok(z.Addr(), p, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return secure
+}
+
 // Stop kills the server, like a crash.
 func (z *ZKServer) Stop() {
 	if z.proc == nil {
@@ -115,6 +144,8 @@ type zkSettings struct {
 	// standalone server.
 	Peers map[int]string
 	MyID  int
+	// Extra holds further lines of the file, each ending in a newline.
+	Extra string
 }
 
 func (s zkSettings) file() string {
@@ -128,6 +159,7 @@ func (s zkSettings) file() string {
 	for id := 1; id <= len(s.Peers); id++ {
 		fmt.Fprintf(&b, "server.%d=%s\n", id, s.Peers[id])
 	}
+	b.WriteString(s.Extra)
 	return b.String()
 }
 
