@@ -208,7 +208,7 @@ func (t *term) resync(ctx context.Context, sweep bool) ([2]<-chan struct{}, erro
 	}
 	for k := range t.absent {
 		if members[k] {
-			c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Msg("lost node is registered again; no failover")
+			c.cfg.Log.Info().Str("lost_node", registry.Printable(k.id)).Str("lost_role", string(k.role)).Msg("lost node is registered again; no failover")
 			delete(t.absent, k)
 		}
 	}
@@ -237,9 +237,9 @@ func (t *term) readKillGraces(ctx context.Context, members map[nodeKey]bool) {
 			t.killGrace[k] = time.Duration(info.KillGraceMs) * time.Millisecond
 		case errors.As(err, &dataErr):
 			t.killGrace[k] = 0
-			c.cfg.Log.Warn().Err(err).Str("node", k.id).Msg("worker's node info does not parse; its kill grace is taken to be covered by failover.delay")
+			c.cfg.Log.Warn().Err(err).Str("node", registry.Printable(k.id)).Msg("worker's node info does not parse; its kill grace is taken to be covered by failover.delay")
 		default:
-			c.cfg.Log.Debug().Err(err).Str("node", k.id).Msg("cannot read a worker's node info yet; trying again at the next resync")
+			c.cfg.Log.Debug().Err(err).Str("node", registry.Printable(k.id)).Msg("cannot read a worker's node info yet; trying again at the next resync")
 		}
 	}
 }
@@ -277,7 +277,7 @@ func (t *term) lose(k nodeKey, now time.Time, why string) {
 		return
 	}
 	t.absent[k] = now
-	t.c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Str("why", why).
+	t.c.cfg.Log.Info().Str("lost_node", registry.Printable(k.id)).Str("lost_role", string(k.role)).Str("why", why).
 		Dur("failover_in", t.delay(k)).Msg("node lost; failing it over after the delay unless it comes back")
 }
 
@@ -382,17 +382,17 @@ func (t *term) fence(ctx context.Context, k nodeKey, lostAt time.Time) error {
 	err := c.reg.Fence(ctx, c.lead.ZnodePath(), rec)
 	switch {
 	case errors.Is(err, registry.ErrNodeRegistered):
-		c.cfg.Log.Info().Str("lost_node", k.id).Msg("lost node registered again just before fencing; no failover")
+		c.cfg.Log.Info().Str("lost_node", registry.Printable(k.id)).Msg("lost node registered again just before fencing; no failover")
 		delete(t.absent, k)
 		return nil
 	case errors.Is(err, registry.ErrNotLeader):
 		return errNotLeader
 	case errors.Is(err, registry.ErrAlreadyFenced):
-		c.cfg.Log.Info().Str("lost_node", k.id).Msg("already fenced by an earlier leader; finishing its failover")
+		c.cfg.Log.Info().Str("lost_node", registry.Printable(k.id)).Msg("already fenced by an earlier leader; finishing its failover")
 	case err != nil:
 		return fmt.Errorf("fence %s %s: %w", k.role, k.id, err)
 	default:
-		c.cfg.Log.Info().Str("lost_node", k.id).Str("lost_role", string(k.role)).Msg("fenced")
+		c.cfg.Log.Info().Str("lost_node", registry.Printable(k.id)).Str("lost_role", string(k.role)).Msg("fenced")
 	}
 	delete(t.absent, k)
 	t.fenced[k] = false
@@ -445,7 +445,7 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	injectFault("after-requeue")
 	if garbage {
 		t.fenced[k] = true
-		c.cfg.Log.Warn().Str("lost_node", k.id).Str("lost_role", string(k.role)).Int("tasks_requeued", ev.TasksRequeued).
+		c.cfg.Log.Warn().Str("lost_node", registry.Printable(k.id)).Str("lost_role", string(k.role)).Int("tasks_requeued", ev.TasksRequeued).
 			Int("workflows_released", ev.WorkflowsReleased).Msg("failover finished for a node whose fence marker has unreadable data; the marker is left as it is")
 		return nil
 	}
@@ -465,7 +465,7 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	if k.role == registry.RoleMaster {
 		what = "workflows_released"
 	}
-	log.Str("lost_node", k.id).Str("lost_role", string(k.role)).Int(what, n).
+	log.Str("lost_node", registry.Printable(k.id)).Str("lost_role", string(k.role)).Int(what, n).
 		Msg("failover finished")
 	return nil
 }
