@@ -145,7 +145,7 @@ func TestACLProtectedTreeWantsCredentials(t *testing.T) {
 		c.Close()
 		t.Fatal("Dial without credentials on a protected tree succeeded")
 	}
-	if !strings.Contains(err.Error(), "set registry.auth-file") {
+	if !errors.Is(err, ErrCredentials) || !strings.Contains(err.Error(), "set registry.auth-file") {
 		t.Errorf("Dial without credentials: %v, want a hint at registry.auth-file", err)
 	}
 	other := b.authConfig()
@@ -153,7 +153,7 @@ func TestACLProtectedTreeWantsCredentials(t *testing.T) {
 	if c, err := Dial(ctx, other); err == nil {
 		c.Close()
 		t.Fatal("Dial with other credentials on a protected tree succeeded")
-	} else if !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), "other credentials") {
+	} else if !errors.Is(err, ErrCredentials) || !errors.Is(err, zk.ErrNoAuth) || !strings.Contains(err.Error(), "other credentials") {
 		t.Errorf("Dial with other credentials: %v, want NoAuth naming other credentials", err)
 	}
 }

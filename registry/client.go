@@ -67,6 +67,10 @@ func (cr *Credentials) ACL() []zk.ACL {
 	return append(zk.DigestACL(zk.PermAll, cr.User, cr.Password), zk.WorldACL(zk.PermRead)...)
 }
 
+// ErrCredentials: the tree's ACL does not let this client's credentials (or the lack of them)
+// write under the root. It is a configuration problem: retrying does not help.
+var ErrCredentials = errors.New("zookeeper acl refuses these credentials")
+
 // maxResponseBytes caps one reply from ZooKeeper. Above the servers' default jute.maxbuffer
 // (1 MiB, the most a znode's data can hold), room for the children of a large cluster's
 // folders, and small enough that a hostile tree cannot balloon a node. A larger reply fails its
@@ -694,7 +698,7 @@ func (c *Client) secureTree(ctx context.Context) error {
 			return fmt.Errorf("read the acl of %s: %w", c.cfg.Root, err)
 		}
 		if !worldCan(acl, zk.PermCreate) {
-			return fmt.Errorf("the registry root %s is protected by a zookeeper acl (%s) and this node has no credentials: set registry.auth-file", c.cfg.Root, formatACL(acl))
+			return fmt.Errorf("%w: the registry root %s is protected by a zookeeper acl (%s) and this node has no credentials: set registry.auth-file", ErrCredentials, c.cfg.Root, formatACL(acl))
 		}
 		return nil
 	}
@@ -726,7 +730,7 @@ func (c *Client) secureTree(ctx context.Context) error {
 		}
 		_, err = call(ctx, func() (*zk.Stat, error) { return conn.SetACL(p, c.acl, -1) })
 		if errors.Is(err, zk.ErrNoAuth) {
-			return fmt.Errorf("set the acl of %s: %w: its acl (%s) does not let user %q change it; the tree was protected with other credentials", p, err, formatACL(acl), c.cfg.Auth.User)
+			return fmt.Errorf("set the acl of %s: %w (%w): its acl (%s) does not let user %q change it; the tree was protected with other credentials", p, ErrCredentials, err, formatACL(acl), c.cfg.Auth.User)
 		}
 		if err != nil && !errors.Is(err, zk.ErrNoNode) {
 			return fmt.Errorf("set the acl of %s: %w", p, err)

@@ -119,6 +119,13 @@ func TestAttackZKForgedMarkerNeedsCredentials(t *testing.T) {
 	if strings.Contains(a.worker.Log(), "registry.auth-file is not set") {
 		t.Error("the worker warns about a missing registry.auth-file it has")
 	}
+	// A node without the credentials cannot join the protected cluster: it stops at start
+	// with the fix in its message (exit 2, a configuration error: systemd does not loop).
+	intruder := a.Worker("intruder", "ZKSCHED_REGISTRY_AUTH_FILE=")
+	if code := intruder.Wait(t, 20*time.Second); code != 2 || !strings.Contains(intruder.Log(), "set registry.auth-file") {
+		t.Errorf("a worker without the auth file: exit %d, want 2 and a hint at registry.auth-file:\n%s", code, intruder.Log())
+	}
+	a.stillRuns(t)
 }
 
 // Without credentials nobody can take the leadership: neither delete the leader's candidate nor

@@ -101,6 +101,9 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 	n.client, err = registry.Dial(ctx, registry.Config{Servers: cfg.Registry.Servers, Root: cfg.Registry.Root,
 		SessionTimeout: cfg.Registry.SessionTimeout, Auth: auth, TLS: zkTLS, Logger: n.log})
+	if errors.Is(err, registry.ErrCredentials) {
+		return exitError{code: exitUsage, msg: "zookeeper: " + err.Error()}
+	}
 	if err != nil {
 		return startupError(ctx, fmt.Errorf("zookeeper: %w", err))
 	}
