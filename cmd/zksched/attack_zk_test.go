@@ -243,3 +243,32 @@ func TestZKAuthFileMalformedIsAConfigError(t *testing.T) {
 		t.Errorf("zk tree --auth-file of a missing file: exit %d, want 2 and a read error:\n%s", code, out)
 	}
 }
+
+// Someone on the network path to ZooKeeper reads nothing: with registry.tls-ca, tls-cert and
+// tls-key the nodes reach a ZooKeeper 3.8 server only through its secureClientPort (client
+// certificates required), run a workflow, and zk nodes reads the registry the same way; a node
+// without the TLS keys cannot talk to that port at all.
+func TestAttackZKOnlyThroughTLS(t *testing.T) {
+	t.Parallel()
+	pki := testenv.NewPKI(t)
+	srv := testenv.NewZKServer(t)
+	secure := srv.StartTLS("data", pki.ServerFile, pki.CAFile)
+	e := setupE2E(t, []string{secure}, "", authEnv(t), "ZKSCHED_REGISTRY_TLS_CA="+pki.CAFile,
+		"ZKSCHED_REGISTRY_TLS_CERT="+pki.ClientCertFile, "ZKSCHED_REGISTRY_TLS_KEY="+pki.ClientKeyFile)
+	master, worker := e.Master("master"), e.Worker("worker")
+	master.WaitLog(t, 30*time.Second, "became the leader")
+	workerID := worker.ID(t, 30*time.Second)
+	wf := e.file(t, "hello.yaml", "name: hello\ntasks:\n  - {name: hello, type: shell, command: 'echo over tls'}\n")
+	if out, code := e.Run("submit", "--wait", wf); code != 0 {
+		t.Fatalf("submit --wait over TLS: exit %d\n%s", code, out)
+	}
+	out, code := e.Run("zk", "nodes")
+	if code != 0 || !strings.Contains(out, workerID) {
+		t.Fatalf("zk nodes over TLS: exit %d\n%s", code, out)
+	}
+	plain := e.Worker("plain", "ZKSCHED_REGISTRY_TLS_CA=", "ZKSCHED_REGISTRY_TLS_CERT=", "ZKSCHED_REGISTRY_TLS_KEY=")
+	plain.WaitLog(t, 30*time.Second, "no zookeeper server answers yet")
+	if strings.Contains(plain.Log(), `"message":"registered"`) {
+		t.Fatalf("a worker without TLS registered through the TLS port:\n%s", plain.Log())
+	}
+}
