@@ -773,10 +773,17 @@ func sameACL(a, b []zk.ACL) bool {
 	return true
 }
 
-// formatACL shows an ACL as zkCli.sh's getAcl does, one "scheme:id:perms" per entry.
+// formatACL shows an ACL as zkCli.sh's getAcl does, one "scheme:id:perms" per entry, except
+// that a digest's hash is left out: it is a plain SHA-1 of user:password, which ZooKeeper
+// shows only to clients with ADMIN rights, and logs are read by more people.
 func formatACL(acl []zk.ACL) string {
 	parts := make([]string, len(acl))
 	for i, a := range acl {
+		id := a.ID
+		if a.Scheme == "digest" {
+			user, _, _ := strings.Cut(id, ":")
+			id = user + ":…"
+		}
 		perms := ""
 		for _, p := range []struct {
 			bit  int32
@@ -786,7 +793,7 @@ func formatACL(acl []zk.ACL) string {
 				perms += p.name
 			}
 		}
-		parts[i] = a.Scheme + ":" + a.ID + ":" + perms
+		parts[i] = a.Scheme + ":" + Printable(id) + ":" + perms
 	}
 	return strings.Join(parts, ",")
 }
