@@ -65,7 +65,7 @@ func trimNewline(p []byte) []byte {
 // node advertises.
 func listenNode(cfg *conf.Config, role registry.Role, port int, authenticated bool, log zerolog.Logger) (net.Listener, string, error) {
 	host := cfg.Node.Host
-	if role == registry.RoleMaster && !isLoopback(host) {
+	if role == registry.RoleMaster && !isLocalhost(host) {
 		switch {
 		case authenticated:
 		case cfg.API.AllowUnauthenticated:
@@ -96,13 +96,11 @@ func listenNode(cfg *conf.Config, role registry.Role, port int, authenticated bo
 	return ln, scheme + "://" + ln.Addr().String(), nil
 }
 
-// isLoopback reports whether host names this machine's loopback interface only.
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+// isLocalhost reports whether host is the loopback address an open master may serve on:
+// 127.0.0.1, ::1 or localhost. Another loopback address (127.0.0.2) may stand for a machine
+// of its own, as in tests, so it is not one.
+func isLocalhost(host string) bool {
+	return host == "localhost" || host == "127.0.0.1" || host == "::1"
 }
 
 // ownHosts are the names a request to this master may carry in its Host header: node.host,
