@@ -146,16 +146,17 @@ type Master struct {
 
 // API configures the HTTP API and the web UI every master serves on master.port.
 type API struct {
-	// Token, when set, is required by every API call (Authorization: Bearer <token>) and by
-	// every page of the web UI, whose login form sets a session cookie. Empty by default:
-	// then anyone who reaches master.port may read everything and kill or rerun tasks, so
-	// bind the masters to a private network or set a token. At least 16 characters. Prefer
-	// TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the config file.
+	// Token, when set, is the token of an admin named "admin", required (or a user's token
+	// from UsersFile) by every API call (Authorization: Bearer <token>) and by every page of
+	// the web UI, whose login form starts a session. Empty by default: without a token or a
+	// users file the master serves only on loopback (see AllowUnauthenticated). At least 16
+	// characters. Prefer TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the
+	// config file.
 	Token string `yaml:"token"`
 
 	// TokenFile is a file whose content, surrounding whitespace trimmed, is the token. Empty
 	// by default. Set Token or TokenFile, not both. It is read when the master starts:
-	// restart the masters to change the token (which also ends every UI session).
+	// restart the masters to change the token (which also ends the token's UI sessions).
 	TokenFile string `yaml:"token-file"`
 
 	// UsersFile is a file of users, one a line: "NAME ROLE sha256:HEX", where ROLE is

@@ -81,6 +81,11 @@ func runUser(_ context.Context, args []string, stdout, _ io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "added user %s (%s) to %s; the masters take it within a second\n", name, *role, path)
+		if fi, err := os.Stat(path); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && fi.Mode().Perm()&0o077 == 0 {
+				fmt.Fprintf(stdout, "note: %s belongs to root alone; the masters read it as their own user (chown zksched %s)\n", path, path)
+			}
+		}
 		fmt.Fprintf(stdout, "its token, shown only now (the file keeps its hash): %s\n", token)
 	case "remove":
 		if err := removeUser(path, name); err != nil {
@@ -211,6 +216,14 @@ func removeUser(path, name string) error {
 	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
 		tmp.Close()
 		return fmt.Errorf("write users file: %w", err)
+	}
+	// The masters read the file as their own user: run by root, the new file keeps the old
+	// one's owner, or they could no longer read it.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+		if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
+			tmp.Close()
+			return fmt.Errorf("write users file: %w", err)
+		}
 	}
 	if _, err := tmp.WriteString(kept); err != nil {
 		tmp.Close()
