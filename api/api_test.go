@@ -31,9 +31,10 @@ type fakeCluster struct {
 func (f fakeCluster) Cluster(context.Context) (registry.Cluster, error) { return f.cl, f.err }
 
 type testBundle struct {
-	db  *dao.DB
-	srv *httptest.Server
-	ctx context.Context
+	db     *dao.DB
+	srv    *httptest.Server
+	server *api.Server
+	ctx    context.Context
 	// token is the API token, "" without authentication.
 	token string
 }
@@ -42,22 +43,44 @@ type setupOpts struct {
 	token   string
 	cluster api.ClusterReader
 	maxBody int64
+	// usersFile, hosts and cookieSecure are api.Config's.
+	usersFile    string
+	hosts        []string
+	cookieSecure bool
+	// db, when set, is shared with another bundle (two masters of one cluster).
+	db *dao.DB
+	// tls serves HTTPS.
+	tls bool
+	// log receives the server's log.
+	log io.Writer
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
 	t.Helper()
-	db, _ := daotest.New(t)
+	db := o.db
+	if db == nil {
+		db, _ = daotest.New(t)
+	}
 	if o.cluster == nil {
 		o.cluster = fakeCluster{}
 	}
+	log := zerolog.Nop()
+	if o.log != nil {
+		log = zerolog.New(o.log)
+	}
 	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, Cluster: o.cluster,
-		MaxBody: o.maxBody, Log: zerolog.Nop()}, db)
+		MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s)
+	var srv *httptest.Server
+	if o.tls {
+		srv = httptest.NewTLSServer(s)
+	} else {
+		srv = httptest.NewServer(s)
+	}
 	t.Cleanup(srv.Close)
-	return &testBundle{db: db, srv: srv, ctx: context.Background(), token: o.token}
+	return &testBundle{db: db, srv: srv, server: s, ctx: context.Background(), token: o.token}
 }
 
 type response struct {
@@ -101,13 +124,18 @@ func (b *testBundle) do(t *testing.T, method, path, body string, headers ...stri
 		req.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
+		if headers[i] == "Host" {
+			req.Host = headers[i+1]
+			continue
+		}
 		if headers[i+1] == "" {
 			req.Header.Del(headers[i])
 			continue
 		}
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := *b.srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -1,16 +1,23 @@
 package api
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
+	"unicode"
+
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao"
 )
 
 const (
@@ -19,71 +26,143 @@ const (
 	csrfField     = "csrf"
 	// sessionTTL is how long a login lasts: a working day and a night on call.
 	sessionTTL = 12 * time.Hour
+	// tokenUser is the name of the api.token's user, an admin.
+	tokenUser = "admin"
 )
 
-// authenticator checks the API token and the UI's session cookies. Sessions are signed with a
-// key derived from the token, so every master accepts the sessions of every other one and
-// changing the token ends them all.
+// authenticator knows the users (the api.token's admin and those of the users file) and
+// checks what a request carries: a bearer token, or a session cookie whose row in
+// api_session says who logged in. Sessions live in PostgreSQL, so every master accepts the
+// sessions of every other one and a logout ends a session everywhere.
 type authenticator struct {
-	enabled   bool
-	tokenHash [sha256.Size]byte
-	key       []byte
-	now       func() time.Time
+	enabled bool
+	token   *credential
+	users   *userStore
+	db      *dao.DB
+	limiter *failLimiter
+
+	// failures counts wrong tokens (bearer or login form); limited counts the credentials
+	// refused unchecked because their address had failed too often.
+	failures atomic.Int64
+	limited  atomic.Int64
 }
 
-func newAuthenticator(token string) *authenticator {
-	a := &authenticator{enabled: token != "", now: time.Now}
-	if a.enabled {
-		a.tokenHash = sha256.Sum256([]byte(token))
-		mac := hmac.New(sha256.New, []byte(token))
-		mac.Write([]byte("zksched session key v1"))
-		a.key = mac.Sum(nil)
+func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authenticator, error) {
+	a := &authenticator{db: db, limiter: newFailLimiter(now)}
+	if cfg.Token != "" {
+		a.token = &credential{name: tokenUser, role: RoleAdmin, hash: sha256.Sum256([]byte(cfg.Token))}
 	}
-	return a
+	if cfg.UsersFile != "" {
+		s, err := newUserStore(cfg.UsersFile, cfg.Log, now)
+		if err != nil {
+			return nil, err
+		}
+		a.users = s
+	}
+	a.enabled = a.token != nil || a.users != nil
+	return a, nil
 }
 
-// tokenOK compares in constant time; hashing first makes the time independent of the length.
-func (a *authenticator) tokenOK(token string) bool {
+// credentials returns every credential that is valid now.
+func (a *authenticator) credentials() []credential {
+	var out []credential
+	if a.token != nil {
+		out = append(out, *a.token)
+	}
+	if a.users != nil {
+		out = append(out, a.users.current()...)
+	}
+	return out
+}
+
+// byToken returns the credential of token. It compares the token's hash with every user's in
+// constant time and without stopping at a match, so the time taken says nothing of which
+// user, if any, the token is close to.
+func (a *authenticator) byToken(token string) (credential, bool) {
 	h := sha256.Sum256([]byte(token))
-	return subtle.ConstantTimeCompare(h[:], a.tokenHash[:]) == 1
+	var found credential
+	ok := 0
+	for _, c := range a.credentials() {
+		eq := subtle.ConstantTimeCompare(h[:], c.hash[:])
+		if eq == 1 {
+			found = c
+		}
+		ok |= eq
+	}
+	return found, ok == 1 && token != ""
 }
 
-func (a *authenticator) sign(expiry int64) string {
-	mac := hmac.New(sha256.New, a.key)
-	mac.Write([]byte("session|" + strconv.FormatInt(expiry, 10)))
-	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+// byName returns the credential of a user that still exists.
+func (a *authenticator) byName(name string) (credential, bool) {
+	for _, c := range a.credentials() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return credential{}, false
 }
 
-// newSession returns the value of a session cookie that expires after sessionTTL.
-func (a *authenticator) newSession() (string, time.Time) {
-	exp := a.now().Add(sessionTTL)
-	return strconv.FormatInt(exp.Unix(), 10) + "." + a.sign(exp.Unix()), exp
+func sessionHash(value string) []byte {
+	h := sha256.Sum256([]byte(value))
+	return h[:]
 }
 
-func (a *authenticator) sessionOK(value string) bool {
-	expStr, sig, ok := strings.Cut(value, ".")
+// newSession stores a session of c and returns the cookie's value and expiry.
+func (a *authenticator) newSession(r *http.Request, c credential) (string, time.Time, error) {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b)
+	value := base64.RawURLEncoding.EncodeToString(b)
+	exp, err := a.db.APISessionCreate(r.Context(), sessionHash(value), c.name, c.id(), sessionTTL)
+	return value, exp, err
+}
+
+// session returns who the session cookie of r belongs to: a live session of a user who still
+// has the token the session was started with. An error is a failure to read the database.
+func (a *authenticator) session(r *http.Request) (credential, bool, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return credential{}, false, nil
+	}
+	s, err := a.db.APISessionGetIfLive(r.Context(), sessionHash(ck.Value))
+	if errors.Is(err, dao.ErrNoSession) {
+		return credential{}, false, nil
+	}
+	if err != nil {
+		return credential{}, false, err
+	}
+	c, ok := a.byName(s.UserName)
+	if !ok || subtle.ConstantTimeCompare([]byte(c.id()), []byte(s.Credential)) != 1 {
+		return credential{}, false, nil
+	}
+	return c, true, nil
+}
+
+// errRateLimited is a credential refused unchecked: its address failed too often.
+type errRateLimited struct{ wait time.Duration }
+
+func (e errRateLimited) Error() string {
+	return fmt.Sprintf("too many failed authentications from your address: try again in %d s", retrySeconds(e.wait))
+}
+
+func retrySeconds(d time.Duration) int { return max(1, int((d+time.Second-1)/time.Second)) }
+
+// checkToken checks a token a client sent, counting a wrong one against its address.
+func (a *authenticator) checkToken(r *http.Request, token string) (credential, error) {
+	key := clientKey(r)
+	if wait := a.limiter.retryAfter(key); wait > 0 {
+		a.limited.Add(1)
+		return credential{}, errRateLimited{wait}
+	}
+	c, ok := a.byToken(token)
 	if !ok {
-		return false
+		a.failures.Add(1)
+		a.limiter.fail(key)
+		return credential{}, errWrongToken
 	}
-	exp, err := strconv.ParseInt(expStr, 10, 64)
-	if err != nil || a.now().Unix() >= exp {
-		return false
-	}
-	return hmac.Equal([]byte(sig), []byte(a.sign(exp)))
+	return c, nil
 }
 
-// allowed reports whether r carries the token or a valid session.
-func (a *authenticator) allowed(r *http.Request) bool {
-	if !a.enabled {
-		return true
-	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		scheme, token, _ := strings.Cut(h, " ")
-		return strings.EqualFold(scheme, "Bearer") && a.tokenOK(strings.TrimSpace(token))
-	}
-	c, err := r.Cookie(sessionCookie)
-	return err == nil && a.sessionOK(c.Value)
-}
+var errWrongToken = errors.New("wrong token")
 
 // open reports whether a path is served without authentication.
 func open(path string) bool {
@@ -91,39 +170,83 @@ func open(path string) bool {
 		strings.HasPrefix(path, "/static/")
 }
 
-// requireAuth refuses requests without the token or a session: 401 for the API, a redirect to
-// the login form for pages.
+// requireAuth lets a request through with its principal, or refuses it: 401 for the API (429
+// while its address is rate limited), a redirect to the login form for pages.
 func (s *Server) requireAuth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if open(r.URL.Path) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		if s.auth.allowed(r) {
-			// One token, or none at all: whoever passes is the administrator.
-			p := Principal{Name: "admin", Role: RoleAdmin}
-			if !s.auth.enabled {
-				p.Name = "anonymous"
+		if !s.auth.enabled {
+			// No token and no users: the master serves on loopback only, or was told to
+			// serve everyone (api.allow-unauthenticated).
+			s.serveAs(w, r, next, Principal{Name: "anonymous", Role: RoleAdmin})
+			return
+		}
+		if h := r.Header.Get("Authorization"); h != "" {
+			scheme, token, _ := strings.Cut(h, " ")
+			if !strings.EqualFold(scheme, "Bearer") {
+				s.refuse(w, r, "authorization scheme is not Bearer")
+				return
 			}
-			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+			c, err := s.auth.checkToken(r, strings.TrimSpace(token))
+			var rl errRateLimited
+			if errors.As(err, &rl) {
+				w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(rl.wait)))
+				s.fail(w, r, errorf(http.StatusTooManyRequests, "%s", rl.Error()))
+				return
+			}
+			if err != nil {
+				s.refuse(w, r, "wrong bearer token")
+				return
+			}
+			s.serveAs(w, r, next, Principal{Name: c.name, Role: c.role})
 			return
 		}
-		if isAPI(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="zksched"`)
-			s.writeError(w, r, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <api.token>"))
+		c, ok, err := s.auth.session(r)
+		if err != nil {
+			s.fail(w, r, err)
 			return
 		}
-		if r.Method != http.MethodGet {
-			s.fail(w, r, errorf(http.StatusUnauthorized, "your session has ended: log in again"))
+		if ok {
+			s.serveAs(w, r, next, Principal{Name: c.name, Role: c.role})
 			return
 		}
-		http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		s.refuse(w, r, "no session")
 	})
 }
 
+// serveAs serves r as p.
+func (s *Server) serveAs(w http.ResponseWriter, r *http.Request, next http.Handler, p Principal) {
+	if info := infoOf(r); info != nil {
+		info.principal = p
+	}
+	next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), p)))
+}
+
+// refuse answers a request that is not authenticated: 401 for the API, the login form for a
+// page.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, why string) {
+	logFor(r).Info().Str("remote", r.RemoteAddr).Str("path", r.URL.Path).Str("reason", why).Msg("unauthenticated request refused")
+	if isAPI(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="zksched"`)
+		s.writeError(w, r, errorf(http.StatusUnauthorized, "missing or wrong token: send Authorization: Bearer <token>"))
+		return
+	}
+	if r.Method != http.MethodGet {
+		s.fail(w, r, errorf(http.StatusUnauthorized, "your session has ended: log in again"))
+		return
+	}
+	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+}
+
+// secure reports whether cookies set in answer to r must be Secure.
+func (s *Server) secure(r *http.Request) bool { return r.TLS != nil || s.cfg.CookieSecure }
+
 // csrfToken returns the request's CSRF token, setting the cookie that holds it when there is
 // none. Forms send it back in the csrf field; checkCSRF compares the two.
-func csrfToken(w http.ResponseWriter, r *http.Request) string {
+func (s *Server) csrfToken(w http.ResponseWriter, r *http.Request) string {
 	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 32 {
 		return c.Value
 	}
@@ -131,7 +254,7 @@ func csrfToken(w http.ResponseWriter, r *http.Request) string {
 	_, _ = rand.Read(b)
 	v := base64.RawURLEncoding.EncodeToString(b)
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
 	// A second call within the same request must return the same value.
 	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: v})
 	return v
@@ -153,12 +276,28 @@ func checkCSRF(r *http.Request) error {
 	return nil
 }
 
-// safeNext keeps a post-login redirect on this site.
+// safeNext keeps a post-login redirect on this site: next must be a path of this site ("/"
+// and not "//"), with no control character and no backslash, which browsers drop or read as
+// a slash (so "/\t/evil.example" and "/\\evil.example" lead to another host), and so must
+// each decoding of it (a path like "/%2F%2Fevil.example" may be decoded on its way). Anything
+// else goes to "/".
 func safeNext(next string) string {
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return "/"
+	s := next
+	for range 4 {
+		if !strings.HasPrefix(s, "/") || strings.HasPrefix(s, "//") ||
+			strings.ContainsFunc(s, func(r rune) bool { return r == '\\' || unicode.IsControl(r) || r == unicode.ReplacementChar }) {
+			return "/"
+		}
+		d, err := url.PathUnescape(s)
+		if err != nil {
+			return "/"
+		}
+		if d == s {
+			return next
+		}
+		s = d
 	}
-	return next
+	return "/"
 }
 
 func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) error {
@@ -179,25 +318,67 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return nil
 	}
-	if !s.auth.tokenOK(r.PostForm.Get("token")) {
-		logFor(r).Warn().Str("remote", r.RemoteAddr).Msg("login with a wrong token")
-		s.render(w, r, http.StatusUnauthorized, "login", &loginPage{base: base{Title: "Log in", Nav: "login"}, Next: next, Error: "Wrong token."})
+	loginFailed := func(status int, msg string) {
+		s.render(w, r, status, "login", &loginPage{base: base{Title: "Log in", Nav: "login"}, Next: next, Error: msg})
+	}
+	c, err := s.auth.checkToken(r, r.PostForm.Get("token"))
+	var rl errRateLimited
+	switch {
+	case errors.As(err, &rl):
+		logFor(r).Info().Str("remote", r.RemoteAddr).Msg("login refused: too many failures from this address")
+		w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(rl.wait)))
+		loginFailed(http.StatusTooManyRequests, "Too many failed logins from your address: try again in "+strconv.Itoa(retrySeconds(rl.wait))+" s.")
+		return nil
+	case err != nil:
+		logFor(r).Info().Str("remote", r.RemoteAddr).Msg("login with a wrong token")
+		loginFailed(http.StatusUnauthorized, "Wrong token.")
 		return nil
 	}
-	value, exp := s.auth.newSession()
+	value, exp, err := s.auth.newSession(r, c)
+	if err != nil {
+		return err
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
-	logFor(r).Info().Str("remote", r.RemoteAddr).Msg("logged in")
+		SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", c.name).Str("role", string(c.role)).Msg("logged in")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
 }
 
+// formLogout ends the session in the database, so that its cookie, wherever a copy of it
+// went, opens nothing any more.
 func (s *Server) formLogout(w http.ResponseWriter, r *http.Request) error {
 	if err := checkCSRF(r); err != nil {
 		return err
 	}
+	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" && s.auth.enabled {
+		if err := s.auth.db.APISessionRevoke(r.Context(), sessionHash(ck.Value)); err != nil {
+			return err
+		}
+	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode})
+		SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", principalOf(r).Name).Msg("logged out")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil
+}
+
+// requestInfo is what the access log learns from the layers below it.
+type requestInfo struct {
+	principal Principal
+}
+
+type requestInfoKey struct{}
+
+func infoOf(r *http.Request) *requestInfo {
+	info, _ := r.Context().Value(requestInfoKey{}).(*requestInfo)
+	return info
+}
+
+// logUser adds the request's user to an access log line.
+func logUser(ev *zerolog.Event, info *requestInfo) *zerolog.Event {
+	if info.principal.Name == "" {
+		return ev
+	}
+	return ev.Str("user", info.principal.Name)
 }

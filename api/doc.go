@@ -4,16 +4,32 @@
 // last three through NodeHandler.
 //
 // Every master serves the same thing from the same database, so a load balancer may spread
-// users over them: nothing is kept in a master's memory between requests. The session cookie
-// is signed with a key derived from the token, the CSRF token is a double-submitted cookie,
+// users over them: nothing is kept in a master's memory between requests but the users file
+// it reads. Sessions are rows of api_session, the CSRF token is a double-submitted cookie,
 // and the cluster view is read from ZooKeeper at each request.
 //
-// # Authentication
+// # Authentication and roles
 //
-// With api.token (or api.token-file) set, every API call needs "Authorization: Bearer
-// <token>" (or the UI's session cookie) and every page a session, got from the login form.
-// /healthz, /readyz, /metrics, /login and the static assets are open. Without a token
-// everything is open: bind the masters to a private network.
+// The users are api.token's, an admin named "admin", and those of api.users-file, each with
+// a role (viewer, operator, admin) and the SHA-256 of a token; the file is read again within
+// a second of a change. Every API call needs "Authorization: Bearer <token>" (or the UI's
+// session cookie) and every page a session, got from the login form; /healthz, /readyz,
+// /metrics, /login and the static files are open. A session is a random cookie whose hash
+// is a row of api_session: a logout revokes the row, so a copied cookie stops working on
+// every master, and a session ends with its user's token (a user removed from the file, a
+// token changed). A wrong token counts against its client address, which after a handful
+// is answered 429 with Retry-After, the right token included, until the bucket refills.
+//
+// The route table (routes) gives every route the least role that may use it: a viewer
+// reads; an operator also kills, reruns and stops instances and enables, disables and
+// triggers schedules; an admin also stores definitions and submits instances. Others get
+// 403, and the UI shows only the actions its user may take. Without a token or a users file
+// everything is open to everyone as an admin: the master then serves on loopback only,
+// unless api.allow-unauthenticated says otherwise (cmd/zksched decides where it listens).
+//
+// Every request's Host must be a name of the master (node.host, the loopback names, the
+// hostname, api.allowed-hosts), or it is refused with 421: a page whose DNS name is rebound
+// to a master's address cannot use a browser inside the network to reach it.
 //
 // # Cross-site requests
 //
@@ -26,7 +42,9 @@
 //
 // API errors are JSON, {"error": {"status": 404, "message": "task instance 7 not found"}},
 // with the status code that fits: 400 for a malformed id, an unknown filter or a bad value
-// (the message names it), 401 without a valid token, 403 for a cross-origin request, 404,
+// (the message names it), 401 without a valid token, 403 for a cross-origin request or a role
+// too low, 404,
 // 405, 409 when the instance's state does not allow the action (killing a finished task),
-// 413 for a body over the limit, 415 for a body of the wrong type, 500 otherwise.
+// 413 for a body over the limit, 415 for a body of the wrong type, 421 for another Host, 429
+// after too many wrong tokens, 500 otherwise.
 package api

@@ -27,8 +27,17 @@ type Config struct {
 	NodeID string
 	// Version is the binary's version, shown in the page footer.
 	Version string
-	// Token, when set, is required by every API call and UI page (see the package doc).
+	// Token, when set, is the token of an admin named "admin" (see the package doc).
 	Token string
+	// UsersFile, when set, is the file of users with roles (conf.ReadUsersFile), read again
+	// when it changes.
+	UsersFile string
+	// Hosts are the names a request's Host may carry besides the loopback ones: the node's
+	// host and the operator's api.allowed-hosts. Any other Host is refused with 421.
+	Hosts []string
+	// CookieSecure marks cookies Secure on plain HTTP too (behind a TLS proxy); over TLS they
+	// always are.
+	CookieSecure bool
 	// Cluster reads ZooKeeper for the cluster view.
 	Cluster ClusterReader
 	// Ready reports whether the node may take work, for /readyz.
@@ -55,8 +64,11 @@ type Server struct {
 	cfg   Config
 	db    *dao.DB
 	auth  *authenticator
+	hosts hostSet
 	pages *pages
 	h     http.Handler
+	// need is the route table's role of each pattern (see routes).
+	need map[string]Role
 }
 
 const defaultMaxBody = 1 << 20
@@ -76,51 +88,66 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, db: db, auth: newAuthenticator(cfg.Token), pages: p}
+	auth, err := newAuthenticator(cfg, db, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, db: db, auth: auth, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{}}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusForbidden, "cross-origin request refused"))
 	}))
-	s.h = s.logRequests(s.recoverPanics(cop.Handler(s.limitBodies(s.requireAuth(mux)))))
+	s.h = s.logRequests(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(mux))))))
 	return s, nil
 }
+
+// AuthFailures is how many wrong tokens (bearer or login) the server has refused.
+func (s *Server) AuthFailures() int64 { return s.auth.failures.Load() }
+
+// AuthRateLimited is how many credentials the server refused unchecked with 429, their
+// address having failed too often.
+func (s *Server) AuthRateLimited() int64 { return s.auth.limited.Load() }
 
 // ServeHTTP serves one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
 
+// routes is the route table. Every route names the least role that may use it, so a new
+// route cannot leave it out: a viewer reads (every GET); an operator also acts on instances
+// and schedules; an admin also stores definitions and submits. A route that changes
+// something (any method but GET) for a mere viewer is refused at start.
 func (s *Server) routes(mux *http.ServeMux) {
 	health(mux, s.cfg.NodeID, "master", s.cfg.Ready, s.cfg.Metrics)
 
-	api := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	api := func(pattern string, need Role, h func(http.ResponseWriter, *http.Request) error) {
+		s.route(mux, pattern, need, func(w http.ResponseWriter, r *http.Request) {
 			if err := h(w, r); err != nil {
 				s.writeError(w, r, err)
 			}
 		})
 	}
-	api("GET /api/v1/definitions", s.apiDefinitions)
-	api("POST /api/v1/definitions", s.apiDefinitionSubmit)
-	api("GET /api/v1/definitions/{name}", s.apiDefinitionVersions)
-	api("GET /api/v1/definitions/{name}/versions/{version}", s.apiDefinitionVersion)
-	api("GET /api/v1/workflow-instances", s.apiWorkflows)
-	api("POST /api/v1/workflow-instances", s.apiWorkflowCreate)
-	api("GET /api/v1/workflow-instances/{id}", s.apiWorkflow)
-	api("POST /api/v1/workflow-instances/{id}/stop", s.apiWorkflowStop)
-	api("POST /api/v1/workflow-instances/{id}/rerun", s.apiWorkflowRerun)
-	api("GET /api/v1/task-instances", s.apiTasks)
-	api("GET /api/v1/task-instances/{id}", s.apiTask)
-	api("GET /api/v1/task-instances/{id}/log", s.apiTaskLog)
-	api("POST /api/v1/task-instances/{id}/kill", s.apiTaskKill)
-	api("POST /api/v1/task-instances/{id}/rerun", s.apiTaskRerun)
-	api("GET /api/v1/cluster", s.apiCluster)
-	api("GET /api/v1/failover-events", s.apiFailoverEvents)
-	api("GET /api/v1/schedules", s.apiSchedules)
-	api("POST /api/v1/schedules/{name}/enable", s.apiScheduleEnable(true))
-	api("POST /api/v1/schedules/{name}/disable", s.apiScheduleEnable(false))
-	api("POST /api/v1/schedules/{name}/trigger", s.apiScheduleTrigger)
-	api("/api/", func(w http.ResponseWriter, r *http.Request) error {
+	api("GET /api/v1/definitions", RoleViewer, s.apiDefinitions)
+	api("POST /api/v1/definitions", RoleAdmin, s.apiDefinitionSubmit)
+	api("GET /api/v1/definitions/{name}", RoleViewer, s.apiDefinitionVersions)
+	api("GET /api/v1/definitions/{name}/versions/{version}", RoleViewer, s.apiDefinitionVersion)
+	api("GET /api/v1/workflow-instances", RoleViewer, s.apiWorkflows)
+	api("POST /api/v1/workflow-instances", RoleAdmin, s.apiWorkflowCreate)
+	api("GET /api/v1/workflow-instances/{id}", RoleViewer, s.apiWorkflow)
+	api("POST /api/v1/workflow-instances/{id}/stop", RoleOperator, s.apiWorkflowStop)
+	api("POST /api/v1/workflow-instances/{id}/rerun", RoleOperator, s.apiWorkflowRerun)
+	api("GET /api/v1/task-instances", RoleViewer, s.apiTasks)
+	api("GET /api/v1/task-instances/{id}", RoleViewer, s.apiTask)
+	api("GET /api/v1/task-instances/{id}/log", RoleViewer, s.apiTaskLog)
+	api("POST /api/v1/task-instances/{id}/kill", RoleOperator, s.apiTaskKill)
+	api("POST /api/v1/task-instances/{id}/rerun", RoleOperator, s.apiTaskRerun)
+	api("GET /api/v1/cluster", RoleViewer, s.apiCluster)
+	api("GET /api/v1/failover-events", RoleViewer, s.apiFailoverEvents)
+	api("GET /api/v1/schedules", RoleViewer, s.apiSchedules)
+	api("POST /api/v1/schedules/{name}/enable", RoleOperator, s.apiScheduleEnable(true))
+	api("POST /api/v1/schedules/{name}/disable", RoleOperator, s.apiScheduleEnable(false))
+	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger)
+	api("/api/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		// The most general pattern: nothing else matched this method and path. Tell a wrong
 		// method from a wrong path.
 		var allow []string
@@ -138,30 +165,65 @@ func (s *Server) routes(mux *http.ServeMux) {
 		return errorf(http.StatusNotFound, "no API endpoint %s", r.URL.Path)
 	})
 
-	page := func(pattern string, h func(http.ResponseWriter, *http.Request) error) {
-		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	page := func(pattern string, need Role, h func(http.ResponseWriter, *http.Request) error) {
+		s.route(mux, pattern, need, func(w http.ResponseWriter, r *http.Request) {
 			if err := h(w, r); err != nil {
 				s.fail(w, r, err)
 			}
 		})
 	}
-	page("GET /{$}", s.pageTasks)
-	page("GET /tasks/{id}", s.pageTask)
-	page("POST /tasks/{id}/kill", s.formTaskKill)
-	page("POST /tasks/{id}/rerun", s.formTaskRerun)
-	page("GET /workflows", s.pageWorkflows)
-	page("GET /workflows/{id}", s.pageWorkflow)
-	page("POST /workflows/{id}/stop", s.formWorkflowStop)
-	page("POST /workflows/{id}/rerun", s.formWorkflowRerun)
-	page("GET /definitions", s.pageDefinitions)
-	page("GET /cluster", s.pageCluster)
-	page("GET /login", s.pageLogin)
-	page("POST /login", s.formLogin)
-	page("POST /logout", s.formLogout)
-	mux.Handle("GET /static/", staticHandler())
-	page("/", func(w http.ResponseWriter, r *http.Request) error {
+	page("GET /{$}", RoleViewer, s.pageTasks)
+	page("GET /tasks/{id}", RoleViewer, s.pageTask)
+	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill)
+	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun)
+	page("GET /workflows", RoleViewer, s.pageWorkflows)
+	page("GET /workflows/{id}", RoleViewer, s.pageWorkflow)
+	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop)
+	page("POST /workflows/{id}/rerun", RoleOperator, s.formWorkflowRerun)
+	page("GET /definitions", RoleViewer, s.pageDefinitions)
+	page("GET /cluster", RoleViewer, s.pageCluster)
+	// Open (see requireAuth's open): a role means nothing before a login.
+	page("GET /login", RoleViewer, s.pageLogin)
+	page("POST /login", RoleViewer, s.formLogin)
+	page("POST /logout", RoleViewer, s.formLogout)
+	mux.Handle("GET /static/", s.staticHandler())
+	page("/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(http.StatusNotFound, "no page %s", r.URL.Path)
 	})
+}
+
+// stateless are the routes that change nothing for which a viewer's role is right although
+// their method is not GET.
+var stateless = map[string]bool{"/api/": true, "/": true, "POST /login": true, "POST /logout": true}
+
+// route adds pattern to mux, served only to principals whose role allows need.
+func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h http.HandlerFunc) {
+	if !need.Valid() {
+		panic(fmt.Sprintf("api: route %s: unknown role %q", pattern, need))
+	}
+	if need == RoleViewer && !strings.HasPrefix(pattern, "GET ") && !stateless[pattern] {
+		panic(fmt.Sprintf("api: route %s changes state: it needs a role above viewer", pattern))
+	}
+	s.need[pattern] = need
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if p := principalOf(r); !p.Role.Allows(need) {
+			logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", p.Name).Str("role", string(p.Role)).
+				Str("route", pattern).Str("needs", string(need)).Msg("request refused: role too low")
+			s.fail(w, r, errorf(http.StatusForbidden, "%s %s needs the %s role; %s is %s", r.Method, r.URL.Path, need, p.Name, p.Role))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// may reports whether the principal of r may use the route pattern, for pages to show only
+// the actions their user may take.
+func (s *Server) may(r *http.Request, pattern string) bool {
+	need, ok := s.need[pattern]
+	if !ok {
+		panic("api: no route " + pattern)
+	}
+	return principalOf(r).Role.Allows(need)
 }
 
 // fail answers a failed request: JSON for the API and non-browser clients, an error page for
@@ -247,6 +309,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		ctx, cancel := context.WithTimeout(l.WithContext(r.Context()), s.cfg.RequestTimeout)
 		defer cancel()
 		rec := &statusRecorder{ResponseWriter: w}
+		info := &requestInfo{}
+		ctx = context.WithValue(ctx, requestInfoKey{}, info)
 		next.ServeHTTP(rec, r.WithContext(ctx))
 		if rec.status == 0 {
 			rec.status = http.StatusOK
@@ -255,12 +319,16 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		switch {
 		case rec.status >= 500:
 			ev = l.Error()
-		case rec.status >= 400 && rec.status != http.StatusUnauthorized && rec.status != http.StatusNotFound:
+		case rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden ||
+			rec.status == http.StatusTooManyRequests || rec.status == http.StatusMisdirectedRequest:
+			// Refusals of who asks: at info, with the client's address, to see who tries.
+			ev = l.Info()
+		case rec.status >= 400 && rec.status != http.StatusNotFound:
 			ev = l.Warn()
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			ev = l.Info()
 		}
-		ev.Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).Int("bytes", rec.bytes).
+		logUser(ev, info).Str("method", r.Method).Str("path", r.URL.Path).Int("status", rec.status).Int("bytes", rec.bytes).
 			Str("remote", r.RemoteAddr).Dur("took", time.Since(start)).Msg("http request")
 	})
 }

@@ -24,11 +24,17 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // staticHandler serves the embedded CSS and script. They change only with the binary, so
-// browsers may keep them for an hour.
-func staticHandler() http.Handler {
+// browsers may keep them for an hour. Only files are served: a folder (/static/ itself) is a
+// 404, not a listing.
+func (s *Server) staticHandler() http.Handler {
 	sub, _ := fs.Sub(staticFS, "static")
 	files := http.StripPrefix("/static/", http.FileServerFS(sub))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/static/")
+		if fi, err := fs.Stat(sub, name); err != nil || fi.IsDir() {
+			s.fail(w, r, errorf(http.StatusNotFound, "no file %s", r.URL.Path))
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=3600")
 		files.ServeHTTP(w, r)
 	})
@@ -60,9 +66,12 @@ type base struct {
 	NodeID  string
 	Version string
 	AuthOn  bool
-	CSRF    string
-	Flash   string
-	Now     time.Time
+	// User and Role are who is logged in, shown in the layout; empty before a login.
+	User  string
+	Role  Role
+	CSRF  string
+	Flash string
+	Now   time.Time
 }
 
 // pageData lets render fill in the base of any page.
@@ -81,8 +90,12 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page
 }
 
 func (s *Server) renderTemplate(w http.ResponseWriter, r *http.Request, status int, page, tmpl string, data pageData) {
-	data.fill(base{NodeID: s.cfg.NodeID, Version: s.cfg.Version, AuthOn: s.auth.enabled, CSRF: csrfToken(w, r),
-		Now: time.Now().UTC()})
+	b := base{NodeID: s.cfg.NodeID, Version: s.cfg.Version, AuthOn: s.auth.enabled, CSRF: s.csrfToken(w, r),
+		Now: time.Now().UTC()}
+	if p, ok := r.Context().Value(principalKey{}).(Principal); ok {
+		b.User, b.Role = p.Name, p.Role
+	}
+	data.fill(b)
 	var buf bytes.Buffer
 	if err := s.pages.sets[page].ExecuteTemplate(&buf, tmpl, data); err != nil {
 		logFor(r).Error().Err(err).Str("page", page).Msg("render page")
@@ -228,8 +241,8 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 	p := &taskPage{base: base{Title: fmt.Sprintf("Task %d %s", id, d.Task.Name), Nav: "tasks",
 		Flash: flashes[r.URL.Query().Get("done")]}, taskDetail: d}
 	st := d.Task.State
-	p.CanKill = st == dao.TaskQueued || st == dao.TaskRunning
-	p.CanRerun = st == dao.TaskFailed || st == dao.TaskKilled
+	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning) && s.may(r, "POST /tasks/{id}/kill")
+	p.CanRerun = (st == dao.TaskFailed || st == dao.TaskKilled) && s.may(r, "POST /tasks/{id}/rerun")
 	if d.Task.Attempt > 0 {
 		if p.LogAttempt, err = q.intRange("attempt", d.Task.Attempt, 1, d.Task.Attempt); err != nil {
 			return err
@@ -348,10 +361,11 @@ func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
 	}
 	p := &workflowPage{base: base{Title: fmt.Sprintf("Workflow %d %s", id, d.Workflow.WorkflowName), Nav: "workflows",
 		Flash: flashes[r.URL.Query().Get("done")]}, workflowDetail: d}
-	p.CanStop = !d.Workflow.State.Terminal()
+	p.CanStop = !d.Workflow.State.Terminal() && s.may(r, "POST /workflows/{id}/stop")
 	for _, t := range d.Tasks {
 		p.CanRerun = p.CanRerun || t.State == dao.TaskFailed || t.State == dao.TaskKilled
 	}
+	p.CanRerun = p.CanRerun && s.may(r, "POST /workflows/{id}/rerun")
 	s.render(w, r, http.StatusOK, "workflow", p)
 	return nil
 }

@@ -230,17 +230,56 @@ type Master struct {
 
 // API configures the HTTP API and the web UI every master serves on master.port.
 type API struct {
-	// Token, when set, is required by every API call (Authorization: Bearer <token>) and by
-	// every page of the web UI, whose login form sets a session cookie. Empty by default:
-	// then anyone who reaches master.port may read everything and kill or rerun tasks, so
-	// bind the masters to a private network or set a token. At least 16 characters. Prefer
-	// TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the config file.
+	// Token, when set, is the token of an admin named "admin", required (or a user's token
+	// from UsersFile) by every API call (Authorization: Bearer <token>) and by every page of
+	// the web UI, whose login form starts a session. Empty by default: without a token or a
+	// users file the master serves only on loopback (see AllowUnauthenticated). At least 16
+	// characters. Prefer TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the
+	// config file.
 	Token string `yaml:"token"`
 
 	// TokenFile is a file whose content, surrounding whitespace trimmed, is the token. Empty
 	// by default. Set Token or TokenFile, not both. It is read when the master starts:
-	// restart the masters to change the token (which also ends every UI session).
+	// restart the masters to change the token (which also ends the token's UI sessions).
 	TokenFile string `yaml:"token-file"`
+
+	// UsersFile is a file of users, one a line: "NAME ROLE sha256:HEX", where ROLE is
+	// viewer, operator or admin and HEX the SHA-256 of the user's token (see [ReadUsersFile];
+	// `zksched user add` writes the lines). Empty by default: the only user is then the
+	// token's, an admin named "admin". The masters re-read the file when it changes, so a
+	// user added or removed takes effect within a second, without a restart. A file that
+	// does not exist yet holds no user (the master says so at start); one that is malformed
+	// stops the process at start with the line at fault.
+	UsersFile string `yaml:"users-file"`
+
+	// AllowUnauthenticated lets a master with neither a token nor a users file serve on
+	// node.host. False by default: such a master serves only on loopback (127.0.0.1), since
+	// anyone who reaches an open API can run any shell command on every worker. Set it only
+	// behind a network that admits nobody else; the master warns at every start.
+	AllowUnauthenticated bool `yaml:"allow-unauthenticated"`
+
+	// AllowedHosts are the names, besides the node's own (node.host, the machine's hostname,
+	// 127.0.0.1, localhost, ::1 and the listening address), that a request's Host header may
+	// carry, such as a load balancer's DNS name. Empty by default. Any other Host is refused
+	// with 421: a web page whose DNS name was rebound to a master's address cannot reach
+	// the API through a browser inside the network.
+	AllowedHosts []string `yaml:"allowed-hosts"`
+
+	// TLSCert and TLSKey are the PEM files of the certificate (with its chain) and key the
+	// master serves HTTPS with. Empty by default: plain HTTP, for a private network or a
+	// TLS-terminating proxy in front. Set both or neither; a pair that cannot be loaded stops
+	// the master at start. They are read at start: restart the master to renew them.
+	TLSCert string `yaml:"tls-cert"`
+	TLSKey  string `yaml:"tls-key"`
+
+	// CookieSecure marks the UI's cookies Secure even on plain HTTP, for a master behind a
+	// proxy that terminates TLS. False by default; over TLS they are always Secure.
+	CookieSecure bool `yaml:"cookie-secure"`
+}
+
+// Authenticated reports whether the API asks who calls it: a token or a users file is set.
+func (a API) Authenticated() bool {
+	return a.Token != "" || a.TokenFile != "" || a.UsersFile != ""
 }
 
 // ResolveToken returns the API token: Token, or the content of TokenFile; "" when neither is
@@ -427,6 +466,9 @@ func Defaults() Config {
 			Port:             5678,
 			PollInterval:     time.Second,
 			MisfireThreshold: time.Minute,
+		},
+		API: API{
+			AllowedHosts: []string{},
 		},
 		Worker: Worker{
 			Port:            5679,

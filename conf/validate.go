@@ -1,8 +1,10 @@
 package conf
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/url"
 	"path"
@@ -77,6 +79,8 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	v.apiAccess(c.API)
+
 	w := c.Worker
 	v.port("worker.port", w.Port)
 	v.intRange("worker.slots", w.Slots, 1, 10000)
@@ -128,6 +132,42 @@ func (c *Config) Validate() error {
 	v.oneOf("log.format", c.Log.Format, LogFormatJSON, LogFormatConsole)
 
 	return errors.Join(v.errs...)
+}
+
+// apiAccess checks the keys that decide who may reach the API and how: the users file, the
+// TLS pair, the allowed hosts and allow-unauthenticated.
+func (v *validation) apiAccess(a API) {
+	if a.UsersFile != "" {
+		users, err := ReadUsersFile(a.UsersFile)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// No user yet: `zksched user add` creates the file, and the masters read it then.
+		case err != nil:
+			v.problem("api.users-file", "%v", err)
+		case a.Token != "" || a.TokenFile != "":
+			for _, u := range users {
+				if u.Name == "admin" {
+					v.problem("api.users-file", "line %d: the user admin is the api.token's; give this user another name", u.Line)
+				}
+			}
+		}
+	}
+	if a.AllowUnauthenticated && a.Authenticated() {
+		v.problem("api.allow-unauthenticated", "true while a token or a users file is set: the API is not unauthenticated; remove one of them")
+	}
+	for i, h := range a.AllowedHosts {
+		if h == "" || strings.ContainsFunc(h, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			v.problem(fmt.Sprintf("api.allowed-hosts[%d]", i), "%q is not a host name or address", h)
+		}
+	}
+	switch {
+	case (a.TLSCert == "") != (a.TLSKey == ""):
+		v.problem("api.tls-cert", "set api.tls-cert and api.tls-key together, or neither")
+	case a.TLSCert != "":
+		if _, err := tls.LoadX509KeyPair(a.TLSCert, a.TLSKey); err != nil {
+			v.problem("api.tls-cert", "load the pair %s and %s: %v", a.TLSCert, a.TLSKey, err)
+		}
+	}
 }
 
 // envVarName is the form of an environment variable name, such as an API key's.

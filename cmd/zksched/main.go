@@ -1,4 +1,5 @@
-// Command zksched is the one binary of zksched: master, worker, migrate, submit, zk, version.
+// Command zksched is the one binary of zksched: master, worker, migrate, submit, zk, user,
+// version.
 // This package is wiring only; the behaviour lives in the packages it calls.
 package main
 
@@ -41,6 +42,7 @@ func commands() []command {
 		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
 		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
+		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
 		{"bench", "burn-down|latency|dag|failover|memory|soak [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
 			"measure throughput, latency, failover and memory on a scratch schema (failover and memory run node processes); soak: randomized faults on servers and nodes of its own", runBench},
 		{"version", "", "print the version", runVersion},

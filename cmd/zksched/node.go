@@ -45,6 +45,10 @@ type node struct {
 	client  *registry.Client
 	reg     *registry.Registration
 	guard   *failover.Guard
+	// token is the master's API token (api.token or api.token-file); "" without one.
+	token string
+	// ln is the node's HTTP listener.
+	ln net.Listener
 }
 
 // runNode starts a master or a worker: it binds its HTTP port (part of its identity), waits for
@@ -76,12 +80,18 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 
 	// Two processes on one host and port would be told apart only by their start time: bind
 	// first, so a second one fails here instead of running beside the first.
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Node.Host, strconv.Itoa(port)))
-	if err != nil {
-		return fmt.Errorf("http port: %w", err)
+	if role == registry.RoleMaster {
+		if n.token, err = cfg.API.ResolveToken(); err != nil {
+			return exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
+		}
 	}
+	ln, httpURL, err := listenNode(cfg, role, port, n.token != "" || cfg.API.UsersFile != "", n.log)
+	if err != nil {
+		return err
+	}
+	n.ln = ln
 	defer ln.Close()
-	n.log.Info().Str("version", Version).Int("pid", os.Getpid()).Str("http", ln.Addr().String()).Msg("starting")
+	n.log.Info().Str("version", Version).Int("pid", os.Getpid()).Str("http", ln.Addr().String()).Str("url", httpURL).Msg("starting")
 
 	if n.db, err = openDB(ctx, cfg, n.log); err != nil {
 		return startupError(ctx, err)
@@ -113,7 +123,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		func() float64 { return float64(logOut.Dropped()) })
 	defer n.client.Close()
 	info := registry.NodeInfo{ID: n.id, Role: role, Host: cfg.Node.Host, Port: port, PID: os.Getpid(),
-		StartTime: start, Version: Version, HTTPAddr: "http://" + ln.Addr().String(), HeartbeatAt: time.Now()}
+		StartTime: start, Version: Version, HTTPAddr: httpURL, HeartbeatAt: time.Now()}
 	if role == registry.RoleWorker {
 		info.Groups, info.Slots, info.KillGraceMs = cfg.Worker.Groups, cfg.Worker.Slots, cfg.Worker.KillGrace.Milliseconds()
 	}
@@ -194,7 +204,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := newHTTPServer(handler, n.log)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error().Err(err).Msg("http server stopped")
@@ -334,12 +344,18 @@ func (n *node) httpHandler() (http.Handler, error) {
 	if n.role == registry.RoleWorker {
 		return api.NodeHandler(n.id, string(n.role), n.readiness, n.metrics.Handler()), nil
 	}
-	token, err := n.cfg.API.ResolveToken()
+	a := n.cfg.API
+	srv, err := api.New(api.Config{NodeID: n.id, Version: Version, Token: n.token, UsersFile: a.UsersFile,
+		Hosts: ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
+		Metrics: n.metrics.Handler(), Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}
-	return api.New(api.Config{NodeID: n.id, Version: Version, Token: token, Cluster: n.client, Ready: n.readiness,
-		Metrics: n.metrics.Handler(), Log: n.log}, n.db)
+	n.metrics.Counter("zksched_api_auth_failures_total", "Wrong tokens (bearer or login form) this master refused.",
+		func() float64 { return float64(srv.AuthFailures()) })
+	n.metrics.Counter("zksched_api_auth_rate_limited_total", "Credentials this master refused unchecked with 429: their address had failed too often.",
+		func() float64 { return float64(srv.AuthRateLimited()) })
+	return srv, nil
 }
 
 // readiness is /readyz: the node may take work when it is registered under a live session.

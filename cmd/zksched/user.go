@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/zksched/zksched/conf"
+)
+
+const userUsage = "add NAME --role viewer|operator|admin | list | remove NAME  [--users-file FILE | --config FILE]"
+
+// runUser is `zksched user add|list|remove`: the users file (api.users-file) the masters read
+// again whenever it changes.
+func runUser(_ context.Context, args []string, stdout, _ io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New("want add, list or remove")}
+	}
+	what, args := args[0], args[1:]
+	switch what {
+	case "-h", "--help":
+		fmt.Fprintln(stdout, "usage: zksched user "+userUsage)
+		return nil
+	case "add", "list", "remove":
+	default:
+		return usageError{fmt.Errorf("unknown user command %q: want add, list or remove", what)}
+	}
+	fs := newFlags("user "+what, stdout)
+	config := configFlag(fs)
+	file := fs.String("users-file", "", "the users file (default: api.users-file of the config)")
+	role := fs.String("role", "", "add: the user's role: viewer, operator or admin")
+	name, args := leadingName(args)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if name == "" && fs.NArg() > 0 {
+		name, args = fs.Arg(0), fs.Args()[1:]
+	} else {
+		args = fs.Args()
+	}
+	switch {
+	case len(args) > 0:
+		return usageError{fmt.Errorf("unexpected arguments %v", args)}
+	case what == "list" && name != "":
+		return usageError{fmt.Errorf("user list takes no name, got %q", name)}
+	case what != "list" && name == "":
+		return usageError{fmt.Errorf("user %s: want a user name", what)}
+	case what != "add" && *role != "":
+		return usageError{fmt.Errorf("user %s takes no --role", what)}
+	}
+	path := *file
+	if path == "" {
+		cfg, err := loadConfig(*config)
+		if err != nil {
+			return err
+		}
+		if path = cfg.API.UsersFile; path == "" {
+			return usageError{errors.New("no users file: give --users-file, or a config (or ZKSCHED_API_USERS_FILE) with api.users-file")}
+		}
+	}
+	switch what {
+	case "add":
+		if err := conf.CheckUserName(name); err != nil {
+			return usageError{err}
+		}
+		if err := conf.CheckUserRole(*role); err != nil {
+			return usageError{fmt.Errorf("--role: %w", err)}
+		}
+		token, err := addUser(path, name, *role)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "added user %s (%s) to %s; the masters take it within a second\n", name, *role, path)
+		if fi, err := os.Stat(path); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 && fi.Mode().Perm()&0o077 == 0 {
+				fmt.Fprintf(stdout, "note: %s belongs to root alone; the masters read it as their own user (chown zksched %s)\n", path, path)
+			}
+		}
+		fmt.Fprintf(stdout, "its token, shown only now (the file keeps its hash): %s\n", token)
+	case "remove":
+		if err := removeUser(path, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "removed user %s from %s; its token and sessions stop working within a second\n", name, path)
+	case "list":
+		users, err := conf.ReadUsersFile(path)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NAME\tROLE\tLINE")
+		for _, u := range users {
+			fmt.Fprintf(tw, "%s\t%s\t%d\n", u.Name, u.Role, u.Line)
+		}
+		return tw.Flush()
+	}
+	return nil
+}
+
+// lockUsersFile opens the users file (creating it 0600 when create is set) and locks it
+// against another `zksched user` at the same time. A remove replaces the file by a rename, so
+// a lock taken on the file it replaced is taken again on the new one.
+func lockUsersFile(path string, create bool) (*os.File, error) {
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	for {
+		f, err := os.OpenFile(path, flags, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open users file: %w", err)
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock users file %s: %w", path, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
+		if err2 != nil && !create {
+			return nil, fmt.Errorf("open users file: %w", err2)
+		}
+	}
+}
+
+// addUser appends a user with a new random token to the users file and returns the token.
+func addUser(path, name, role string) (string, error) {
+	f, err := lockUsersFile(path, true)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return "", fmt.Errorf("read users file: %w", err)
+	}
+	users, err := conf.ParseUsers(bytes.NewReader(data))
+	if err != nil {
+		return "", fmt.Errorf("users file %s: %w (fix it before adding a user)", path, err)
+	}
+	for _, u := range users {
+		if u.Name == name {
+			return "", exitError{code: exitFailed, msg: fmt.Sprintf("user %s already exists (line %d of %s, role %s): remove it first to give it a new token", name, u.Line, path, u.Role)}
+		}
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", fmt.Errorf("new token: %w", err)
+	}
+	token := base64.RawURLEncoding.EncodeToString(raw)
+	line := conf.User{Name: name, Role: role, TokenHash: sha256.Sum256([]byte(token))}.String() + "\n"
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		line = "\n" + line
+	}
+	if _, err := f.Seek(0, io.SeekEnd); err != nil {
+		return "", fmt.Errorf("append to users file: %w", err)
+	}
+	if _, err := f.WriteString(line); err != nil {
+		return "", fmt.Errorf("append to users file: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", fmt.Errorf("sync users file: %w", err)
+	}
+	return token, nil
+}
+
+// removeUser writes the users file again without name's line, keeping every other line
+// (comments included), and replaces the file by a rename, so a master never reads half of it.
+func removeUser(path, name string) error {
+	f, err := lockUsersFile(path, false)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return fmt.Errorf("read users file: %w", err)
+	}
+	users, err := conf.ParseUsers(bytes.NewReader(data))
+	if err != nil {
+		return fmt.Errorf("users file %s: %w (fix it before removing a user)", path, err)
+	}
+	line := 0
+	for _, u := range users {
+		if u.Name == name {
+			line = u.Line
+		}
+	}
+	if line == 0 {
+		return exitError{code: exitFailed, msg: fmt.Sprintf("no user %s in %s", name, path)}
+	}
+	lines := strings.SplitAfter(string(data), "\n")
+	kept := strings.Join(append(lines[:line-1:line-1], lines[line:]...), "")
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat users file: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("write users file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(fi.Mode().Perm()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write users file: %w", err)
+	}
+	// The masters read the file as their own user: run by root, the new file keeps the old
+	// one's owner, or they could no longer read it.
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && os.Geteuid() == 0 {
+		if err := tmp.Chown(int(st.Uid), int(st.Gid)); err != nil {
+			tmp.Close()
+			return fmt.Errorf("write users file: %w", err)
+		}
+	}
+	if _, err := tmp.WriteString(kept); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write users file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write users file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("write users file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("replace users file: %w", err)
+	}
+	return nil
+}
