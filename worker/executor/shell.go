@@ -73,12 +73,19 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	// The output goes through pipes of our own rather than exec's: exec.Cmd.Wait would wait
 	// for every holder of the pipes, and the order must be: the supervisor exits (it has
 	// killed every task process, escaped ones included), then the output is read to its end.
-	out := &lastLine{w: log}
+	outLog, errLog := io.Writer(log), io.Writer(log)
+	if sl, ok := log.(StreamLog); ok {
+		o, e := sl.Stream(), sl.Stream()
+		defer o.Close() // once the drains have ended: see the end of Run
+		defer e.Close()
+		outLog, errLog = o, e
+	}
+	out := &lastLine{w: outLog}
 	stdout, err := newDrain(out)
 	if err != nil {
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
 	}
-	stderr, err := newDrain(log)
+	stderr, err := newDrain(errLog)
 	if err != nil {
 		stdout.abort()
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
