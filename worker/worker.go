@@ -104,6 +104,12 @@ type attempt struct {
 
 // New returns a Worker.
 func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
+	for _, s := range cfg.Secrets {
+		if s != "" && len(s) < minSecretLen {
+			cfg.Log.Warn().Int("length", len(s)).Int("min_length", minSecretLen).
+				Msg("a secret (the database password?) is too short to be masked in what is stored of tasks; use a longer one")
+		}
+	}
 	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, mask: newMasker(cfg.Secrets), running: map[attemptKey]*attempt{},
 		freed: make(chan struct{}, 1), done: newCompleter(db, max(cfg.Slots, 1)), hardStop: make(chan struct{})}
 }
