@@ -298,8 +298,10 @@ func (r *procCluster) writeConfig() error {
 			"session-timeout": r.o.SessionTimeout.String(), "on-lost": "stop"},
 		"db":   map[string]any{"dsn": u.String()},
 		"node": map[string]any{"host": "127.0.0.1"},
+		// GORACE reaches the task supervisors only through task-env: a race-built binary's
+		// supervisor (the tests') would otherwise sleep 1 s at its exit, after every task.
 		"worker": map[string]any{"slots": r.o.Slots, "kill-grace": failoverKillGrace.String(),
-			"shutdown-timeout": "5s"},
+			"shutdown-timeout": "5s", "task-env": []string{"GORACE"}},
 		// The sweep finds a lost node whose watch event was missed; short, as the run is.
 		"failover": map[string]any{"delay": r.o.FailoverDelay.String(), "sweep-interval": "5s"},
 		"log":      map[string]any{"level": "info", "format": "json"},

@@ -341,6 +341,24 @@ type Worker struct {
 	// and each task's supervisor, a child subreaper, finds and kills its descendants
 	// instead. A path that is not usable stops the worker at start.
 	TaskCgroup string `yaml:"task-cgroup"`
+
+	// TaskEnv names the variables of the worker's environment that shell tasks inherit
+	// besides [DefaultTaskEnv] (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR):
+	// names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
+	// own ZKSCHED_TASK_*, ZKSCHED_PARAM_* and ZKSCHED_UPSTREAM_* variables, and nothing else
+	// the worker holds, so neither its database DSN, its API token nor a model key. An entry
+	// that would let through a ZKSCHED_* variable or a provider's api-key-env is refused
+	// ([Config.SecretEnvNames]).
+	TaskEnv []string `yaml:"task-env"`
+
+	// TaskUser is the user (a name or a numeric uid) shell tasks run as, with that user's
+	// primary and supplementary groups, HOME, USER and LOGNAME, and its home as the working
+	// directory of tasks that name none. Empty by default: tasks run as the worker's user. It
+	// needs a worker running as root; set it there, or a task could read what the worker can
+	// (its config file, the token file). Its supervisor stays root, to hold and kill it. A
+	// worker not running as root, an unknown user, or a home or temporary directory the user
+	// cannot write stops the worker at start.
+	TaskUser string `yaml:"task-user"`
 }
 
 // Failover configures how the leader fails over lost nodes.
@@ -479,6 +497,7 @@ func Defaults() Config {
 			PollInterval:    time.Second,
 			LogLimit:        1 << 20,
 			TaskCgroup:      TaskCgroupAuto,
+			TaskEnv:         []string{},
 		},
 		Failover: Failover{
 			Delay:           5 * time.Second,

@@ -107,6 +107,7 @@ func (c *Config) Validate() error {
 	if tc := w.TaskCgroup; tc != TaskCgroupAuto && tc != TaskCgroupOff && (!path.IsAbs(tc) || path.Clean(tc) != tc) {
 		v.problem("worker.task-cgroup", "%q: want %s, %s or the absolute, clean path of a cgroup v2 directory", tc, TaskCgroupAuto, TaskCgroupOff)
 	}
+	v.taskEnv(c)
 
 	f := c.Failover
 	if want := w.KillGrace + failoverMargin; f.Delay < want {

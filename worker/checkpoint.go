@@ -20,6 +20,8 @@ type checkpoints struct {
 	// refused stops the attempt when a write is refused: the task is no longer ours.
 	refused  func()
 	hardStop <-chan struct{}
+	// mask masks the worker's secrets in the model text stored.
+	mask *masker
 }
 
 // Load implements executor.Checkpointer.
@@ -52,7 +54,7 @@ func (c *checkpoints) Save(ctx context.Context, step string, cp executor.Checkpo
 	wait := 100 * time.Millisecond
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.db.CheckpointSaveIfRunning(wctx, c.tok, step, cp.Output, usage)
+		err := c.db.CheckpointSaveIfRunning(wctx, c.tok, step, c.mask.String(cp.Output), usage)
 		cancel()
 		switch {
 		case err == nil:

@@ -45,6 +45,10 @@ type Config struct {
 	Log      zerolog.Logger
 	// Events, if set, is told of claims and results, for the node's metrics.
 	Events Events
+	// Secrets are values replaced by *** wherever the worker stores what a task printed or
+	// returned: its log, output and error, an agent's checkpoints (conf.Config.SecretValues).
+	// Values shorter than 6 bytes are not masked (see minSecretLen).
+	Secrets []string
 }
 
 // Events receives what the worker does, for metrics. Its methods must return quickly.
@@ -62,6 +66,7 @@ type Worker struct {
 	db    *dao.DB
 	gate  Gate
 	execs executor.Set
+	mask  *masker
 
 	mu sync.Mutex
 	// running holds every attempt from its claim until its result is recorded, by its token:
@@ -99,7 +104,13 @@ type attempt struct {
 
 // New returns a Worker.
 func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
-	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, running: map[attemptKey]*attempt{},
+	for _, s := range cfg.Secrets {
+		if s != "" && len(s) < minSecretLen {
+			cfg.Log.Warn().Int("length", len(s)).Int("min_length", minSecretLen).
+				Msg("a secret (the database password?) is too short to be masked in what is stored of tasks; use a longer one")
+		}
+	}
+	return &Worker{cfg: cfg, db: db, gate: gate, execs: execs, mask: newMasker(cfg.Secrets), running: map[attemptKey]*attempt{},
 		freed: make(chan struct{}, 1), done: newCompleter(db, max(cfg.Slots, 1)), hardStop: make(chan struct{})}
 }
 
@@ -393,9 +404,11 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 			defer timer.Stop()
 		}
 		sink := newLogSink(w.db, tok, w.cfg.LogLimit, func() { a.cancel(errRefused) })
+		logw := w.mask.writer(sink)
 		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
 			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params, Upstream: params.Upstream,
-			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop}}, sink)
+			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask}}, logw)
+		_ = logw.Close()
 		sink.Close()
 	}
 	cause := context.Cause(ctx)
@@ -404,6 +417,7 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		return
 	}
 	r := decide(t, cause, res)
+	w.mask.result(&r)
 	w.ran(a)
 	w.report(log, tok, r)
 }

@@ -153,9 +153,14 @@
 // variables $ZKSCHED_UPSTREAM_<task>_OUTPUT, the task name with '-' and '.' turned into '_'
 // and its case kept: the output of fetch-data is $ZKSCHED_UPSTREAM_fetch_data_OUTPUT. (Linux
 // caps one environment variable at 128 KiB; a longer output makes the task fail to start.)
+// Of its worker's environment it inherits only PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*,
+// TZ, TMPDIR and what the worker's worker.task-env adds, never the worker's DSN, API token or
+// model keys; pass anything else through env. Where the worker has a worker.task-user, the
+// task runs as that user, in its home by default.
 //
 //   - command (required): the script; a YAML block (command: |) holds several lines.
-//   - workdir: the directory it runs in; default the worker's.
+//   - workdir: the directory it runs in; default the worker's (the task user's home when
+//     the worker has one).
 //
 // A noop task does nothing and succeeds at once; use it to start or join branches of the DAG.
 //

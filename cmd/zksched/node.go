@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +78,22 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	n.log, logOut = newNodeLog(cfg.Log, stderr)
 	n.log = n.log.With().Str("node", n.id).Str("role", string(role)).Logger()
 	defer logOut.Flush(2 * time.Second)
+
+	// A worker keeps its secrets from its tasks, and a task user it cannot use stops it before
+	// it registers.
+	var shell executor.Shell
+	var secrets []string
+	if role == registry.RoleWorker {
+		if shell, secrets, err = n.taskIsolation(); err != nil {
+			// Logged as well: the node log, once flushed, closes the stderr run would print to.
+			msg := err.Error()
+			if ee := (exitError{}); errors.As(err, &ee) {
+				msg = ee.msg
+			}
+			n.log.Error().Str("error", msg).Msg("cannot start the worker")
+			return err
+		}
+	}
 
 	// Two processes on one host and port would be told apart only by their start time: bind
 	// first, so a second one fails here instead of running beside the first.
@@ -168,10 +185,6 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		go sched.Run(runCtx)
 		go func() { runDone <- m.Run(runCtx) }()
 	case registry.RoleWorker:
-		self, err := os.Executable()
-		if err != nil {
-			return err
-		}
 		taskCgroup, err := executor.TaskCgroupParent(cfg.Worker.TaskCgroup)
 		switch {
 		case errors.Is(err, executor.ErrNoTaskCgroup):
@@ -185,11 +198,12 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		var w *worker.Worker
 		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning,
 			OnLost: func() { w.Interrupt() }, Log: n.log})
+		shell.KillGrace, shell.Cgroup = cfg.Worker.KillGrace, taskCgroup
+		shell.ParentStopLimit = min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())
 		w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics}, n.db, n.guard,
-			executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: cfg.Worker.KillGrace,
-				ParentStopLimit: min(cfg.Registry.SessionTimeout, n.client.SessionTimeout()), Cgroup: taskCgroup},
+			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: secrets}, n.db, n.guard,
+			executor.Set{"noop": executor.Noop{}, "shell": shell,
 				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running
 		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
@@ -246,6 +260,41 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	stopGuard()
 	n.log.Info().Msg("stopped")
 	return nil
+}
+
+// taskIsolation prepares what keeps a worker's secrets from its tasks: the worker made
+// non-dumpable, the shell tasks' environment (the allow-list and worker.task-env, never a
+// secret variable), their user (worker.task-user) and the secret values masked in what is
+// stored of tasks. A task user that cannot be used is a configuration error.
+func (n *node) taskIsolation() (executor.Shell, []string, error) {
+	cfg := n.cfg
+	if err := executor.ProtectFromTasks(); err != nil {
+		return executor.Shell{}, nil, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return executor.Shell{}, nil, err
+	}
+	shell := executor.Shell{Self: self, BaseEnv: executor.TaskEnv(os.Environ(),
+		append(slices.Clone(conf.DefaultTaskEnv), cfg.Worker.TaskEnv...), cfg.SecretEnvNames())}
+	if name := cfg.Worker.TaskUser; name != "" {
+		u, err := executor.LookupTaskUser(name)
+		if err == nil {
+			err = u.CheckDirs(u.Home, os.TempDir())
+		}
+		if err != nil {
+			return executor.Shell{}, nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: worker.task-user: %v", err)}
+		}
+		shell.User = u
+		n.log.Info().Str("user", u.Name).Uint32("uid", u.UID).Str("home", u.Home).Msg("shell tasks run as the task user")
+	} else if os.Geteuid() == 0 {
+		n.log.Warn().Msg("shell tasks run as root, like the worker: set worker.task-user so that they cannot read its config and secrets")
+	}
+	secrets, err := cfg.SecretValues(os.Getenv)
+	if err != nil {
+		return executor.Shell{}, nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
+	}
+	return shell, secrets, nil
 }
 
 // setPoolLimits stores the config's pool limits for every worker's claims, retrying until

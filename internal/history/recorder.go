@@ -67,11 +67,12 @@ func New(t testing.TB) *Recorder {
 	return &Recorder{db: db, table: pg.Schema + ".run_log", script: path}
 }
 
-// Env returns the variables the worker processes need so that their tasks reach the run log.
-// They are named ZKSCHED_TEST_* so zksched's configuration ignores them; the workers pass
-// their environment on to the tasks.
+// Env returns the variables the worker processes need so that their tasks reach the run log:
+// the run log's place, and worker.task-env to pass it on to the tasks, which inherit nothing
+// else of their worker's (ZKSCHED_* variables never). It replaces testcluster's task-env,
+// whose GORACE it keeps.
 func (r *Recorder) Env() []string {
-	return []string{"ZKSCHED_TEST_HISTORY_DSN=" + testenv.BaseDSN(), "ZKSCHED_TEST_HISTORY_TABLE=" + r.table}
+	return []string{"RUNLOG_DSN=" + testenv.BaseDSN(), "RUNLOG_TABLE=" + r.table, "ZKSCHED_WORKER_TASK_ENV=GORACE,RUNLOG_*"}
 }
 
 // Command returns the shell command of a task whose runs are recorded: start, then body (bash)

@@ -4,15 +4,15 @@
 # has succeeded; then it prints the result line that becomes the task's output.
 #
 # The worker gives it ZKSCHED_TASK_INSTANCE, ZKSCHED_ATTEMPT and ZKSCHED_WORKER; the test gives
-# the worker ZKSCHED_TEST_HISTORY_DSN (a libpq URI) and ZKSCHED_TEST_HISTORY_TABLE (the
-# schema-qualified run log: psql ignores lib/pq's search_path parameter).
+# the worker RUNLOG_DSN (a libpq URI) and RUNLOG_TABLE (the schema-qualified run log: psql
+# ignores lib/pq's search_path parameter), which it passes on through worker.task-env.
 #
 # Every event carries the shell's own clock ($EPOCHREALTIME) at the moment it happened, so a
 # slow insert does not move it. The beats come from this process group: when the task is
 # killed they stop, and the last one says until when the run was alive.
 set -u
 export LC_ALL=C
-dsn=${ZKSCHED_TEST_HISTORY_DSN:?} table=${ZKSCHED_TEST_HISTORY_TABLE:?}
+dsn=${RUNLOG_DSN:?} table=${RUNLOG_TABLE:?}
 task=${ZKSCHED_TASK_INSTANCE:?} attempt=${ZKSCHED_ATTEMPT:?} worker=${ZKSCHED_WORKER:?}
 
 row() { # row EVENT: sets stmt to the insert of EVENT, now

@@ -101,6 +101,8 @@ func New(t testing.TB, zkServers []string, root, dsn string, extraEnv ...string)
 		// The binary is built with -race, whose runtime sleeps 1 s at every exit by default:
 		// every task supervisor would end 1 s after its task, and every result come 1 s late.
 		"GORACE=atexit_sleep_ms=0 halt_on_error=1",
+		// A task supervisor gets only the task's environment (worker.task-env): GORACE too.
+		"ZKSCHED_WORKER_TASK_ENV=GORACE",
 	}, extraEnv...)
 	t.Cleanup(c.stopAll)
 	return c

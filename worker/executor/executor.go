@@ -84,6 +84,17 @@ type Executor interface {
 	Run(ctx context.Context, t Task, log io.Writer) Result
 }
 
+// StreamLog is a log that takes a task's output streams apart: the worker's log masks its
+// secrets, and a secret split between two writes is found only if nothing of another stream
+// comes between them. The shell executor writes each of stdout and stderr through a Stream
+// of its own when its log is a StreamLog.
+type StreamLog interface {
+	io.Writer
+	// Stream returns a writer for one stream to the same log; closing it writes out what it
+	// held back.
+	Stream() io.WriteCloser
+}
+
 // Set maps task types to executors.
 type Set map[string]Executor
 

@@ -24,8 +24,13 @@ type Shell struct {
 	// KillGrace is the time between SIGTERM and SIGKILL of the task's processes when the
 	// attempt is stopped.
 	KillGrace time.Duration
-	// BaseEnv is the environment every task starts from; nil means the worker's own.
+	// BaseEnv is the environment every task starts from, its own ZKSCHED_* variables
+	// ([Task.Env]) added: the worker builds it with [TaskEnv]. nil means the variables of
+	// the worker's own environment that [conf.DefaultTaskEnv] lets through. The supervisor
+	// runs with the same environment, as it is as readable to the task as its own.
 	BaseEnv []string
+	// User, when set, is the user the task runs as (see [TaskUser]); nil: the worker's.
+	User *TaskUser
 	// ParentStopLimit is how long the worker may be stopped (SIGSTOP) before the supervisor
 	// kills the task itself: the session timeout. Zero disables it.
 	ParentStopLimit time.Duration
@@ -44,10 +49,19 @@ const drainLimit = 2 * time.Second
 func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	env := s.BaseEnv
 	if env == nil {
-		env = os.Environ()
+		env = defaultTaskEnv()
 	}
 	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String(),
 		"--parent-pid", strconv.Itoa(os.Getpid())}
+	dir := t.Spec.Workdir
+	if s.User != nil {
+		env = s.User.env(env)
+		args = append(args, s.User.args()...)
+		if dir == "" {
+			// The worker's own directory is the worker's; the user's home is where it may write.
+			dir = s.User.Home
+		}
+	}
 	var leaf string
 	if s.Cgroup != "" {
 		leaf = filepath.Join(s.Cgroup, fmt.Sprintf("zksched-task-%d-%d-%d-%d", t.ID, t.Attempt, os.Getpid(), cgroupSeq.Add(1)))
@@ -55,16 +69,23 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	}
 	cmd := exec.Command(s.Self, append(args, t.Spec.Command)...)
 	cmd.Env = append(append([]string{}, env...), t.Env()...)
-	cmd.Dir = t.Spec.Workdir
+	cmd.Dir = dir
 	// The output goes through pipes of our own rather than exec's: exec.Cmd.Wait would wait
 	// for every holder of the pipes, and the order must be: the supervisor exits (it has
 	// killed every task process, escaped ones included), then the output is read to its end.
-	out := &lastLine{w: log}
+	outLog, errLog := io.Writer(log), io.Writer(log)
+	if sl, ok := log.(StreamLog); ok {
+		o, e := sl.Stream(), sl.Stream()
+		defer o.Close() // once the drains have ended: see the end of Run
+		defer e.Close()
+		outLog, errLog = o, e
+	}
+	out := &lastLine{w: outLog}
 	stdout, err := newDrain(out)
 	if err != nil {
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
 	}
-	stderr, err := newDrain(log)
+	stderr, err := newDrain(errLog)
 	if err != nil {
 		stdout.abort()
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}

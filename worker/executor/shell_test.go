@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,18 +14,29 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/workflow"
 )
 
-// TestMain lets the test binary act as the supervisor (as the zksched binary does), and as a
-// stand-in worker process that the orphan test kills with SIGKILL.
+// TestMain lets the test binary act as the supervisor (as the zksched binary does), and as
+// stand-in worker processes: one that the orphan test kills with SIGKILL, one holding secrets
+// in its environment (secretWorker).
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
 		os.Exit(SuperviseMain(os.Args[2:]))
 	}
+	if cmd := os.Getenv("ZKSCHED_TEST_SECRET_WORKER"); cmd != "" {
+		os.Exit(secretWorker(cmd))
+	}
 	if cmd := os.Getenv("ZKSCHED_TEST_FAKE_WORKER"); cmd != "" {
+		// Non-dumpable as a real worker is: its supervisors still watch it through /proc.
+		if err := ProtectFromTasks(); err != nil {
+			panic(err)
+		}
 		self, _ := os.Executable()
-		sh := Shell{Self: self, KillGrace: time.Second, ParentStopLimit: time.Second, Cgroup: os.Getenv("ZKSCHED_TEST_FAKE_WORKER_CGROUP")}
+		sh := Shell{Self: self, KillGrace: time.Second, ParentStopLimit: time.Second, Cgroup: os.Getenv("ZKSCHED_TEST_FAKE_WORKER_CGROUP"),
+			// Its worker.task-env: the escape tests name their files in these.
+			BaseEnv: TaskEnv(os.Environ(), append(slices.Clone(conf.DefaultTaskEnv), "PIDFILE", "TICKS"), nil)}
 		sh.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
 		os.Exit(0)
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -54,6 +56,11 @@ const endLimit = 10 * time.Second
 // bash's status (128+signal when bash was killed), not with how the leftovers ended. Should
 // a process outlast SIGKILL (uninterruptible sleep) for endLimit, it says so and exits.
 //
+// With --uid (worker.task-user, under a root worker) bash runs as that user with --gid and
+// --groups, while the supervisor stays root: it must create the cgroup, write cgroup.kill and
+// signal whatever the task becomes. The supervisor's environment is the task's (the worker
+// gives it nothing else), since a task running as the worker's user can read it.
+//
 // A parent-death signal on bash itself would not be enough: it reaches bash only, and a
 // grandchild such as a Python script it started would go on with its side effects after the
 // worker died.
@@ -63,8 +70,17 @@ func SuperviseMain(args []string) int {
 	stopLimit := fs.Duration("parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
 	cgroupDir := fs.String("cgroup", "", "cgroup v2 leaf to create and run the task in; empty: contain it as a subreaper")
 	parentPid := fs.Int("parent-pid", 0, "the worker's pid; 0: this process's parent at start")
+	uid := fs.Int("uid", -1, "run the task as this uid; -1: as the supervisor's")
+	gid := fs.Int("gid", -1, "the task's group id, with --uid")
+	groups := fs.String("groups", "", "the task's supplementary group ids, comma-separated, with --uid")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--parent-pid PID] COMMAND")
+		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--parent-pid PID] "+
+			"[--uid UID --gid GID --groups G,…] COMMAND")
+		return 2
+	}
+	cred, err := taskCredential(*uid, *gid, *groups)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "zksched supervise: %v\n", err)
 		return 2
 	}
 	// The worker names itself: read here, the parent pid would be init's (or a subreaper's) if
@@ -92,7 +108,7 @@ func SuperviseMain(args []string) int {
 		return 1
 	}
 
-	tree, err := startTask(fs.Arg(0), *cgroupDir)
+	tree, err := startTask(fs.Arg(0), *cgroupDir, cred)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: start task: %v\n", err)
 		return 127
@@ -195,14 +211,48 @@ func reapUntil(bash int) int {
 	}
 }
 
+// taskCredential returns the credential bash runs with: nil (the supervisor's own) for uid
+// -1. For another user it also hands the output pipes to that user: a pipe belongs to the
+// user who made it, with mode 0600, and a task that reopens its output (`echo x >
+// /dev/stderr` opens /proc/self/fd/2) would otherwise be refused.
+func taskCredential(uid, gid int, groups string) (*syscall.Credential, error) {
+	if uid < 0 {
+		return nil, nil
+	}
+	if gid < 0 {
+		return nil, fmt.Errorf("--uid %d without --gid", uid)
+	}
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
+	for g := range strings.SplitSeq(groups, ",") {
+		if g == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(g, 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("--groups %q: %w", groups, err)
+		}
+		cred.Groups = append(cred.Groups, uint32(n))
+	}
+	for _, fd := range []int{1, 2} {
+		var st syscall.Stat_t
+		if syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO {
+			if err := syscall.Fchown(fd, uid, gid); err != nil {
+				return nil, fmt.Errorf("hand the task's output pipe to uid %d: %w", uid, err)
+			}
+		}
+	}
+	return cred, nil
+}
+
 // startTask starts `bash -c command` in a process group of its own, in a new cgroup at
-// cgroupDir when one is given and can be made, and returns what holds it; bash's pid is the
-// tree's pgid. Bash is reaped by reapUntil, never by exec.Cmd.Wait.
-func startTask(command, cgroupDir string) (*taskTree, error) {
+// cgroupDir when one is given and can be made, as cred's user when cred is set, and returns
+// what holds it; bash's pid is the tree's pgid. Bash is reaped by reapUntil, never by
+// exec.Cmd.Wait.
+func startTask(command, cgroupDir string, cred *syscall.Credential) (*taskTree, error) {
 	bash := func() *exec.Cmd {
 		cmd := exec.Command("bash", "-c", command)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 		return cmd
 	}
 	if cgroupDir != "" {
