@@ -41,7 +41,8 @@ func (c *Config) SecretEnvNames() []string {
 
 // SecretValues returns the values zksched keeps from tasks' eyes and masks in what it stores
 // of them (task logs, outputs, errors, checkpoints): the database DSN and its password, the
-// API token and the provider keys found through getenv (os.Getenv in a worker). Each value
+// API token, the ZooKeeper digest password of registry.auth-file and the provider keys found
+// through getenv (os.Getenv in a worker). Each value
 // appears once; empty ones are left out. The caller decides what is too short to mask.
 func (c *Config) SecretValues(getenv func(string) string) ([]string, error) {
 	var vals []string
@@ -59,6 +60,14 @@ func (c *Config) SecretValues(getenv func(string) string) ([]string, error) {
 		return nil, fmt.Errorf("api token: %w", err)
 	}
 	add(token)
+	user, password, ok, err := c.Registry.ReadAuth()
+	if err != nil {
+		return nil, fmt.Errorf("registry auth: %w", err)
+	}
+	if ok {
+		add(user + ":" + password)
+		add(password)
+	}
 	for _, name := range sortedKeys(c.LLM.Providers) {
 		if k := c.LLM.Providers[name].APIKeyEnv; k != "" {
 			add(getenv(k))

@@ -1,6 +1,8 @@
 package conf_test
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -70,6 +72,10 @@ func TestTaskEnvFromEnvironment(t *testing.T) {
 func TestSecretValues(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"OPENAI_API_KEY": "sk-openai-0123456789", "EMPTY_KEY": ""}
+	authFile := filepath.Join(t.TempDir(), "zk-auth")
+	if err := os.WriteFile(authFile, []byte("zksched:zk-digest-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name, dsn string
 		want      []string
@@ -86,13 +92,14 @@ func TestSecretValues(t *testing.T) {
 			c := conf.Defaults()
 			c.DB.DSN = tc.dsn
 			c.API.Token = "0123456789abcdef-token"
+			c.Registry.AuthFile = authFile
 			c.LLM.Providers["main"] = conf.Provider{Type: conf.ProviderOpenAI, Model: "m", APIKeyEnv: "OPENAI_API_KEY"}
 			c.LLM.Providers["other"] = conf.Provider{Type: conf.ProviderOpenAI, Model: "m", APIKeyEnv: "EMPTY_KEY"}
 			got, err := c.SecretValues(func(k string) string { return env[k] })
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := append(tc.want, "0123456789abcdef-token", "sk-openai-0123456789")
+			want := append(tc.want, "0123456789abcdef-token", "zksched:zk-digest-secret", "zk-digest-secret", "sk-openai-0123456789")
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("SecretValues() = %q, want %q", got, want)
 			}
