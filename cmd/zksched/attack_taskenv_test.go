@@ -23,7 +23,7 @@ import (
 // would from its EnvironmentFile.
 const (
 	attackDBPassword = "attack-db-password-4711"
-	attackToken      = "attack-api-token-0123456789"
+	taskAttackToken      = "attack-api-token-0123456789"
 	attackModelKey   = "sk-attack-model-key-9876543210"
 )
 
@@ -32,7 +32,7 @@ const (
 // cluster and every secret value a task must never see.
 func secretE2E(t *testing.T) (*e2e, []string) {
 	t.Helper()
-	e := setupE2E(t, nil, "", "ZKSCHED_API_TOKEN="+attackToken,
+	e := setupE2E(t, nil, "", "ZKSCHED_API_TOKEN="+taskAttackToken,
 		"ZKSCHED_LLM_PROVIDERS_PAID_TYPE=openai", "ZKSCHED_LLM_PROVIDERS_PAID_MODEL=m",
 		"ZKSCHED_LLM_PROVIDERS_PAID_BASE_URL=http://127.0.0.1:9/v1", "ZKSCHED_LLM_PROVIDERS_PAID_API_KEY_ENV=ATTACK_MODEL_KEY",
 		"ATTACK_MODEL_KEY="+attackModelKey)
@@ -48,7 +48,7 @@ func secretE2E(t *testing.T) (*e2e, []string) {
 	}
 	u.User = url.UserPassword(u.User.Username(), attackDBPassword)
 	e.Env = append(e.Env, "ZKSCHED_DB_DSN="+u.String())
-	return e, []string{u.String(), attackDBPassword, attackToken, attackModelKey}
+	return e, []string{u.String(), attackDBPassword, taskAttackToken, attackModelKey}
 }
 
 // storedText returns everything stored of a workflow instance's task: its first attempt's
