@@ -29,7 +29,9 @@ type nodeLog struct {
 func newNodeLog(cfg conf.Log, w io.Writer) (zerolog.Logger, *nodeLog) {
 	l := &nodeLog{}
 	var log zerolog.Logger
-	l.out = diode.NewWriter(w, nodeLogBuffer, 0, func(missed int) {
+	// The diode closes a writer that is an io.Closer when it is flushed; w is the process's
+	// stderr, which must stay open for the error the command returns after the node stopped.
+	l.out = diode.NewWriter(struct{ io.Writer }{w}, nodeLogBuffer, 0, func(missed int) {
 		l.dropped.Add(int64(missed))
 		// Called on the writing goroutine, once it is writing again.
 		log.Warn().Int("dropped", missed).Int64("dropped_total", l.dropped.Load()).
