@@ -93,8 +93,9 @@ func TestMigrationEndsQueuedKillRequestedTasks(t *testing.T) {
 		SELECT id, n, 'noop', 'queued', 1, n = 'killed' FROM workflow_instance, unnest(ARRAY['killed', 'kept']) n`); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := db.Migrate(ctx); err != nil || !slices.Equal(got, []string{m}) {
-		t.Fatalf("migrate = %v, %v; want %s", got, err, m)
+	// The migrations after m run too; m must be the first.
+	if got, err := db.Migrate(ctx); err != nil || len(got) == 0 || got[0] != m {
+		t.Fatalf("migrate = %v, %v; want %s first", got, err, m)
 	}
 	var tasks []struct {
 		Name  string  `db:"name"`
