@@ -171,10 +171,12 @@ type auditPage struct {
 	Error    string
 }
 
-// auditRow is an event with a link to its target's page, when it has one.
+// auditRow is an event with a link to its target's page, when it has one, and the reason of
+// a refusal.
 type auditRow struct {
 	dao.AuditEvent
-	Link string
+	Link   string
+	Reason string
 }
 
 // targetLink is the UI page of an audit target: a task or workflow instance's, a
@@ -225,7 +227,8 @@ func (s *Server) pageAudit(w http.ResponseWriter, r *http.Request) error {
 		var next int64
 		if evs, next, err = s.db.AuditList(r.Context(), f, before, limit); err == nil {
 			for _, e := range evs {
-				p.Rows = append(p.Rows, auditRow{AuditEvent: e, Link: targetLink(e.Target)})
+				reason, _ := strings.CutPrefix(e.Outcome, dao.AuditRefused(""))
+				p.Rows = append(p.Rows, auditRow{AuditEvent: e, Link: targetLink(e.Target), Reason: reason})
 			}
 			p.OlderURL = pageURL("/audit", v, "before", next)
 		}

@@ -260,6 +260,7 @@ func TestAuditListAndPage(t *testing.T) {
 			Target: fmt.Sprintf("task-instance/%d", 10+i), Client: "10.0.0.1"}
 		if i == 6 {
 			ev.Action, ev.Target, ev.Actor = dao.AuditWorkflowStop, "workflow-instance/3", "<script>alert(1)</script>"
+			ev.Outcome = dao.AuditRefused("conflict: it is stopped")
 		}
 		if err := b.db.AuditInsert(b.ctx, ev); err != nil {
 			t.Fatal(err)
@@ -310,6 +311,7 @@ func TestAuditListAndPage(t *testing.T) {
 	page := b.do(t, "GET", "/audit?limit=2", "")
 	if page.status != http.StatusOK || strings.Count(page.body, `<td class="num">`) != 2 || !strings.Contains(page.body, `href="/audit?before=6&amp;limit=2"`) ||
 		!strings.Contains(page.body, `href="/workflows/3"`) || strings.Contains(page.body, "<script>alert") ||
+		!strings.Contains(page.body, `refused</span> conflict: it is stopped`) ||
 		!strings.Contains(page.body, `href="/audit" class="on"`) {
 		t.Errorf("audit page: %d\n%s", page.status, page.body)
 	}
