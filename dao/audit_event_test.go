@@ -94,8 +94,10 @@ func TestAuditListFiltersAndPages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// The first ten events happened on an earlier day.
-	if _, err := b.db.SQL().Exec(`UPDATE audit_event SET at = timestamptz '2026-01-01T00:00:00Z' + id * interval '1 second'
+	// The first ten events happened on an earlier day. Rewriting the trail takes turning its
+	// guard off, as the table's owner.
+	if _, err := b.db.SQL().Exec(`ALTER TABLE audit_event DISABLE TRIGGER audit_event_append_only;
+		UPDATE audit_event SET at = timestamptz '2026-01-01T00:00:00Z' + id * interval '1 second'
 		WHERE id IN (SELECT id FROM audit_event ORDER BY id LIMIT 10)`); err != nil {
 		t.Fatal(err)
 	}
@@ -240,5 +242,28 @@ func TestAuditRowOfARefusedActionIsNotWritten(t *testing.T) {
 	}
 	if evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 10); err != nil || len(evs) != 0 {
 		t.Fatalf("events %v, %v after a refused stop; want none", evs, err)
+	}
+}
+
+// TestAuditTrailIsAppendOnly: no statement changes or removes a recorded event, whoever sends
+// it, short of disabling the table's trigger.
+func TestAuditTrailIsAppendOnly(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	if err := b.db.AuditInsert(b.ctx, auditEvent("alice", dao.AuditTaskKill, "task-instance/1")); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		`UPDATE audit_event SET actor = 'mallory'`,
+		`DELETE FROM audit_event`,
+		`TRUNCATE audit_event`,
+	} {
+		if _, err := b.db.SQL().Exec(stmt); err == nil || !strings.Contains(err.Error(), "audit_event is append-only") {
+			t.Errorf("%s: %v, want it refused", stmt, err)
+		}
+	}
+	evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].Actor != "alice" {
+		t.Fatalf("events %+v, %v after the attempts; want alice's one", evs, err)
 	}
 }
