@@ -388,18 +388,11 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 		priority = &spec.Priority
 	}
 	// Definitions never change, so nothing needs the lookups and the creation in one
-	// transaction. The creation is one with its audit row, so it does not go through the
-	// shared statements of dao.DB.Submit, which carry no audit rows.
+	// transaction; submissions arriving together share a statement and a commit, each with
+	// its audit row.
 	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
-	var id int64
-	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
-		var err error
-		if id, err = master.Submit(r.Context(), q, &spec, version, params, *priority); err != nil {
-			return err
-		}
-		st.setTarget(fmt.Sprintf("workflow-instance/%d", id))
-		return q.AuditInsert(r.Context(), s.auditEvent(r))
-	})
+	ev := s.auditEvent(r)
+	id, err := master.SubmitNow(r.Context(), s.db, &spec, version, params, *priority, &ev)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lib/pq"
 )
 
 // The audit trail. Every change made through the API, the UI or the CLI inserts its
@@ -93,6 +95,37 @@ func (q *Queries) AuditInsert(ctx context.Context, ev AuditEvent) error {
 		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)`, ev.Actor, ev.Role, ev.Action, ev.Target, params, ev.Client, ev.Outcome)
 	if err != nil {
 		return fmt.Errorf("record audit event %s on %q by %s: %w", ev.Action, ev.Target, ev.Actor, err)
+	}
+	return nil
+}
+
+// auditInsertMany records evs as AuditInsert does, in one statement.
+func (q *Queries) auditInsertMany(ctx context.Context, evs []AuditEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	n := len(evs)
+	actors, roles, actions, targets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	params, clients, outcomes := make([]string, n), make([]string, n), make([]string, n)
+	for i, ev := range evs {
+		if ev.Actor == "" || ev.Action == "" {
+			return fmt.Errorf("audit event %+v: actor and action are required", ev)
+		}
+		actors[i], roles[i], actions[i], targets[i], clients[i] = ev.Actor, ev.Role, ev.Action, ev.Target, ev.Client
+		params[i], outcomes[i] = "{}", ev.Outcome
+		if len(ev.Params) > 0 {
+			params[i] = string(ev.Params)
+		}
+		if outcomes[i] == "" {
+			outcomes[i] = AuditOK
+		}
+	}
+	_, err := q.q.ExecContext(ctx, `INSERT INTO audit_event (actor, role, action, target, params, client, outcome)
+		SELECT a, r, act, t, p::jsonb, c, o
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(a, r, act, t, p, c, o)`,
+		pq.Array(actors), pq.Array(roles), pq.Array(actions), pq.Array(targets), pq.Array(params), pq.Array(clients), pq.Array(outcomes))
+	if err != nil {
+		return fmt.Errorf("record %d audit events: %w", n, err)
 	}
 	return nil
 }

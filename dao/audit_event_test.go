@@ -1,9 +1,11 @@
 package dao_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,6 +189,9 @@ func TestAuditedActionsCommitOnlyWithTheirRecord(t *testing.T) {
 					return w.State == dao.WorkflowStopped || tasks[0].State != dao.TaskQueued || tasks[1].KillRequested
 				}
 		}},
+		{"submit", submitAction(map[string]any{"name": "sub"})},
+		// A capped workflow with when-full: skip is created apart from the shared statement.
+		{"submit capped", submitAction(map[string]any{"name": "sub", "max-active-instances": 1, "when-full": "skip"})},
 		{"rerun", func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
 			wf, failed := b.failedTask(t, "g")
 			return func(ev dao.AuditEvent) error {
@@ -228,6 +233,44 @@ func TestAuditedActionsCommitOnlyWithTheirRecord(t *testing.T) {
 	}
 }
 
+// submitAction submits an instance of the definition spec (JSON) through the shared
+// submitter (DB.Submit), with its audit row.
+func submitAction(spec map[string]any) func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
+	return func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
+		raw, err := json.Marshal(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var version int
+		if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+			version, err = q.DefinitionEnsure(b.ctx, "sub", raw)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		return func(ev dao.AuditEvent) error {
+				var err error
+				id, err = b.db.Submit(b.ctx, dao.Submission{Name: "sub", Version: version, Audit: &ev,
+					Roots: []dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}}})
+				return err
+			}, func() bool {
+				var n int
+				if err := b.db.SQL().Get(&n, `SELECT count(*) FROM workflow_instance`); err != nil {
+					t.Fatal(err)
+				}
+				if n > 0 {
+					// The row names the instance it records.
+					evs, _, _ := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 10)
+					if len(evs) != 1 || evs[0].Target != fmt.Sprintf("workflow-instance/%d", id) {
+						t.Errorf("audit rows %+v; want one naming instance %d", evs, id)
+					}
+				}
+				return n > 0
+			}
+	}
+}
+
 // TestAuditRowOfARefusedActionIsNotWritten: an action its instance's state refuses writes no
 // row of its own (the caller records the refusal apart).
 func TestAuditRowOfARefusedActionIsNotWritten(t *testing.T) {
@@ -265,5 +308,61 @@ func TestAuditTrailIsAppendOnly(t *testing.T) {
 	evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 10)
 	if err != nil || len(evs) != 1 || evs[0].Actor != "alice" {
 		t.Fatalf("events %+v, %v after the attempts; want alice's one", evs, err)
+	}
+}
+
+// TestSubmissionsTogetherEachCommitWithTheirRow: submissions arriving at once, some audited
+// and some not, share the submitter's statements; each audited instance has exactly its row,
+// the others none.
+func TestSubmissionsTogetherEachCommitWithTheirRow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var version int
+	if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		var err error
+		version, err = q.DefinitionEnsure(b.ctx, "many", []byte(`{"name": "many"}`))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	ids := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			sub := dao.Submission{Name: "many", Version: version,
+				Roots: []dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}}}
+			if i%3 != 0 {
+				ev := auditEvent(fmt.Sprintf("user-%d", i), dao.AuditWorkflowSubmit, "")
+				sub.Audit = &ev
+			}
+			ids[i], errs[i] = b.db.Submit(b.ctx, sub)
+		})
+	}
+	wg.Wait()
+	evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, dao.MaxAuditPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byTarget := map[string][]string{}
+	for _, e := range evs {
+		byTarget[e.Target] = append(byTarget[e.Target], e.Actor)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("submit %d: %v", i, errs[i])
+		}
+		got := byTarget[fmt.Sprintf("workflow-instance/%d", ids[i])]
+		want := []string{fmt.Sprintf("user-%d", i)}
+		if i%3 == 0 {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("instance %d (submit %d): audit actors %v, want %v", ids[i], i, got, want)
+		}
+	}
+	if len(evs) != n-n/3 {
+		t.Errorf("%d audit rows, want %d", len(evs), n-n/3)
 	}
 }
