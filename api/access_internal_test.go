@@ -163,5 +163,6 @@ func TestRouteTable(t *testing.T) {
 			t.Error("a POST route for viewers was accepted")
 		}
 	}()
-	s.route(http.NewServeMux(), "POST /api/v1/new-action", RoleViewer, func(http.ResponseWriter, *http.Request) {})
+	s.route(http.NewServeMux(), "POST /api/v1/new-action", RoleViewer,
+		func(http.ResponseWriter, *http.Request) error { return nil }, s.writeError)
 }

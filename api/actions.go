@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"database/sql"
 	"errors"
 	"net/http"
@@ -15,11 +14,16 @@ import (
 // The operators' actions, shared by the API and the UI's forms. The conditions that make them
 // safe against a worker or a master acting at the same moment are in dao (task_action.go).
 
-func (s *Server) killTask(ctx context.Context, id int64) (dao.KillResult, error) {
-	res, err := s.db.TaskKill(ctx, id)
+// Each writes its audit_event row in its own transaction (auditEvent) and marks the request
+// audited once that committed.
+
+func (s *Server) killTask(r *http.Request, id int64) (dao.KillResult, error) {
+	ctx := r.Context()
+	res, err := s.db.TaskKillAudited(ctx, id, s.auditEvent(r))
 	if err != nil {
 		return res, err
 	}
+	auditDone(r)
 	ev := zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", res.WorkflowInstanceID).
 		Int("attempt", res.Attempt)
 	if res.State == dao.TaskKilled {
@@ -30,7 +34,8 @@ func (s *Server) killTask(ctx context.Context, id int64) (dao.KillResult, error)
 	return res, nil
 }
 
-func (s *Server) rerunTask(ctx context.Context, id int64) (dao.RerunResult, int64, error) {
+func (s *Server) rerunTask(r *http.Request, id int64) (dao.RerunResult, int64, error) {
+	ctx := r.Context()
 	t, err := s.db.TaskGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dao.RerunResult{}, 0, notFound("task instance", id)
@@ -49,16 +54,19 @@ func (s *Server) rerunTask(ctx context.Context, id int64) (dao.RerunResult, int6
 	if err != nil {
 		return dao.RerunResult{}, t.WorkflowInstanceID, err
 	}
-	res, err := s.db.WorkflowRerun(ctx, wf.ID, []int64{id}, below(spec, []string{t.Name}))
+	auditOf(r).setParams(map[string]any{"workflow_instance": wf.ID})
+	res, err := s.db.WorkflowRerunAudited(ctx, wf.ID, []int64{id}, below(spec, []string{t.Name}), s.auditEvent(r))
 	if err != nil {
 		return res, wf.ID, err
 	}
+	auditDone(r)
 	zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", wf.ID).
 		Int("deleted_skipped", res.Deleted).Bool("reopened", res.Reopened).Msg("rerun a task instance")
 	return res, wf.ID, nil
 }
 
-func (s *Server) rerunWorkflow(ctx context.Context, id int64) (dao.RerunResult, error) {
+func (s *Server) rerunWorkflow(r *http.Request, id int64) (dao.RerunResult, error) {
+	ctx := r.Context()
 	wf, err := s.db.WorkflowGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return dao.RerunResult{}, notFound("workflow instance", id)
@@ -85,20 +93,24 @@ func (s *Server) rerunWorkflow(ctx context.Context, id int64) (dao.RerunResult, 
 	if err != nil {
 		return dao.RerunResult{}, err
 	}
-	res, err := s.db.WorkflowRerun(ctx, id, ids, below(spec, names))
+	auditOf(r).setParams(map[string]any{"task_instances": ids})
+	res, err := s.db.WorkflowRerunAudited(ctx, id, ids, below(spec, names), s.auditEvent(r))
 	if err != nil {
 		return res, err
 	}
+	auditDone(r)
 	zerolog.Ctx(ctx).Info().Int64("workflow_instance", id).Ints64("task_instances", res.Requeued).
 		Int("deleted_skipped", res.Deleted).Bool("reopened", res.Reopened).Msg("rerun a workflow instance from its failed tasks")
 	return res, nil
 }
 
-func (s *Server) stopWorkflow(ctx context.Context, id int64) (dao.StopResult, error) {
-	res, err := s.db.WorkflowStop(ctx, id)
+func (s *Server) stopWorkflow(r *http.Request, id int64) (dao.StopResult, error) {
+	ctx := r.Context()
+	res, err := s.db.WorkflowStopAudited(ctx, id, s.auditEvent(r))
 	if err != nil {
 		return res, err
 	}
+	auditDone(r)
 	zerolog.Ctx(ctx).Info().Int64("workflow_instance", id).Int("killed", res.Killed).
 		Int("kill_requested", res.KillRequested).Msg("stopped a workflow instance")
 	return res, nil

@@ -38,6 +38,15 @@
 // carry a CSRF token that must match a cookie. Tools such as curl send neither header and are
 // let through, so the API works from scripts.
 //
+// # Audit trail
+//
+// Every route that changes something (storing a definition, submitting, killing, rerunning,
+// stopping, switching and triggering schedules) is registered through Server.audited and
+// writes its audit_event row in the transaction of the change (audit.go), naming the
+// request's principal, its role, the client's address and the target. A change refused with
+// a 4xx other than 401 leaves a row of its own, outcome "refused: …". GET
+// /api/v1/audit-events and the Audit page read the trail; no route writes it.
+//
 // # Errors
 //
 // API errors are JSON, {"error": {"status": 404, "message": "task instance 7 not found"}},

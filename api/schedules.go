@@ -33,10 +33,12 @@ func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) apiScheduleEnable(on bool) func(http.ResponseWriter, *http.Request) error {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		name := r.PathValue("name")
-		sched, err := master.SetScheduleEnabled(r.Context(), s.db, name, on, time.Now())
+		ev := s.auditEvent(r)
+		sched, err := master.SetScheduleEnabled(r.Context(), s.db, name, on, time.Now(), &ev)
 		if err != nil {
 			return err
 		}
+		auditDone(r)
 		logFor(r).Info().Str("workflow", name).Bool("enabled", on).Msg("schedule switched")
 		writeJSON(w, http.StatusOK, map[string]any{"workflow": name, "enabled": sched.Enabled, "next_fire_at": sched.NextFireAt})
 		return nil
@@ -55,10 +57,14 @@ func (s *Server) apiScheduleTrigger(w http.ResponseWriter, r *http.Request) erro
 		}
 	}
 	name := r.PathValue("name")
-	res, err := master.Trigger(r.Context(), s.db, name, body.Params, "api:"+s.cfg.NodeID, time.Now())
+	auditOf(r).setParams(body)
+	ev := s.auditEvent(r)
+	res, err := master.Trigger(r.Context(), s.db, name, body.Params, "api:"+s.cfg.NodeID, time.Now(), &ev)
 	if err != nil {
 		return err
 	}
+	// A fire that created no instance (when-full: skip) is recorded too: it was handled.
+	auditDone(r)
 	if res.Instance == 0 {
 		return errorf(http.StatusConflict, "trigger of %s created no instance: %s", name, res.Skipped)
 	}

@@ -120,33 +120,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHT
 func (s *Server) routes(mux *http.ServeMux) {
 	health(mux, s.cfg.NodeID, "master", s.cfg.Ready, s.cfg.Metrics)
 
-	api := func(pattern string, need Role, h func(http.ResponseWriter, *http.Request) error) {
-		s.route(mux, pattern, need, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.writeError(w, r, err)
-			}
-		})
+	api := func(pattern string, need Role, h handler, c ...change) {
+		s.route(mux, pattern, need, h, s.writeError, c...)
 	}
 	api("GET /api/v1/definitions", RoleViewer, s.apiDefinitions)
-	api("POST /api/v1/definitions", RoleAdmin, s.apiDefinitionSubmit)
+	api("POST /api/v1/definitions", RoleAdmin, s.apiDefinitionSubmit, change{dao.AuditDefinitionStore, noTarget})
 	api("GET /api/v1/definitions/{name}", RoleViewer, s.apiDefinitionVersions)
 	api("GET /api/v1/definitions/{name}/versions/{version}", RoleViewer, s.apiDefinitionVersion)
 	api("GET /api/v1/workflow-instances", RoleViewer, s.apiWorkflows)
-	api("POST /api/v1/workflow-instances", RoleAdmin, s.apiWorkflowCreate)
+	api("POST /api/v1/workflow-instances", RoleAdmin, s.apiWorkflowCreate, change{dao.AuditWorkflowSubmit, noTarget})
 	api("GET /api/v1/workflow-instances/{id}", RoleViewer, s.apiWorkflow)
-	api("POST /api/v1/workflow-instances/{id}/stop", RoleOperator, s.apiWorkflowStop)
-	api("POST /api/v1/workflow-instances/{id}/rerun", RoleOperator, s.apiWorkflowRerun)
+	api("POST /api/v1/workflow-instances/{id}/stop", RoleOperator, s.apiWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})
+	api("POST /api/v1/workflow-instances/{id}/rerun", RoleOperator, s.apiWorkflowRerun, change{dao.AuditWorkflowRerun, workflowTarget})
 	api("GET /api/v1/task-instances", RoleViewer, s.apiTasks)
 	api("GET /api/v1/task-instances/{id}", RoleViewer, s.apiTask)
 	api("GET /api/v1/task-instances/{id}/log", RoleViewer, s.apiTaskLog)
-	api("POST /api/v1/task-instances/{id}/kill", RoleOperator, s.apiTaskKill)
-	api("POST /api/v1/task-instances/{id}/rerun", RoleOperator, s.apiTaskRerun)
+	api("POST /api/v1/task-instances/{id}/kill", RoleOperator, s.apiTaskKill, change{dao.AuditTaskKill, taskTarget})
+	api("POST /api/v1/task-instances/{id}/rerun", RoleOperator, s.apiTaskRerun, change{dao.AuditTaskRerun, taskTarget})
 	api("GET /api/v1/cluster", RoleViewer, s.apiCluster)
 	api("GET /api/v1/failover-events", RoleViewer, s.apiFailoverEvents)
 	api("GET /api/v1/schedules", RoleViewer, s.apiSchedules)
-	api("POST /api/v1/schedules/{name}/enable", RoleOperator, s.apiScheduleEnable(true))
-	api("POST /api/v1/schedules/{name}/disable", RoleOperator, s.apiScheduleEnable(false))
-	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger)
+	api("POST /api/v1/schedules/{name}/enable", RoleOperator, s.apiScheduleEnable(true), change{dao.AuditScheduleEnable, scheduleTarget})
+	api("POST /api/v1/schedules/{name}/disable", RoleOperator, s.apiScheduleEnable(false), change{dao.AuditScheduleDisable, scheduleTarget})
+	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
+	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
 	api("/api/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		// The most general pattern: nothing else matched this method and path. Tell a wrong
 		// method from a wrong path.
@@ -165,23 +162,20 @@ func (s *Server) routes(mux *http.ServeMux) {
 		return errorf(http.StatusNotFound, "no API endpoint %s", r.URL.Path)
 	})
 
-	page := func(pattern string, need Role, h func(http.ResponseWriter, *http.Request) error) {
-		s.route(mux, pattern, need, func(w http.ResponseWriter, r *http.Request) {
-			if err := h(w, r); err != nil {
-				s.fail(w, r, err)
-			}
-		})
+	page := func(pattern string, need Role, h handler, c ...change) {
+		s.route(mux, pattern, need, h, s.fail, c...)
 	}
 	page("GET /{$}", RoleViewer, s.pageTasks)
 	page("GET /tasks/{id}", RoleViewer, s.pageTask)
-	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill)
-	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun)
+	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill, change{dao.AuditTaskKill, taskTarget})
+	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun, change{dao.AuditTaskRerun, taskTarget})
 	page("GET /workflows", RoleViewer, s.pageWorkflows)
 	page("GET /workflows/{id}", RoleViewer, s.pageWorkflow)
-	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop)
-	page("POST /workflows/{id}/rerun", RoleOperator, s.formWorkflowRerun)
+	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})
+	page("POST /workflows/{id}/rerun", RoleOperator, s.formWorkflowRerun, change{dao.AuditWorkflowRerun, workflowTarget})
 	page("GET /definitions", RoleViewer, s.pageDefinitions)
 	page("GET /cluster", RoleViewer, s.pageCluster)
+	page("GET /audit", RoleViewer, s.pageAudit)
 	// Open (see requireAuth's open): a role means nothing before a login.
 	page("GET /login", RoleViewer, s.pageLogin)
 	page("POST /login", RoleViewer, s.formLogin)
@@ -196,8 +190,19 @@ func (s *Server) routes(mux *http.ServeMux) {
 // their method is not GET.
 var stateless = map[string]bool{"/api/": true, "/": true, "POST /login": true, "POST /logout": true}
 
-// route adds pattern to mux, served only to principals whose role allows need.
-func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h http.HandlerFunc) {
+// handler serves a request; an error it returns is answered by the route (JSON for the API,
+// an error page for the UI).
+type handler = func(http.ResponseWriter, *http.Request) error
+
+// change names the audit_event row a route's change writes: its action and its target.
+type change struct {
+	action string
+	target func(r *http.Request) string
+}
+
+// route adds pattern to mux, served only to principals whose role allows need. A route given
+// a change writes its audit_event row (see audited), refusals included.
+func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h handler, fail func(http.ResponseWriter, *http.Request, error), c ...change) {
 	if !need.Valid() {
 		panic(fmt.Sprintf("api: route %s: unknown role %q", pattern, need))
 	}
@@ -205,14 +210,22 @@ func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h http.Han
 		panic(fmt.Sprintf("api: route %s changes state: it needs a role above viewer", pattern))
 	}
 	s.need[pattern] = need
-	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+	checked := func(w http.ResponseWriter, r *http.Request) error {
 		if p := principalOf(r); !p.Role.Allows(need) {
 			logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", p.Name).Str("role", string(p.Role)).
 				Str("route", pattern).Str("needs", string(need)).Msg("request refused: role too low")
-			s.fail(w, r, errorf(http.StatusForbidden, "%s %s needs the %s role; %s is %s", r.Method, r.URL.Path, need, p.Name, p.Role))
-			return
+			return errorf(http.StatusForbidden, "%s %s needs the %s role; %s is %s", r.Method, r.URL.Path, need, p.Name, p.Role)
 		}
-		h(w, r)
+		return h(w, r)
+	}
+	// The audit wraps the role check, so a refused attempt at a change is in the trail too.
+	for _, c := range c {
+		checked = s.audited(c.action, c.target, checked)
+	}
+	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := checked(w, r); err != nil {
+			fail(w, r, err)
+		}
 	})
 }
 

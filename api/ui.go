@@ -45,7 +45,7 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error"}
+var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit"}
 
 func newPages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{}}
@@ -272,7 +272,7 @@ func (s *Server) formTaskKill(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.killTask(r.Context(), id)
+	res, err := s.killTask(r, id)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func (s *Server) formTaskRerun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.rerunTask(r.Context(), id); err != nil {
+	if _, _, err := s.rerunTask(r, id); err != nil {
 		return err
 	}
 	http.Redirect(w, r, fmt.Sprintf("/tasks/%d?done=rerun", id), http.StatusSeeOther)
@@ -378,7 +378,7 @@ func (s *Server) formWorkflowStop(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	if _, err := s.stopWorkflow(r.Context(), id); err != nil {
+	if _, err := s.stopWorkflow(r, id); err != nil {
 		return err
 	}
 	http.Redirect(w, r, fmt.Sprintf("/workflows/%d?done=stopped", id), http.StatusSeeOther)
@@ -393,7 +393,7 @@ func (s *Server) formWorkflowRerun(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	if _, err := s.rerunWorkflow(r.Context(), id); err != nil {
+	if _, err := s.rerunWorkflow(r, id); err != nil {
 		return err
 	}
 	http.Redirect(w, r, fmt.Sprintf("/workflows/%d?done=rerun-workflow", id), http.StatusSeeOther)

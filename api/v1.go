@@ -223,7 +223,7 @@ func (s *Server) apiTaskKill(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.killTask(r.Context(), id)
+	res, err := s.killTask(r, id)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (s *Server) apiTaskRerun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, wf, err := s.rerunTask(r.Context(), id)
+	res, wf, err := s.rerunTask(r, id)
 	if err != nil {
 		return err
 	}
@@ -347,9 +347,12 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
+	st := auditOf(r)
+	st.setParams(body)
 	if body.Name == "" {
 		return badRequest("name is required")
 	}
+	st.setTarget("definition/" + body.Name)
 	versions, err := s.db.DefinitionVersions(r.Context(), body.Name)
 	if err != nil {
 		return err
@@ -385,11 +388,15 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 		priority = &spec.Priority
 	}
 	// Definitions never change, so nothing needs the lookups and the creation in one
-	// transaction; submissions arriving together share a statement and a commit.
-	id, err := master.SubmitNow(r.Context(), s.db, &spec, version, params, *priority)
+	// transaction; submissions arriving together share a statement and a commit, each with
+	// its audit row.
+	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
+	ev := s.auditEvent(r)
+	id, err := master.SubmitNow(r.Context(), s.db, &spec, version, params, *priority, &ev)
 	if err != nil {
 		return err
 	}
+	auditDone(r)
 	logFor(r).Info().Int64("workflow_instance", id).Str("workflow", body.Name).Int("version", version).Msg("workflow instance submitted")
 	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "workflow_name": body.Name, "workflow_version": version})
 	return nil
@@ -400,7 +407,7 @@ func (s *Server) apiWorkflowStop(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	res, err := s.stopWorkflow(r.Context(), id)
+	res, err := s.stopWorkflow(r, id)
 	if err != nil {
 		return err
 	}
@@ -414,7 +421,7 @@ func (s *Server) apiWorkflowRerun(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	res, err := s.rerunWorkflow(r.Context(), id)
+	res, err := s.rerunWorkflow(r, id)
 	if err != nil {
 		return err
 	}
@@ -459,6 +466,8 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
+	st := auditOf(r)
+	st.setTarget("definition/" + spec.Name)
 	var version int
 	var sched *dao.Schedule
 	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
@@ -467,12 +476,16 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 		}
 		// As with zksched submit, the file is the truth about the schedule: it replaces the
 		// stored one, or removes it when the file has none.
-		sched, _, err = master.StoreSchedule(r.Context(), q, spec, version, time.Now())
-		return err
+		if sched, _, err = master.StoreSchedule(r.Context(), q, spec, version, time.Now()); err != nil {
+			return err
+		}
+		st.params = dao.DefinitionAuditParams(spec.Name, version, body)
+		return q.AuditInsert(r.Context(), s.auditEvent(r))
 	})
 	if err != nil {
 		return err
 	}
+	auditDone(r)
 	logFor(r).Info().Str("workflow", spec.Name).Int("version", version).Msg("workflow definition stored")
 	out := map[string]any{"name": spec.Name, "version": version}
 	if sched != nil {

@@ -146,7 +146,7 @@ func submitAt(ctx context.Context, db *dao.DB, spec *workflow.Spec, v int, rate 
 			called := time.Now().UnixMicro()
 			// On the pool, as a node submits what its clients send: submissions of the same
 			// moment share a statement and a commit (dao.DB.Submit).
-			id, err := master.SubmitNow(ctx, db, spec, v, nil, 0)
+			id, err := master.SubmitNow(ctx, db, spec, v, nil, 0, nil)
 			if err != nil {
 				failed.CompareAndSwap(nil, &err)
 				return

@@ -133,18 +133,27 @@ func (s *submitter) flush() bool {
 	return true
 }
 
-// create creates the batch in one statement. When PostgreSQL rejects the statement (a bad
-// params document, say), nothing was created, and each submission is tried alone so only the
-// bad one fails; any other error (the connection, a timeout) may have come after the commit,
-// so it is every submission's answer: trying again could create an instance twice.
+// create creates the batch in one statement, and in the same transaction the audit rows of
+// the submissions that carry one. When PostgreSQL rejects a statement (a bad params document,
+// say), nothing was created, and each submission is tried alone so only the bad one fails;
+// any other error (the connection, a timeout) may have come after the commit, so it is every
+// submission's answer: trying again could create an instance twice.
 func (s *submitter) create(batch []*submission) {
 	subs := make([]Submission, len(batch))
+	audited := false
 	for i, p := range batch {
 		subs[i] = p.s
+		audited = audited || p.s.Audit != nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	got, err := s.db.createMany(ctx, subs)
+	var got []*created
+	var err error
+	if audited {
+		got, err = s.db.createManyAudited(ctx, subs)
+	} else {
+		got, err = s.db.createMany(ctx, subs)
+	}
 	var pqErr *pq.Error
 	if err != nil && len(batch) > 1 && errors.As(err, &pqErr) {
 		for _, p := range batch {
@@ -174,10 +183,40 @@ func (s *submitter) createCapped(ctx context.Context, sub Submission) (int64, er
 	var id int64
 	err := s.db.Tx(ctx, func(q *Queries) error {
 		var err error
-		id, err = q.WorkflowCreateWithTasks(ctx, sub.Name, sub.Version, sub.Params, sub.Priority, sub.Queue, sub.Roots)
-		return err
+		if id, err = q.WorkflowCreateWithTasks(ctx, sub.Name, sub.Version, sub.Params, sub.Priority, sub.Queue, sub.Roots); err != nil {
+			return err
+		}
+		if sub.Audit == nil {
+			return nil
+		}
+		ev := *sub.Audit
+		ev.Target = fmt.Sprintf("workflow-instance/%d", id)
+		return q.AuditInsert(ctx, ev)
 	})
 	return id, err
+}
+
+// createManyAudited is createMany with the audit rows of the submissions that carry one, in
+// one transaction: an instance commits only with its row. A capped submission with when-full:
+// skip creates nothing here (createCapped does, with its row).
+func (db *DB) createManyAudited(ctx context.Context, subs []Submission) ([]*created, error) {
+	var got []*created
+	err := db.Tx(ctx, func(q *Queries) error {
+		var err error
+		if got, err = q.createMany(ctx, subs); err != nil {
+			return err
+		}
+		var evs []AuditEvent
+		for i, sub := range subs {
+			if sub.Audit != nil && got[i] != nil && got[i].ID != nil {
+				ev := *sub.Audit
+				ev.Target = fmt.Sprintf("workflow-instance/%d", *got[i].ID)
+				evs = append(evs, ev)
+			}
+		}
+		return q.auditInsertMany(ctx, evs)
+	})
+	return got, err
 }
 
 func (s *submitter) close() {

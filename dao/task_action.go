@@ -83,6 +83,23 @@ func (q *Queries) TaskKill(ctx context.Context, id int64) (KillResult, error) {
 		WorkerID: r[0].WorkerID, Attempt: r[0].Attempt}, nil
 }
 
+// TaskKillAudited is TaskKill with its audit_event row ev, in one transaction: the kill
+// happens only if its record is written with it.
+func (db *DB) TaskKillAudited(ctx context.Context, id int64, ev AuditEvent) (KillResult, error) {
+	var res KillResult
+	err := db.Tx(ctx, func(q *Queries) error {
+		var err error
+		if res, err = q.TaskKill(ctx, id); err != nil {
+			return err
+		}
+		return q.AuditInsert(ctx, ev)
+	})
+	if err != nil {
+		return KillResult{}, err
+	}
+	return res, nil
+}
+
 // taskConflict explains why an action conditioned on a task's state matched nothing.
 func (q *Queries) taskConflict(ctx context.Context, id int64, action string) error {
 	var state string
@@ -139,6 +156,16 @@ type RerunResult struct {
 // rerun reopens it) or sees the requeued tasks. A task that is no longer failed or killed
 // fails the whole rerun with a ConflictError.
 func (db *DB) WorkflowRerun(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string) (RerunResult, error) {
+	return db.workflowRerun(ctx, workflowID, taskIDs, skipped, nil)
+}
+
+// WorkflowRerunAudited is WorkflowRerun with its audit_event row ev, written in the rerun's
+// transaction: the rerun happens only if its record is written with it.
+func (db *DB) WorkflowRerunAudited(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string, ev AuditEvent) (RerunResult, error) {
+	return db.workflowRerun(ctx, workflowID, taskIDs, skipped, &ev)
+}
+
+func (db *DB) workflowRerun(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string, ev *AuditEvent) (RerunResult, error) {
 	var res RerunResult
 	err := db.Tx(ctx, func(q *Queries) error {
 		var wf struct {
@@ -206,6 +233,9 @@ func (db *DB) WorkflowRerun(ctx context.Context, workflowID int64, taskIDs []int
 				return fmt.Errorf("wake workers: %w", err)
 			}
 		}
+		if ev != nil {
+			return q.AuditInsert(ctx, *ev)
+		}
 		return nil
 	})
 	if err != nil {
@@ -226,6 +256,16 @@ type StopResult struct {
 // task instances are killed and the workers of its running ones are asked to kill them. The
 // owning master finds the instance no longer running at its next advance and lets go of it.
 func (db *DB) WorkflowStop(ctx context.Context, workflowID int64) (StopResult, error) {
+	return db.workflowStop(ctx, workflowID, nil)
+}
+
+// WorkflowStopAudited is WorkflowStop with its audit_event row ev, written in the stop's
+// transaction: the stop happens only if its record is written with it.
+func (db *DB) WorkflowStopAudited(ctx context.Context, workflowID int64, ev AuditEvent) (StopResult, error) {
+	return db.workflowStop(ctx, workflowID, &ev)
+}
+
+func (db *DB) workflowStop(ctx context.Context, workflowID int64, ev *AuditEvent) (StopResult, error) {
 	var res StopResult
 	err := db.Tx(ctx, func(q *Queries) error {
 		var ids []int64
@@ -278,8 +318,13 @@ func (db *DB) WorkflowStop(ctx context.Context, workflowID int64) (StopResult, e
 				return fmt.Errorf("wake worker %s: %w", w, err)
 			}
 		}
-		_, err = q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, fmt.Sprint(workflowID))
-		return err
+		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, fmt.Sprint(workflowID)); err != nil {
+			return err
+		}
+		if ev != nil {
+			return q.AuditInsert(ctx, *ev)
+		}
+		return nil
 	})
 	if err != nil {
 		return StopResult{}, err

@@ -109,6 +109,9 @@ type Submission struct {
 	// Roots are the instance's root task instances (their WorkflowInstanceID is ignored),
 	// created with it unless its definition has max-active-instances.
 	Roots []NewTask
+	// Audit, unless nil, is the submission's audit_event row, committed with the instance;
+	// its Target is set to the instance ("workflow-instance/<id>").
+	Audit *AuditEvent
 }
 
 // created is what createSQL says of one submission.

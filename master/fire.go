@@ -100,8 +100,9 @@ func timePtr(t time.Time) *time.Time {
 
 // SetScheduleEnabled enables or disables the schedule of a workflow. Enabling starts again
 // with the first fire time after now: the fires of the time it was disabled are not missed
-// fires. It returns dao.ErrNoSchedule for a workflow without one.
-func SetScheduleEnabled(ctx context.Context, db *dao.DB, name string, enabled bool, now time.Time) (*dao.Schedule, error) {
+// fires. It returns dao.ErrNoSchedule for a workflow without one. audit, unless nil, is the
+// change's audit_event row, written in its transaction.
+func SetScheduleEnabled(ctx context.Context, db *dao.DB, name string, enabled bool, now time.Time, audit *dao.AuditEvent) (*dao.Schedule, error) {
 	var s *dao.Schedule
 	err := db.Tx(ctx, func(q *dao.Queries) error {
 		var err error
@@ -113,9 +114,20 @@ func SetScheduleEnabled(ctx context.Context, db *dao.DB, name string, enabled bo
 			next = timePtr(nextFire(s, now))
 		}
 		s.Enabled, s.NextFireAt = enabled, next
-		return q.ScheduleSetEnabled(ctx, name, enabled, next)
+		if err := q.ScheduleSetEnabled(ctx, name, enabled, next); err != nil {
+			return err
+		}
+		return auditIn(ctx, q, audit)
 	})
 	return s, err
+}
+
+// auditIn writes audit, unless nil, on the transaction's q.
+func auditIn(ctx context.Context, q *dao.Queries, audit *dao.AuditEvent) error {
+	if audit == nil {
+		return nil
+	}
+	return q.AuditInsert(ctx, *audit)
 }
 
 func lockSchedule(ctx context.Context, q *dao.Queries, name string) (*dao.Schedule, error) {
@@ -203,8 +215,10 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 
 // Trigger fires the schedule of a workflow now, by hand, whether it is enabled or not: one
 // instance whose fire time is now, params on top of the fire's. It follows the workflow's
-// when-full policy. It returns dao.ErrNoSchedule for a workflow without a schedule.
-func Trigger(ctx context.Context, db *dao.DB, name string, params map[string]string, by string, now time.Time) (FireResult, error) {
+// when-full policy. It returns dao.ErrNoSchedule for a workflow without a schedule. audit,
+// unless nil, is the trigger's audit_event row, written in its transaction whether or not the
+// fire created an instance.
+func Trigger(ctx context.Context, db *dao.DB, name string, params map[string]string, by string, now time.Time, audit *dao.AuditEvent) (FireResult, error) {
 	var res FireResult
 	err := db.Tx(ctx, func(q *dao.Queries) error {
 		s, err := lockSchedule(ctx, q, name)
@@ -216,8 +230,10 @@ func Trigger(ctx context.Context, db *dao.DB, name string, params map[string]str
 			return err
 		}
 		// PostgreSQL keeps microseconds: the recorded fire time is the one in the params.
-		res, err = f.fire(ctx, now.Truncate(time.Microsecond), dao.FireTrigger, params, false)
-		return err
+		if res, err = f.fire(ctx, now.Truncate(time.Microsecond), dao.FireTrigger, params, false); err != nil {
+			return err
+		}
+		return auditIn(ctx, q, audit)
 	})
 	return res, err
 }
@@ -235,7 +251,9 @@ type BackfillResult struct {
 // backfill can be repeated. The instances respect max-active-instances: they wait for slots
 // and run as many at a time as the cap allows, oldest fire first; under when-full: skip they
 // wait too, since every run was asked for. dryRun lists the fire times and creates nothing.
-func Backfill(ctx context.Context, db *dao.DB, name string, from, to time.Time, by string, dryRun bool) (BackfillResult, error) {
+// audit, unless nil, is the backfill's audit_event row, written in its transaction (not for a
+// dry run, which changes nothing).
+func Backfill(ctx context.Context, db *dao.DB, name string, from, to time.Time, by string, dryRun bool, audit *dao.AuditEvent) (BackfillResult, error) {
 	var res BackfillResult
 	if to.Before(from) {
 		return res, fmt.Errorf("backfill of %q: --to %s is before --from %s", name, to.Format(time.RFC3339), from.Format(time.RFC3339))
@@ -266,7 +284,10 @@ func Backfill(ctx context.Context, db *dao.DB, name string, from, to time.Time, 
 			}
 			res.Fires = append(res.Fires, r)
 		}
-		return nil
+		if dryRun {
+			return nil
+		}
+		return auditIn(ctx, q, audit)
 	})
 	return res, err
 }

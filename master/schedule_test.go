@@ -389,14 +389,14 @@ func TestBackfill(t *testing.T) {
 	b.submit(t, scheduled("bf", `{cron: "0 * * * *", timezone: Europe/Paris, enabled: false}`,
 		"max-active-instances: 2\nwhen-full: skip\n"))
 	from, to := utcTime("2026-11-01 00:00"), utcTime("2026-11-01 09:00")
-	dry, err := Backfill(b.ctx, b.db, "bf", from, to, "test", true)
+	dry, err := Backfill(b.ctx, b.db, "bf", from, to, "test", true, nil)
 	if err != nil || len(dry.Fires) != 10 {
 		t.Fatalf("dry run = %d fires, %v; want 10 (both ends included)", len(dry.Fires), err)
 	}
 	if got := b.fired(t, "bf"); len(got) != 0 {
 		t.Fatalf("a dry run fired %v", got)
 	}
-	res, err := Backfill(b.ctx, b.db, "bf", from, to, "test", false)
+	res, err := Backfill(b.ctx, b.db, "bf", from, to, "test", false, nil)
 	if err != nil || len(res.Fires) != 10 {
 		t.Fatalf("backfill = %+v, %v", res, err)
 	}
@@ -427,7 +427,7 @@ func TestBackfill(t *testing.T) {
 	if len(ran) != 10 || !slices.IsSorted(ran) {
 		t.Errorf("ran %v; want all 10, oldest fire first", ran)
 	}
-	again, err := Backfill(b.ctx, b.db, "bf", from.Add(5*time.Hour), to.Add(2*time.Hour), "test", false)
+	again, err := Backfill(b.ctx, b.db, "bf", from.Add(5*time.Hour), to.Add(2*time.Hour), "test", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,11 +440,11 @@ func TestBackfill(t *testing.T) {
 	if len(again.Fires) != 7 || created != 2 {
 		t.Errorf("overlapping backfill: %d fires, %d created; want 7 and 2", len(again.Fires), created)
 	}
-	if _, err := Backfill(b.ctx, b.db, "bf", from, from.AddDate(3, 0, 0), "test", false); err == nil ||
+	if _, err := Backfill(b.ctx, b.db, "bf", from, from.AddDate(3, 0, 0), "test", false, nil); err == nil ||
 		!strings.Contains(err.Error(), "more than") {
 		t.Errorf("a range of 26,000 fires: %v; want it refused", err)
 	}
-	if _, err := Backfill(b.ctx, b.db, "nope", from, to, "test", false); !errors.Is(err, dao.ErrNoSchedule) {
+	if _, err := Backfill(b.ctx, b.db, "nope", from, to, "test", false, nil); !errors.Is(err, dao.ErrNoSchedule) {
 		t.Errorf("backfill of a workflow without schedule: %v", err)
 	}
 }
@@ -468,7 +468,7 @@ func TestStoreSchedule(t *testing.T) {
 	if next := b.schedule(t, "st").NextFireAt; !next.Equal(utcTime("2026-11-20 10:30")) {
 		t.Fatalf("after a new cron: next %v, want 10:30", next)
 	}
-	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", false, b.clock.Now()); err != nil {
+	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", false, b.clock.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	b.clock.Set(utcTime("2026-11-20 12:05"))
@@ -477,13 +477,13 @@ func TestStoreSchedule(t *testing.T) {
 	if got := b.fired(t, "st"); len(got) != 0 {
 		t.Fatalf("a disabled schedule fired %v", got)
 	}
-	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", true, b.clock.Now()); err != nil {
+	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", true, b.clock.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if next := b.schedule(t, "st").NextFireAt; !next.Equal(utcTime("2026-11-20 12:15")) {
 		t.Fatalf("after enabling: next %v, want 12:15, not the fires of the disabled time", next)
 	}
-	res, err := Trigger(b.ctx, b.db, "st", map[string]string{"extra": "1"}, "cli", b.clock.Now())
+	res, err := Trigger(b.ctx, b.db, "st", map[string]string{"extra": "1"}, "cli", b.clock.Now(), nil)
 	if err != nil || res.Instance == 0 {
 		t.Fatalf("trigger = %+v, %v", res, err)
 	}
@@ -498,7 +498,7 @@ func TestStoreSchedule(t *testing.T) {
 	if views, _ := Schedules(b.ctx, b.db, 3); len(views) != 0 {
 		t.Errorf("a file without a schedule left %d schedules", len(views))
 	}
-	if _, err := Trigger(b.ctx, b.db, "st", nil, "cli", b.clock.Now()); !errors.Is(err, dao.ErrNoSchedule) {
+	if _, err := Trigger(b.ctx, b.db, "st", nil, "cli", b.clock.Now(), nil); !errors.Is(err, dao.ErrNoSchedule) {
 		t.Errorf("trigger without a schedule: %v", err)
 	}
 }

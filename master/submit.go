@@ -40,12 +40,14 @@ func submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version in
 // SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
 // created in a statement, and a commit, shared with the submissions of the same moment from
 // this process (dao.DB.Submit), which is how a node or a client submitting many at once should.
-func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
+// audit, unless nil, is the submission's audit_event row, committed with the instance (its
+// target is set to the instance).
+func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int, params json.RawMessage, priority int, audit *dao.AuditEvent) (int64, error) {
 	rows, err := roots(spec, params, priority)
 	if err != nil {
 		return 0, err
 	}
-	return db.Submit(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows})
+	return db.Submit(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows, Audit: audit})
 }
 
 // SubmitMany creates n instances of the stored definition as SubmitQueued does (priority 0),

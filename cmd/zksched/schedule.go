@@ -73,7 +73,8 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return writeSchedules(stdout, views, *asJSON)
 	case "enable", "disable":
-		s, err := master.SetScheduleEnabled(ctx, db, name, what == "enable", time.Now())
+		s, err := master.SetScheduleEnabled(ctx, db, name, what == "enable", time.Now(),
+			cliAudit("schedule."+what, "schedule/"+name, map[string]any{}))
 		if err != nil {
 			return scheduleError(err)
 		}
@@ -84,7 +85,8 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, msg)
 		return nil
 	}
-	res, err := master.Trigger(ctx, db, name, params, cliID(), time.Now())
+	res, err := master.Trigger(ctx, db, name, params, cliID(), time.Now(),
+		cliAudit(dao.AuditScheduleTrigger, "schedule/"+name, map[string]any{"params": map[string]string(params)}))
 	if err != nil {
 		return scheduleError(err)
 	}
@@ -144,7 +146,8 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--to: %w", err)}
 	}
-	res, err := master.Backfill(ctx, db, name, t1, t2, cliID(), *dryRun)
+	res, err := master.Backfill(ctx, db, name, t1, t2, cliID(), *dryRun,
+		cliAudit(dao.AuditBackfill, "schedule/"+name, map[string]any{"from": t1, "to": t2}))
 	if err != nil {
 		return scheduleError(err)
 	}

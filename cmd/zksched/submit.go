@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -49,6 +50,11 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
+	// Read again for its audit record's hash, now that the parse has bounded its size.
+	file, err := os.ReadFile(fs.Arg(0))
+	if err != nil {
+		return exitError{code: exitFailed, msg: fmt.Sprintf("read workflow file: %v", err)}
+	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
@@ -84,8 +90,14 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var version int
 	var sched *dao.Schedule
 	var unscheduled bool
+	// The definition and the instance are stored with their audit rows, in one transaction.
 	err = db.Tx(ctx, func(q *dao.Queries) error {
 		if version, err = q.DefinitionEnsure(ctx, spec.Name, rawSpec); err != nil {
+			return err
+		}
+		def := cliAudit(dao.AuditDefinitionStore, "definition/"+spec.Name, nil)
+		def.Params = dao.DefinitionAuditParams(spec.Name, version, file)
+		if err := q.AuditInsert(ctx, *def); err != nil {
 			return err
 		}
 		// The file is the truth about the schedule: with one, it replaces the stored one and
@@ -93,8 +105,11 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if sched, unscheduled, err = master.StoreSchedule(ctx, q, spec, version, time.Now()); err != nil || sched != nil {
 			return err
 		}
-		id, err = master.Submit(ctx, q, spec, version, rawParams, *priority)
-		return err
+		if id, err = master.Submit(ctx, q, spec, version, rawParams, *priority); err != nil {
+			return err
+		}
+		return q.AuditInsert(ctx, *cliAudit(dao.AuditWorkflowSubmit, fmt.Sprintf("workflow-instance/%d", id),
+			map[string]any{"name": spec.Name, "version": version, "params": map[string]string(params), "priority": *priority}))
 	})
 	if errors.Is(err, dao.ErrWorkflowFull) {
 		return exitError{code: exitFailed, msg: fmt.Sprintf("not submitted: %v; try again once an instance has finished", err)}

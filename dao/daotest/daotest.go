@@ -52,3 +52,16 @@ func Submit(t testing.TB, db *dao.DB, name string, spec any) int64 {
 	}
 	return id
 }
+
+// RefuseAudit makes every later insert into the audit_event table of db's schema fail, so a
+// test can check that a change whose record cannot be written does not commit.
+func RefuseAudit(t testing.TB, db *dao.DB) {
+	t.Helper()
+	_, err := db.SQL().Exec(`
+		CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'audit_event refused by the test'; END $$;
+		CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_event FOR EACH ROW EXECUTE FUNCTION refuse_audit()`)
+	if err != nil {
+		t.Fatalf("daotest: refuse audit inserts: %v", err)
+	}
+}

@@ -1,0 +1,201 @@
+package dao
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// The audit trail. Every change made through the API, the UI or the CLI inserts its
+// audit_event row with AuditInsert on the Queries of the transaction that makes the change,
+// so that the change and its record commit together or not at all: a change whose record
+// cannot be written does not happen. A refused attempt is recorded apart, on the pool, since
+// its transaction rolled back. Nothing here updates or deletes a row.
+
+// The actions recorded in audit_event.
+const (
+	AuditDefinitionStore = "definition.store"
+	AuditWorkflowSubmit  = "workflow.submit"
+	AuditTaskKill        = "task.kill"
+	AuditTaskRerun       = "task.rerun"
+	AuditWorkflowStop    = "workflow.stop"
+	AuditWorkflowRerun   = "workflow.rerun"
+	AuditScheduleEnable  = "schedule.enable"
+	AuditScheduleDisable = "schedule.disable"
+	AuditScheduleTrigger = "schedule.trigger"
+	AuditBackfill        = "backfill"
+	AuditUserAdd         = "user.add"
+	AuditUserRemove      = "user.remove"
+)
+
+// AuditOK is the outcome of a change that committed. A refused attempt's outcome is
+// "refused: " and a short reason (AuditRefused).
+const AuditOK = "ok"
+
+// AuditRefused is the outcome of an attempt refused for reason.
+func AuditRefused(reason string) string { return "refused: " + reason }
+
+// AuditEvent is a row of audit_event: who (Actor, with the Role they had) did what (Action)
+// to what (Target: "task-instance/42", "schedule/nightly"), with which parameters (a JSON
+// object, never a secret nor a whole workflow file), from where (Client: the address of an
+// API or UI client, the host of a CLI), and how it ended (Outcome).
+type AuditEvent struct {
+	ID      int64           `db:"id" json:"id"`
+	At      time.Time       `db:"at" json:"at"`
+	Actor   string          `db:"actor" json:"actor"`
+	Role    string          `db:"role" json:"role"`
+	Action  string          `db:"action" json:"action"`
+	Target  string          `db:"target" json:"target"`
+	Params  json.RawMessage `db:"params" json:"params"`
+	Client  string          `db:"client" json:"client"`
+	Outcome string          `db:"outcome" json:"outcome"`
+}
+
+// AuditParams encodes v (a map or a struct of the request's parameters) for AuditEvent.Params.
+// A value that does not encode is recorded as its error, so the change keeps a record.
+func AuditParams(v any) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		raw, _ = json.Marshal(map[string]string{"unencodable": err.Error()})
+	}
+	return raw
+}
+
+// DefinitionAuditParams are the parameters of a definition.store row: the workflow's name,
+// the version stored and the SHA-256 of the file as sent, never the file itself (its
+// commands may hold what only the definitions should).
+func DefinitionAuditParams(name string, version int, file []byte) json.RawMessage {
+	sum := sha256.Sum256(file)
+	return AuditParams(map[string]any{"name": name, "version": version, "sha256": hex.EncodeToString(sum[:])})
+}
+
+// AuditInsert records ev; ID and At are set by the database, Outcome defaults to AuditOK and
+// Params to {}. Call it on the Queries of the transaction that makes the change ev records;
+// on the pool (DB) it is a transaction of its own, for a refused attempt or for a change
+// that lives outside the database (user.add and user.remove of the users file).
+func (q *Queries) AuditInsert(ctx context.Context, ev AuditEvent) error {
+	if ev.Actor == "" || ev.Action == "" {
+		return fmt.Errorf("audit event %+v: actor and action are required", ev)
+	}
+	if ev.Outcome == "" {
+		ev.Outcome = AuditOK
+	}
+	params := "{}"
+	if len(ev.Params) > 0 {
+		params = string(ev.Params)
+	}
+	_, err := q.q.ExecContext(ctx, `INSERT INTO audit_event (actor, role, action, target, params, client, outcome)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)`, ev.Actor, ev.Role, ev.Action, ev.Target, params, ev.Client, ev.Outcome)
+	if err != nil {
+		return fmt.Errorf("record audit event %s on %q by %s: %w", ev.Action, ev.Target, ev.Actor, err)
+	}
+	return nil
+}
+
+// auditInsertMany records evs as AuditInsert does, in one statement.
+func (q *Queries) auditInsertMany(ctx context.Context, evs []AuditEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	n := len(evs)
+	actors, roles, actions, targets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	params, clients, outcomes := make([]string, n), make([]string, n), make([]string, n)
+	for i, ev := range evs {
+		if ev.Actor == "" || ev.Action == "" {
+			return fmt.Errorf("audit event %+v: actor and action are required", ev)
+		}
+		actors[i], roles[i], actions[i], targets[i], clients[i] = ev.Actor, ev.Role, ev.Action, ev.Target, ev.Client
+		params[i], outcomes[i] = "{}", ev.Outcome
+		if len(ev.Params) > 0 {
+			params[i] = string(ev.Params)
+		}
+		if outcomes[i] == "" {
+			outcomes[i] = AuditOK
+		}
+	}
+	_, err := q.q.ExecContext(ctx, `INSERT INTO audit_event (actor, role, action, target, params, client, outcome)
+		SELECT a, r, act, t, p::jsonb, c, o
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) AS u(a, r, act, t, p, c, o)`,
+		pq.Array(actors), pq.Array(roles), pq.Array(actions), pq.Array(targets), pq.Array(params), pq.Array(clients), pq.Array(outcomes))
+	if err != nil {
+		return fmt.Errorf("record %d audit events: %w", n, err)
+	}
+	return nil
+}
+
+// AuditFilter selects audit events; zero fields select everything.
+type AuditFilter struct {
+	Actor  string
+	Action string
+	// TargetPrefix keeps the events whose target starts with it ("workflow-instance/").
+	TargetPrefix string
+	// Since and Until bound the time of the event: Since included, Until excluded.
+	Since, Until time.Time
+}
+
+// MaxAuditPage is the most events one page of AuditList holds.
+const MaxAuditPage = 500
+
+// AuditList returns up to limit (1 to MaxAuditPage) events matching f, newest first, with ids
+// below before (0: from the newest), and the cursor of the next, older page: the before of
+// that page, 0 when there is none. Pages read by following the cursor neither repeat nor skip
+// an event.
+func (q *Queries) AuditList(ctx context.Context, f AuditFilter, before int64, limit int) ([]AuditEvent, int64, error) {
+	if limit < 1 || limit > MaxAuditPage {
+		return nil, 0, fmt.Errorf("list audit events: limit %d is not from 1 to %d", limit, MaxAuditPage)
+	}
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) {
+		args = append(args, arg)
+		conds = append(conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
+	}
+	if f.Actor != "" {
+		add("actor = $?", f.Actor)
+	}
+	if f.Action != "" {
+		add("action = $?", f.Action)
+	}
+	if f.TargetPrefix != "" {
+		add(`target LIKE $? ESCAPE '\'`, likePrefix(f.TargetPrefix))
+	}
+	if !f.Since.IsZero() {
+		add("at >= $?", f.Since)
+	}
+	if !f.Until.IsZero() {
+		add("at < $?", f.Until)
+	}
+	if before > 0 {
+		add("id < $?", before)
+	}
+	where := ""
+	if len(conds) > 0 {
+		where = "WHERE " + strings.Join(conds, " AND ")
+	}
+	args = append(args, limit+1)
+	var evs []AuditEvent
+	err := sqlxSelect(ctx, q, &evs, `SELECT id, at, actor, role, action, target, params, client, outcome
+		FROM audit_event `+where+` ORDER BY id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list audit events: %w", err)
+	}
+	var next int64
+	if len(evs) > limit {
+		evs = evs[:limit]
+		next = evs[limit-1].ID
+	}
+	return evs, next, nil
+}
+
+// likePrefix is a LIKE pattern matching the strings that start with p.
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}
