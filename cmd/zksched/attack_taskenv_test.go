@@ -23,7 +23,7 @@ import (
 // would from its EnvironmentFile.
 const (
 	attackDBPassword = "attack-db-password-4711"
-	taskAttackToken      = "attack-api-token-0123456789"
+	taskAttackToken  = "attack-api-token-0123456789"
 	attackModelKey   = "sk-attack-model-key-9876543210"
 )
 
