@@ -168,6 +168,29 @@ func TestRolesPerRoute(t *testing.T) {
 	if got := b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d", f.byName["t4"]), "", "Authorization", "Bearer "+viewerToken); !strings.Contains(got.body, `"kill_requested": false`) {
 		t.Fatalf("a viewer's refused kill changed the task: %s", got.body)
 	}
+
+	// Each refusal for the role is in the audit trail as a refused attempt, under its user.
+	b.token = "the-admin-token-0123456789"
+	trail := b.audit(t, "actor=vera&limit=500")
+	refused := 0
+	for _, ev := range trail.Items {
+		if ev.Role != "viewer" || !strings.HasPrefix(ev.Outcome, "refused: forbidden: ") || !strings.Contains(ev.Outcome, "needs the") {
+			t.Errorf("vera's row %+v: want a refused attempt for the role", ev)
+			continue
+		}
+		refused++
+	}
+	// Every change above (each call but a GET) needs more than a viewer, and the form's kill
+	// makes one more.
+	want := 1
+	for _, c := range calls {
+		if c.method != "GET" {
+			want++
+		}
+	}
+	if refused != want {
+		t.Errorf("vera has %d refused rows in the trail, want %d", refused, want)
+	}
 }
 
 func TestUIShowsWhoAndHidesWhatTheRoleCannotDo(t *testing.T) {
