@@ -1,7 +1,7 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"crypto/sha256"
 	"os"
 	"path/filepath"
@@ -9,17 +9,19 @@ import (
 	"testing"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
 )
-
-// runCLI runs `zksched args…` in process and returns its exit code and output.
-func runCLI(args ...string) (int, string) {
-	var out bytes.Buffer
-	code := run(args, &out, &out)
-	return code, out.String()
-}
 
 func TestUserCommand(t *testing.T) {
 	t.Parallel()
+	e := setupE2E(t, nil, "")
+	// runCLI runs `zksched args…` against the test's database and returns its exit code and
+	// output.
+	runCLI := func(args ...string) (int, string) {
+		out, code := e.Run(args...)
+		return code, out
+	}
 	path := filepath.Join(t.TempDir(), "users")
 	code, out := runCLI("user", "add", "alice", "--role", "operator", "--users-file", path)
 	if code != 0 {
@@ -93,5 +95,78 @@ func TestUserCommand(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(path); string(b) != "bob viewer\n" {
 		t.Errorf("the malformed file changed: %q", b)
+	}
+}
+
+// TestUserChangesAreAudited: `zksched user add` and `remove` write their audit_event rows (the
+// role, never the token) in the transaction that commits the change, and a change whose row
+// cannot be written leaves the users file as it was.
+func TestUserChangesAreAudited(t *testing.T) {
+	t.Parallel()
+	e := setupE2E(t, nil, "")
+	path := filepath.Join(t.TempDir(), "users")
+	out, code := e.Run("user", "add", "alice", "--role", "operator", "--users-file", path)
+	if code != 0 {
+		t.Fatalf("user add: exit %d\n%s", code, out)
+	}
+	token := strings.TrimSpace(out[strings.LastIndex(out, ": ")+2:])
+	if out, code := e.Run("user", "remove", "alice", "--users-file", path); code != 0 {
+		t.Fatalf("user remove: exit %d\n%s", code, out)
+	}
+	ctx := context.Background()
+	evs, _, err := e.db.AuditList(ctx, dao.AuditFilter{TargetPrefix: "user/"}, 0, dao.MaxAuditPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 2 || evs[0].Action != dao.AuditUserRemove || evs[1].Action != dao.AuditUserAdd {
+		t.Fatalf("audit rows %+v: want user.add then user.remove", evs)
+	}
+	for _, ev := range evs {
+		if ev.Target != "user/alice" || !strings.HasPrefix(ev.Actor, "cli:") || ev.Outcome != dao.AuditOK {
+			t.Errorf("row %+v: want user/alice by cli:<user>, ok", ev)
+		}
+		if strings.Contains(string(ev.Params), token) || strings.Contains(string(ev.Params), "sha256") {
+			t.Errorf("row %+v holds the token or its hash", ev)
+		}
+	}
+	if !strings.Contains(string(evs[1].Params), `"role": "operator"`) && !strings.Contains(string(evs[1].Params), `"role":"operator"`) {
+		t.Errorf("user.add params %s: want the role", evs[1].Params)
+	}
+
+	// With the trail refusing rows, neither an add nor a remove changes the file.
+	if out, code := e.Run("user", "add", "bob", "--role", "viewer", "--users-file", path); code != 0 {
+		t.Fatalf("user add bob: exit %d\n%s", code, out)
+	}
+	before, _ := os.ReadFile(path)
+	// Refused at commit, after the file changed: the change is undone.
+	if _, err := e.db.SQL().Exec(`
+		CREATE FUNCTION refuse_audit_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'audit_event refused at commit by the test'; END $$;
+		CREATE CONSTRAINT TRIGGER refuse_audit_at_commit AFTER INSERT ON audit_event
+		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse_audit_at_commit()`); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"add", "carol", "--role", "admin"}, {"remove", "bob"}} {
+		out, code := e.Run(append(append([]string{"user"}, args...), "--users-file", path)...)
+		if code == 0 || !strings.Contains(out, "refused at commit") || !strings.Contains(out, "the users file was left as it was") {
+			t.Errorf("user %v with the commit refused: exit %d\n%s", args, code, out)
+		}
+		if after, _ := os.ReadFile(path); string(after) != string(before) {
+			t.Errorf("user %v: the users file kept a change whose audit row did not commit:\nbefore %q\nafter  %q", args, before, after)
+		}
+	}
+	if _, err := e.db.SQL().Exec(`DROP TRIGGER refuse_audit_at_commit ON audit_event`); err != nil {
+		t.Fatal(err)
+	}
+	// Refused at the insert, before the file changed.
+	daotest.RefuseAudit(t, e.db)
+	if out, code := e.Run("user", "add", "carol", "--role", "admin", "--users-file", path); code == 0 || !strings.Contains(out, "audit_event refused by the test") {
+		t.Errorf("user add with the trail refusing rows: exit %d\n%s", code, out)
+	}
+	if out, code := e.Run("user", "remove", "bob", "--users-file", path); code == 0 || !strings.Contains(out, "audit_event refused by the test") {
+		t.Errorf("user remove with the trail refusing rows: exit %d\n%s", code, out)
+	}
+	if after, _ := os.ReadFile(path); string(after) != string(before) {
+		t.Errorf("the users file changed without its audit row:\nbefore %q\nafter  %q", before, after)
 	}
 }
