@@ -170,3 +170,46 @@ func TestUserChangesAreAudited(t *testing.T) {
 		t.Errorf("the users file changed without its audit row:\nbefore %q\nafter  %q", before, after)
 	}
 }
+
+// TestReadmeUserCommands runs the `zksched user` commands of the README's Security section as
+// they are printed, with /etc/zksched/ moved to a folder of the test's.
+func TestReadmeUserCommands(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "**Users and roles.**")
+	if !ok {
+		t.Fatal("README has no **Users and roles.** paragraph")
+	}
+	_, block, ok := strings.Cut(section, "```sh\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("README's Users and roles paragraph has no sh block")
+	}
+	e := setupE2E(t, nil, "")
+	etc := t.TempDir() + "/"
+	var ran []string
+	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
+		args := strings.Fields(strings.ReplaceAll(line, "/etc/zksched/", etc))
+		if len(args) < 2 || args[0] != "zksched" {
+			t.Fatalf("README line %q is not a zksched command", line)
+		}
+		out, code := e.Run(args[1:]...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d\n%s", line, code, out)
+		}
+		ran = append(ran, args[2])
+		if args[2] == "list" && !strings.Contains(out, "alice") {
+			t.Errorf("%s printed no alice:\n%s", line, out)
+		}
+	}
+	if strings.Join(ran, " ") != "add list remove" {
+		t.Errorf("README's commands were %v: want add, list and remove, which this test checks", ran)
+	}
+	users, err := conf.ReadUsersFile(etc + "users")
+	if err != nil || len(users) != 0 {
+		t.Errorf("after the README's commands the users file holds %+v, %v; want no user", users, err)
+	}
+}
