@@ -54,7 +54,7 @@ func floatField(name string, p func(*Task) **float64) field {
 			}
 			var f float64
 			if (v.Tag != "!!float" && v.Tag != "!!int") || v.Decode(&f) != nil {
-				d.errorf(v.Line, "%s must be a number, not %q", what, s)
+				d.errorf(v.Line, "%s must be a number, not %s", what, quote(s))
 				return
 			}
 			*p(t) = &f
@@ -95,7 +95,7 @@ func (d *decoder) steps(v *yaml.Node, what string) []Step {
 			case "prompt":
 				st.Prompt, _ = d.scalar(kv.value, where+": prompt", "a string")
 			default:
-				d.errorf(kv.key.Line, "unknown field %q in %s (a step has name and prompt)%s", key, where,
+				d.errorf(kv.key.Line, "unknown field %s in %s (a step has name and prompt)%s", quote(key), where,
 					didYouMean(key, stepFields))
 			}
 		}
@@ -112,7 +112,7 @@ func checkModel(t *Task) []problem {
 		probs = append(probs, problem{field: "provider", msg: fmt.Sprintf(
 			"provider is required for an %s task: the name of a provider under llm.providers in the config", t.Type)})
 	case !groupRE.MatchString(t.Provider):
-		probs = append(probs, problem{field: "provider", msg: fmt.Sprintf("provider %q is invalid: %s", t.Provider, groupRule)})
+		probs = append(probs, problem{field: "provider", msg: fmt.Sprintf("provider %s is invalid: %s", quote(t.Provider), groupRule)})
 	}
 	if t.Temperature != nil && (*t.Temperature < 0 || *t.Temperature > MaxTemperature) {
 		probs = append(probs, problem{field: "temperature", msg: fmt.Sprintf("temperature %g is out of range 0..%g", *t.Temperature, MaxTemperature)})
@@ -147,7 +147,7 @@ func checkAgent(t *Task) []problem {
 	for i, st := range t.Steps {
 		label := fmt.Sprintf("step #%d", i+1)
 		if st.Name != "" {
-			label = fmt.Sprintf("step %q", st.Name)
+			label = "step " + quote(st.Name)
 		}
 		add := func(format string, args ...any) {
 			probs = append(probs, problem{field: "steps", msg: label + ": " + fmt.Sprintf(format, args...)})
@@ -195,7 +195,7 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 }
 
 func checkRef(t *Task, path []string, steps []string) string {
-	ref := "." + strings.Join(path, ".")
+	ref := clip("." + strings.Join(path, "."))
 	switch path[0] {
 	case "params":
 		return ""
@@ -205,10 +205,10 @@ func checkRef(t *Task, path []string, steps []string) string {
 			return ""
 		case !slices.Contains(t.DependsOn, path[1]):
 			if len(t.DependsOn) == 0 {
-				return fmt.Sprintf("%s refers to task %q, but the task has no depends-on: only the outputs of its dependencies are available", ref, path[1])
+				return fmt.Sprintf("%s refers to task %s, but the task has no depends-on: only the outputs of its dependencies are available", ref, quote(path[1]))
 			}
-			return fmt.Sprintf("%s refers to task %q, which is not in depends-on (%s): only the outputs of dependencies are available",
-				ref, path[1], strings.Join(t.DependsOn, ", "))
+			return fmt.Sprintf("%s refers to task %s, which is not in depends-on (%s): only the outputs of dependencies are available",
+				ref, quote(path[1]), nameList(t.DependsOn))
 		case len(path) > 2 && path[2] != "output":
 			return fmt.Sprintf("%s: an upstream task has only .output", ref)
 		case len(path) > 3:
@@ -225,7 +225,7 @@ func checkRef(t *Task, path []string, steps []string) string {
 			if len(steps) == 0 {
 				return fmt.Sprintf("%s: the first step has no earlier steps to use", ref)
 			}
-			return fmt.Sprintf("%s: %q is not an earlier step (earlier steps: %s)", ref, path[1], strings.Join(steps, ", "))
+			return fmt.Sprintf("%s: %s is not an earlier step (earlier steps: %s)", ref, quote(path[1]), nameList(steps))
 		case len(path) > 2:
 			return fmt.Sprintf("%s: a step's output is a string, it has no fields", ref)
 		}
@@ -443,15 +443,15 @@ func (s *Spec) CheckConfigured(providers, pools []string) error {
 			if len(providers) > 0 {
 				known = "configured: " + strings.Join(providers, ", ")
 			}
-			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: provider %q is not in the config's llm.providers (%s)", label, t.Provider, known)})
+			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: provider %s is not in the config's llm.providers (%s)", label, quote(t.Provider), known)})
 		}
 		if t.Pool != "" && !slices.Contains(pools, t.Pool) {
 			known := "none is configured"
 			if len(pools) > 0 {
 				known = "configured: " + strings.Join(pools, ", ")
 			}
-			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: pool %q has no limit in the config's pools (%s); add it, "+
-				"as pools: {%s: N}", label, t.Pool, known, t.Pool)})
+			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: pool %s has no limit in the config's pools (%s); add it, "+
+				"as pools: {%s: N}", label, quote(t.Pool), known, clip(t.Pool))})
 		}
 	}
 	return errors.Join(errs...)
