@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -37,10 +36,6 @@ const (
 	// MaxSteps is the most steps an agent task may have.
 	MaxSteps = 100
 )
-
-// maxRendered bounds what one template may expand to, so that a template such as
-// {{range 1000000000}} fails with a message instead of exhausting the worker's memory.
-const maxRendered = 1 << 20
 
 func floatField(name string, p func(*Task) **float64) field {
 	return field{
@@ -175,7 +170,8 @@ func checkAgent(t *Task) []problem {
 	return probs
 }
 
-// checkTemplate parses a prompt template and checks what it refers to: .upstream.<name>
+// checkTemplate parses a prompt template, refuses what Render would refuse whatever the data
+// (see staticProblem), and checks what it refers to: .upstream.<name>
 // must be a dependency of the task, .steps.<name> a step before this one (steps is nil
 // outside an agent's steps). References inside {{with}} and {{range}}, where the dot is
 // something else, and .params, which `zksched submit --param` may add to, are left to run
@@ -184,6 +180,9 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 	tmpl, err := parseTemplate(what, text)
 	if err != nil {
 		return []problem{{field: field, msg: err.Error()}}
+	}
+	if err := staticProblem(tmpl); err != nil {
+		return []problem{{field: field, msg: fmt.Sprintf("%s: %v", what, err)}}
 	}
 	var probs []problem
 	for _, ref := range templateRefs(tmpl) {
@@ -232,15 +231,6 @@ func checkRef(t *Task, path []string, steps []string) string {
 		return ""
 	}
 	return fmt.Sprintf("%s is unknown: a prompt can use .params.<name>, .upstream.<task>.output and, in an agent's steps, .steps.<step>", ref)
-}
-
-func parseTemplate(name, text string) (*template.Template, error) {
-	tmpl, err := template.New(name).Option("missingkey=error").Parse(text)
-	if err != nil {
-		// "template: prompt:1: unexpected ..." names the template already.
-		return nil, fmt.Errorf("%s is not a valid template: %s", name, strings.TrimPrefix(err.Error(), "template: "))
-	}
-	return tmpl, nil
 }
 
 // templateRefs returns the field paths a template reads from its data (.upstream.a.output is
@@ -340,60 +330,6 @@ func indexRef(c *tparse.CommandNode, dotIsData bool) []string {
 		path = append(path, s.Text)
 	}
 	return path
-}
-
-// TemplateData is what a prompt template sees: .params.<name>, .upstream.<task>.output and,
-// in an agent's steps, .steps.<step>.
-type TemplateData struct {
-	Params   map[string]string
-	Upstream map[string]Upstream
-	// Steps are the outputs of the agent's earlier steps; nil outside an agent.
-	Steps map[string]string
-}
-
-// Render expands the template text, named what in messages ("prompt", "step \"themes\"
-// prompt"), over data. A reference to something data does not hold is an error, never an
-// empty string: a prompt silently missing its input would still cost a model call.
-func Render(what, text string, data TemplateData) (string, error) {
-	tmpl, err := parseTemplate(what, text)
-	if err != nil {
-		return "", err
-	}
-	upstream := make(map[string]map[string]string, len(data.Upstream))
-	for name, u := range data.Upstream {
-		upstream[name] = map[string]string{"output": u.Output}
-	}
-	m := map[string]any{"params": nonNil(data.Params), "upstream": upstream}
-	if data.Steps != nil {
-		m["steps"] = data.Steps
-	}
-	var out limitedBuffer
-	if err := tmpl.Execute(&out, m); err != nil {
-		if errors.Is(err, errTooLong) {
-			return "", fmt.Errorf("%s expands to more than %d bytes", what, maxRendered)
-		}
-		return "", fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), "template: "))
-	}
-	return out.String(), nil
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-var errTooLong = errors.New("template output too long")
-
-// limitedBuffer fails writes past maxRendered bytes.
-type limitedBuffer struct{ bytes.Buffer }
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > maxRendered {
-		return 0, errTooLong
-	}
-	return b.Buffer.Write(p)
 }
 
 // UpstreamEnv returns the environment variable that gives a shell task the output of its
