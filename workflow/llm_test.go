@@ -136,7 +136,7 @@ func TestParseRejectsLLMAndAgent(t *testing.T) {
 			`line 7: task "a": step "one" prompt: .steps.two: the first step has no earlier steps to use`,
 			`line 7: task "a": step "two" prompt: .stepz.one is unknown: a prompt can use .params.<name>, .upstream.<task>.output and, in an agent's steps, .steps.<step>`}},
 		{"model fields out of range", wf("  - {name: a, type: llm, provider: 'a/b', prompt: x, temperature: 2.5, max-tokens: -1}"), []string{
-			`line 3: task "a": provider "a/b" is invalid: use letters, digits, '_', '.' or '-'`,
+			`line 3: task "a": provider "a/b" is invalid: use 1 to 128 letters, digits, '_', '.' or '-'`,
 			`line 3: task "a": temperature 2.5 is out of range 0..2`,
 			`line 3: task "a": max-tokens -1 is negative; 0 leaves the model's default`}},
 		{"temperature not a number", wf("  - {name: a, type: llm, provider: p, prompt: x, temperature: warm}"), []string{

@@ -14,13 +14,18 @@ var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	nameRule = "use 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit"
 
-	// groupRE is the rule conf applies to worker group names; pools follow it too.
-	groupRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-	groupRule = "use letters, digits, '_', '.' or '-'"
+	// groupRE is the rule conf applies to worker group names; pools and providers follow it
+	// too.
+	groupRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	groupRule = "use 1 to 128 letters, digits, '_', '.' or '-'"
 
-	envRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	envRule = "use letters, digits and '_', not starting with a digit"
+	envRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envRule   = "use letters, digits and '_', not starting with a digit"
+	paramRule = "use 1 to 128 letters, digits and '_', not starting with a digit"
 )
+
+// maxNameLen is the longest name of a workflow, task, group, pool, provider or param.
+const maxNameLen = 128
 
 // problem is one thing wrong with a Spec, with the task and field it is about so that Parse
 // can report the line they were on.
@@ -54,10 +59,8 @@ func (s *Spec) problems() []problem {
 	case !nameRE.MatchString(s.Name):
 		add(-1, "name", "workflow name %s is invalid: %s", quote(s.Name), nameRule)
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Params)) {
-		if !envRE.MatchString(k) {
-			add(-1, "params", "params: name %s is invalid: %s (tasks read it as $ZKSCHED_PARAM_<name>)", quote(k), envRule)
-		}
+	for _, msg := range paramProblems(s.Params) {
+		add(-1, "params", "%s", msg)
 	}
 	probs = append(probs, s.policyProblems()...)
 	switch {
