@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zksched/zksched/dao"
@@ -350,34 +351,33 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	if body.Name == "" {
 		return badRequest("name is required")
 	}
-	versions, err := s.db.DefinitionVersions(r.Context(), body.Name)
-	if err != nil {
-		return err
+	if err := workflow.CheckParams(body.Params); err != nil {
+		return badRequest("the params are rejected, nothing submitted:\n%v", err)
 	}
-	if len(versions) == 0 {
-		return errorf(http.StatusNotFound, "no workflow definition %q", body.Name)
-	}
-	version := versions[0].Version
-	if body.Version != 0 {
-		found := false
-		for _, v := range versions {
-			found = found || v.Version == body.Version
+	version := body.Version
+	if version == 0 {
+		latest, err := s.db.DefinitionLatest(r.Context(), body.Name)
+		if err != nil {
+			return err
 		}
-		if !found {
-			return errorf(http.StatusNotFound, "workflow definition %q has no version %d", body.Name, body.Version)
+		if latest == 0 {
+			return errorf(http.StatusNotFound, "no workflow definition %q", clipName(body.Name))
 		}
-		version = body.Version
+		version = latest
 	}
 	params, err := json.Marshal(body.Params)
 	if err != nil {
 		return err
 	}
-	raw, err := s.db.DefinitionGet(r.Context(), body.Name, version)
+	def, err := s.db.DefinitionVersionGet(r.Context(), body.Name, version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
+	}
 	if err != nil {
 		return err
 	}
 	var spec workflow.Spec
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if err := json.Unmarshal(def.Spec, &spec); err != nil {
 		return fmt.Errorf("definition %s version %d: %w", body.Name, version, err)
 	}
 	priority := body.Priority
@@ -482,16 +482,30 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// apiDefinitionVersions lists the versions of definition {name}, newest first, a page at a
+// time (?limit=, ?before=, ?after=, by version number), without their specs: a definition can
+// have thousands of versions, and /versions/{version} has each spec.
 func (s *Server) apiDefinitionVersions(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	versions, err := s.db.DefinitionVersions(r.Context(), name)
+	q, err := newQuery(r.URL.Query(), "before", "after", "limit")
 	if err != nil {
 		return err
 	}
-	if len(versions) == 0 {
-		return errorf(http.StatusNotFound, "no workflow definition %q", name)
+	c, err := q.cursor()
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "versions": versions})
+	page, err := s.db.DefinitionVersionPage(r.Context(), name, c)
+	if err != nil {
+		return err
+	}
+	if len(page.Items) == 0 && c.Before == 0 && c.After == 0 {
+		return errorf(http.StatusNotFound, "no workflow definition %q", clipName(name))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Name string `json:"name"`
+		pageJSON[dao.DefinitionVersionRow]
+	}{name, toPage(page, func(v dao.DefinitionVersionRow) dao.DefinitionVersionRow { return v })})
 	return nil
 }
 
@@ -499,19 +513,28 @@ func (s *Server) apiDefinitionVersion(w http.ResponseWriter, r *http.Request) er
 	name := r.PathValue("name")
 	v, err := strconv.Atoi(r.PathValue("version"))
 	if err != nil || v <= 0 {
-		return badRequest("%q is not a version number", r.PathValue("version"))
+		return badRequest("%q is not a version number", clipName(r.PathValue("version")))
 	}
-	versions, err := s.db.DefinitionVersions(r.Context(), name)
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	dv, err := s.db.DefinitionVersionGet(r.Context(), name, v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(name), v)
+	}
 	if err != nil {
 		return err
 	}
-	for _, dv := range versions {
-		if dv.Version == v {
-			writeJSON(w, http.StatusOK, dv)
-			return nil
-		}
+	writeJSON(w, http.StatusOK, dv)
+	return nil
+}
+
+// clipName cuts a name from a request to 128 bytes, the longest a name can be, for messages.
+func clipName(s string) string {
+	if len(s) <= 128 {
+		return s
 	}
-	return errorf(http.StatusNotFound, "workflow definition %q has no version %d", name, v)
+	return strings.ToValidUTF8(s[:128], "") + "…"
 }
 
 type nodeJSON struct {

@@ -20,7 +20,7 @@ const (
 	// one is cut and ends with an ellipsis.
 	MaxQuoted = 200
 	// maxMessage bounds one message whole, for those that quote several values.
-	maxMessage = 2048
+	maxMessage = 1024
 	// maxListed is the most names a message lists.
 	maxListed = 10
 )
