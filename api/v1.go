@@ -447,13 +447,9 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 			return errorf(http.StatusUnsupportedMediaType, "content type %q: send the workflow file as application/yaml", ct)
 		}
 	}
-	body, err := io.ReadAll(r.Body)
+	spec, err := s.parseDefinition(r)
 	if err != nil {
 		return err
-	}
-	spec, err := workflow.Parse(body)
-	if err != nil {
-		return badRequest("the workflow file is rejected, nothing stored:\n%v", err)
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
@@ -485,6 +481,26 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 // apiDefinitionVersions lists the versions of definition {name}, newest first, a page at a
 // time (?limit=, ?before=, ?after=, by version number), without their specs: a definition can
 // have thousands of versions, and /versions/{version} has each spec.
+// parseDefinition reads and parses the workflow file of a request, waiting for a place
+// among maxConcurrentParses first.
+func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, error) {
+	select {
+	case s.parses <- struct{}{}:
+		defer func() { <-s.parses }()
+	case <-r.Context().Done():
+		return nil, r.Context().Err()
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := workflow.Parse(body)
+	if err != nil {
+		return nil, badRequest("the workflow file is rejected, nothing stored:\n%v", err)
+	}
+	return spec, nil
+}
+
 func (s *Server) apiDefinitionVersions(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
 	q, err := newQuery(r.URL.Query(), "before", "after", "limit")
