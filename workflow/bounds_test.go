@@ -160,3 +160,23 @@ func mergeChain(n int) []byte {
 	}
 	return []byte(b.String())
 }
+
+// BenchmarkParseHostile measures Parse on each hostile shape of 1 MiB: the time and the
+// memory (B/op, allocated over the whole parse) a refusal costs.
+//
+//	go test -run '^$' -bench ParseHostile -benchmem ./workflow
+func BenchmarkParseHostile(b *testing.B) {
+	shapes := append(workflowtest.All(MaxFileSize),
+		workflowtest.Hostile{Name: "reported alias bomb", YAML: workflowtest.AliasBomb(900<<10, 300)})
+	for _, h := range shapes {
+		b.Run(strings.ReplaceAll(h.Name, " ", "-"), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(h.YAML)))
+			for b.Loop() {
+				if _, err := Parse(h.YAML); err == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
