@@ -161,3 +161,51 @@ func TestDefinitionVersionsArePaged(t *testing.T) {
 		}
 	}
 }
+
+// TestDefinitionListIsPaged stores 120 definitions and walks the list 50 at a time by name:
+// each once, in order; the page of the UI links to the next one.
+func TestDefinitionListIsPaged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec)
+		SELECT format('wf-%s', lpad(i::text, 3, '0')), v, '{}'::jsonb FROM generate_series(1, 120) i, generate_series(1, 2) v`); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	path := "/api/v1/definitions?limit=50"
+	for range 10 {
+		var p struct {
+			Items []struct {
+				Name     string `json:"name"`
+				Versions int    `json:"versions"`
+			} `json:"items"`
+			Next string `json:"next"`
+		}
+		b.do(t, "GET", path, "").json(t, &p)
+		for _, it := range p.Items {
+			if it.Versions != 2 {
+				t.Errorf("%s has %d versions, want 2", it.Name, it.Versions)
+			}
+			names = append(names, it.Name)
+		}
+		if p.Next == "" {
+			break
+		}
+		path = "/api/v1/definitions?limit=50&after=" + p.Next
+	}
+	if len(names) != 120 || names[0] != "wf-001" || names[119] != "wf-120" {
+		t.Fatalf("listed %d definitions from %v; want wf-001..wf-120", len(names), names[:min(3, len(names))])
+	}
+	for i := 1; i < len(names); i++ {
+		if names[i] <= names[i-1] {
+			t.Fatalf("%s after %s: out of order or twice", names[i], names[i-1])
+		}
+	}
+	page := b.do(t, "GET", "/definitions", "").body
+	if !strings.Contains(page, `href="/definitions?after=wf-050"`) || strings.Contains(page, "wf-051") {
+		t.Errorf("the definitions page does not stop at 50 with a link to the next")
+	}
+	if r := b.do(t, "GET", "/definitions?after=wf-050", ""); !strings.Contains(r.body, "wf-051") || strings.Contains(r.body, "wf-050<") {
+		t.Errorf("the second page of definitions: %d", r.status)
+	}
+}

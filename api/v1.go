@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -422,19 +423,39 @@ func (s *Server) apiWorkflowRerun(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
+// apiDefinitions lists the workflow definitions by name, a page at a time: ?limit= (default
+// 50) and ?after=NAME, the "next" of the page before.
 func (s *Server) apiDefinitions(w http.ResponseWriter, r *http.Request) error {
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	defs, err := s.db.DefinitionList(r.Context())
+	defs, next, err := s.definitionPage(r, r.URL.Query())
 	if err != nil {
 		return err
 	}
 	if defs == nil {
 		defs = []dao.DefinitionSummary{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": defs})
+	out := map[string]any{"items": defs}
+	if next != "" {
+		out["next"] = next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// definitionPage reads ?after= and ?limit= from v and returns that page of definitions.
+func (s *Server) definitionPage(r *http.Request, v url.Values) ([]dao.DefinitionSummary, string, error) {
+	q, err := newQuery(v, "after", "limit")
+	if err != nil {
+		return nil, "", err
+	}
+	after, err := q.str("after", 128)
+	if err != nil {
+		return nil, "", err
+	}
+	limit, err := q.intRange("limit", defaultPageSize, 1, 1000)
+	if err != nil {
+		return nil, "", err
+	}
+	return s.db.DefinitionList(r.Context(), after, limit)
 }
 
 // apiDefinitionSubmit stores a workflow file (YAML, the format of `zksched submit`) as a new

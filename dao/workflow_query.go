@@ -85,16 +85,24 @@ type DefinitionSummary struct {
 	Instances     int       `db:"instances" json:"instances"`
 }
 
-// DefinitionList returns every workflow definition by name.
-func (q *Queries) DefinitionList(ctx context.Context) ([]DefinitionSummary, error) {
+// DefinitionList returns a page of the workflow definitions by name: at most limit of them
+// (1..1000) whose names sort after after ("" for the first page), and the after of the next
+// page, "" when this one is the last.
+func (q *Queries) DefinitionList(ctx context.Context, after string, limit int) ([]DefinitionSummary, string, error) {
+	limit = min(max(limit, 1), 1000)
 	var out []DefinitionSummary
 	if err := sqlxSelect(ctx, q, &out, `SELECT d.name, max(d.version) AS latest_version, count(*) AS versions,
 		max(d.created_at) AS updated_at,
 		(SELECT count(*) FROM workflow_instance w WHERE w.workflow_name = d.name) AS instances
-		FROM workflow_definition d GROUP BY d.name ORDER BY d.name`); err != nil {
-		return nil, fmt.Errorf("list workflow definitions: %w", err)
+		FROM workflow_definition d WHERE d.name > $1 GROUP BY d.name ORDER BY d.name LIMIT $2`, after, limit+1); err != nil {
+		return nil, "", fmt.Errorf("list workflow definitions: %w", err)
 	}
-	return out, nil
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].Name
+	}
+	return out, next, nil
 }
 
 // DefinitionVersion is one stored version of a workflow definition.
