@@ -260,7 +260,9 @@
 // without steps, a step without a name or with an empty prompt, a prompt template that does
 // not parse or refers to what the task cannot see; a field of another type; a dependency on a task that does not
 // exist, on the task itself, or listed twice; a dependency cycle; a number out of its range; a
-// negative duration; an invalid param, env, group or pool name; a workflow with no tasks; a
+// negative duration; an invalid param, env, group or pool name (names are at most 128 bytes);
+// more than 100 params, or a param value over 64 KiB or with a NUL (CheckParams, which also
+// checks the params given at submit, by a trigger or through the API); a workflow with no tasks; a
 // schedule with an invalid cron expression (or one no date matches), an unknown time zone,
 // an unreadable start or end, an end before its start or no fire time between them, an
 // unknown misfire or when-full policy. A file
