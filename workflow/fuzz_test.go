@@ -32,6 +32,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte("name: w\ntasks: [{name: a, type: noop, env: &e {A: x, <<: *e}}]\n"))
 	f.Add([]byte("name: w\ntasks: [{name: a, type: llm, provider: p, prompt: '{{range 2000000000}}x{{end}}'}]\n"))
+	f.Add([]byte("name: w\ntasks: [{name: a, type: llm, provider: p, prompt: '{{range 10}}{{range $.params}}{{printf \"%5d\" 1}}{{end}}{{end}}'}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {

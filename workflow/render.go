@@ -194,6 +194,9 @@ func staticProblem(tmpl *template.Template) error {
 			if len(n.Args) > maxArgs+1 {
 				fail(n, "a call with %d arguments; a prompt's calls take at most %d", len(n.Args)-1, maxArgs)
 			}
+			if len(n.Args) == 0 {
+				return 1
+			}
 			if id, ok := n.Args[0].(*tparse.IdentifierNode); ok && id.Ident == "printf" && len(n.Args) > 1 {
 				if s, ok := n.Args[1].(*tparse.StringNode); ok {
 					if e := checkFormat(s.Text); e != nil {

@@ -177,3 +177,27 @@ func TestRenderStopsWhenItsContextEnds(t *testing.T) {
 		}
 	})
 }
+
+// FuzzRender checks that no template makes Render panic, run past its bounds or write more
+// than maxRendered bytes.
+func FuzzRender(f *testing.F) {
+	for _, s := range []string{
+		"About {{ .params.topic }}", "{{range 2000000000}}{{end}}", "{{range $i, $e := .params}}{{$i}}={{$e}}{{end}}",
+		`{{printf "%-20s|%5.2f" .params.topic 1.5}}`, `{{html (js (urlquery .params.topic))}}`, `{{define "a"}}{{end}}`,
+		"{{range 3}}{{range 4}}{{break}}{{end}}{{continue}}{{end}}", `{{with .params}}{{range .}}{{else}}none{{end}}{{end}}`,
+	} {
+		f.Add(s)
+	}
+	data := TemplateData{Params: map[string]string{"topic": "pools", "n": "3"}, Upstream: map[string]Upstream{"a": {Output: "x"}}}
+	f.Fuzz(func(t *testing.T, text string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		out, err := Render(ctx, "prompt", text, data)
+		if errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a template within the bounds rendered for 20 s: %q", text)
+		}
+		if len(out) > maxRendered {
+			t.Fatalf("rendered %d bytes", len(out))
+		}
+	})
+}
