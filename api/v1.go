@@ -468,7 +468,7 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 			return errorf(http.StatusUnsupportedMediaType, "content type %q: send the workflow file as application/yaml", ct)
 		}
 	}
-	spec, err := s.parseDefinition(r)
+	spec, _, err := s.parseDefinition(r)
 	if err != nil {
 		return err
 	}
@@ -503,23 +503,23 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 // time (?limit=, ?before=, ?after=, by version number), without their specs: a definition can
 // have thousands of versions, and /versions/{version} has each spec.
 // parseDefinition reads and parses the workflow file of a request, waiting for a place
-// among maxConcurrentParses first.
-func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, error) {
+// among maxConcurrentParses first. It returns the file too, for what records it.
+func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, []byte, error) {
 	select {
 	case s.parses <- struct{}{}:
 		defer func() { <-s.parses }()
 	case <-r.Context().Done():
-		return nil, r.Context().Err()
+		return nil, nil, r.Context().Err()
 	}
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spec, err := workflow.Parse(body)
 	if err != nil {
-		return nil, badRequest("the workflow file is rejected, nothing stored:\n%v", err)
+		return nil, nil, badRequest("the workflow file is rejected, nothing stored:\n%v", err)
 	}
-	return spec, nil
+	return spec, body, nil
 }
 
 func (s *Server) apiDefinitionVersions(w http.ResponseWriter, r *http.Request) error {
