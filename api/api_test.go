@@ -664,7 +664,7 @@ func TestDefinitionsAndSubmit(t *testing.T) {
 	var versions struct {
 		Versions []struct {
 			Version int `json:"version"`
-		} `json:"versions"`
+		} `json:"items"`
 	}
 	b.do(t, "GET", "/api/v1/definitions/nightly", "").json(t, &versions)
 	if len(versions.Versions) != 2 || versions.Versions[0].Version != 2 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/zksched/zksched/dao"
 )
@@ -59,15 +60,31 @@ type errorBody struct {
 	} `json:"error"`
 }
 
-// writeError answers an API request with err as JSON and logs server-side failures.
+// maxErrorMessage bounds the message of an error answer. The messages that quote a request
+// (a workflow file's problems) are bounded where they are made; this keeps any answer to a
+// bad request small, whatever made it.
+const maxErrorMessage = 32 << 10
+
+// writeError answers an API request with err as JSON and logs server-side failures. The
+// message is written without HTML escaping, which would make each '<' of a quoted value six
+// bytes: the answer is JSON served with nosniff, never read as HTML.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, msg := classify(err)
 	if status >= 500 {
 		logFor(r).Error().Err(err).Msg("request failed")
 	}
+	if len(msg) > maxErrorMessage {
+		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
+	}
 	var body errorBody
 	body.Error.Status, body.Error.Message = status, msg
-	writeJSON(w, status, body)
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(body)
 }
 
 // writeJSON writes v as the response body.

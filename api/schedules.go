@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/workflow"
 )
 
 // apiSchedules lists every schedule with its next fire times (?next=N, default 3, at most 100).
@@ -55,6 +56,9 @@ func (s *Server) apiScheduleTrigger(w http.ResponseWriter, r *http.Request) erro
 		if err := decodeJSON(r, &body); err != nil {
 			return err
 		}
+	}
+	if err := workflow.CheckParams(body.Params); err != nil {
+		return badRequest("the params are rejected, nothing triggered:\n%v", err)
 	}
 	name := r.PathValue("name")
 	auditOf(r).setParams(body)

@@ -69,7 +69,16 @@ type Server struct {
 	h     http.Handler
 	// need is the route table's role of each pattern (see routes).
 	need map[string]Role
+	// parses holds a place for each workflow file being read and parsed; see
+	// maxConcurrentParses.
+	parses chan struct{}
 }
+
+// maxConcurrentParses is how many workflow files the API reads and parses at once. Each
+// takes up to a body and a parse's memory (some tens of MB for a hostile file), so this keeps
+// a flood of them from growing the master by more than a few times that; storing
+// definitions is rare, and a request waits for its turn within its timeout.
+const maxConcurrentParses = 2
 
 const defaultMaxBody = 1 << 20
 
@@ -92,7 +101,8 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, db: db, auth: auth, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{}}
+	s := &Server{cfg: cfg, db: db, auth: auth, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
+		parses: make(chan struct{}, maxConcurrentParses)}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	cop := http.NewCrossOriginProtection()

@@ -423,15 +423,14 @@ func (s *Server) pageCluster(w http.ResponseWriter, r *http.Request) error {
 type definitionsPage struct {
 	base
 	Definitions []dao.DefinitionSummary
+	// Next is the name after which the next page starts; "" on the last page.
+	Next string
 	// Schedules are the workflows' schedules by name, with their next fire times.
 	Schedules map[string]master.ScheduleView
 }
 
 func (s *Server) pageDefinitions(w http.ResponseWriter, r *http.Request) error {
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	defs, err := s.db.DefinitionList(r.Context())
+	defs, next, err := s.definitionPage(r, r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -444,7 +443,7 @@ func (s *Server) pageDefinitions(w http.ResponseWriter, r *http.Request) error {
 		scheds[v.WorkflowName] = v
 	}
 	s.render(w, r, http.StatusOK, "definitions", &definitionsPage{base: base{Title: "Workflow definitions", Nav: "definitions"},
-		Definitions: defs, Schedules: scheds})
+		Definitions: defs, Next: next, Schedules: scheds})
 	return nil
 }
 

@@ -8,7 +8,9 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/zksched/zksched/dao"
@@ -353,34 +355,33 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 		return badRequest("name is required")
 	}
 	st.setTarget("definition/" + body.Name)
-	versions, err := s.db.DefinitionVersions(r.Context(), body.Name)
-	if err != nil {
-		return err
+	if err := workflow.CheckParams(body.Params); err != nil {
+		return badRequest("the params are rejected, nothing submitted:\n%v", err)
 	}
-	if len(versions) == 0 {
-		return errorf(http.StatusNotFound, "no workflow definition %q", body.Name)
-	}
-	version := versions[0].Version
-	if body.Version != 0 {
-		found := false
-		for _, v := range versions {
-			found = found || v.Version == body.Version
+	version := body.Version
+	if version == 0 {
+		latest, err := s.db.DefinitionLatest(r.Context(), body.Name)
+		if err != nil {
+			return err
 		}
-		if !found {
-			return errorf(http.StatusNotFound, "workflow definition %q has no version %d", body.Name, body.Version)
+		if latest == 0 {
+			return errorf(http.StatusNotFound, "no workflow definition %q", clipName(body.Name))
 		}
-		version = body.Version
+		version = latest
 	}
 	params, err := json.Marshal(body.Params)
 	if err != nil {
 		return err
 	}
-	raw, err := s.db.DefinitionGet(r.Context(), body.Name, version)
+	def, err := s.db.DefinitionVersionGet(r.Context(), body.Name, version)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
+	}
 	if err != nil {
 		return err
 	}
 	var spec workflow.Spec
-	if err := json.Unmarshal(raw, &spec); err != nil {
+	if err := json.Unmarshal(def.Spec, &spec); err != nil {
 		return fmt.Errorf("definition %s version %d: %w", body.Name, version, err)
 	}
 	priority := body.Priority
@@ -429,19 +430,39 @@ func (s *Server) apiWorkflowRerun(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
+// apiDefinitions lists the workflow definitions by name, a page at a time: ?limit= (default
+// 50) and ?after=NAME, the "next" of the page before.
 func (s *Server) apiDefinitions(w http.ResponseWriter, r *http.Request) error {
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	defs, err := s.db.DefinitionList(r.Context())
+	defs, next, err := s.definitionPage(r, r.URL.Query())
 	if err != nil {
 		return err
 	}
 	if defs == nil {
 		defs = []dao.DefinitionSummary{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": defs})
+	out := map[string]any{"items": defs}
+	if next != "" {
+		out["next"] = next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// definitionPage reads ?after= and ?limit= from v and returns that page of definitions.
+func (s *Server) definitionPage(r *http.Request, v url.Values) ([]dao.DefinitionSummary, string, error) {
+	q, err := newQuery(v, "after", "limit")
+	if err != nil {
+		return nil, "", err
+	}
+	after, err := q.str("after", 128)
+	if err != nil {
+		return nil, "", err
+	}
+	limit, err := q.intRange("limit", defaultPageSize, 1, 1000)
+	if err != nil {
+		return nil, "", err
+	}
+	return s.db.DefinitionList(r.Context(), after, limit)
 }
 
 // apiDefinitionSubmit stores a workflow file (YAML, the format of `zksched submit`) as a new
@@ -454,13 +475,9 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 			return errorf(http.StatusUnsupportedMediaType, "content type %q: send the workflow file as application/yaml", ct)
 		}
 	}
-	body, err := io.ReadAll(r.Body)
+	spec, body, err := s.parseDefinition(r)
 	if err != nil {
 		return err
-	}
-	spec, err := workflow.Parse(body)
-	if err != nil {
-		return badRequest("the workflow file is rejected, nothing stored:\n%v", err)
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {
@@ -495,16 +512,50 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
+// parseDefinition reads and parses the workflow file of a request, waiting for a place
+// among maxConcurrentParses first. It returns the file too, for what records it.
+func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, []byte, error) {
+	select {
+	case s.parses <- struct{}{}:
+		defer func() { <-s.parses }()
+	case <-r.Context().Done():
+		return nil, nil, r.Context().Err()
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec, err := workflow.Parse(body)
+	if err != nil {
+		return nil, nil, badRequest("the workflow file is rejected, nothing stored:\n%v", err)
+	}
+	return spec, body, nil
+}
+
+// apiDefinitionVersions lists the versions of definition {name}, newest first, a page at a
+// time (?limit=, ?before=, ?after=, by version number), without their specs: a definition can
+// have thousands of versions, and /versions/{version} has each spec.
 func (s *Server) apiDefinitionVersions(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
-	versions, err := s.db.DefinitionVersions(r.Context(), name)
+	q, err := newQuery(r.URL.Query(), "before", "after", "limit")
 	if err != nil {
 		return err
 	}
-	if len(versions) == 0 {
-		return errorf(http.StatusNotFound, "no workflow definition %q", name)
+	c, err := q.cursor()
+	if err != nil {
+		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "versions": versions})
+	page, err := s.db.DefinitionVersionPage(r.Context(), name, c)
+	if err != nil {
+		return err
+	}
+	if len(page.Items) == 0 && c.Before == 0 && c.After == 0 {
+		return errorf(http.StatusNotFound, "no workflow definition %q", clipName(name))
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Name string `json:"name"`
+		pageJSON[dao.DefinitionVersionRow]
+	}{name, toPage(page, func(v dao.DefinitionVersionRow) dao.DefinitionVersionRow { return v })})
 	return nil
 }
 
@@ -512,19 +563,28 @@ func (s *Server) apiDefinitionVersion(w http.ResponseWriter, r *http.Request) er
 	name := r.PathValue("name")
 	v, err := strconv.Atoi(r.PathValue("version"))
 	if err != nil || v <= 0 {
-		return badRequest("%q is not a version number", r.PathValue("version"))
+		return badRequest("%q is not a version number", clipName(r.PathValue("version")))
 	}
-	versions, err := s.db.DefinitionVersions(r.Context(), name)
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	dv, err := s.db.DefinitionVersionGet(r.Context(), name, v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(name), v)
+	}
 	if err != nil {
 		return err
 	}
-	for _, dv := range versions {
-		if dv.Version == v {
-			writeJSON(w, http.StatusOK, dv)
-			return nil
-		}
+	writeJSON(w, http.StatusOK, dv)
+	return nil
+}
+
+// clipName cuts a name from a request to 128 bytes, the longest a name can be, for messages.
+func clipName(s string) string {
+	if len(s) <= 128 {
+		return s
 	}
-	return errorf(http.StatusNotFound, "workflow definition %q has no version %d", name, v)
+	return strings.ToValidUTF8(s[:128], "") + "…"
 }
 
 type nodeJSON struct {

@@ -498,6 +498,8 @@ func TestValidate(t *testing.T) {
 		{"empty groups", func(c *conf.Config) { c.Worker.Groups = []string{} }, "worker.groups: empty"},
 		{"malformed group", func(c *conf.Config) { c.Worker.Groups = []string{"default", "gpu nodes"} }, `worker.groups[1]: "gpu nodes": a group name is`},
 		{"empty group", func(c *conf.Config) { c.Worker.Groups = []string{""} }, `worker.groups[0]: "": a group name is`},
+		{"group name over 128 bytes", func(c *conf.Config) { c.Worker.Groups = []string{strings.Repeat("g", 129)} },
+			`worker.groups[0]: "` + strings.Repeat("g", 129) + `": a group name is 1 to 128`},
 		{"repeated group", func(c *conf.Config) { c.Worker.Groups = []string{"a", "a"} }, `worker.groups[1]: "a" is listed twice`},
 		{"group punctuation", func(c *conf.Config) { c.Worker.Groups = []string{"gpu.a100_x-1"} }, ""},
 		{"zero shutdown timeout", func(c *conf.Config) { c.Worker.ShutdownTimeout = 0 }, ""},

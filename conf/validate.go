@@ -24,8 +24,9 @@ const failoverMargin = time.Second
 // hopeless.
 const minTokenLen = 16
 
-// groupName is the form of a worker group name.
-var groupName = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+// groupName is the form of a worker group, pool or provider name: the rule workflow files
+// follow, 128 bytes at most like every name.
+var groupName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
 
 // Validate checks every key and returns all the problems found, joined, each naming its key.
 // An empty Node.Host is accepted, as in [Defaults]: [Load] fills it before validating.
@@ -92,7 +93,7 @@ func (c *Config) Validate() error {
 		key := fmt.Sprintf("worker.groups[%d]", i)
 		switch {
 		case !groupName.MatchString(g):
-			v.problem(key, "%q: a group name is letters, digits, _, . and -", g)
+			v.problem(key, "%q: a group name is 1 to 128 letters, digits, _, . and -", g)
 		case seen[g]:
 			v.problem(key, "%q is listed twice", g)
 		}
@@ -124,7 +125,7 @@ func (c *Config) Validate() error {
 	for _, name := range sortedKeys(c.Pools) {
 		key := "pools." + name
 		if !groupName.MatchString(name) {
-			v.problem(key, "%q: a pool name is letters, digits, _, . and -", name)
+			v.problem(key, "%q: a pool name is 1 to 128 letters, digits, _, . and -", name)
 		}
 		v.intRange(key, c.Pools[name], 1, 100000)
 	}
@@ -177,7 +178,7 @@ var envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // provider checks one entry of llm.providers; key is its dotted path.
 func (v *validation) provider(key, name string, p Provider) {
 	if !groupName.MatchString(name) {
-		v.problem(key, "%q: a provider name is letters, digits, _, . and -", name)
+		v.problem(key, "%q: a provider name is 1 to 128 letters, digits, _, . and -", name)
 	}
 	v.oneOf(key+".type", p.Type, ProviderOpenAI, ProviderOllama, ProviderAnthropic, ProviderOffline)
 	if p.BaseURL != "" {

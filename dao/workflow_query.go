@@ -85,16 +85,24 @@ type DefinitionSummary struct {
 	Instances     int       `db:"instances" json:"instances"`
 }
 
-// DefinitionList returns every workflow definition by name.
-func (q *Queries) DefinitionList(ctx context.Context) ([]DefinitionSummary, error) {
+// DefinitionList returns a page of the workflow definitions by name: at most limit of them
+// (1..1000) whose names sort after after ("" for the first page), and the after of the next
+// page, "" when this one is the last.
+func (q *Queries) DefinitionList(ctx context.Context, after string, limit int) ([]DefinitionSummary, string, error) {
+	limit = min(max(limit, 1), 1000)
 	var out []DefinitionSummary
 	if err := sqlxSelect(ctx, q, &out, `SELECT d.name, max(d.version) AS latest_version, count(*) AS versions,
 		max(d.created_at) AS updated_at,
 		(SELECT count(*) FROM workflow_instance w WHERE w.workflow_name = d.name) AS instances
-		FROM workflow_definition d GROUP BY d.name ORDER BY d.name`); err != nil {
-		return nil, fmt.Errorf("list workflow definitions: %w", err)
+		FROM workflow_definition d WHERE d.name > $1 GROUP BY d.name ORDER BY d.name LIMIT $2`, after, limit+1); err != nil {
+		return nil, "", fmt.Errorf("list workflow definitions: %w", err)
 	}
-	return out, nil
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = out[limit-1].Name
+	}
+	return out, next, nil
 }
 
 // DefinitionVersion is one stored version of a workflow definition.
@@ -105,13 +113,44 @@ type DefinitionVersion struct {
 	CreatedAt time.Time       `db:"created_at" json:"created_at"`
 }
 
-// DefinitionVersions returns every version of a workflow definition, newest first; none when
-// the name is unknown.
-func (q *Queries) DefinitionVersions(ctx context.Context, name string) ([]DefinitionVersion, error) {
-	var out []DefinitionVersion
-	if err := sqlxSelect(ctx, q, &out, `SELECT name, version, spec, created_at FROM workflow_definition
-		WHERE name = $1 ORDER BY version DESC`, name); err != nil {
-		return nil, fmt.Errorf("list versions of definition %q: %w", name, err)
+// DefinitionVersionRow is a version of a workflow definition as the list of versions shows
+// it: without its spec, which can be megabytes, as a definition can have thousands of
+// versions.
+type DefinitionVersionRow struct {
+	Version   int       `db:"version" json:"version"`
+	CreatedAt time.Time `db:"created_at" json:"created_at"`
+}
+
+// DefinitionVersionPage returns a page of the versions of a workflow definition, newest
+// first, by the keyset of the version number (c.Before and c.After are versions); an empty
+// page when the name is unknown. Each page reads at most c.Limit+1 rows through the primary
+// key, however many versions there are.
+func (q *Queries) DefinitionVersionPage(ctx context.Context, name string, c PageCursor) (Page[DefinitionVersionRow], error) {
+	page, err := keysetPage[DefinitionVersionRow](ctx, q, plainSource(`SELECT version, created_at FROM workflow_definition`, "version"),
+		[]string{"name = $1"}, []any{name}, c, func(r DefinitionVersionRow) int64 { return int64(r.Version) })
+	if err != nil {
+		return page, fmt.Errorf("list versions of definition %q: %w", name, err)
 	}
-	return out, nil
+	return page, nil
+}
+
+// DefinitionVersionGet returns one version of a workflow definition, spec included;
+// sql.ErrNoRows (wrapped) when there is no such version.
+func (q *Queries) DefinitionVersionGet(ctx context.Context, name string, version int) (DefinitionVersion, error) {
+	var v DefinitionVersion
+	if err := sqlxGet(ctx, q, &v, `SELECT name, version, spec, created_at FROM workflow_definition
+		WHERE name = $1 AND version = $2`, name, version); err != nil {
+		return v, fmt.Errorf("get definition %q version %d: %w", name, version, err)
+	}
+	return v, nil
+}
+
+// DefinitionLatest returns the latest version number of a workflow definition; 0 when the
+// name is unknown.
+func (q *Queries) DefinitionLatest(ctx context.Context, name string) (int, error) {
+	var v int
+	if err := sqlxGet(ctx, q, &v, `SELECT coalesce(max(version), 0) FROM workflow_definition WHERE name = $1`, name); err != nil {
+		return 0, fmt.Errorf("latest version of definition %q: %w", name, err)
+	}
+	return v, nil
 }

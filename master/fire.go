@@ -220,6 +220,9 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 // fire created an instance.
 func Trigger(ctx context.Context, db *dao.DB, name string, params map[string]string, by string, now time.Time, audit *dao.AuditEvent) (FireResult, error) {
 	var res FireResult
+	if err := workflow.CheckParams(params); err != nil {
+		return res, fmt.Errorf("trigger of %q: %w", name, err)
+	}
 	err := db.Tx(ctx, func(q *dao.Queries) error {
 		s, err := lockSchedule(ctx, q, name)
 		if err != nil {

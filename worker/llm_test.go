@@ -273,3 +273,64 @@ func deref(s *string) string {
 	}
 	return *s
 }
+
+// loopingPrompt stays within every bound of a prompt template but takes minutes unstopped:
+// each of its 100,000 turns escapes the 60 KB param big.
+const loopingPrompt = `'{{range 100000}}{{if eq (html $.params.big) ""}}{{end}}{{end}}'`
+
+// TestLoopingPromptFreesItsSlot runs llm and agent tasks whose prompts loop on a worker with
+// one slot: one ends at its timeout, one at a kill, and each time the task queued behind it
+// gets the slot.
+func TestLoopingPromptFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := llmtest.New(t)
+	b.startLLMWorker(t, "w1", srv, 1)
+	big := strings.Repeat("<", 60<<10)
+
+	// The timeout: the llm task goes first (its priority is higher), and the noop task can
+	// only run once the slot is free.
+	id := b.submit(t, `
+name: loops-until-timeout
+params: {big: "`+big+`"}
+tasks:
+  - {name: loops, type: llm, provider: test, priority: 10, timeout: 1s, prompt: `+loopingPrompt+`}
+  - {name: behind, type: noop}
+`)
+	wf, tasks := b.waitDone(t, id)
+	if ti := tasks["loops"]; ti.State != dao.TaskFailed || deref(ti.Error) != "timed out after 1s" {
+		t.Errorf("loops: %s, error %q; want failed, timed out after 1s", ti.State, deref(ti.Error))
+	}
+	if tasks["behind"].State != dao.TaskSucceeded || wf.State != dao.WorkflowFailed {
+		t.Errorf("behind %s, workflow %s; want the task behind run once the slot was free", tasks["behind"].State, wf.State)
+	}
+
+	// The kill: the agent's second step loops with no timeout of its own.
+	id = b.submit(t, `
+name: loops-until-killed
+params: {big: "`+big+`"}
+tasks:
+  - name: loops
+    type: agent
+    provider: test
+    priority: 10
+    steps:
+      - {name: first, prompt: first}
+      - {name: second, prompt: `+loopingPrompt+`}
+  - {name: behind, type: noop}
+`)
+	running := b.waitTask(t, id, "loops", "its first step answered", func(dao.TaskInstance) bool { return srv.Answered("first") == 1 })
+	if _, err := b.db.TaskKill(b.ctx, running.ID); err != nil {
+		t.Fatal(err)
+	}
+	wf, tasks = b.waitDone(t, id)
+	if ti := tasks["loops"]; ti.State != dao.TaskKilled {
+		t.Errorf("loops: %s, error %q; want killed", ti.State, deref(ti.Error))
+	}
+	if tasks["behind"].State != dao.TaskSucceeded || wf.State != dao.WorkflowFailed {
+		t.Errorf("behind %s, workflow %s; want the task behind run once the slot was free", tasks["behind"].State, wf.State)
+	}
+	if n := srv.Calls(""); n != 1 {
+		t.Errorf("%d model calls; want the first step's only", n)
+	}
+}

@@ -221,6 +221,17 @@
 // steps is refused at submit time; a param the run does not have fails the task when it runs,
 // with the template's message, before any model call.
 //
+// A template is a small program, so it runs within bounds: one {{ range }} goes over at most
+// 100,000 items (MaxRangeItems), all loops together take at most 1,000,000 steps (a loop's
+// items times the nodes of its body, an inner loop again for each turn of the outer one), a
+// prompt expands to at most 1 MiB and so does every string printf, print, html, js or urlquery
+// makes inside it; printf widths are at most 1,000; a call takes at most 100 arguments; and
+// {{ define }}, {{ block }} and {{ template }} are refused, as one template calling another can
+// do work exponential in its size. What is certain to break a bound (a range over a literal
+// number above the limit, nested literal ranges, {{ define }}) is refused at submit time; the
+// rest fails the task when it runs. Rendering stops as soon as the task times out or is
+// killed.
+//
 // # Writing values
 //
 // Strings need quotes only where YAML would otherwise read something else; values of params
@@ -254,11 +265,19 @@
 // without steps, a step without a name or with an empty prompt, a prompt template that does
 // not parse or refers to what the task cannot see; a field of another type; a dependency on a task that does not
 // exist, on the task itself, or listed twice; a dependency cycle; a number out of its range; a
-// negative duration; an invalid param, env, group or pool name; a workflow with no tasks; a
+// negative duration; an invalid param, env, group or pool name (names are at most 128 bytes);
+// more than 100 params, or a param value over 64 KiB or with a NUL (CheckParams, which also
+// checks the params given at submit, by a trigger or through the API); a workflow with no tasks; a
 // schedule with an invalid cron expression (or one no date matches), an unknown time zone,
 // an unreadable start or end, an end before its start or no fire time between them, an
 // unknown misfire or when-full policy. A file
 // larger than 1 MiB or with more than 10,000 tasks is refused before anything else.
+//
+// A rejection is bounded whatever the file: at most 20 problems are reported (MaxErrors),
+// then one saying the list stopped; a message quotes at most 200 bytes of any value
+// (MaxQuoted), ending a longer one with "…". Aliases and merge keys are counted each time
+// they bring a node or a value in: a file that expands to more than 524,288 YAML nodes or
+// 4 MiB of values, merges a mapping into itself or nests merges more than 32 deep is refused.
 //
 // A cycle is named in run order, starting from the task written first:
 // "dependency cycle: a -> b -> c -> a" means b depends on a, c on b, and a on c.

@@ -102,7 +102,7 @@ func (d *decoder) intValue(v *yaml.Node, what string) (int, bool) {
 	// Decoding through the node keeps YAML's own integer syntax (0x1F, 1_000, +5).
 	var n int
 	if v.Tag != "!!int" || v.Decode(&n) != nil {
-		d.errorf(v.Line, "%s must be an integer, not %q", what, s)
+		d.errorf(v.Line, "%s must be an integer, not %s", what, quote(s))
 		return 0, false
 	}
 	return n, true

@@ -6,10 +6,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/zksched/zksched/workflow/workflowtest"
 )
 
-// FuzzParse checks that no input makes Parse panic, and that whatever it accepts is valid and
-// survives the JSON round trip the master depends on. The seeds are the sample files.
+// FuzzParse checks that no input makes Parse panic, that whatever it refuses is refused within
+// the bounds of a rejection (MaxErrors, MaxQuoted), and that whatever it accepts is valid and
+// survives the JSON round trip the master depends on. The seeds are the sample files and
+// small hostile ones.
 func FuzzParse(f *testing.F) {
 	files, err := filepath.Glob(filepath.Join("testdata", "*.yaml"))
 	if err != nil {
@@ -23,13 +27,19 @@ func FuzzParse(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte("name: w\ntasks:\n  - {name: a, type: noop, depends-on: [b]}\n  - {name: b, type: noop, depends-on: [a]}\n"))
+	for _, h := range workflowtest.All(4 << 10) {
+		f.Add(h.YAML)
+	}
+	f.Add([]byte("name: w\ntasks: [{name: a, type: noop, env: &e {A: x, <<: *e}}]\n"))
+	f.Add([]byte("name: w\ntasks: [{name: a, type: llm, provider: p, prompt: '{{range 2000000000}}x{{end}}'}]\n"))
+	f.Add([]byte("name: w\ntasks: [{name: a, type: llm, provider: p, prompt: '{{range 10}}{{range $.params}}{{printf \"%5d\" 1}}{{end}}{{end}}'}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data)
 		if err != nil {
 			if s != nil {
 				t.Fatalf("Parse returned a spec and an error: %v", err)
 			}
-			problems(t, err)
+			checkBounded(t, err)
 			return
 		}
 		if err := s.Validate(); err != nil {

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -38,10 +37,6 @@ const (
 	MaxSteps = 100
 )
 
-// maxRendered bounds what one template may expand to, so that a template such as
-// {{range 1000000000}} fails with a message instead of exhausting the worker's memory.
-const maxRendered = 1 << 20
-
 func floatField(name string, p func(*Task) **float64) field {
 	return field{
 		name: name,
@@ -54,7 +49,7 @@ func floatField(name string, p func(*Task) **float64) field {
 			}
 			var f float64
 			if (v.Tag != "!!float" && v.Tag != "!!int") || v.Decode(&f) != nil {
-				d.errorf(v.Line, "%s must be a number, not %q", what, s)
+				d.errorf(v.Line, "%s must be a number, not %s", what, quote(s))
 				return
 			}
 			*p(t) = &f
@@ -95,7 +90,7 @@ func (d *decoder) steps(v *yaml.Node, what string) []Step {
 			case "prompt":
 				st.Prompt, _ = d.scalar(kv.value, where+": prompt", "a string")
 			default:
-				d.errorf(kv.key.Line, "unknown field %q in %s (a step has name and prompt)%s", key, where,
+				d.errorf(kv.key.Line, "unknown field %s in %s (a step has name and prompt)%s", quote(key), where,
 					didYouMean(key, stepFields))
 			}
 		}
@@ -112,7 +107,7 @@ func checkModel(t *Task) []problem {
 		probs = append(probs, problem{field: "provider", msg: fmt.Sprintf(
 			"provider is required for an %s task: the name of a provider under llm.providers in the config", t.Type)})
 	case !groupRE.MatchString(t.Provider):
-		probs = append(probs, problem{field: "provider", msg: fmt.Sprintf("provider %q is invalid: %s", t.Provider, groupRule)})
+		probs = append(probs, problem{field: "provider", msg: fmt.Sprintf("provider %s is invalid: %s", quote(t.Provider), groupRule)})
 	}
 	if t.Temperature != nil && (*t.Temperature < 0 || *t.Temperature > MaxTemperature) {
 		probs = append(probs, problem{field: "temperature", msg: fmt.Sprintf("temperature %g is out of range 0..%g", *t.Temperature, MaxTemperature)})
@@ -147,7 +142,7 @@ func checkAgent(t *Task) []problem {
 	for i, st := range t.Steps {
 		label := fmt.Sprintf("step #%d", i+1)
 		if st.Name != "" {
-			label = fmt.Sprintf("step %q", st.Name)
+			label = "step " + quote(st.Name)
 		}
 		add := func(format string, args ...any) {
 			probs = append(probs, problem{field: "steps", msg: label + ": " + fmt.Sprintf(format, args...)})
@@ -175,7 +170,8 @@ func checkAgent(t *Task) []problem {
 	return probs
 }
 
-// checkTemplate parses a prompt template and checks what it refers to: .upstream.<name>
+// checkTemplate parses a prompt template, refuses what Render would refuse whatever the data
+// (see staticProblem), and checks what it refers to: .upstream.<name>
 // must be a dependency of the task, .steps.<name> a step before this one (steps is nil
 // outside an agent's steps). References inside {{with}} and {{range}}, where the dot is
 // something else, and .params, which `zksched submit --param` may add to, are left to run
@@ -184,6 +180,9 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 	tmpl, err := parseTemplate(what, text)
 	if err != nil {
 		return []problem{{field: field, msg: err.Error()}}
+	}
+	if err := staticProblem(tmpl); err != nil {
+		return []problem{{field: field, msg: fmt.Sprintf("%s: %v", what, err)}}
 	}
 	var probs []problem
 	for _, ref := range templateRefs(tmpl) {
@@ -195,7 +194,7 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 }
 
 func checkRef(t *Task, path []string, steps []string) string {
-	ref := "." + strings.Join(path, ".")
+	ref := clip("." + strings.Join(path, "."))
 	switch path[0] {
 	case "params":
 		return ""
@@ -205,10 +204,10 @@ func checkRef(t *Task, path []string, steps []string) string {
 			return ""
 		case !slices.Contains(t.DependsOn, path[1]):
 			if len(t.DependsOn) == 0 {
-				return fmt.Sprintf("%s refers to task %q, but the task has no depends-on: only the outputs of its dependencies are available", ref, path[1])
+				return fmt.Sprintf("%s refers to task %s, but the task has no depends-on: only the outputs of its dependencies are available", ref, quote(path[1]))
 			}
-			return fmt.Sprintf("%s refers to task %q, which is not in depends-on (%s): only the outputs of dependencies are available",
-				ref, path[1], strings.Join(t.DependsOn, ", "))
+			return fmt.Sprintf("%s refers to task %s, which is not in depends-on (%s): only the outputs of dependencies are available",
+				ref, quote(path[1]), nameList(t.DependsOn))
 		case len(path) > 2 && path[2] != "output":
 			return fmt.Sprintf("%s: an upstream task has only .output", ref)
 		case len(path) > 3:
@@ -225,22 +224,13 @@ func checkRef(t *Task, path []string, steps []string) string {
 			if len(steps) == 0 {
 				return fmt.Sprintf("%s: the first step has no earlier steps to use", ref)
 			}
-			return fmt.Sprintf("%s: %q is not an earlier step (earlier steps: %s)", ref, path[1], strings.Join(steps, ", "))
+			return fmt.Sprintf("%s: %s is not an earlier step (earlier steps: %s)", ref, quote(path[1]), nameList(steps))
 		case len(path) > 2:
 			return fmt.Sprintf("%s: a step's output is a string, it has no fields", ref)
 		}
 		return ""
 	}
 	return fmt.Sprintf("%s is unknown: a prompt can use .params.<name>, .upstream.<task>.output and, in an agent's steps, .steps.<step>", ref)
-}
-
-func parseTemplate(name, text string) (*template.Template, error) {
-	tmpl, err := template.New(name).Option("missingkey=error").Parse(text)
-	if err != nil {
-		// "template: prompt:1: unexpected ..." names the template already.
-		return nil, fmt.Errorf("%s is not a valid template: %s", name, strings.TrimPrefix(err.Error(), "template: "))
-	}
-	return tmpl, nil
 }
 
 // templateRefs returns the field paths a template reads from its data (.upstream.a.output is
@@ -342,60 +332,6 @@ func indexRef(c *tparse.CommandNode, dotIsData bool) []string {
 	return path
 }
 
-// TemplateData is what a prompt template sees: .params.<name>, .upstream.<task>.output and,
-// in an agent's steps, .steps.<step>.
-type TemplateData struct {
-	Params   map[string]string
-	Upstream map[string]Upstream
-	// Steps are the outputs of the agent's earlier steps; nil outside an agent.
-	Steps map[string]string
-}
-
-// Render expands the template text, named what in messages ("prompt", "step \"themes\"
-// prompt"), over data. A reference to something data does not hold is an error, never an
-// empty string: a prompt silently missing its input would still cost a model call.
-func Render(what, text string, data TemplateData) (string, error) {
-	tmpl, err := parseTemplate(what, text)
-	if err != nil {
-		return "", err
-	}
-	upstream := make(map[string]map[string]string, len(data.Upstream))
-	for name, u := range data.Upstream {
-		upstream[name] = map[string]string{"output": u.Output}
-	}
-	m := map[string]any{"params": nonNil(data.Params), "upstream": upstream}
-	if data.Steps != nil {
-		m["steps"] = data.Steps
-	}
-	var out limitedBuffer
-	if err := tmpl.Execute(&out, m); err != nil {
-		if errors.Is(err, errTooLong) {
-			return "", fmt.Errorf("%s expands to more than %d bytes", what, maxRendered)
-		}
-		return "", fmt.Errorf("%s: %s", what, strings.TrimPrefix(err.Error(), "template: "))
-	}
-	return out.String(), nil
-}
-
-func nonNil(m map[string]string) map[string]string {
-	if m == nil {
-		return map[string]string{}
-	}
-	return m
-}
-
-var errTooLong = errors.New("template output too long")
-
-// limitedBuffer fails writes past maxRendered bytes.
-type limitedBuffer struct{ bytes.Buffer }
-
-func (b *limitedBuffer) Write(p []byte) (int, error) {
-	if b.Len()+len(p) > maxRendered {
-		return 0, errTooLong
-	}
-	return b.Buffer.Write(p)
-}
-
 // UpstreamEnv returns the environment variable that gives a shell task the output of its
 // upstream task name: ZKSCHED_UPSTREAM_<name>_OUTPUT, with every character of the name other
 // than a letter, a digit or '_' (that is, '-' and '.') turned into '_', and the case kept, as
@@ -443,15 +379,15 @@ func (s *Spec) CheckConfigured(providers, pools []string) error {
 			if len(providers) > 0 {
 				known = "configured: " + strings.Join(providers, ", ")
 			}
-			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: provider %q is not in the config's llm.providers (%s)", label, t.Provider, known)})
+			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: provider %s is not in the config's llm.providers (%s)", label, quote(t.Provider), known)})
 		}
 		if t.Pool != "" && !slices.Contains(pools, t.Pool) {
 			known := "none is configured"
 			if len(pools) > 0 {
 				known = "configured: " + strings.Join(pools, ", ")
 			}
-			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: pool %q has no limit in the config's pools (%s); add it, "+
-				"as pools: {%s: N}", label, t.Pool, known, t.Pool)})
+			errs = append(errs, &Error{Msg: fmt.Sprintf("%s: pool %s has no limit in the config's pools (%s); add it, "+
+				"as pools: {%s: N}", label, quote(t.Pool), known, clip(t.Pool))})
 		}
 	}
 	return errors.Join(errs...)

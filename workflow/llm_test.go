@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"reflect"
 	"slices"
@@ -135,7 +136,7 @@ func TestParseRejectsLLMAndAgent(t *testing.T) {
 			`line 7: task "a": step "one" prompt: .steps.two: the first step has no earlier steps to use`,
 			`line 7: task "a": step "two" prompt: .stepz.one is unknown: a prompt can use .params.<name>, .upstream.<task>.output and, in an agent's steps, .steps.<step>`}},
 		{"model fields out of range", wf("  - {name: a, type: llm, provider: 'a/b', prompt: x, temperature: 2.5, max-tokens: -1}"), []string{
-			`line 3: task "a": provider "a/b" is invalid: use letters, digits, '_', '.' or '-'`,
+			`line 3: task "a": provider "a/b" is invalid: use 1 to 128 letters, digits, '_', '.' or '-'`,
 			`line 3: task "a": temperature 2.5 is out of range 0..2`,
 			`line 3: task "a": max-tokens -1 is negative; 0 leaves the model's default`}},
 		{"temperature not a number", wf("  - {name: a, type: llm, provider: p, prompt: x, temperature: warm}"), []string{
@@ -182,11 +183,11 @@ func TestRender(t *testing.T) {
 		{"{{ range $k, $v := .upstream }}{{ $k }}={{ $v.output }};{{ end }}", "fetch=some text;fetch-data=more;", ""},
 		{"{{ .params.region }}", "", `prompt: prompt:1:10: executing "prompt" at <.params.region>: map has no entry for key "region"`},
 		{"{{ .upstream.gone.output }}", "", `prompt: prompt:1:12: executing "prompt" at <.upstream.gone.output>: map has no entry for key "gone"`},
-		{"{{ range 2000000 }}0123456789{{ end }}", "", "prompt expands to more than 1048576 bytes"},
+		{"{{ range 100000 }}0123456789abcdefghij{{ end }}", "", "prompt expands to more than 1048576 bytes"},
 		{"{{ .params.x ", "", "prompt is not a valid template: prompt:1: unclosed action"},
 	}
 	for _, tt := range tests {
-		got, err := Render("prompt", tt.text, data)
+		got, err := Render(context.Background(), "prompt", tt.text, data)
 		if tt.wantErr != "" {
 			if err == nil || err.Error() != tt.wantErr {
 				t.Errorf("Render(%q) error = %v, want %q", tt.text, err, tt.wantErr)
@@ -198,7 +199,7 @@ func TestRender(t *testing.T) {
 		}
 	}
 	// Outside an agent there is no .steps.
-	if _, err := Render("prompt", "{{ .steps.x }}", TemplateData{}); err == nil {
+	if _, err := Render(context.Background(), "prompt", "{{ .steps.x }}", TemplateData{}); err == nil {
 		t.Error("Render of .steps without steps succeeded")
 	}
 }

@@ -13,16 +13,26 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxVisits bounds the YAML nodes Parse looks at, counting a node again each time an alias
-// (*name) or merge key (<<) brings it in. Aliases let a small file expand into an enormous
-// spec (the "billion laughs" attack); real workflows stay far below this.
-const maxVisits = 1 << 19
+// The budget of one Parse. Aliases (*name) and merge keys (<<) let a small file expand into
+// an enormous spec (the "billion laughs" attack), so the walk counts what it reads each time
+// an alias brings it in, and stops at these bounds, which real workflows stay far below.
+const (
+	// maxVisits bounds the YAML nodes Parse looks at.
+	maxVisits = 1 << 19
+	// maxExpanded bounds the bytes of the values Parse reads. A spec is stored and sent
+	// whole, so it must not grow much past the file it came from.
+	maxExpanded = 4 << 20
+	// maxMergeDepth bounds merge keys bringing in mappings that merge others in turn.
+	maxMergeDepth = 32
+)
 
 // Parse reads a workflow file: strict YAML (an unknown field or a duplicate key is an error
 // with its line), defaults filled in (Group "default"), then Validate. Problems are returned
 // as *Error values with their lines, joined with errors.Join: all the problems of the YAML
 // itself (malformed, unknown fields, values of the wrong kind) if there are any, otherwise
-// all the problems Validate finds. No Spec is returned unless the whole file is good.
+// all the problems Validate finds; at most MaxErrors of them, each quoting at most MaxQuoted
+// bytes of a value, and within a budget of nodes and bytes that aliases cannot get around.
+// No Spec is returned unless the whole file is good.
 func Parse(data []byte) (*Spec, error) {
 	s, errs := parse(data)
 	if len(errs) > 0 {
@@ -83,22 +93,22 @@ func parse(data []byte) (*Spec, []*Error) {
 		return nil, []*Error{{Line: next.Line, Msg: "a second YAML document starts here: a workflow file holds one"}}
 	}
 
-	d := &decoder{}
+	d := &decoder{merging: make(map[*yaml.Node]bool)}
 	s := d.decodeSpec(doc.Content[0])
-	if len(d.errs) > 0 {
-		return nil, dedupe(d.errs)
+	if len(d.errs.errs) > 0 {
+		return nil, d.errs.list()
 	}
 	s.setDefaults()
 	probs := s.problems()
 	if len(probs) == 0 {
 		return s, nil
 	}
-	errs := make([]*Error, len(probs))
-	for i, p := range probs {
-		errs[i] = &Error{Line: d.pos.line(p), Msg: p.msg}
+	var errs errorList
+	for _, p := range probs {
+		errs.add(d.pos.line(p), p.msg)
 	}
-	sortByLine(errs)
-	return nil, errs
+	sortByLine(errs.errs)
+	return nil, errs.list()
 }
 
 // setDefaults fills in what a file may leave out, and turns empty lists and maps into nil so
@@ -144,10 +154,13 @@ func yamlError(err error, data []byte) *Error {
 // the YAML library fill the structs, to name the task in every message, to know each field's
 // line for validation errors, and to suggest the field a typo meant.
 type decoder struct {
-	errs      []*Error
+	errs      errorList
 	visits    int
+	expanded  int
 	exhausted bool
-	pos       positions
+	// merging holds the mappings being merged in, to refuse one that merges itself.
+	merging map[*yaml.Node]bool
+	pos     positions
 }
 
 // positions remembers where each field was in the file, so that validation problems, found
@@ -178,18 +191,38 @@ func (p positions) line(pr problem) int {
 }
 
 func (d *decoder) errorf(line int, format string, args ...any) {
-	d.errs = append(d.errs, &Error{Line: line, Msg: fmt.Sprintf(format, args...)})
+	if d.errs.full {
+		return
+	}
+	d.errs.add(line, fmt.Sprintf(format, args...))
 }
 
-// visit counts n more nodes against maxVisits and reports whether the walk may go on.
+// visit counts n more nodes against maxVisits and reports whether the walk may go on: not
+// once the budget is spent or MaxErrors are found.
 func (d *decoder) visit(n int) bool {
-	if d.exhausted {
+	if d.exhausted || d.errs.full {
 		return false
 	}
 	d.visits += n
 	if d.visits > maxVisits {
 		d.exhausted = true
 		d.errorf(0, "the document expands to more than %d YAML nodes through aliases (*name) and merge keys (<<)", maxVisits)
+		return false
+	}
+	return true
+}
+
+// expand counts the bytes of a value read against maxExpanded and reports whether the walk
+// may go on.
+func (d *decoder) expand(n int) bool {
+	if d.exhausted || d.errs.full {
+		return false
+	}
+	d.expanded += n
+	if d.expanded > maxExpanded {
+		d.exhausted = true
+		d.errorf(0, "the document expands to more than %d bytes of values through aliases (*name): "+
+			"a value brought in by an alias counts each time", maxExpanded)
 		return false
 	}
 	return true
@@ -214,6 +247,9 @@ func (d *decoder) scalar(n *yaml.Node, what, want string) (string, bool) {
 	if n.Tag == "!!null" {
 		return "", true
 	}
+	if !d.expand(len(n.Value)) {
+		return "", false
+	}
 	return n.Value, true
 }
 
@@ -227,7 +263,7 @@ func kindName(n *yaml.Node) string {
 		if n.Tag == "!!null" {
 			return "empty"
 		}
-		return strconv.Quote(n.Value)
+		return quote(n.Value)
 	}
 	return "an unexpected YAML node"
 }
@@ -239,6 +275,11 @@ type pair struct{ key, value *yaml.Node }
 // expanded: n's own keys win over merged ones, and an earlier merged mapping wins over a later
 // one. A key written twice in one mapping is an error; where names the mapping in messages.
 func (d *decoder) mapping(n *yaml.Node, where string) []pair {
+	return d.mergedMapping(n, where, 0)
+}
+
+// mergedMapping is mapping for a mapping brought in by depth merge keys.
+func (d *decoder) mergedMapping(n *yaml.Node, where string, depth int) []pair {
 	var pairs []pair
 	var merges []*yaml.Node
 	seen := make(map[string]*yaml.Node)
@@ -256,11 +297,19 @@ func (d *decoder) mapping(n *yaml.Node, where string) []pair {
 			continue
 		}
 		if first, dup := seen[k.Value]; dup {
-			d.errorf(k.Line, "duplicate key %q in %s (first at line %d)", k.Value, where, first.Line)
+			d.errorf(k.Line, "duplicate key %s in %s (first at line %d)", quote(k.Value), where, first.Line)
 			continue
 		}
 		seen[k.Value] = k
 		pairs = append(pairs, pair{k, v})
+	}
+	if len(merges) > 0 {
+		if depth == maxMergeDepth {
+			d.errorf(n.Line, "%s merges mappings (<<) more than %d deep", where, maxMergeDepth)
+			return pairs
+		}
+		d.merging[n] = true
+		defer delete(d.merging, n)
 	}
 	for _, m := range merges {
 		m = d.resolve(m)
@@ -274,7 +323,11 @@ func (d *decoder) mapping(n *yaml.Node, where string) []pair {
 				d.errorf(src.Line, "a merge key (<<) in %s must bring in a mapping, not %s", where, kindName(src))
 				continue
 			}
-			for _, p := range d.mapping(src, where) {
+			if d.merging[src] {
+				d.errorf(src.Line, "a merge key (<<) in %s brings in a mapping that contains it", where)
+				continue
+			}
+			for _, p := range d.mergedMapping(src, where, depth+1) {
 				if _, ok := seen[p.key.Value]; !ok {
 					seen[p.key.Value] = p.key
 					pairs = append(pairs, p)
@@ -318,7 +371,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 		case "priority":
 			s.Priority, _ = d.intValue(kv.value, "workflow priority")
 		default:
-			d.errorf(kv.key.Line, "unknown field %q in the workflow%s", key, didYouMean(key, workflowFields))
+			d.errorf(kv.key.Line, "unknown field %s in the workflow%s", quote(key), didYouMean(key, workflowFields))
 		}
 	}
 	return s
@@ -365,7 +418,7 @@ func (d *decoder) decodeTask(i int, n *yaml.Node) (Task, taskPos) {
 		key := kv.key.Value
 		f, ok := lookupField(key)
 		if !ok {
-			d.errorf(kv.key.Line, "unknown field %q in %s%s", key, where, didYouMean(key, fieldNames()))
+			d.errorf(kv.key.Line, "unknown field %s in %s%s", quote(key), where, didYouMean(key, fieldNames()))
 			continue
 		}
 		tp.fields[key] = kv.key.Line
@@ -390,12 +443,16 @@ func taskLabel(i int, name string) string {
 	if name == "" {
 		return fmt.Sprintf("task #%d", i+1)
 	}
-	return fmt.Sprintf("task %q", name)
+	return "task " + quote(name)
 }
 
 // didYouMean suggests the known name closest to a misspelt one, if one is close enough to be
 // a likely typo.
 func didYouMean(got string, known []string) string {
+	// No typo makes a name much longer than the one it meant.
+	if len(got) > maxKnownName+2 {
+		return ""
+	}
 	best, bestDist := "", 3
 	for _, k := range known {
 		if dist := editDistance(got, k); dist < bestDist {
@@ -407,6 +464,9 @@ func didYouMean(got string, known []string) string {
 	}
 	return fmt.Sprintf(" (did you mean %q?)", best)
 }
+
+// maxKnownName is longer than every field name didYouMean is given.
+const maxKnownName = 32
 
 // editDistance is the Levenshtein distance between a and b.
 func editDistance(a, b string) int {

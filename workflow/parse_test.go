@@ -130,8 +130,8 @@ func TestParseRejects(t *testing.T) {
 		{"workflow name too long", "name: " + strings.Repeat("w", 129) + "\ntasks:\n  - {name: a, type: noop}\n", []string{
 			`line 1: workflow name "` + strings.Repeat("w", 129) + `" is invalid: use 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit`}},
 		{"bad param names", "name: w\nparams: {'': x, my-day: y, ok_1: z}\ntasks:\n  - {name: a, type: noop}\n", []string{
-			`line 2: params: name "" is invalid: use letters, digits and '_', not starting with a digit (tasks read it as $ZKSCHED_PARAM_<name>)`,
-			`line 2: params: name "my-day" is invalid: use letters, digits and '_', not starting with a digit (tasks read it as $ZKSCHED_PARAM_<name>)`,
+			`line 2: params: name "" is invalid: use 1 to 128 letters, digits and '_', not starting with a digit (tasks read it as $ZKSCHED_PARAM_<name>)`,
+			`line 2: params: name "my-day" is invalid: use 1 to 128 letters, digits and '_', not starting with a digit (tasks read it as $ZKSCHED_PARAM_<name>)`,
 		}},
 		{"no task name", wf("  - type: noop"), []string{"line 3: task #1: name is required"}},
 		{"invalid task name", wf("  - name: a/b", "    type: noop"), []string{
@@ -174,9 +174,9 @@ func TestParseRejects(t *testing.T) {
 			`line 5: task "a": env name "A-B" is invalid: use letters, digits and '_', not starting with a digit`,
 		}},
 		{"invalid group", wf("  - {name: a, type: noop, group: gpu hosts}"), []string{
-			`line 3: task "a": group "gpu hosts" is invalid: use letters, digits, '_', '.' or '-'`}},
+			`line 3: task "a": group "gpu hosts" is invalid: use 1 to 128 letters, digits, '_', '.' or '-'`}},
 		{"invalid pool", wf("  - {name: a, type: noop, pool: 'db/main'}"), []string{
-			`line 3: task "a": pool "db/main" is invalid: use letters, digits, '_', '.' or '-'`}},
+			`line 3: task "a": pool "db/main" is invalid: use 1 to 128 letters, digits, '_', '.' or '-'`}},
 		{"several problems, in file order", "name: w\ntasks:\n" +
 			"  - name: load\n    type: shell\n    depends-on: [extract]\n" +
 			"  - name: extract\n    type: noop\n    retries: 200\n" +

@@ -51,7 +51,7 @@ func (d *decoder) decodeSchedule(v *yaml.Node) *Schedule {
 				d.errorf(n.Line, "%s must be true or false, not %s", what, kindName(n))
 			}
 		default:
-			d.errorf(kv.key.Line, "unknown field %q in the schedule%s", key, didYouMean(key, scheduleFields))
+			d.errorf(kv.key.Line, "unknown field %s in the schedule%s", quote(key), didYouMean(key, scheduleFields))
 		}
 	}
 	return s
@@ -89,7 +89,7 @@ func (s *Spec) policyProblems() []problem {
 	switch {
 	case s.WhenFull == "":
 	case !slices.Contains(whenFullPolicies, s.WhenFull):
-		add("when-full", "when-full %q is not one of %s", s.WhenFull, strings.Join(whenFullPolicies, ", "))
+		add("when-full", "when-full %s is not one of %s", quote(s.WhenFull), strings.Join(whenFullPolicies, ", "))
 	case s.MaxActiveInstances == 0:
 		add("when-full", "when-full needs max-active-instances: without a cap a workflow is never full")
 	}
@@ -114,7 +114,7 @@ func (sc *Schedule) problems() []problem {
 	case sc.Misfire == "":
 		add("misfire", "misfire is required (%s)", strings.Join(misfirePolicies, ", "))
 	case !slices.Contains(misfirePolicies, sc.Misfire):
-		add("misfire", "misfire %q is not one of %s", sc.Misfire, strings.Join(misfirePolicies, ", "))
+		add("misfire", "misfire %s is not one of %s", quote(sc.Misfire), strings.Join(misfirePolicies, ", "))
 	case sc.Misfire != MisfireRunAll && sc.MisfireLimit != 0:
 		add("misfire-limit", "misfire-limit applies to misfire: run-all only")
 	case sc.Misfire == MisfireRunAll && (sc.MisfireLimit < 1 || sc.MisfireLimit > MaxMisfireLimit):
@@ -150,12 +150,12 @@ func (sc *Schedule) problems() []problem {
 	}
 	switch {
 	case tt.spec.Next(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).IsZero():
-		add("cron", "cron %q never fires: no date matches it", sc.Cron)
+		add("cron", "cron %s never fires: no date matches it", quote(sc.Cron))
 	case !tt.start.IsZero() && tt.Next(tt.start.Add(-time.Nanosecond)).IsZero():
 		if tt.end.IsZero() {
-			add("cron", "cron %q never fires after the start %s", sc.Cron, sc.Start)
+			add("cron", "cron %s never fires after the start %s", quote(sc.Cron), sc.Start)
 		} else {
-			add("cron", "cron %q has no fire time between start %s and end %s", sc.Cron, sc.Start, sc.End)
+			add("cron", "cron %s has no fire time between start %s and end %s", quote(sc.Cron), sc.Start, sc.End)
 		}
 	}
 	return probs

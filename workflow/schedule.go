@@ -128,11 +128,11 @@ func LoadLocation(name string) (*time.Location, error) {
 	// time.LoadLocation reads "" as UTC and "Local" as the machine's zone: neither is a
 	// name every master resolves alike.
 	if name == "" || name == "Local" {
-		return nil, fmt.Errorf("timezone %q is not an IANA time zone name such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\"", name)
+		return nil, fmt.Errorf("timezone %s is not an IANA time zone name such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\"", quote(name))
 	}
 	loc, err := time.LoadLocation(name)
 	if err != nil {
-		return nil, fmt.Errorf("timezone %q is not a known IANA time zone (such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\")", name)
+		return nil, fmt.Errorf("timezone %s is not a known IANA time zone (such as \"UTC\", \"Europe/Berlin\" or \"America/New_York\")", quote(name))
 	}
 	return loc, nil
 }
@@ -146,17 +146,17 @@ func ParseCron(expr string) (*cron.SpecSchedule, error) {
 	case expr == "":
 		return nil, errors.New("cron is required: 5 fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily")
 	case strings.HasPrefix(expr, "@every"):
-		return nil, fmt.Errorf("cron %q: @every is not supported; write a cron expression such as \"*/10 * * * *\"", expr)
+		return nil, fmt.Errorf("cron %s: @every is not supported; write a cron expression such as \"*/10 * * * *\"", quote(expr))
 	case strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ="):
-		return nil, fmt.Errorf("cron %q: set the time zone with the schedule's timezone field, not in the expression", expr)
+		return nil, fmt.Errorf("cron %s: set the time zone with the schedule's timezone field, not in the expression", quote(expr))
 	}
 	sched, err := cron.ParseStandard(expr)
 	if err != nil {
-		return nil, fmt.Errorf("cron %q is invalid: %v (write 5 fields: minute hour day-of-month month day-of-week, or a descriptor such as @daily)", expr, err)
+		return nil, fmt.Errorf("cron %s is invalid: %s (write 5 fields: minute hour day-of-month month day-of-week, or a descriptor such as @daily)", quote(expr), clip(err.Error()))
 	}
 	spec, ok := sched.(*cron.SpecSchedule)
 	if !ok {
-		return nil, fmt.Errorf("cron %q is not a calendar expression", expr)
+		return nil, fmt.Errorf("cron %s is not a calendar expression", quote(expr))
 	}
 	return spec, nil
 }
@@ -186,7 +186,7 @@ func ParseTime(s string, loc *time.Location) (time.Time, error) {
 		}
 		return t, nil
 	}
-	return time.Time{}, fmt.Errorf("%q is not a time: write 2026-11-01, 2026-11-01T02:00 (in the schedule's timezone) or RFC 3339 such as 2026-11-01T02:00:00Z", s)
+	return time.Time{}, fmt.Errorf("%s is not a time: write 2026-11-01, 2026-11-01T02:00 (in the schedule's timezone) or RFC 3339 such as 2026-11-01T02:00:00Z", quote(s))
 }
 
 // Location returns the time zone the timetable is read in.

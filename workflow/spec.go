@@ -141,7 +141,7 @@ func (d *Duration) UnmarshalText(b []byte) error {
 func parseDuration(s string) (time.Duration, error) {
 	v, err := time.ParseDuration(s)
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a duration: write a Go duration such as \"30s\", \"10m\" or \"1h30m\"", s)
+		return 0, fmt.Errorf("%s is not a duration: write a Go duration such as \"30s\", \"10m\" or \"1h30m\"", quote(s))
 	}
 	return v, nil
 }

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -15,13 +14,18 @@ var (
 	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	nameRule = "use 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit"
 
-	// groupRE is the rule conf applies to worker group names; pools follow it too.
-	groupRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
-	groupRule = "use letters, digits, '_', '.' or '-'"
+	// groupRE is the rule conf applies to worker group names; pools and providers follow it
+	// too.
+	groupRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,128}$`)
+	groupRule = "use 1 to 128 letters, digits, '_', '.' or '-'"
 
-	envRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	envRule = "use letters, digits and '_', not starting with a digit"
+	envRE     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	envRule   = "use letters, digits and '_', not starting with a digit"
+	paramRule = "use 1 to 128 letters, digits and '_', not starting with a digit"
 )
+
+// maxNameLen is the longest name of a workflow, task, group, pool, provider or param.
+const maxNameLen = 128
 
 // problem is one thing wrong with a Spec, with the task and field it is about so that Parse
 // can report the line they were on.
@@ -33,15 +37,14 @@ type problem struct {
 
 // Validate checks everything Parse checks after reading the YAML: names, types and their
 // fields, ranges, environment variable names, and that the dependencies form a DAG. It
-// returns every problem, each an *Error naming the task and field, joined with errors.Join;
-// nil if there is none. It does not fill in defaults: an empty Group is an error here.
+// returns the problems (at most MaxErrors), each an *Error naming the task and field, joined
+// with errors.Join; nil if there is none. It does not fill in defaults: an empty Group is an error here.
 func (s *Spec) Validate() error {
-	probs := s.problems()
-	errs := make([]error, len(probs))
-	for i, p := range probs {
-		errs[i] = &Error{Msg: p.msg}
+	var errs errorList
+	for _, p := range s.problems() {
+		errs.add(0, p.msg)
 	}
-	return errors.Join(errs...)
+	return joinErrors(errs.list())
 }
 
 func (s *Spec) problems() []problem {
@@ -54,12 +57,10 @@ func (s *Spec) problems() []problem {
 	case s.Name == "":
 		add(-1, "name", "workflow name is required")
 	case !nameRE.MatchString(s.Name):
-		add(-1, "name", "workflow name %q is invalid: %s", s.Name, nameRule)
+		add(-1, "name", "workflow name %s is invalid: %s", quote(s.Name), nameRule)
 	}
-	for _, k := range slices.Sorted(maps.Keys(s.Params)) {
-		if !envRE.MatchString(k) {
-			add(-1, "params", "params: name %q is invalid: %s (tasks read it as $ZKSCHED_PARAM_<name>)", k, envRule)
-		}
+	for _, msg := range paramProblems(s.Params) {
+		add(-1, "params", "%s", msg)
 	}
 	probs = append(probs, s.policyProblems()...)
 	switch {
@@ -91,7 +92,7 @@ func (s *Spec) problems() []problem {
 		case !nameRE.MatchString(t.Name):
 			addTask("name", "name is invalid: %s", nameRule)
 		case dup:
-			add(i, "name", "task #%d: name %q is already used by task #%d", i+1, t.Name, first+1)
+			add(i, "name", "task #%d: name %s is already used by task #%d", i+1, quote(t.Name), first+1)
 		}
 
 		tt, ok := lookupType(t.Type)
@@ -99,7 +100,7 @@ func (s *Spec) problems() []problem {
 		case t.Type == "":
 			addTask("type", "type is required (%s)", known)
 		case !ok:
-			addTask("type", "unknown type %q (%s)", t.Type, known)
+			addTask("type", "unknown type %s (%s)", quote(t.Type), known)
 		default:
 			if tt.check != nil {
 				for _, p := range tt.check(t) {
@@ -128,14 +129,14 @@ func (s *Spec) problems() []problem {
 		case t.Group == "":
 			addTask("group", "group is required")
 		case !groupRE.MatchString(t.Group):
-			addTask("group", "group %q is invalid: %s", t.Group, groupRule)
+			addTask("group", "group %s is invalid: %s", quote(t.Group), groupRule)
 		}
 		if t.Pool != "" && !groupRE.MatchString(t.Pool) {
-			addTask("pool", "pool %q is invalid: %s", t.Pool, groupRule)
+			addTask("pool", "pool %s is invalid: %s", quote(t.Pool), groupRule)
 		}
 		for _, k := range slices.Sorted(maps.Keys(t.Env)) {
 			if !envRE.MatchString(k) {
-				addTask("env", "env name %q is invalid: %s", k, envRule)
+				addTask("env", "env name %s is invalid: %s", quote(k), envRule)
 			}
 		}
 	}
@@ -148,19 +149,23 @@ func (s *Spec) problems() []problem {
 		for _, dep := range t.DependsOn {
 			switch _, exists := index[dep]; {
 			case listed[dep]:
-				add(i, "depends-on", "%s lists dependency %q twice", label, dep)
+				add(i, "depends-on", "%s lists dependency %s twice", label, quote(dep))
 			case dep == t.Name:
 				add(i, "depends-on", "%s depends on itself", label)
 			case !exists:
-				add(i, "depends-on", "%s depends on %q, which is not a task of this workflow", label, dep)
+				add(i, "depends-on", "%s depends on %s, which is not a task of this workflow", label, quote(dep))
 			}
 			listed[dep] = true
 		}
 	}
 	for _, cycle := range s.cycles(index) {
-		names := make([]string, len(cycle))
+		var names []string
 		for k, i := range cycle {
-			names[k] = s.Tasks[i].Name
+			if k == maxListed && len(cycle) > maxListed+1 {
+				names = append(names, fmt.Sprintf("… (%d tasks more) …", len(cycle)-maxListed-1), clip(s.Tasks[cycle[len(cycle)-1]].Name))
+				break
+			}
+			names = append(names, clip(s.Tasks[i].Name))
 		}
 		add(cycle[0], "depends-on", "dependency cycle: %s (each task depends on the one before it)",
 			strings.Join(names, " -> "))

@@ -56,6 +56,9 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case what != "list" && name == "":
 		return usageError{fmt.Errorf("schedule %s: want a workflow name", what)}
 	}
+	if err := workflow.CheckParams(params); err != nil {
+		return exitError{code: exitFailed, msg: "--param rejected, nothing triggered:\n" + err.Error()}
+	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err

@@ -46,6 +46,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if fs.NArg() != 1 {
 		return usageError{fmt.Errorf("want one workflow file, got %d arguments", fs.NArg())}
 	}
+	if err := workflow.CheckParams(params); err != nil {
+		return exitError{code: exitFailed, msg: "--param rejected, nothing stored:\n" + err.Error()}
+	}
 	spec, err := workflow.ParseFile(fs.Arg(0))
 	if err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}

@@ -25,7 +25,7 @@ func (e LLM) Run(ctx context.Context, t Task, log io.Writer) Result {
 		return Result{Err: err}
 	}
 	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream}
-	req, err := request(t.Spec, "prompt", t.Spec.Prompt, data)
+	req, err := request(ctx, t.Spec, "prompt", t.Spec.Prompt, data)
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -37,19 +37,20 @@ func (e LLM) Run(ctx context.Context, t Task, log io.Writer) Result {
 	return Result{Output: resp.Text, Usage: &usage}
 }
 
-// request renders a task's system prompt and the prompt text (what names it in messages).
-func request(spec workflow.Task, what, text string, data workflow.TemplateData) (llm.Request, error) {
+// request renders a task's system prompt and the prompt text (what names it in messages),
+// giving up when ctx ends: a prompt is a template, which can loop.
+func request(ctx context.Context, spec workflow.Task, what, text string, data workflow.TemplateData) (llm.Request, error) {
 	req := llm.Request{Temperature: spec.Temperature, MaxTokens: spec.MaxTokens}
 	if spec.System != "" {
 		sys := data
 		sys.Steps = nil
 		var err error
-		if req.System, err = workflow.Render("system prompt", spec.System, sys); err != nil {
+		if req.System, err = workflow.Render(ctx, "system prompt", spec.System, sys); err != nil {
 			return req, err
 		}
 	}
 	var err error
-	req.Prompt, err = workflow.Render(what, text, data)
+	req.Prompt, err = workflow.Render(ctx, what, text, data)
 	return req, err
 }
 

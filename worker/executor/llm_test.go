@@ -131,3 +131,84 @@ func TestLLMRendersAndReportsUsage(t *testing.T) {
 		t.Errorf("env %q lacks the upstream output", env)
 	}
 }
+
+// loopingPrompt stays within every bound of a prompt template but takes minutes: each of its
+// 100,000 turns escapes a 60 KB param.
+const loopingPrompt = `{{range 100000}}{{if eq (html $.params.big) ""}}{{end}}{{end}}`
+
+// runWithin runs f and waits for its result once ctx has ended, far longer than a stopped
+// render takes, far shorter than the looping prompt takes unstopped.
+func runWithin(t *testing.T, ctx context.Context, f func() Result) Result {
+	t.Helper()
+	done := make(chan Result, 1)
+	go func() { done <- f() }()
+	select {
+	case res := <-done:
+		return res
+	case <-ctx.Done():
+	}
+	select {
+	case res := <-done:
+		return res
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task did not end within 10 s of its context ending")
+		return Result{}
+	}
+}
+
+// cancelOn is a task log that cancels the attempt (a kill) when a line it is written holds
+// marker.
+type cancelOn struct {
+	mu     sync.Mutex
+	marker string
+	cancel context.CancelFunc
+	bytes.Buffer
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if strings.Contains(string(p), c.marker) {
+		c.cancel()
+	}
+	return c.Buffer.Write(p)
+}
+
+// TestLoopingPromptEndsWithItsContext checks an llm task whose prompt loops ends at its
+// timeout, and an agent whose second step's prompt loops ends at a kill arriving after the
+// first step, without a model call for the looping prompt.
+func TestLoopingPromptEndsWithItsContext(t *testing.T) {
+	t.Parallel()
+	params := map[string]string{"big": strings.Repeat("<", 60<<10)}
+	t.Run("llm timeout", func(t *testing.T) {
+		t.Parallel()
+		providers, srv := testProviders(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		task := Task{Params: params, Spec: workflow.Task{Type: "llm", Provider: "test", Prompt: loopingPrompt}}
+		res := runWithin(t, ctx, func() Result { return LLM{Providers: providers}.Run(ctx, task, &bytes.Buffer{}) })
+		if !errors.Is(res.Err, context.DeadlineExceeded) {
+			t.Errorf("error = %v; want the prompt's rendering stopped by the timeout", res.Err)
+		}
+		if got := srv.Prompts(); len(got) != 0 {
+			t.Errorf("%d prompts sent; want none", len(got))
+		}
+	})
+	t.Run("agent kill", func(t *testing.T) {
+		t.Parallel()
+		providers, srv := testProviders(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		task := Task{Params: params, Checkpoints: &memCheckpoints{steps: map[string]Checkpoint{}},
+			Spec: workflow.Task{Type: "agent", Provider: "test", Steps: []workflow.Step{
+				{Name: "a", Prompt: "first"}, {Name: "b", Prompt: loopingPrompt}}}}
+		log := &cancelOn{marker: "step 1/2 a: answered", cancel: cancel}
+		res := runWithin(t, ctx, func() Result { return Agent{Providers: providers}.Run(ctx, task, log) })
+		if !errors.Is(res.Err, context.Canceled) {
+			t.Errorf("error = %v; want step b's rendering stopped by the kill", res.Err)
+		}
+		if got := srv.Prompts(); !slices.Equal(got, []string{"first"}) {
+			t.Errorf("prompts sent = %q; want step a's only", got)
+		}
+	})
+}
