@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -88,6 +89,11 @@ func TestAttackAuditTrailRecordsEveryChangeAndCannotBeRewritten(t *testing.T) {
 	if st, body := auditCall(t, "POST", fmt.Sprintf("%s/api/v1/task-instances/%d/kill", base, tasks["a"].ID), auditToken); st != http.StatusOK {
 		t.Fatalf("kill through the API: %d %s", st, body)
 	}
+	// The kill ended the only task; the master ends the instance when it hears of it.
+	waitUntil(t, 30*time.Second, "the killed task's instance ended", func() bool {
+		wf, err := e.db.WorkflowGet(context.Background(), cliWF)
+		return err == nil && wf.State != dao.WorkflowSubmitted && wf.State != dao.WorkflowRunning
+	})
 	if st, body := auditCall(t, "POST", fmt.Sprintf("%s/api/v1/workflow-instances/%d/stop", base, cliWF), auditToken); st != http.StatusConflict {
 		t.Fatalf("stop of the instance its kill ended: %d %s, want 409", st, body)
 	}
