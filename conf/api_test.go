@@ -1,22 +1,14 @@
 package conf_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 func TestAPIToken(t *testing.T) {
@@ -145,8 +137,8 @@ func TestUserLineRoundTrip(t *testing.T) {
 func TestAPIAccessValidation(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	writeSelfSigned(t, cert, key)
+	pki := testenv.NewPKI(t)
+	cert, key := pki.ServerCertFile, pki.ServerKeyFile
 	malformed := usersFile(t, "alice viewer\n")
 	adminUser := usersFile(t, "admin admin "+hashA+"\n")
 	for _, tc := range []struct {
@@ -199,31 +191,5 @@ func TestAPIAccessFromEnvironment(t *testing.T) {
 	cfg, err = conf.Load("", []string{"ZKSCHED_API_USERS_FILE=" + users})
 	if err != nil || cfg.API.UsersFile != users || !cfg.API.Authenticated() {
 		t.Fatalf("api.users-file = %q, %v", cfg.API.UsersFile, err)
-	}
-}
-
-// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key as PEM files.
-func writeSelfSigned(t *testing.T, certPath, keyPath string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "zksched test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
 	}
 }

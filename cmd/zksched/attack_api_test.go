@@ -2,23 +2,16 @@ package main
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,6 +22,7 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/testcluster"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // The attack suite of the API (issue 16, items 1, 2 and 7): each test tries one way into a
@@ -374,8 +368,8 @@ func TestAttackTokenGuessingIsRateLimited(t *testing.T) {
 func TestAttackTLSAndSecureCookies(t *testing.T) {
 	t.Parallel()
 	e := setupE2E(t, nil, "")
-	cert, key := filepath.Join(e.dir, "cert.pem"), filepath.Join(e.dir, "key.pem")
-	pool := selfSigned(t, cert, key)
+	pki := testenv.NewPKI(t)
+	cert, key, pool := pki.ServerCertFile, pki.ServerKeyFile, pki.Roots
 	m := e.Master("master", "ZKSCHED_API_TOKEN="+attackToken, "ZKSCHED_API_TLS_CERT="+cert, "ZKSCHED_API_TLS_KEY="+key)
 	base := fmt.Sprintf("https://127.0.0.1:%d", m.Port)
 	serving(t, m, base, pool)
@@ -459,39 +453,4 @@ func TestAttackHugeHeaderRefused(t *testing.T) {
 	if r.status != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("a 200 KiB header: %d, want 431", r.status)
 	}
-}
-
-// selfSigned writes a self-signed certificate for 127.0.0.1 and its key, and returns a pool
-// that trusts it.
-func selfSigned(t *testing.T, certPath, keyPath string) *x509.CertPool {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "zksched attack test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	parsed, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(parsed)
-	return pool
 }

@@ -19,8 +19,10 @@ import (
 // files (for ZooKeeper's PEM key and trust stores, and zksched's registry.tls-* keys) and as
 // Go values.
 type PKI struct {
-	// CAFile is the CA certificate; ServerFile the server's key, then its certificate.
-	CAFile, ServerFile string
+	// CAFile is the CA certificate; ServerFile the server's key, then its certificate (as
+	// ZooKeeper's PEM key store wants them); ServerCertFile and ServerKeyFile the same two
+	// apart (as api.tls-cert and api.tls-key want them).
+	CAFile, ServerFile, ServerCertFile, ServerKeyFile string
 	// ClientCertFile and ClientKeyFile are the client certificate and its key.
 	ClientCertFile, ClientKeyFile string
 	Roots                         *x509.CertPool
@@ -68,6 +70,7 @@ func NewPKI(t testing.TB) *PKI {
 		return pemOf("PRIVATE KEY", der)
 	}
 	p := &PKI{CAFile: filepath.Join(dir, "ca.pem"), ServerFile: filepath.Join(dir, "server.pem"),
+		ServerCertFile: filepath.Join(dir, "server-cert.pem"), ServerKeyFile: filepath.Join(dir, "server-key.pem"),
 		ClientCertFile: filepath.Join(dir, "client.pem"), ClientKeyFile: filepath.Join(dir, "client.key"), Roots: x509.NewCertPool()}
 	p.Roots.AddCert(ca)
 	sk, sder := issue(2, "127.0.0.1", x509.ExtKeyUsageServerAuth, net.ParseIP("127.0.0.1"))
@@ -75,6 +78,8 @@ func NewPKI(t testing.TB) *PKI {
 	for f, data := range map[string][]byte{
 		p.CAFile:         pemOf("CERTIFICATE", caDER),
 		p.ServerFile:     append(pkcs8(sk), pemOf("CERTIFICATE", sder)...),
+		p.ServerCertFile: pemOf("CERTIFICATE", sder),
+		p.ServerKeyFile:  pkcs8(sk),
 		p.ClientCertFile: pemOf("CERTIFICATE", cder),
 		p.ClientKeyFile:  pkcs8(ck),
 	} {
