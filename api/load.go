@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -16,7 +17,8 @@ import (
 	"github.com/zksched/zksched/workflow"
 )
 
-// This file loads what the API and the pages show; both render the same structures.
+// This file loads what the API and the pages show: each view is read from the request and
+// loaded here once, and both render the same structures.
 
 func notFound(what string, id int64) error {
 	return errorf(http.StatusNotFound, "%s %d not found", what, id)
@@ -95,7 +97,22 @@ func parseUsage(raw json.RawMessage) tokenUsage {
 	return u
 }
 
-func (s *Server) loadTask(ctx context.Context, id int64) (*taskDetail, error) {
+// loadTask loads the task instance named by the request's path, after checking that its query
+// holds only params; it returns the query for the caller to read them.
+func (s *Server) loadTask(r *http.Request, params ...string) (*taskDetail, query, error) {
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return nil, query{}, err
+	}
+	q, err := newQuery(r.URL.Query(), params...)
+	if err != nil {
+		return nil, query{}, err
+	}
+	d, err := s.taskByID(r.Context(), id)
+	return d, q, err
+}
+
+func (s *Server) taskByID(ctx context.Context, id int64) (*taskDetail, error) {
 	t, err := s.db.TaskGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("task instance", id)
@@ -171,7 +188,20 @@ type workflowDetail struct {
 	Spec *workflow.Spec
 }
 
-func (s *Server) loadWorkflow(ctx context.Context, id int64) (*workflowDetail, error) {
+// loadWorkflow loads the workflow instance named by the request's path, after checking that
+// its query holds only params.
+func (s *Server) loadWorkflow(r *http.Request, params ...string) (*workflowDetail, error) {
+	id, err := pathID(r, "workflow instance")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := newQuery(r.URL.Query(), params...); err != nil {
+		return nil, err
+	}
+	return s.workflowByID(r.Context(), id)
+}
+
+func (s *Server) workflowByID(ctx context.Context, id int64) (*workflowDetail, error) {
 	wf, err := s.db.WorkflowGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("workflow instance", id)
@@ -215,7 +245,23 @@ type nodeView struct {
 
 const recentFailovers = 20
 
-func (s *Server) loadCluster(ctx context.Context) (*clusterView, error) {
+// loadCluster loads the cluster view for a request without parameters. ZooKeeper not being
+// readable is logged here and left in the view's Err for the caller to show.
+func (s *Server) loadCluster(r *http.Request) (*clusterView, error) {
+	if _, err := newQuery(r.URL.Query()); err != nil {
+		return nil, err
+	}
+	v, err := s.clusterState(r.Context())
+	if err != nil {
+		return nil, err
+	}
+	if v.Err != nil {
+		logFor(r).Warn().Err(v.Err).Msg("cluster view: zookeeper not readable")
+	}
+	return v, nil
+}
+
+func (s *Server) clusterState(ctx context.Context) (*clusterView, error) {
 	v := &clusterView{}
 	var err error
 	if v.Failovers, err = s.db.FailoverEventList(ctx, recentFailovers); err != nil {
@@ -242,4 +288,32 @@ func (s *Server) loadCluster(ctx context.Context) (*clusterView, error) {
 		v.Workers = append(v.Workers, nodeView{NodeEntry: w, RunningTasks: running[w.ID]})
 	}
 	return v, nil
+}
+
+// loadTaskList reads the task list's filters and cursor from v and loads that page. The
+// filter is returned as far as it was read, with an error too.
+func (s *Server) loadTaskList(ctx context.Context, v url.Values) (dao.Page[dao.TaskRow], dao.TaskFilter, error) {
+	q, err := newQuery(v, taskListParams...)
+	if err != nil {
+		return dao.Page[dao.TaskRow]{}, dao.TaskFilter{}, err
+	}
+	f, c, err := taskFilter(q)
+	if err != nil {
+		return dao.Page[dao.TaskRow]{}, f, err
+	}
+	page, err := s.db.TaskListPage(ctx, f, c)
+	return page, f, err
+}
+
+// loadWorkflowList reads the workflow list's filters and cursor from v and loads that page.
+func (s *Server) loadWorkflowList(ctx context.Context, v url.Values) (dao.Page[dao.WorkflowRow], error) {
+	q, err := newQuery(v, workflowListParams...)
+	if err != nil {
+		return dao.Page[dao.WorkflowRow]{}, err
+	}
+	f, c, err := workflowFilter(q)
+	if err != nil {
+		return dao.Page[dao.WorkflowRow]{}, err
+	}
+	return s.db.WorkflowListPage(ctx, f, c)
 }

@@ -167,22 +167,12 @@ func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	status := http.StatusOK
-	q, err := newQuery(v, taskListParams...)
-	var f dao.TaskFilter
-	var c dao.PageCursor
+	page, f, err := s.loadTaskList(r.Context(), v)
 	if err == nil {
-		f, c, err = taskFilter(q)
-	}
-	if err == nil {
-		var page dao.Page[dao.TaskRow]
-		page, err = s.db.TaskListPage(r.Context(), f, c)
-		if err == nil {
-			p.Rows = page.Items
-			p.OlderURL = pageURL("/", v, "before", page.Older)
-			p.NewerURL = pageURL("/", v, "after", page.Newer)
-		}
-	}
-	if err != nil {
+		p.Rows = page.Items
+		p.OlderURL = pageURL("/", v, "before", page.Older)
+		p.NewerURL = pageURL("/", v, "after", page.Newer)
+	} else {
 		status, p.Error = classify(err)
 		if status >= 500 {
 			logFor(r).Error().Err(err).Msg("task list")
@@ -226,18 +216,11 @@ type taskPage struct {
 const maxTailBytes = 64 << 20
 
 func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "task instance")
+	d, q, err := s.loadTask(r, "attempt", "log_bytes", "done")
 	if err != nil {
 		return err
 	}
-	q, err := newQuery(r.URL.Query(), "attempt", "log_bytes", "done")
-	if err != nil {
-		return err
-	}
-	d, err := s.loadTask(r.Context(), id)
-	if err != nil {
-		return err
-	}
+	id := d.Task.ID
 	p := &taskPage{base: base{Title: fmt.Sprintf("Task %d %s", id, d.Task.Name), Nav: "tasks",
 		Flash: flashes[r.URL.Query().Get("done")]}, taskDetail: d}
 	st := d.Task.State
@@ -319,21 +302,12 @@ func (s *Server) pageWorkflows(w http.ResponseWriter, r *http.Request) error {
 	p := &workflowsPage{base: base{Title: "Workflow instances", Nav: "workflows"}, States: workflowStates}
 	p.Form.State, p.Form.Name = v.Get("state"), v.Get("name")
 	status := http.StatusOK
-	q, err := newQuery(v, workflowListParams...)
-	var f dao.WorkflowFilter
-	var c dao.PageCursor
+	page, err := s.loadWorkflowList(r.Context(), v)
 	if err == nil {
-		f, c, err = workflowFilter(q)
-	}
-	if err == nil {
-		var page dao.Page[dao.WorkflowRow]
-		if page, err = s.db.WorkflowListPage(r.Context(), f, c); err == nil {
-			p.Rows = page.Items
-			p.OlderURL = pageURL("/workflows", v, "before", page.Older)
-			p.NewerURL = pageURL("/workflows", v, "after", page.Newer)
-		}
-	}
-	if err != nil {
+		p.Rows = page.Items
+		p.OlderURL = pageURL("/workflows", v, "before", page.Older)
+		p.NewerURL = pageURL("/workflows", v, "after", page.Newer)
+	} else {
 		status, p.Error = classify(err)
 	}
 	s.render(w, r, status, "workflows", p)
@@ -348,18 +322,11 @@ type workflowPage struct {
 }
 
 func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "workflow instance")
+	d, err := s.loadWorkflow(r, "done")
 	if err != nil {
 		return err
 	}
-	if _, err := newQuery(r.URL.Query(), "done"); err != nil {
-		return err
-	}
-	d, err := s.loadWorkflow(r.Context(), id)
-	if err != nil {
-		return err
-	}
-	p := &workflowPage{base: base{Title: fmt.Sprintf("Workflow %d %s", id, d.Workflow.WorkflowName), Nav: "workflows",
+	p := &workflowPage{base: base{Title: fmt.Sprintf("Workflow %d %s", d.Workflow.ID, d.Workflow.WorkflowName), Nav: "workflows",
 		Flash: flashes[r.URL.Query().Get("done")]}, workflowDetail: d}
 	p.CanStop = !d.Workflow.State.Terminal() && s.may(r, "POST /workflows/{id}/stop")
 	for _, t := range d.Tasks {
@@ -406,15 +373,9 @@ type clusterPage struct {
 }
 
 func (s *Server) pageCluster(w http.ResponseWriter, r *http.Request) error {
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	v, err := s.loadCluster(r.Context())
+	v, err := s.loadCluster(r)
 	if err != nil {
 		return err
-	}
-	if v.Err != nil {
-		logFor(r).Warn().Err(v.Err).Msg("cluster view: zookeeper not readable")
 	}
 	s.render(w, r, http.StatusOK, "cluster", &clusterPage{base: base{Title: "Cluster", Nav: "cluster"}, clusterView: v})
 	return nil

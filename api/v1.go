@@ -40,15 +40,7 @@ func toPage[T, U any](p dao.Page[T], conv func(T) U) pageJSON[U] {
 }
 
 func (s *Server) apiTasks(w http.ResponseWriter, r *http.Request) error {
-	q, err := newQuery(r.URL.Query(), taskListParams...)
-	if err != nil {
-		return err
-	}
-	f, c, err := taskFilter(q)
-	if err != nil {
-		return err
-	}
-	page, err := s.db.TaskListPage(r.Context(), f, c)
+	page, _, err := s.loadTaskList(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -142,14 +134,7 @@ type taskDetailJSON struct {
 const defaultTailBytes = 64 << 10
 
 func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "task instance")
-	if err != nil {
-		return err
-	}
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	d, err := s.loadTask(r.Context(), id)
+	d, _, err := s.loadTask(r)
 	if err != nil {
 		return err
 	}
@@ -172,7 +157,7 @@ func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
 			Usage: c.Checkpoint.Usage, CreatedAt: c.CreatedAt})
 	}
 	if d.Task.Attempt > 0 {
-		tail, err := s.db.TaskLogTail(r.Context(), id, d.Task.Attempt, -1, defaultTailBytes)
+		tail, err := s.db.TaskLogTail(r.Context(), d.Task.ID, d.Task.Attempt, -1, defaultTailBytes)
 		if err != nil {
 			return err
 		}
@@ -285,15 +270,7 @@ func workflowToJSON(w dao.WorkflowInstance) workflowJSON {
 }
 
 func (s *Server) apiWorkflows(w http.ResponseWriter, r *http.Request) error {
-	q, err := newQuery(r.URL.Query(), workflowListParams...)
-	if err != nil {
-		return err
-	}
-	f, c, err := workflowFilter(q)
-	if err != nil {
-		return err
-	}
-	page, err := s.db.WorkflowListPage(r.Context(), f, c)
+	page, err := s.loadWorkflowList(r.Context(), r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -312,14 +289,7 @@ type workflowDetailJSON struct {
 }
 
 func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
-	id, err := pathID(r, "workflow instance")
-	if err != nil {
-		return err
-	}
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	d, err := s.loadWorkflow(r.Context(), id)
+	d, err := s.loadWorkflow(r)
 	if err != nil {
 		return err
 	}
@@ -609,15 +579,11 @@ type markerJSON struct {
 }
 
 func (s *Server) apiCluster(w http.ResponseWriter, r *http.Request) error {
-	if _, err := newQuery(r.URL.Query()); err != nil {
-		return err
-	}
-	v, err := s.loadCluster(r.Context())
+	v, err := s.loadCluster(r)
 	if err != nil {
 		return err
 	}
 	if v.Err != nil {
-		logFor(r).Warn().Err(v.Err).Msg("cluster view: zookeeper not readable")
 		return errorf(http.StatusServiceUnavailable, "zookeeper could not be read: %v", v.Err)
 	}
 	now := time.Now()

@@ -35,13 +35,13 @@ type DB struct {
 }
 
 // claimSettings are the run-time parameters of the connections the task claims run on. A
-// claim is a statement of five parts: re-planned at every call (PostgreSQL's choice for it,
-// as its generic plan cannot know the LIMIT), the planning cost as much as a fifth of its
-// execution, 4-5 % of a burn-down's CPU. Its generic plan is made once per connection, from
-// the statistics of that moment, and kept until the table is next vacuumed or analyzed: made
-// on an empty task_instance it would be a sequential scan (61 ms a claim once 50,000 tasks
-// had arrived), unless sequential and bitmap scans are ruled out, which leaves the index
-// scan of task_instance_queued in claim order whatever the statistics say
+// claim is a statement of five parts that PostgreSQL, left to itself, re-plans at every call
+// (its generic plan cannot know the LIMIT), and on the hottest statement the planning is a
+// good part of the work. Its generic plan is made once per connection, from the statistics
+// of that moment, and kept until the table is next vacuumed or analyzed: made on an empty
+// task_instance it would be a sequential scan, read whole at every claim however long the
+// queue grows, unless sequential and bitmap scans are ruled out, which leaves the index scan
+// of task_instance_queued in claim order whatever the statistics say
 // (TestClaimPlanMadeOnAnEmptyTable). Only the claims run with these settings.
 var claimSettings = [][2]string{
 	{"plan_cache_mode", "force_generic_plan"},

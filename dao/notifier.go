@@ -16,9 +16,8 @@ import (
 //
 // A NOTIFY inside a writing transaction holds a database-wide lock from its commit's start
 // to its end, WAL flush included, so every notifying commit waits for the one before it and
-// group commit stops: measured here with pgbench (16 clients), an insert that notifies
-// commits 1,470 times a second, one that does not 5,120, and a NOTIFY alone 10,800. At a
-// steady 500 submissions a second, 40 connections sat waiting on that lock.
+// group commit stops: under a steady stream of submissions the writers would queue on that
+// lock. Sent from here, after the commit, a wake-up holds up no writer.
 //
 // A wake-up is a hint: every listener also polls and rescans after a reconnect, so one lost
 // here (the process dies between commit and send, or the send fails) costs latency, never a

@@ -12,16 +12,15 @@ import (
 )
 
 // submitter creates the workflow instances submitted on the pool (DB.Submit) many to a
-// statement: one goroutine takes every submission waiting and creates them with createSQL, so
+// statement: a writer goroutine takes the submissions waiting and creates them with createSQL, so
 // submissions that arrive together share one statement and one commit, the way the workers'
 // completer shares its finishes.
 //
-// Each submission on a connection of its own was measured at 500 a second (bench latency, 2
-// cores): with their root tasks every one inserts into task_instance and its indexes, and
-// twenty-odd backends inserting at once, beside the workers' claims and finishes of the same
-// rows, queued on the same few pages' locks (LWLock:BufferContent) and on WAL writes; a
-// submission's statement took 4.9 ms on average instead of 0.4, and its p99 to task start
-// passed 100 ms. One writer at a time has nothing to queue on.
+// With its root tasks every submission inserts into task_instance and its indexes: many
+// backends inserting at once, beside the workers' claims and finishes of the same rows, would
+// queue on the same few pages' locks (LWLock:BufferContent) and on WAL writes, and each
+// submission's statement would take many times as long. The submitWriters writers have next
+// to nothing to queue on.
 type submitter struct {
 	db *DB
 

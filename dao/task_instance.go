@@ -29,9 +29,9 @@ func queryTasks(ctx context.Context, q *Queries, limit int, query string, args .
 	return queryRows(ctx, q, limit, (*TaskInstance).fields, query, args...)
 }
 
-// queryRows runs a hot statement and scans each row into a T through fields, by hand: the
-// claims' rows went through sqlx's reflection over every field of TaskInstance, a third of
-// what a worker spent reading them. capHint, up to 1,000, sizes the result.
+// queryRows runs a hot statement and scans each row into a T through fields, by hand: sqlx's
+// reflection over every field of a TaskInstance would be a large share of what a worker
+// spends reading the rows it claims. capHint, up to 1,000, sizes the result.
 func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(*T) []any, query string, args ...any) ([]T, error) {
 	rows, err := queryHot(ctx, q, query, args...)
 	if err != nil {
@@ -116,9 +116,8 @@ const claimUnpooledSQL = `
 			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
 
 // TaskClaimUnpooled is TaskClaim for a database where no task names a pool (TaskPoolsExist
-// says so): it claims the tasks without a pool only, with a statement PostgreSQL plans in
-// under half the time of TaskClaim's. At 500 submissions a second the claims' planning alone
-// (custom plans, at every call) was the largest use of the database's CPU.
+// says so): it claims the tasks without a pool only, with a statement that has neither the
+// pools' CTE nor their lateral probe, and so is cheaper for PostgreSQL to plan and to run.
 func (q *Queries) TaskClaimUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
 	tasks, err := queryTasks(ctx, q, limit, claimUnpooledSQL, worker, pq.Array(groups), limit)
 	if err != nil {
@@ -261,8 +260,8 @@ var finishManySQL = `
 			FROM x
 			-- The token's worker and attempt compared with IS NOT DISTINCT FROM (x.worker is
 			-- never NULL, and a running task always has a worker): as equalities, the generic
-			-- plan joined x with the running tasks on worker_id, one value for a whole batch,
-			-- and compared every result with every running task of the worker.
+			-- plan would join x with the running tasks on worker_id, one value for a whole
+			-- batch, and compare every result with every running task of the worker.
 			WHERE ti.id = x.id AND ti.worker_id IS NOT DISTINCT FROM x.worker AND ti.attempt IS NOT DISTINCT FROM x.attempt
 			  AND ti.state = 'running' AND ` + poolsFirstSQL + `
 			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.name, ti.state, ti.worker_group,
@@ -291,9 +290,9 @@ var finishManySQL = `
 			WHERE y.state IN ('succeeded', 'failed', 'killed')
 		), ended AS (
 			-- The outcome master/plan.go gives a workflow whose tasks are all terminal. Joined
-			-- with ending alone, by primary key: a join with t as well was planned as a loop
-			-- over t that read every ended instance again for each task (an index scan of
-			-- id = ANY, all 100 ids, run 100 times for a batch of 100).
+			-- with ending alone, by primary key: a join with t as well is planned as a loop
+			-- over t that reads every ended instance again for each task (an index scan of
+			-- id = ANY over all the batch's ids, once per task).
 			UPDATE workflow_instance w SET
 				state = CASE WHEN e.state = 'succeeded' THEN 'succeeded' ELSE 'failed' END,
 				error = CASE WHEN e.state <> 'succeeded' THEN 'tasks did not succeed: ' || e.name || ' ' || e.state END,
@@ -303,7 +302,7 @@ var finishManySQL = `
 			RETURNING w.id, w.state
 		)
 		-- The tasks, then the instances they ended (id NULL), paired up by the caller: a join
-		-- of the two was planned as a nested loop, every task against every instance.
+		-- of the two is planned as a nested loop, every task against every instance.
 		SELECT id, attempt, workflow_instance_id, state, worker_group, NULL AS workflow_state FROM t
 		UNION ALL
 		SELECT NULL, NULL, id, NULL, NULL, state FROM ended`

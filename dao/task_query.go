@@ -130,9 +130,10 @@ func direction(desc bool) string {
 
 // taskListSource lists task instances. The list indexes (migration 00010) leave out the
 // running ones, which the lists read through task_instance_running: each page is the best of
-// the rows of the two sides, each side read in id order up to the page's size (a UNION ALL of
-// the two filtered scans gave PostgreSQL no ordered plan: 400 ms a first page of 1,000,000
-// tasks). A filter on state reads only the side that can match.
+// the rows of the two sides, each side read in id order up to the page's size (PostgreSQL does
+// not flatten the members of a UNION ALL that have a WHERE, so it has no ordered plan for the
+// two filtered scans, and a first page would read and sort every task). A filter on state
+// reads only the side that can match.
 func taskListSource(state TaskState) keysetSource {
 	var sides []string
 	if state != TaskRunning {

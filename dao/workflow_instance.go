@@ -70,8 +70,8 @@ const createSQL = `
 			-- one a failover released; a capped one waits for admission without them. Every
 			-- submission keeps its row (id NULL: not created), so nothing below joins the
 			-- submissions with each other: planned for the ten rows the planner assumes of an
-			-- array, such a join was a nested loop, 10,000 × 10,000 comparisons (8.5 s) for a
-			-- bulk load of 10,000.
+			-- array, such a join is a nested loop that compares every submission with every
+			-- other, quadratic in the size of a bulk load.
 			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.has_timeout, r.task_count, r.defined,
 			       CASE WHEN r.defined AND (r.max_active IS NULL OR NOT r.skip OR r.queue)
 			            THEN nextval(pg_get_serial_sequence('workflow_instance', 'id')) END AS id,
@@ -244,7 +244,7 @@ var workflowClaimTailSQL = `
 		UPDATE workflow_instance w
 		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
 		-- By primary key: a join with locked is planned as a hash join over a scan of the
-		-- whole table once a backlog makes the claim look big (seen: 12 ms a claim of 100).
+		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING ` + workflowReturning + `,
 		w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
@@ -312,15 +312,13 @@ var claimStrandedSQL = `
 			SELECT id, false AS fresh FROM workflow_instance w
 			WHERE owner IS NULL AND state = 'running' AND id > $2 AND id <= $3
 			  -- Probed by task_instance_workflow_instance_id_name_key alone: with "state IN",
-			  -- the planner ANDed it with task_instance_state_id (now ..._listed_state_id),
-			  -- whose queued entries (a whole backlog) it then read for every instance
-			  -- (1.2 ms each).
+			  -- the planner would AND it with task_instance_listed_state_id, whose queued
+			  -- entries (a whole backlog) it would then read for every instance.
 			  -- A task that ended in the last StrandedAfter is still on its way to a master by
-			  -- its wake-up: taking its instance here would only race that (3% of a burn-down's
-			  -- instances were claimed twice over, an extra write each). An instance that
-			  -- started less than that ago has either a live task or one that ended since:
-			  -- its tasks need no probe (a master that started on a fresh backlog of 30,000
-			  -- probed them all, 9 us each: 3 % of a burn-down's database time).
+			  -- its wake-up: taking its instance here would only race that, an extra write for
+			  -- an instance claimed twice over. An instance that started less than that ago
+			  -- has either a live task or one that ended since: its tasks need no probe, so a
+			  -- master that starts on a fresh backlog does not probe all of it.
 			  AND w.started_at < now() - ` + strandedInterval + `
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
@@ -572,9 +570,9 @@ const finishManyWorkflowsSQL = `
 		WITH u AS (
 			-- Each instance's state and error are taken from the arrays by its position in
 			-- $2, not by a join with them: the join, beside the "id = ANY" that keeps the scan
-			-- on the primary key, was planned (generic plan) as a loop over the arrays that read
-			-- every instance of the batch again for each (9,900 rows dropped for 100). A
-			-- position is a search of $2 per row, a few hundred ids at most.
+			-- on the primary key, is planned (generic plan) as a loop over the arrays that
+			-- reads every instance of the batch again for each. A position is a search of $2
+			-- per row, a few hundred ids at most.
 			UPDATE workflow_instance w SET state = ($3::text[])[array_position($2::bigint[], w.id)],
 				error = ($4::text[])[array_position($2::bigint[], w.id)], ended_at = now(), owner = $1
 			WHERE w.id = ANY($2::bigint[])
