@@ -2,7 +2,6 @@ package dao
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -60,12 +59,4 @@ func (q *Queries) PoolList(ctx context.Context) ([]Pool, error) {
 		return nil, fmt.Errorf("list pools: %w", err)
 	}
 	return pools, nil
-}
-
-// jsonOrNil passes JSON to a jsonb parameter, and nothing as NULL.
-func jsonOrNil(raw json.RawMessage) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
 }

@@ -33,12 +33,6 @@ func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, 
 	return q.WorkflowCreateWithTasks(ctx, name, version, params, priority, false, nil)
 }
 
-// WorkflowCreateQueued is WorkflowCreate for a backfill: at the cap, the instance waits for a
-// slot even when the workflow's when-full is skip, since every run was asked for.
-func (q *Queries) WorkflowCreateQueued(ctx context.Context, name string, version int, params json.RawMessage, priority int) (int64, error) {
-	return q.WorkflowCreateWithTasks(ctx, name, version, params, priority, true, nil)
-}
-
 // What an instance copies from its definition d at creation: whether the workflow has a
 // timeout (migration 00006) and how many tasks it has, NULL for none (00007).
 const (
@@ -177,8 +171,9 @@ func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 }
 
 // WorkflowCreateWithTasks creates a workflow instance of a stored definition, as
-// WorkflowCreate does (queue as WorkflowCreateQueued), and with it, in the same statement, its
-// root task instances (those without dependencies; every row's WorkflowInstanceID is
+// WorkflowCreate does (with queue, at the cap the instance waits for a slot even when the
+// workflow's when-full is skip, as a backfill's every run was asked for), and with it, in the
+// same statement, its root task instances (those without dependencies; every row's WorkflowInstanceID is
 // ignored): the instance is then running at once, without an owner, and the workers of the
 // roots' groups are woken with the masters. No master takes it until a task of it ends (see
 // WorkflowLockUnowned), unless its workflow has a timeout (WorkflowClaimUnowned). A definition

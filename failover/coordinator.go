@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -396,7 +397,7 @@ func (t *term) fence(ctx context.Context, k nodeKey, lostAt time.Time) error {
 	}
 	delete(t.absent, k)
 	t.fenced[k] = false
-	injectFault("after-fence")
+	faultinject.Point("after-fence")
 	return t.finish(ctx, k)
 }
 
@@ -442,7 +443,7 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	if err != nil {
 		return fmt.Errorf("fail over %s %s: %w", k.role, k.id, err)
 	}
-	injectFault("after-requeue")
+	faultinject.Point("after-requeue")
 	if garbage {
 		t.fenced[k] = true
 		c.cfg.Log.Warn().Str("lost_node", registry.Printable(k.id)).Str("lost_role", string(k.role)).Int("tasks_requeued", ev.TasksRequeued).

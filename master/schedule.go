@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -141,7 +142,7 @@ func (s *Scheduler) fireSchedule(ctx context.Context, name string, now time.Time
 		}
 		// The fires and their instances are written, not committed: a master killed here
 		// leaves nothing behind, and another master makes the same fires.
-		injectFault("schedule-before-commit")
+		faultinject.Point("schedule-before-commit")
 		return nil
 	})
 	if err != nil {

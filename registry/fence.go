@@ -110,79 +110,80 @@ func (c *Client) MemberInfo(ctx context.Context, role Role, id string) (NodeInfo
 // reads the marker back: the marker with exactly rec's data means the multi committed; otherwise
 // it tries again once connected, until ctx is done.
 func (c *Client) Fence(ctx context.Context, electionZnode string, rec FenceRecord) error {
-	if err := checkRecord(rec); err != nil {
-		return fmt.Errorf("fence: %w", err)
-	}
-	if electionZnode == "" {
-		return fmt.Errorf("fence %s %s: %w", rec.Role, rec.ID, ErrNotLeader)
-	}
 	rec.Phase, rec.FinishedAt = PhaseFenced, nil
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("fence %s %s: %w", rec.Role, rec.ID, err)
-	}
-	node, marker := c.layout.nodePath(rec.Role, rec.ID), c.layout.markerPath(rec.Role, rec.ID)
-	ops := []any{
-		&zk.CheckVersionRequest{Path: electionZnode, Version: -1},
-		&zk.CreateRequest{Path: node, Acl: c.acl},
-		&zk.DeleteRequest{Path: node, Version: -1},
-		&zk.CreateRequest{Path: marker, Data: data, Acl: c.acl},
-	}
-	return c.retryAmbiguous(ctx, func() error {
-		_, op, err := c.multi(ctx, ops...)
+	node := c.layout.nodePath(rec.Role, rec.ID)
+	return c.writeMarker(ctx, "fence", electionZnode, rec, func(marker string, data []byte) []any {
+		return []any{
+			&zk.CreateRequest{Path: node, Acl: c.acl},
+			&zk.DeleteRequest{Path: node, Version: -1},
+			&zk.CreateRequest{Path: marker, Data: data, Acl: c.acl},
+		}
+	}, func(op int, err error) error {
 		switch {
-		case err == nil:
-			return nil
-		case op == 0 && errors.Is(err, zk.ErrNoNode):
-			return ErrNotLeader
 		case op == 1 && errors.Is(err, zk.ErrNodeExists):
 			return ErrNodeRegistered
 		case op == 3 && errors.Is(err, zk.ErrNodeExists):
 			return ErrAlreadyFenced
-		case connLoss(err):
-			return c.readBackMarker(ctx, marker, data, err)
 		}
-		return err
-	}, "fence %s %s", rec.Role, rec.ID)
+		return nil
+	})
 }
 
 // FinishMarker rewrites the marker with rec in phase finished (FinishedAt set to now if nil), in a
 // multi with the leader check. It returns ErrNotLeader or ErrNoMarker as the multi says.
 func (c *Client) FinishMarker(ctx context.Context, electionZnode string, rec FenceRecord) error {
-	if err := checkRecord(rec); err != nil {
-		return fmt.Errorf("finish marker: %w", err)
-	}
-	if electionZnode == "" {
-		return fmt.Errorf("finish marker %s %s: %w", rec.Role, rec.ID, ErrNotLeader)
-	}
 	rec.Phase = PhaseFinished
 	if rec.FinishedAt == nil {
 		now := time.Now()
 		rec.FinishedAt = &now
 	}
+	return c.writeMarker(ctx, "finish marker", electionZnode, rec, func(marker string, data []byte) []any {
+		return []any{&zk.SetDataRequest{Path: marker, Data: data, Version: -1}}
+	}, func(op int, err error) error {
+		if op == 1 && errors.Is(err, zk.ErrNoNode) {
+			return ErrNoMarker
+		}
+		return nil
+	})
+}
+
+// writeMarker writes rec as the marker of its node, as the leader whose election znode is
+// electionZnode, for Fence and FinishMarker (what names the call in errors): one multi of the
+// leader check (op 0) and the ops that build returns for the marker's path and rec's data.
+// A failed multi returns ErrNotLeader when the election znode is gone, else what failed makes
+// of the failing op's index and error, else the error itself. A connection that drops mid-way
+// leaves the outcome unknown: the marker is read back, and holding exactly rec's data means the
+// multi committed; otherwise it tries again once connected, until ctx is done.
+func (c *Client) writeMarker(ctx context.Context, what, electionZnode string, rec FenceRecord,
+	build func(marker string, data []byte) []any, failed func(op int, err error) error) error {
+	if err := checkRecord(rec); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if electionZnode == "" {
+		return fmt.Errorf("%s %s %s: %w", what, rec.Role, rec.ID, ErrNotLeader)
+	}
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("finish marker %s %s: %w", rec.Role, rec.ID, err)
+		return fmt.Errorf("%s %s %s: %w", what, rec.Role, rec.ID, err)
 	}
 	marker := c.layout.markerPath(rec.Role, rec.ID)
-	ops := []any{
-		&zk.CheckVersionRequest{Path: electionZnode, Version: -1},
-		&zk.SetDataRequest{Path: marker, Data: data, Version: -1},
-	}
+	ops := append([]any{&zk.CheckVersionRequest{Path: electionZnode, Version: -1}}, build(marker, data)...)
 	return c.retryAmbiguous(ctx, func() error {
 		_, op, err := c.multi(ctx, ops...)
-		switch {
-		case err == nil:
+		if err == nil {
 			return nil
-		case op == 0 && errors.Is(err, zk.ErrNoNode):
+		}
+		if op == 0 && errors.Is(err, zk.ErrNoNode) {
 			return ErrNotLeader
-		case op == 1 && errors.Is(err, zk.ErrNoNode):
-			return ErrNoMarker
-		case connLoss(err):
+		}
+		if failure := failed(op, err); failure != nil {
+			return failure
+		}
+		if connLoss(err) {
 			return c.readBackMarker(ctx, marker, data, err)
 		}
 		return err
-	}, "finish marker %s %s", rec.Role, rec.ID)
+	}, "%s %s %s", what, rec.Role, rec.ID)
 }
 
 // DeleteMarker removes a marker, in a multi with the leader check. A marker already gone is not

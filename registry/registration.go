@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,6 +175,35 @@ func (r *Registration) Update(fn func(*NodeInfo)) {
 	case r.dirty <- struct{}{}:
 	default:
 	}
+}
+
+// RefreshInfo keeps the node's data current for inspection (never for liveness) until ctx
+// ends: every 2 seconds it sets Running to running(), Load to the host's load average and
+// HeartbeatAt to now.
+func (r *Registration) RefreshInfo(ctx context.Context, running func() int) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		r.Update(func(i *NodeInfo) {
+			i.Running, i.Load, i.HeartbeatAt = running(), loadAverage(), time.Now()
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// loadAverage is the host's one-minute load average from /proc/loadavg, or 0 where that
+// cannot be read: the figure is for inspection only.
+func loadAverage() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
 }
 
 // State returns where the registration stands.

@@ -405,3 +405,28 @@ func TestRegistrationRecreatesDeletedZnode(t *testing.T) {
 		t.Fatalf("registered under %#x, want %#x", st.SessionID, sid)
 	}
 }
+
+func TestRefreshInfoKeepsTheNodeDataCurrent(t *testing.T) {
+	b := setup(t)
+	c := b.dial(t, b.config())
+	r := register(t, c, RoleWorker, "1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.RefreshInfo(ctx, func() int { return 7 })
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	// The data reaches ZooKeeper in the background: poll it, there is no signal to wait on.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := c.MemberInfo(context.Background(), RoleWorker, r.ID())
+		if err == nil && got.Running == 7 && !got.HeartbeatAt.IsZero() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member info %+v (err %v), want running 7 and a heartbeat", got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/bench"
+	"github.com/zksched/zksched/internal/bench"
 	"github.com/zksched/zksched/internal/soak"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zksched/zksched/bench"
+	"github.com/zksched/zksched/internal/bench"
 )
 
 // TestBenchFailover runs the failover benchmark end to end on a small load: a worker process

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zksched/zksched/bench"
+	"github.com/zksched/zksched/internal/bench"
 	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
 )

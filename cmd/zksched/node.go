@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -179,7 +177,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			MarkerRetention: cfg.Failover.MarkerRetention, SweepInterval: cfg.Failover.SweepInterval, Log: n.log},
 			n.client, election, n.db)
 		go coord.Run(runCtx)
-		go n.setPoolLimits(runCtx, cfg.Pools)
+		go master.SetPoolLimits(runCtx, n.db, cfg.Pools, n.log)
 		sched := master.NewScheduler(master.SchedulerConfig{ID: n.id, PollInterval: cfg.Master.PollInterval,
 			MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
 		go sched.Run(runCtx)
@@ -213,7 +211,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 	guardDone := make(chan error, 1)
 	go func() { guardDone <- n.guard.Run(guardCtx) }()
-	go n.refreshInfo(runCtx, running)
+	go n.reg.RefreshInfo(runCtx, running)
 	handler, err := n.httpHandler()
 	if err != nil {
 		return err
@@ -297,29 +295,6 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 	return shell, secrets, nil
 }
 
-// setPoolLimits stores the config's pool limits for every worker's claims, retrying until
-// it succeeds: the schema may not be migrated yet when the master starts.
-func (n *node) setPoolLimits(ctx context.Context, limits map[string]int) {
-	wait := time.Second
-	for {
-		err := n.db.PoolSetLimits(ctx, limits)
-		if err == nil {
-			n.log.Info().Interface("pools", limits).Msg("pool limits set")
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		n.log.Warn().Err(err).Dur("retry_in", wait).Msg("could not set the pool limits; retrying")
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 30*time.Second)
-	}
-}
-
 // llmProviders returns the worker's model providers. A provider that cannot be used (its
 // API key variable unset) is reported now and fails only the tasks that name it.
 func (n *node) llmProviders() *llm.Providers {
@@ -360,31 +335,6 @@ func watchLeadership(ctx context.Context, e *registry.Election, log zerolog.Logg
 		case <-ch:
 		}
 	}
-}
-
-// refreshInfo keeps the node's znode data current for inspection (never for liveness).
-func (n *node) refreshInfo(ctx context.Context, running func() int) {
-	t := time.NewTicker(2 * time.Second)
-	defer t.Stop()
-	for {
-		n.reg.Update(func(i *registry.NodeInfo) {
-			i.Running, i.Load, i.HeartbeatAt = running(), loadAverage(), time.Now()
-		})
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func loadAverage() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
-	return f
 }
 
 // httpHandler is what the node serves on its port: on a master the API, the web UI,

@@ -214,25 +214,47 @@ type failoverRun struct {
 }
 
 // failover runs the failover mode on db, the run's scratch schema.
-func failover(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error) {
-	if err := checkFailoverOptions(&o); err != nil {
+func failover(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
+	return runOnProcesses(ctx, db, o, "failover", checkFailoverOptions,
+		func(c *procCluster, spec *workflow.Spec, v int) (*Summary, error) {
+			r := &failoverRun{procCluster: c}
+			var err error
+			if r.after, err = db.WorkflowLastID(ctx); err != nil {
+				return nil, err
+			}
+			start, n, err := r.load(ctx, spec, v)
+			if err != nil {
+				return nil, err
+			}
+			if err := r.waitFinished(ctx, start, n); err != nil {
+				return nil, err
+			}
+			took := time.Since(start)
+			return r.summarize(ctx, start, took, n)
+		})
+}
+
+// runOnProcesses runs a mode on real processes (mode names it in errors, the workflow and
+// the ZooKeeper root): it fills and checks o with check, starts the cluster, defines the
+// mode's workflow (one shell task that sleeps o.TaskSleep) and hands them to run. The
+// cluster is closed when run returns; the nodes' logs are printed for a failure, not after
+// a verdict (it has a summary) or an interruption: they say nothing then.
+func runOnProcesses(ctx context.Context, db *dao.DB, o Options, mode string, check func(*Options) error,
+	run func(c *procCluster, spec *workflow.Spec, version int) (*Summary, error)) (s *Summary, err error) {
+	if err := check(&o); err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("failover: interrupted: %w", ctx.Err())
+			err = fmt.Errorf("%s: interrupted: %w", mode, ctx.Err())
 		}
 	}()
-	c, err := startCluster(ctx, db, o, "failover")
-	// Logs are printed for a failure, not after a verdict (it has a summary) or an
-	// interruption: they say nothing then.
+	c, err := startCluster(ctx, db, o, mode)
 	defer func() { c.close(err != nil && s == nil && ctx.Err() == nil) }()
 	if err != nil {
 		return nil, err
 	}
-	r := &failoverRun{procCluster: c}
-
-	spec := &workflow.Spec{Name: "bench-failover", Tasks: []workflow.Task{{Name: "t", Type: "shell",
+	spec := &workflow.Spec{Name: "bench-" + mode, Tasks: []workflow.Task{{Name: "t", Type: "shell",
 		Group: workflow.DefaultGroup, Command: fmt.Sprintf("sleep %g", o.TaskSleep.Seconds())}}}
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -241,22 +263,26 @@ func failover(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error
 	if err != nil {
 		return nil, err
 	}
-	if r.after, err = db.WorkflowLastID(ctx); err != nil {
-		return nil, err
-	}
-	start, n, err := r.load(ctx, spec, v)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.waitFinished(ctx, start, n); err != nil {
-		return nil, err
-	}
-	took := time.Since(start)
-	return r.summarize(ctx, start, took, n)
+	return run(c, spec, v)
 }
 
 // checkFailoverOptions fills the defaults of the failover mode and refuses what cannot run.
 func checkFailoverOptions(o *Options) error {
+	return checkProcOptions(o, "failover", func(check func(bad bool, format string, args ...any)) {
+		check(o.Masters < 1, "--masters %d: want at least 1", o.Masters)
+		check(o.Workers < 2, "--workers %d: want at least 2, as one is killed and another must take over its tasks", o.Workers)
+		check(o.Slots < 1, "--slots %d: want at least 1", o.Slots)
+		check(o.Rate <= 0, "--rate %g: want a positive rate", o.Rate)
+		check(o.TaskSleep <= 0, "--sleep %v: want a positive duration", o.TaskSleep)
+		check(o.KillAfter <= 0, "--kill-after %v: want a positive duration", o.KillAfter)
+		check(o.Duration <= o.KillAfter, "--duration %v: want it longer than --kill-after %v, so the load goes on across the failover", o.Duration, o.KillAfter)
+	})
+}
+
+// checkProcOptions fills the defaults of a mode that runs processes (mode names it in the
+// error) and refuses what cannot run: what checks finds, then the session and failover
+// timing the nodes of either mode need. check records a problem when bad is true.
+func checkProcOptions(o *Options, mode string, checks func(check func(bad bool, format string, args ...any))) error {
 	if err := withProcDefaults(o); err != nil {
 		return err
 	}
@@ -266,18 +292,12 @@ func checkFailoverOptions(o *Options) error {
 			problems = append(problems, fmt.Sprintf(format, args...))
 		}
 	}
-	check(o.Masters < 1, "--masters %d: want at least 1", o.Masters)
-	check(o.Workers < 2, "--workers %d: want at least 2, as one is killed and another must take over its tasks", o.Workers)
-	check(o.Slots < 1, "--slots %d: want at least 1", o.Slots)
-	check(o.Rate <= 0, "--rate %g: want a positive rate", o.Rate)
-	check(o.TaskSleep <= 0, "--sleep %v: want a positive duration", o.TaskSleep)
-	check(o.KillAfter <= 0, "--kill-after %v: want a positive duration", o.KillAfter)
-	check(o.Duration <= o.KillAfter, "--duration %v: want it longer than --kill-after %v, so the load goes on across the failover", o.Duration, o.KillAfter)
+	checks(check)
 	check(o.SessionTimeout < time.Second, "--session-timeout %v: want at least 1s", o.SessionTimeout)
 	check(o.FailoverDelay < failoverKillGrace+time.Second,
 		"--failover-delay %v: want at least %v (the workers' kill grace %v + 1s)", o.FailoverDelay, failoverKillGrace+time.Second, failoverKillGrace)
 	if len(problems) > 0 {
-		return fmt.Errorf("failover: %s", strings.Join(problems, "; "))
+		return fmt.Errorf("%s: %s", mode, strings.Join(problems, "; "))
 	}
 	return nil
 }

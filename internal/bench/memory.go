@@ -97,35 +97,21 @@ type memoryRun struct {
 }
 
 // memory runs the memory mode on db, the run's scratch schema.
-func memory(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error) {
-	if err := checkMemoryOptions(&o); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil && ctx.Err() != nil {
-			err = fmt.Errorf("memory: interrupted: %w", ctx.Err())
-		}
-	}()
-	c, err := startCluster(ctx, db, o, "memory")
-	defer func() { c.close(err != nil && ctx.Err() == nil) }()
-	if err != nil {
-		return nil, err
-	}
-	r := &memoryRun{procCluster: c}
-	for _, n := range c.nodes {
-		r.figures = append(r.figures, NodeMemory{Name: n.name, Role: string(n.role), ID: n.id, PID: n.cmd.Process.Pid})
-	}
+func memory(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
+	return runOnProcesses(ctx, db, o, "memory", checkMemoryOptions,
+		func(c *procCluster, spec *workflow.Spec, v int) (*Summary, error) {
+			r := &memoryRun{procCluster: c}
+			for _, n := range c.nodes {
+				r.figures = append(r.figures, NodeMemory{Name: n.name, Role: string(n.role), ID: n.id, PID: n.cmd.Process.Pid})
+			}
+			return r.run(ctx, spec, v)
+		})
+}
 
-	spec := &workflow.Spec{Name: "bench-memory", Tasks: []workflow.Task{{Name: "t", Type: "shell",
-		Group: workflow.DefaultGroup, Command: fmt.Sprintf("sleep %g", o.TaskSleep.Seconds())}}}
-	if err := spec.Validate(); err != nil {
-		return nil, err
-	}
-	v, err := define(ctx, db, spec)
-	if err != nil {
-		return nil, err
-	}
-
+// run submits the workflows and samples the nodes until the queue has been full for the
+// hold time, and sums the run up.
+func (r *memoryRun) run(ctx context.Context, spec *workflow.Spec, v int) (*Summary, error) {
+	o := r.o
 	start := time.Now()
 	r.lastPrint = start
 	sctx, cancel := context.WithCancel(ctx)
@@ -189,29 +175,15 @@ func memory(ctx context.Context, db *dao.DB, o Options) (s *Summary, err error) 
 
 // checkMemoryOptions fills the defaults of the memory mode and refuses what cannot run.
 func checkMemoryOptions(o *Options) error {
-	if err := withProcDefaults(o); err != nil {
-		return err
-	}
-	var problems []string
-	check := func(bad bool, format string, args ...any) {
-		if bad {
-			problems = append(problems, fmt.Sprintf(format, args...))
-		}
-	}
-	check(o.N < 1, "-n %d: want at least 1", o.N)
-	check(o.Masters < 1, "--masters %d: want at least 1", o.Masters)
-	check(o.Workers < 1, "--workers %d: want at least 1", o.Workers)
-	check(o.Slots < 1, "--slots %d: want at least 1", o.Slots)
-	check(o.TaskSleep <= 0, "--sleep %v: want a positive duration", o.TaskSleep)
-	check(o.Hold < 0, "--hold %v: want a duration of 0 or more", o.Hold)
-	check(o.Duration <= 0, "--duration %v: want a positive duration", o.Duration)
-	check(o.SessionTimeout < time.Second, "--session-timeout %v: want at least 1s", o.SessionTimeout)
-	check(o.FailoverDelay < failoverKillGrace+time.Second,
-		"--failover-delay %v: want at least %v (the workers' kill grace %v + 1s)", o.FailoverDelay, failoverKillGrace+time.Second, failoverKillGrace)
-	if len(problems) > 0 {
-		return fmt.Errorf("memory: %s", strings.Join(problems, "; "))
-	}
-	return nil
+	return checkProcOptions(o, "memory", func(check func(bad bool, format string, args ...any)) {
+		check(o.N < 1, "-n %d: want at least 1", o.N)
+		check(o.Masters < 1, "--masters %d: want at least 1", o.Masters)
+		check(o.Workers < 1, "--workers %d: want at least 1", o.Workers)
+		check(o.Slots < 1, "--slots %d: want at least 1", o.Slots)
+		check(o.TaskSleep <= 0, "--sleep %v: want a positive duration", o.TaskSleep)
+		check(o.Hold < 0, "--hold %v: want a duration of 0 or more", o.Hold)
+		check(o.Duration <= 0, "--duration %v: want a positive duration", o.Duration)
+	})
 }
 
 // submit creates the N workflows in chunks, counting them in r.submitted.
