@@ -267,8 +267,8 @@ func TestLostWorkerWaitsForItsOwnKillGrace(t *testing.T) {
 // A marker of a worker that is registered cannot be a leader's (Fence needs the znode gone):
 // someone who reached an unprotected ZooKeeper made it. The leader leaves the worker's running
 // task where it is and says so; only once the worker is really lost (its znode gone) and the
-// delay has passed does the marker count, as for any lost node. With the code before, the sweep
-// that read the marker requeued the live worker's task at once.
+// delay has passed does the marker count, as for any lost node: a sweep that trusted the
+// marker would requeue the live worker's task at once.
 func TestForgedMarkerOfLiveWorkerRequeuesNothing(t *testing.T) {
 	t.Parallel()
 	b := setupCoordinator(t)

@@ -47,8 +47,8 @@ func wantACL(t *testing.T, c *Client) {
 }
 
 // With credentials, every znode zksched makes is closed to others: a client without them can
-// read everything but create, change and delete nothing. Against the code before, every create
-// below succeeded (world:anyone had all rights).
+// read everything but create, change and delete nothing: under world:anyone's rights every
+// create below would succeed.
 func TestACLClosesTheTreeToOthers(t *testing.T) {
 	b := setup(t)
 	c := b.dial(t, b.authConfig())
@@ -217,9 +217,9 @@ func waitInfoWritten(t *testing.T, zc *zk.Conn, node string, r *Registration, lo
 }
 
 // A reply above the client's buffer cap fails its request with ErrResponseTooLarge and leaves
-// the connection up. Against stock go-zookeeper with the cap set, the connection dropped and the
-// read failed with a connection loss (and a caller that retried looped for ever); without the
-// cap, the whole reply was read into memory.
+// the connection up. Stock go-zookeeper with the cap set drops the connection and fails the
+// read with a connection loss (and a caller that retries loops for ever); without the cap, it
+// reads the whole reply into memory.
 func TestOversizedReplyIsAnError(t *testing.T) {
 	b := setup(t)
 	c := b.dial(t, b.config())

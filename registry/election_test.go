@@ -149,8 +149,8 @@ func TestElectOnlyMasters(t *testing.T) {
 }
 
 // Children of election/ that the election did not make do not count: one whose name is not the
-// candidate form, and a persistent one of that form (a candidacy lives with its session). With
-// the code before, the garbage "x0000000000" (sequence 0) led for ever and no master did.
+// candidate form, and a persistent one of that form (a candidacy lives with its session).
+// Counted, the garbage "x0000000000" (sequence 0) would lead for ever and no master would.
 func TestElectionIgnoresForeignZnodes(t *testing.T) {
 	b := setup(t)
 	c := b.dial(t, b.config())

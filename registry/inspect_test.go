@@ -229,8 +229,8 @@ func TestAge(t *testing.T) {
 }
 
 // Names and data from znodes cannot forge lines or terminal escapes in zk tree and zk nodes:
-// what is not printable comes out quoted. With the code before, the data's newline made a line
-// of its own and the escape reached the terminal.
+// what is not printable comes out quoted, so the data's newline makes no line of its own and
+// the escape never reaches the terminal.
 func TestWriteEscapesControlCharacters(t *testing.T) {
 	t.Parallel()
 	now := time.Now()

@@ -128,8 +128,9 @@ func fenceGone(t *testing.T, zc *zk.Conn, root string, rec FenceRecord) {
 }
 
 // A marker made while the node's znode is held by its live session cannot be a leader's (Fence
-// needs the znode gone): the node reports it and goes on. Against the code before, the node
-// was fenced at once (TestMarkerWatchFencesAtOnce made its markers this way).
+// needs the znode gone): the node reports it and goes on, where taking it for a fence would
+// end a live node (TestMarkerWatchFencesAtOnce makes its marker as a fence does, the znode
+// deleted first).
 func TestMarkerBesideLiveZnodeIsNoFence(t *testing.T) {
 	b := setup(t)
 	cfg := b.config()

@@ -14,7 +14,7 @@ import (
 // A client with Config.TLS works through a ZooKeeper 3.8 server's secureClientPort (Netty, a
 // client certificate required): it gets a session with the granted timeout read off the TLS
 // stream, registers with the ACL, and reads the tree. Without a client certificate, or without
-// TLS, the same port gives no session. With the code before there was no TLS at all.
+// TLS, the same port gives no session.
 func TestTLSToZooKeeper(t *testing.T) {
 	t.Parallel()
 	pki := testenv.NewPKI(t)

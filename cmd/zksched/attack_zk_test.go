@@ -194,8 +194,8 @@ func TestAttackZKTreeReadsWithoutCredentialsAndEscapes(t *testing.T) {
 // On a cluster without registry.auth-file anyone can still create a marker for a live worker.
 // It is no fence (a leader fences only a node whose znode is gone): the worker reports it and
 // keeps running its task, the leader reports it and requeues nothing, and the task ends in its
-// first attempt. With the code before, the worker exited 75 and the leader's sweep requeued
-// the task as a failover while it ran.
+// first attempt: taken for a fence, the marker would make the worker exit 75 and the
+// leader's sweep requeue the task as a failover while it ran.
 func TestAttackZKForgedMarkerWithoutCredentialsRequeuesNothing(t *testing.T) {
 	t.Parallel()
 	a := setupZKAttack(t, "sleep 5")

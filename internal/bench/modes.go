@@ -37,8 +37,8 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 			o.N, time.Since(loadStart).Round(time.Millisecond), o.Masters, o.Workers, o.Slots)
 	}
 	// The loader's garbage (the arrays of every submission) is collected and given back to
-	// the OS now, not by the GC and the scavenger while the nodes work: in a 60,000 burn-down
-	// the scavenger alone was 8 % of the process's CPU.
+	// the OS now, not by the GC and the scavenger while the nodes work, where their CPU time
+	// would be charged to the run.
 	debug.FreeOSMemory()
 	// The run is timed by the database's clock, from just before the nodes start to the last
 	// instance's ended_at: the progress poll can then be slow (its count of the finished
