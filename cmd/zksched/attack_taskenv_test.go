@@ -309,7 +309,7 @@ tasks:
 
 	unknown := e.Worker("worker-with-an-unknown-task-user", "ZKSCHED_WORKER_TASK_USER=zksched-no-such-user")
 	if code := unknown.Wait(t, 30*time.Second); code != exitUsage ||
-		!strings.Contains(unknown.Log(), `conf: worker.task-user: task user \"zksched-no-such-user\": user: unknown user zksched-no-such-user`) {
+		!strings.Contains(unknown.Log(), `zksched worker: conf: worker.task-user: task user "zksched-no-such-user": user: unknown user zksched-no-such-user`) {
 		t.Errorf("a worker with an unknown task user exited %d, want %d with a clear message:\n%s", code, exitUsage, unknown.Log())
 	}
 }

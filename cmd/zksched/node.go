@@ -83,12 +83,6 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	var secrets []string
 	if role == registry.RoleWorker {
 		if shell, secrets, err = n.taskIsolation(); err != nil {
-			// Logged as well: the node log, once flushed, closes the stderr run would print to.
-			msg := err.Error()
-			if ee := (exitError{}); errors.As(err, &ee) {
-				msg = ee.msg
-			}
-			n.log.Error().Str("error", msg).Msg("cannot start the worker")
 			return err
 		}
 	}
