@@ -220,10 +220,15 @@ func waitInfoWritten(t *testing.T, zc *zk.Conn, node string, r *Registration, lo
 // the connection up. Stock go-zookeeper with the cap set drops the connection and fails the
 // read with a connection loss (and a caller that retries loops for ever); without the cap, it
 // reads the whole reply into memory.
+//
+// It writes megabytes of znodes, so it does so on a ZooKeeper server of its own: on the one
+// the other tests share, the snapshots and the deletion of those znodes would slow every
+// session's requests, expiries included, that the other tests time.
 func TestOversizedReplyIsAnError(t *testing.T) {
 	b := setup(t)
-	c := b.dial(t, b.config())
-	anyone := testenv.DialZK(t)
+	ens := testenv.NewZKEnsemble(t, 1, testenv.ZKEnsembleOptions{})
+	c := b.dial(t, b.config(ens.Servers()...))
+	anyone := testenv.DialZKServers(t, ens.Servers())
 	// ZooKeeper caps one znode's data at about 1 MiB, so the large reply is a folder's
 	// children: names of 1,000 bytes, enough of them to pass maxResponseBytes.
 	dir := b.zk.Root + "/wide"
