@@ -21,6 +21,8 @@ type fakeClock struct {
 	mu      sync.Mutex
 	now     time.Time
 	waiters []fakeWaiter
+	// added is signalled whenever After registers a waiter.
+	added chan struct{}
 }
 
 type fakeWaiter struct {
@@ -28,7 +30,33 @@ type fakeWaiter struct {
 	ch chan time.Time
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_800_000_000, 0)} }
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Unix(1_800_000_000, 0), added: make(chan struct{}, 1)}
+}
+
+// waitForWaiter returns once someone waits on the clock for a moment still to come, so that
+// the next Advance past it reaches them: advancing before a waiter has registered its timer
+// would move time under it unnoticed.
+func (c *fakeClock) waitForWaiter(t *testing.T) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		waiting := false
+		for _, w := range c.waiters {
+			waiting = waiting || w.at.After(c.now)
+		}
+		c.mu.Unlock()
+		if waiting {
+			return
+		}
+		select {
+		case <-c.added:
+		case <-deadline:
+			t.Fatal("nothing waits on the clock")
+		}
+	}
+}
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
@@ -45,6 +73,10 @@ func (c *fakeClock) After(d time.Duration) <-chan time.Time {
 		return ch
 	}
 	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
+	select {
+	case c.added <- struct{}{}:
+	default:
+	}
 	return ch
 }
 
@@ -161,10 +193,10 @@ func (b *coordBundle) workerWith(t *testing.T, info registry.NodeInfo) (*registr
 	if _, err := b.db.SQL().Exec(`UPDATE workflow_instance SET owner = '127.0.0.1:1_1', state = 'running' WHERE id = $1`, wf); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g-" + id}}); err != nil {
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g-" + id}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.db.TaskClaim(b.ctx, id, []string{"g-" + id}, 1)
+	got, err := b.db.TaskClaimQueued(b.ctx, id, []string{"g-" + id}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v %v", got, err)
 	}

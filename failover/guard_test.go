@@ -133,6 +133,7 @@ func TestGuardStopsWorkAtEveryTickWhileLost(t *testing.T) {
 	b.clock.Advance(10 * time.Second)
 	b.wait(t, "stopping work at the deadline", func() bool { return b.lost.Load() == 1 })
 	for want := int32(2); want <= 4; want++ {
+		b.clock.waitForWaiter(t)
 		b.clock.Advance(100 * time.Millisecond)
 		b.wait(t, "stopping work again at the next tick", func() bool { return b.lost.Load() >= want })
 	}
