@@ -172,7 +172,7 @@ func (b *testBundle) seed(t *testing.T, n int) fixture {
 	for i := range rows {
 		rows[i] = dao.NewTask{WorkflowInstanceID: f.wf, Name: fmt.Sprintf("t%d", i), Type: "noop", State: dao.TaskQueued, Group: "g"}
 	}
-	if _, err := b.db.TaskInsertMany(b.ctx, rows); err != nil {
+	if _, err := b.db.TaskCreateMany(b.ctx, rows); err != nil {
 		t.Fatal(err)
 	}
 	all, err := b.db.TaskListByWorkflow(b.ctx, f.wf)
@@ -182,7 +182,7 @@ func (b *testBundle) seed(t *testing.T, n int) fixture {
 	for _, ti := range all {
 		f.byName[ti.Name] = ti.ID
 	}
-	claimed, err := b.db.TaskClaim(b.ctx, "w1", []string{"g"}, 5)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 5)
 	if err != nil || len(claimed) != 5 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
@@ -205,7 +205,7 @@ func (b *testBundle) seed(t *testing.T, n int) fixture {
 		}
 	}
 	f.other = daotest.Submit(t, b.db, "other", map[string]any{"name": "other", "tasks": []map[string]any{{"name": "x", "type": "noop"}}})
-	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: f.other, Name: "x", Type: "noop",
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: f.other, Name: "x", Type: "noop",
 		State: dao.TaskQueued, Group: "h"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +472,7 @@ func TestTaskDetailShowsAttemptsFailoverAndLog(t *testing.T) {
 	f := b.seed(t, 6)
 	// t3 runs on w1; w1 is lost and the leader fails it over.
 	if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		if _, err := q.TaskRequeueLostWorker(b.ctx, "w1"); err != nil {
+		if _, err := q.TaskRequeueIfRunningOnWorker(b.ctx, "w1"); err != nil {
 			return err
 		}
 		_, err := q.FailoverEventRecord(b.ctx, dao.FailoverEvent{NodeID: "w1", Role: "worker", LostAt: time.Now().Add(-time.Minute),
@@ -517,10 +517,10 @@ func TestLogTailAndEarlierChunks(t *testing.T) {
 	b := setup(t, setupOpts{})
 	b.seed(t, 6)
 	wf := daotest.Submit(t, b.db, "chatty", map[string]any{"name": "chatty"})
-	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "c", Type: "noop", State: dao.TaskQueued, Group: "chat"}}); err != nil {
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "c", Type: "noop", State: dao.TaskQueued, Group: "chat"}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := b.db.TaskClaim(b.ctx, "w9", []string{"chat"}, 1)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w9", []string{"chat"}, 1)
 	if err != nil || len(claimed) != 1 {
 		t.Fatal(claimed, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
@@ -363,7 +364,7 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	// its audit row.
 	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
 	ev := s.auditEvent(r)
-	id, err := master.SubmitNow(r.Context(), s.db, &spec, version, params, *priority, &ev)
+	id, err := lifecycle.SubmitNow(r.Context(), s.db, &spec, version, params, *priority, &ev)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 )
 
 func auditEvent(actor, action, target string) dao.AuditEvent {
@@ -174,7 +175,7 @@ func TestAuditedActionsCommitOnlyWithTheirRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			id := tasks[0].ID
-			return func(ev dao.AuditEvent) error { _, err := b.db.TaskKillAudited(b.ctx, id, ev); return err },
+			return func(ev dao.AuditEvent) error { _, err := lifecycle.Kill(b.ctx, b.db, id, &ev); return err },
 				func() bool {
 					got, _ := b.db.TaskGet(b.ctx, id)
 					return got.State == dao.TaskKilled || got.KillRequested
@@ -182,7 +183,7 @@ func TestAuditedActionsCommitOnlyWithTheirRecord(t *testing.T) {
 		}},
 		{"workflow stop", func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
 			wf := b.queue(t, 2, "g")
-			return func(ev dao.AuditEvent) error { _, err := b.db.WorkflowStopAudited(b.ctx, wf, ev); return err },
+			return func(ev dao.AuditEvent) error { _, err := b.db.WorkflowStopIfActive(b.ctx, wf, &ev); return err },
 				func() bool {
 					w, _ := b.db.WorkflowGet(b.ctx, wf)
 					tasks, _ := b.db.TaskListByWorkflow(b.ctx, wf)
@@ -195,7 +196,7 @@ func TestAuditedActionsCommitOnlyWithTheirRecord(t *testing.T) {
 		{"rerun", func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
 			wf, failed := b.failedTask(t, "g")
 			return func(ev dao.AuditEvent) error {
-					_, err := b.db.WorkflowRerunAudited(b.ctx, wf, []int64{failed.ID}, nil, ev)
+					_, err := b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{failed.ID}, nil, &ev)
 					return err
 				},
 				func() bool { got, _ := b.db.TaskGet(b.ctx, failed.ID); return got.State != dao.TaskFailed }
@@ -234,7 +235,7 @@ func TestAuditedActionsCommitOnlyWithTheirRecord(t *testing.T) {
 }
 
 // submitAction submits an instance of the definition spec (JSON) through the shared
-// submitter (DB.Submit), with its audit row.
+// submitter (DB.WorkflowCreateGrouped), with its audit row.
 func submitAction(spec map[string]any) func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
 	return func(t *testing.T, b *testBundle) (func(dao.AuditEvent) error, func() bool) {
 		raw, err := json.Marshal(spec)
@@ -251,7 +252,7 @@ func submitAction(spec map[string]any) func(t *testing.T, b *testBundle) (func(d
 		var id int64
 		return func(ev dao.AuditEvent) error {
 				var err error
-				id, err = b.db.Submit(b.ctx, dao.Submission{Name: "sub", Version: version, Audit: &ev,
+				id, err = b.db.WorkflowCreateGrouped(b.ctx, dao.Submission{Name: "sub", Version: version, Audit: &ev,
 					Roots: []dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}}})
 				return err
 			}, func() bool {
@@ -277,10 +278,11 @@ func TestAuditRowOfARefusedActionIsNotWritten(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	wf := b.queue(t, 1, "g")
-	if _, err := b.db.WorkflowStop(b.ctx, wf); err != nil {
+	if _, err := b.db.WorkflowStopIfActive(b.ctx, wf, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.db.WorkflowStopAudited(b.ctx, wf, auditEvent("alice", dao.AuditWorkflowStop, fmt.Sprint(wf))); err == nil {
+	ev := auditEvent("alice", dao.AuditWorkflowStop, fmt.Sprint(wf))
+	if _, err := b.db.WorkflowStopIfActive(b.ctx, wf, &ev); err == nil {
 		t.Fatal("second stop accepted")
 	}
 	if evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 10); err != nil || len(evs) != 0 {
@@ -337,7 +339,7 @@ func TestSubmissionsTogetherEachCommitWithTheirRow(t *testing.T) {
 				ev := auditEvent(fmt.Sprintf("user-%d", i), dao.AuditWorkflowSubmit, "")
 				sub.Audit = &ev
 			}
-			ids[i], errs[i] = b.db.Submit(b.ctx, sub)
+			ids[i], errs[i] = b.db.WorkflowCreateGrouped(b.ctx, sub)
 		})
 	}
 	wg.Wait()

@@ -29,7 +29,7 @@ func benchQueue(b *testing.B, db *dao.DB, n int) {
 		for j := range tasks {
 			tasks[j] = dao.NewTask{WorkflowInstanceID: wf, Name: fmt.Sprintf("t%d", j), Type: "noop", State: dao.TaskQueued, Group: "g"}
 		}
-		if _, err := db.TaskInsertMany(ctx, tasks); err != nil {
+		if _, err := db.TaskCreateMany(ctx, tasks); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func BenchmarkTaskClaim(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		got, err := db.TaskClaim(ctx, "w1", []string{"g"}, benchBatch)
+		got, err := db.TaskClaimQueued(ctx, "w1", []string{"g"}, benchBatch)
 		if err != nil || len(got) != benchBatch {
 			b.Fatalf("claim = %d tasks, %v", len(got), err)
 		}
@@ -72,7 +72,7 @@ func BenchmarkTaskClaimUnpooled(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		got, err := db.TaskClaimUnpooled(ctx, "w1", []string{"g"}, benchBatch)
+		got, err := db.TaskClaimQueuedUnpooled(ctx, "w1", []string{"g"}, benchBatch)
 		if err != nil || len(got) != benchBatch {
 			b.Fatalf("claim = %d tasks, %v", len(got), err)
 		}
@@ -87,7 +87,7 @@ func BenchmarkTaskFinishMany(b *testing.B) {
 	ctx := context.Background()
 	batches := make([][]dao.Finish, b.N)
 	for i := range batches {
-		got, err := db.TaskClaim(ctx, "w1", []string{"g"}, benchBatch)
+		got, err := db.TaskClaimQueued(ctx, "w1", []string{"g"}, benchBatch)
 		if err != nil || len(got) != benchBatch {
 			b.Fatalf("claim = %d tasks, %v", len(got), err)
 		}
@@ -97,7 +97,7 @@ func BenchmarkTaskFinishMany(b *testing.B) {
 	}
 	b.ResetTimer()
 	for i := range b.N {
-		done, err := db.TaskFinishMany(ctx, batches[i])
+		done, err := db.TaskFinishManyIfRunning(ctx, batches[i])
 		if err != nil || len(done) != benchBatch || !done[0].Recorded {
 			b.Fatalf("finish = %v, %v", done, err)
 		}
@@ -107,7 +107,7 @@ func BenchmarkTaskFinishMany(b *testing.B) {
 
 // BenchmarkWorkerStatements is the database's share of two workers in a burn-down, without
 // the workers: two connections each claim a batch (the unpooled claim) and record its results
-// (TaskFinishMany), over and over, on one queue. It is the floor under the workers' cost in
+// (TaskFinishManyIfRunning), over and over, on one queue. It is the floor under the workers' cost in
 // the burn-down (no executor, completer or wake-up), by batch size: 64 slots give claims of
 // about 32. One op is one batch of one connection.
 func BenchmarkWorkerStatements(b *testing.B) {
@@ -127,7 +127,7 @@ func BenchmarkWorkerStatements(b *testing.B) {
 				worker := fmt.Sprint("w", w)
 				go func() {
 					for range ops {
-						got, err := db.TaskClaimUnpooled(ctx, worker, []string{"g"}, batch)
+						got, err := db.TaskClaimQueuedUnpooled(ctx, worker, []string{"g"}, batch)
 						if err != nil || len(got) != batch {
 							errs <- fmt.Errorf("claim = %d tasks, %v", len(got), err)
 							return
@@ -136,7 +136,7 @@ func BenchmarkWorkerStatements(b *testing.B) {
 						for i, t := range got {
 							fins[i] = dao.Finish{Token: t.Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}}
 						}
-						if _, err := db.TaskFinishMany(ctx, fins); err != nil {
+						if _, err := db.TaskFinishManyIfRunning(ctx, fins); err != nil {
 							errs <- err
 							return
 						}

@@ -45,7 +45,7 @@ func (b *testBundle) submitWithRoot(t *testing.T, raw, g string, maxRetries int)
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreateWithTasks(b.ctx, spec.Name, v, nil, 0, false,
+		id, err = q.WorkflowCreate(b.ctx, spec.Name, v, nil, 0, false,
 			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: g, MaxRetries: maxRetries}})
 		return err
 	})
@@ -66,7 +66,7 @@ func (b *testBundle) queue(t *testing.T, n int, g string) int64 {
 	for i := range tasks {
 		tasks[i] = dao.NewTask{WorkflowInstanceID: wf, Name: fmt.Sprintf("t%d", i), Type: "noop", State: dao.TaskQueued, Group: g, MaxRetries: 1}
 	}
-	created, err := b.db.TaskInsertMany(b.ctx, tasks)
+	created, err := b.db.TaskCreateMany(b.ctx, tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestClaimUnderConcurrencyClaimsEachTaskOnce(t *testing.T) {
 			defer wg.Done()
 			w := fmt.Sprintf("w%d", c)
 			for {
-				got, err := b.db.TaskClaim(b.ctx, w, []string{"g"}, 7)
+				got, err := b.db.TaskClaimQueued(b.ctx, w, []string{"g"}, 7)
 				if err != nil {
 					t.Error(err)
 					return
@@ -167,17 +167,17 @@ func TestClaimHonoursGroupsAndPriority(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	wf := b.queue(t, 1, "other")
-	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{
 		{WorkflowInstanceID: wf, Name: "low", Type: "noop", State: dao.TaskQueued, Group: "g", Priority: 1},
 		{WorkflowInstanceID: wf, Name: "high", Type: "noop", State: dao.TaskQueued, Group: "g", Priority: 5},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 1)
 	if err != nil || len(got) != 1 || got[0].Name != "high" {
 		t.Fatalf("claim = %+v, %v; want the high-priority task", got, err)
 	}
-	got, err = b.db.TaskClaim(b.ctx, "w", []string{"g"}, 10)
+	got, err = b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 10)
 	if err != nil || len(got) != 1 || got[0].Name != "low" {
 		t.Fatalf("second claim = %+v, %v; want only the low-priority task of group g", got, err)
 	}
@@ -187,7 +187,7 @@ func TestFinishRefusesAStaleToken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.queue(t, 1, "g")
-	first, err := b.db.TaskClaim(b.ctx, "w1", []string{"g"}, 1)
+	first, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 1)
 	if err != nil || len(first) != 1 {
 		t.Fatalf("claim: %v %v", first, err)
 	}
@@ -196,7 +196,7 @@ func TestFinishRefusesAStaleToken(t *testing.T) {
 	if err := b.db.TaskFinishIfRunning(b.ctx, stale, dao.AttemptResult{Outcome: dao.OutcomeHandedBack, Next: dao.TaskQueued}); err != nil {
 		t.Fatal(err)
 	}
-	second, err := b.db.TaskClaim(b.ctx, "w2", []string{"g"}, 1)
+	second, err := b.db.TaskClaimQueued(b.ctx, "w2", []string{"g"}, 1)
 	if err != nil || len(second) != 1 || second[0].Attempt != 2 {
 		t.Fatalf("reclaim = %+v, %v; want attempt 2", second, err)
 	}
@@ -248,11 +248,11 @@ func TestRetryDelaysTheNextClaim(t *testing.T) {
 	if _, err := b.db.SQL().Exec("UPDATE task_instance SET retry_interval = '1 hour' WHERE workflow_instance_id = $1", wf); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	got, _ := b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 1)
 	if err := b.db.TaskFinishIfRunning(b.ctx, got[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskQueued, Retry: true, Error: "exit 1"}); err != nil {
 		t.Fatal(err)
 	}
-	again, err := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	again, err := b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 1)
 	if err != nil || len(again) != 0 {
 		t.Fatalf("claim during the retry interval = %v, %v; want nothing", again, err)
 	}
@@ -266,7 +266,7 @@ func TestInsertManyIsIdempotent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	wf := b.queue(t, 2, "g")
-	created, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{
+	created, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{
 		{WorkflowInstanceID: wf, Name: "t0", Type: "noop", State: dao.TaskQueued, Group: "g"},
 		{WorkflowInstanceID: wf, Name: "t9", Type: "shell", State: dao.TaskSkipped, Group: "g", Timeout: 90 * time.Second, Pool: "p"},
 	})
@@ -369,11 +369,11 @@ func TestNotifyWakesListeners(t *testing.T) {
 			t.Fatal("task listener heard no queued task")
 		}
 	}
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"gpu"}, 1)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"gpu"}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v, %v", got, err)
 	}
-	if _, err := b.db.TaskKill(b.ctx, got[0].ID); err != nil {
+	if _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, got[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	for {
@@ -411,7 +411,7 @@ func TestWorkflowBatchStatementsRespectOwnership(t *testing.T) {
 		if len(wfs) != 2 || wfs[0].ID != ids[0] || wfs[1].ID != ids[1] {
 			t.Errorf("locked %+v, want m1's two instances", wfs)
 		}
-		n, err := q.WorkflowFinishManyIfOwned(b.ctx, "m1", []dao.WorkflowFinish{
+		n, err := q.WorkflowFinishManyIfOwnedOrUnowned(b.ctx, "m1", []dao.WorkflowFinish{
 			{ID: ids[0], State: dao.WorkflowSucceeded},
 			{ID: ids[1], State: dao.WorkflowFailed, Error: "task x failed"},
 			{ID: ids[2], State: dao.WorkflowSucceeded}, // m2's: must be left alone
@@ -446,7 +446,7 @@ func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
 	defer ml.Close()
 	wfA := b.queue(t, 2, "g")
 	wfB := b.queue(t, 1, "g")
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"g"}, 10)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 10)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim = %d tasks, %v; want 3", len(got), err)
 	}
@@ -454,7 +454,7 @@ func TestFinishManyRecordsEachAttemptByItsOwnToken(t *testing.T) {
 	stale := got[2].Token()
 	stale.Attempt++ // an attempt that does not hold the task
 	out := "ok"
-	done, err := b.db.TaskFinishMany(b.ctx, []dao.Finish{
+	done, err := b.db.TaskFinishManyIfRunning(b.ctx, []dao.Finish{
 		{Token: got[0].Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded, Output: &out}},
 		{Token: got[1].Token(), Result: dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskQueued, Retry: true, Error: "boom"}},
 		{Token: stale, Result: dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}},
@@ -505,7 +505,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err := q.WorkflowCreate(b.ctx, "wf", v, nil, 0); err != nil {
+		if _, err := q.WorkflowCreate(b.ctx, "wf", v, nil, 0, false, nil); err != nil {
 			return err
 		}
 		return rolledBack
@@ -524,7 +524,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(b.ctx, "wf", v, nil, 0)
+		id, err = q.WorkflowCreate(b.ctx, "wf", v, nil, 0, false, nil)
 		return err
 	})
 	if err != nil {
@@ -585,7 +585,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 	b := setup(t)
 	ml := b.listenMaster(t)
 
-	_, err := b.db.WorkflowCreate(b.ctx, "never-defined", 1, nil, 0)
+	_, err := b.db.WorkflowCreate(b.ctx, "never-defined", 1, nil, 0, false, nil)
 	if err == nil || !strings.Contains(err.Error(), "no such definition") {
 		t.Fatalf("create without a definition: %v", err)
 	}
@@ -612,7 +612,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			id, err = q.WorkflowCreate(b.ctx, name, v, nil, 0)
+			id, err = q.WorkflowCreate(b.ctx, name, v, nil, 0, false, nil)
 			return err
 		})
 		if err != nil {
@@ -662,7 +662,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 	}
 }
 
-// TestSubmitSharesStatements checks DB.Submit: concurrent submissions each get their own
+// TestSubmitSharesStatements checks DB.WorkflowCreateGrouped: concurrent submissions each get their own
 // instance, started with its own root task instances and woken workers; a missing definition
 // and a malformed params document fail alone, without losing the submissions batched with
 // them; a capped definition's instance waits for admission without roots, and at a full
@@ -717,7 +717,7 @@ func TestSubmitSharesStatements(t *testing.T) {
 			case 8:
 				sub.Params = json.RawMessage(`{"k":`)
 			}
-			ids[k], errs[k] = b.db.Submit(b.ctx, sub)
+			ids[k], errs[k] = b.db.WorkflowCreateGrouped(b.ctx, sub)
 		})
 	}
 	wg.Wait()
@@ -786,7 +786,7 @@ func TestSubmitSharesStatements(t *testing.T) {
 	// Capped: no roots until a master admits it; full with when-full: skip: nothing created.
 	vc := define("capped-sub", `{"name":"capped-sub","max-active-instances":1,"when-full":"skip"}`)
 	sub := dao.Submission{Name: "capped-sub", Version: vc, Roots: roots(0)}
-	id, err := b.db.Submit(b.ctx, sub)
+	id, err := b.db.WorkflowCreateGrouped(b.ctx, sub)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -796,7 +796,7 @@ func TestSubmitSharesStatements(t *testing.T) {
 		FROM workflow_instance WHERE id = $1`, id).Scan(&st, &nt); err != nil || st != "submitted" || nt != 0 {
 		t.Errorf("capped instance: %s with %d tasks, %v; want submitted with none", st, nt, err)
 	}
-	if _, err := b.db.Submit(b.ctx, sub); !errors.Is(err, dao.ErrWorkflowFull) {
+	if _, err := b.db.WorkflowCreateGrouped(b.ctx, sub); !errors.Is(err, dao.ErrWorkflowFull) {
 		t.Errorf("submission to a full skip workflow: %v, want ErrWorkflowFull", err)
 	}
 	if err := b.db.SQL().GetContext(b.ctx, &nt, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'capped-sub'`); err != nil || nt != 1 {
@@ -824,7 +824,7 @@ func TestSubmitAfterCloseOrCancel(t *testing.T) {
 	sub := dao.Submission{Name: "late", Version: v, Roots: []dao.NewTask{{Name: "a", Type: "noop", State: dao.TaskQueued, Group: "g"}}}
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := db.Submit(cancelled, sub); !errors.Is(err, context.Canceled) {
+	if _, err := db.WorkflowCreateGrouped(cancelled, sub); !errors.Is(err, context.Canceled) {
 		t.Errorf("submit with an ended context: %v, want context.Canceled", err)
 	}
 	var n int
@@ -832,7 +832,7 @@ func TestSubmitAfterCloseOrCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	if _, err := db.Submit(ctx, sub); err == nil || !strings.Contains(err.Error(), "closed") {
+	if _, err := db.WorkflowCreateGrouped(ctx, sub); err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Errorf("submit to a closed DB: %v", err)
 	}
 	if n != 0 {
@@ -870,7 +870,7 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 	}
 
 	// Its task ends while no master listens: the sweep takes it.
-	tasks, err := b.db.TaskClaim(b.ctx, "w1", []string{"lazy"}, 1)
+	tasks, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"lazy"}, 1)
 	if err != nil || len(tasks) != 1 || tasks[0].WorkflowInstanceID != plain {
 		t.Fatalf("task claim = %+v, %v", tasks, err)
 	}
@@ -901,7 +901,7 @@ func TestClaimLeavesStartedInstancesToTheirTasks(t *testing.T) {
 		if got := ids(q.WorkflowLockUnowned(b.ctx, []int64{plain, timed})); !slices.Equal(got, []int64{plain}) {
 			return fmt.Errorf("lock by id took %v, want %d", got, plain)
 		}
-		n, err := q.WorkflowFinishManyIfOwned(b.ctx, "m3", []dao.WorkflowFinish{{ID: plain, State: dao.WorkflowSucceeded}})
+		n, err := q.WorkflowFinishManyIfOwnedOrUnowned(b.ctx, "m3", []dao.WorkflowFinish{{ID: plain, State: dao.WorkflowSucceeded}})
 		if err != nil || n != 1 {
 			return fmt.Errorf("finish = %d, %v", n, err)
 		}
@@ -942,7 +942,7 @@ func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 		if _, err := q.WorkflowLockUnowned(b.ctx, []int64{owned}); err != nil {
 			return err
 		}
-		return q.WorkflowTakeLocked(b.ctx, "m1", []int64{owned})
+		return q.WorkflowTakeIfUnowned(b.ctx, "m1", []int64{owned})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -950,14 +950,14 @@ func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 	// A capped instance, admitted and started by a master that was then lost: ending it frees
 	// a slot of its workflow, which only a master can give to the next instance.
 	capped := submit(`{"name":"capped","max-active-instances":1,"tasks":[{"name":"t","type":"noop"}]}`)
-	if got, err := b.db.WorkflowClaimWaiting(b.ctx, "m2", 10); err != nil || len(got) != 1 || got[0].ID != capped {
+	if got, err := b.db.WorkflowAdmitIfUnderCap(b.ctx, "m2", 10); err != nil || len(got) != 1 || got[0].ID != capped {
 		t.Fatalf("admission = %+v, %v; want instance %d", got, err, capped)
 	}
-	if _, err := b.db.TaskInsertMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: capped, Name: "t", Type: "noop",
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: capped, Name: "t", Type: "noop",
 		State: dao.TaskQueued, Group: "end"}}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.db.WorkflowReleaseLostMaster(b.ctx, "m2"); err != nil || n != 1 {
+	if n, err := b.db.WorkflowReleaseIfOwnedBy(b.ctx, "m2"); err != nil || n != 1 {
 		t.Fatalf("release = %d, %v", n, err)
 	}
 	for deadline := time.After(5 * time.Second); ; {
@@ -971,7 +971,7 @@ func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 		}
 		break
 	}
-	tasks, err := b.db.TaskClaim(b.ctx, "w1", []string{"end"}, 10)
+	tasks, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"end"}, 10)
 	if err != nil || len(tasks) != 8 {
 		t.Fatalf("claim = %d tasks, %v; want 8", len(tasks), err)
 	}
@@ -995,7 +995,7 @@ func TestFinishEndsAWorkflowOfOneTask(t *testing.T) {
 		fins = append(fins, dao.Finish{Token: ti.Token(), Result: results[ti.WorkflowInstanceID]})
 	}
 	ctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
-	out, err := b.db.TaskFinishMany(ctx, fins)
+	out, err := b.db.TaskFinishManyIfRunning(ctx, fins)
 	cancel()
 	if err != nil {
 		t.Fatalf("finish (one instance's row held elsewhere): %v", err)
@@ -1065,10 +1065,10 @@ func TestCappedInstanceKeepsItsTimeout(t *testing.T) {
 	b := setup(t)
 	id := daotest.Submit(t, b.db, "capped-timed", map[string]any{"name": "capped-timed", "max-active-instances": 1,
 		"when-full": "skip", "timeout": "1h0m0s", "tasks": []map[string]any{{"name": "t", "type": "noop"}}})
-	if got, err := b.db.WorkflowClaimWaiting(b.ctx, "m1", 10); err != nil || len(got) != 1 || got[0].ID != id {
+	if got, err := b.db.WorkflowAdmitIfUnderCap(b.ctx, "m1", 10); err != nil || len(got) != 1 || got[0].ID != id {
 		t.Fatalf("admission = %+v, %v; want instance %d", got, err, id)
 	}
-	if n, err := b.db.WorkflowReleaseLostMaster(b.ctx, "m1"); err != nil || n != 1 {
+	if n, err := b.db.WorkflowReleaseIfOwnedBy(b.ctx, "m1"); err != nil || n != 1 {
 		t.Fatalf("release = %d, %v", n, err)
 	}
 	got, err := b.db.WorkflowClaimUnowned(b.ctx, "m2", 10)
@@ -1118,7 +1118,7 @@ func TestReleaseWakesMastersWithTheIDs(t *testing.T) {
 	ml := b.listenMaster(t)
 	var n int
 	err := b.db.Tx(b.ctx, func(q *dao.Queries) (err error) {
-		n, err = q.WorkflowReleaseLostMaster(b.ctx, "lost")
+		n, err = q.WorkflowReleaseIfOwnedBy(b.ctx, "lost")
 		return err
 	})
 	if err != nil || n != 3 {
@@ -1141,7 +1141,7 @@ func TestAttemptsGoWithTheirTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	gone, kept := b.queue(t, 2, "att"), b.queue(t, 1, "att")
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"att"}, 10)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"att"}, 10)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim = %d tasks, %v; want 3", len(got), err)
 	}

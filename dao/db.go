@@ -167,7 +167,7 @@ func withConnectTimeout(dsn string) string {
 	return withParam(dsn, "connect_timeout", "5")
 }
 
-// Close fails the submissions still waiting (DB.Submit), sends the wake-ups still pending
+// Close fails the submissions still waiting (DB.WorkflowCreateGrouped), sends the wake-ups still pending
 // and closes the pool.
 func (db *DB) Close() error {
 	db.sub.close()
@@ -178,14 +178,14 @@ func (db *DB) Close() error {
 	return db.db.Close()
 }
 
-// TaskClaim is Queries.TaskClaim on the claim connections (claimSettings).
-func (db *DB) TaskClaim(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
-	return db.claims.TaskClaim(ctx, worker, groups, limit)
+// TaskClaimQueued is Queries.TaskClaimQueued on the claim connections (claimSettings).
+func (db *DB) TaskClaimQueued(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
+	return db.claims.TaskClaimQueued(ctx, worker, groups, limit)
 }
 
-// TaskClaimUnpooled is Queries.TaskClaimUnpooled on the claim connections (claimSettings).
-func (db *DB) TaskClaimUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
-	return db.claims.TaskClaimUnpooled(ctx, worker, groups, limit)
+// TaskClaimQueuedUnpooled is Queries.TaskClaimQueuedUnpooled on the claim connections (claimSettings).
+func (db *DB) TaskClaimQueuedUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
+	return db.claims.TaskClaimQueuedUnpooled(ctx, worker, groups, limit)
 }
 
 // SQL returns the underlying pool, for tests and tools that need plain database/sql.

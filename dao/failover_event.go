@@ -34,13 +34,13 @@ func (q *Queries) WorkOwners(ctx context.Context) (workers, masters []string, er
 	return workers, masters, nil
 }
 
-// TaskRequeueLostWorker puts every task running on a fenced worker back in the queue: its
+// TaskRequeueIfRunningOnWorker puts every task running on a fenced worker back in the queue: its
 // attempt ends as failed_over, failover_count grows, retries do not. A task whose kill was
-// requested (TaskKill, WorkflowStop, a workflow's timeout) ends killed instead, as a queued
+// requested (TaskKillIfQueuedOrRunning, WorkflowStopIfActive, a workflow's timeout) ends killed instead, as a queued
 // task does when it is killed, and its master is woken to skip what follows it. It returns
 // how many tasks it took off the worker, killed ones included. Idempotent: a second run finds
 // nothing running on that worker. Call it only for a fenced identity.
-func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int, error) {
+func (q *Queries) TaskRequeueIfRunningOnWorker(ctx context.Context, worker string) (int, error) {
 	var n int
 	err := sqlxGet(ctx, q, &n, `
 		WITH `+lockPoolsSQL(`SELECT ti.pool FROM task_instance ti
@@ -77,12 +77,12 @@ func (q *Queries) TaskRequeueLostWorker(ctx context.Context, worker string) (int
 	return n, nil
 }
 
-// WorkflowReleaseLostMaster clears the owner of every unfinished workflow instance a fenced
+// WorkflowReleaseIfOwnedBy clears the owner of every unfinished workflow instance a fenced
 // master drove, so another master continues it. Idempotent. The masters are woken with the
 // released ids, as by the end of a task of theirs (300 to a wake-up): whichever hears them
 // locks and advances those it can at once (one whose tasks ended while its master was gone
 // has waited long enough); a wake-up no master heard is made up for by their sweep.
-func (q *Queries) WorkflowReleaseLostMaster(ctx context.Context, master string) (int, error) {
+func (q *Queries) WorkflowReleaseIfOwnedBy(ctx context.Context, master string) (int, error) {
 	var n int
 	err := sqlxGet(ctx, q, &n, `
 		WITH w AS (

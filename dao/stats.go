@@ -10,7 +10,7 @@ import (
 )
 
 // WorkflowCreateMany creates n instances of a stored definition in one statement, each as
-// WorkflowCreateWithTasks with queue and the root task instances given would (a capped
+// WorkflowCreate with queue and the root task instances given would (a capped
 // definition's wait for admission, none is skipped), and wakes the masters and workers once.
 // It is for bulk loads (benchmarks).
 func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version int, params json.RawMessage, n int, roots []NewTask) error {

@@ -11,7 +11,7 @@ import (
 	"github.com/lib/pq"
 )
 
-// submitter creates the workflow instances submitted on the pool (DB.Submit) many to a
+// submitter creates the workflow instances submitted on the pool (DB.WorkflowCreateGrouped) many to a
 // statement: a writer goroutine takes the submissions waiting and creates them with createSQL, so
 // submissions that arrive together share one statement and one commit, the way the workers'
 // completer shares its finishes.
@@ -182,7 +182,7 @@ func (s *submitter) createCapped(ctx context.Context, sub Submission) (int64, er
 	var id int64
 	err := s.db.Tx(ctx, func(q *Queries) error {
 		var err error
-		if id, err = q.WorkflowCreateWithTasks(ctx, sub.Name, sub.Version, sub.Params, sub.Priority, sub.Queue, sub.Roots); err != nil {
+		if id, err = q.WorkflowCreate(ctx, sub.Name, sub.Version, sub.Params, sub.Priority, sub.Queue, sub.Roots); err != nil {
 			return err
 		}
 		if sub.Audit == nil {
@@ -223,11 +223,11 @@ func (s *submitter) close() {
 	<-s.done
 }
 
-// Submit creates a workflow instance as WorkflowCreateWithTasks does, in a statement (and a
+// WorkflowCreateGrouped creates a workflow instance as WorkflowCreate does, in a statement (and a
 // commit) shared with the other submissions on this pool at the same moment: the way to
 // submit many instances from one process. It returns once the instance is committed and the
 // wake-ups are on their way. When ctx ends first it returns ctx's error, and the instance may
 // still be created.
-func (db *DB) Submit(ctx context.Context, sub Submission) (int64, error) {
+func (db *DB) WorkflowCreateGrouped(ctx context.Context, sub Submission) (int64, error) {
 	return db.sub.submit(ctx, sub)
 }

@@ -44,12 +44,12 @@ type KillResult struct {
 	Attempt  int
 }
 
-// TaskKill kills a queued task instance at once, or asks the worker of a running one to stop
+// TaskKillIfQueuedOrRunning is the transition "killed": it kills a queued task instance at once, or asks the worker of a running one to stop
 // it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
 // state, so a worker claiming or finishing the task at the same moment either sees the kill or
 // wins the race (the kill then reports a ConflictError). The owning master is woken when the
 // task was killed at once, so it skips the downstream tasks.
-func (q *Queries) TaskKill(ctx context.Context, id int64) (KillResult, error) {
+func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
 	var r []struct {
 		ID                 int64     `db:"id"`
 		WorkflowInstanceID int64     `db:"workflow_instance_id"`
@@ -81,23 +81,6 @@ func (q *Queries) TaskKill(ctx context.Context, id int64) (KillResult, error) {
 	}
 	return KillResult{TaskID: r[0].ID, WorkflowInstanceID: r[0].WorkflowInstanceID, State: r[0].State,
 		WorkerID: r[0].WorkerID, Attempt: r[0].Attempt}, nil
-}
-
-// TaskKillAudited is TaskKill with its audit_event row ev, in one transaction: the kill
-// happens only if its record is written with it.
-func (db *DB) TaskKillAudited(ctx context.Context, id int64, ev AuditEvent) (KillResult, error) {
-	var res KillResult
-	err := db.Tx(ctx, func(q *Queries) error {
-		var err error
-		if res, err = q.TaskKill(ctx, id); err != nil {
-			return err
-		}
-		return q.AuditInsert(ctx, ev)
-	})
-	if err != nil {
-		return KillResult{}, err
-	}
-	return res, nil
 }
 
 // taskConflict explains why an action conditioned on a task's state matched nothing.
@@ -143,7 +126,7 @@ type RerunResult struct {
 	Reopened bool
 }
 
-// WorkflowRerun puts the given failed or killed task instances of a workflow instance back in
+// TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
 // the queue (retries reset, attempt numbers going on so every fencing token stays unique),
 // deletes its skipped task instances named in skipped (the caller names those below the rerun
 // tasks, from the definition) so the master creates them again once their dependencies are
@@ -155,17 +138,10 @@ type RerunResult struct {
 // so a master finishing the instance at the same moment either finishes it first (and the
 // rerun reopens it) or sees the requeued tasks. A task that is no longer failed or killed
 // fails the whole rerun with a ConflictError.
-func (db *DB) WorkflowRerun(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string) (RerunResult, error) {
-	return db.workflowRerun(ctx, workflowID, taskIDs, skipped, nil)
-}
-
-// WorkflowRerunAudited is WorkflowRerun with its audit_event row ev, written in the rerun's
-// transaction: the rerun happens only if its record is written with it.
-func (db *DB) WorkflowRerunAudited(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string, ev AuditEvent) (RerunResult, error) {
-	return db.workflowRerun(ctx, workflowID, taskIDs, skipped, &ev)
-}
-
-func (db *DB) workflowRerun(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string, ev *AuditEvent) (RerunResult, error) {
+//
+// ev, unless nil, is the rerun's audit_event row, written in its transaction: the rerun
+// happens only if its record is written with it.
+func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string, ev *AuditEvent) (RerunResult, error) {
 	var res RerunResult
 	err := db.Tx(ctx, func(q *Queries) error {
 		var wf struct {
@@ -252,20 +228,13 @@ type StopResult struct {
 	KillRequested int
 }
 
-// WorkflowStop stops a submitted or running workflow instance: it becomes stopped, its queued
+// WorkflowStopIfActive is the transition "stopped": it stops a submitted or running workflow instance: it becomes stopped, its queued
 // task instances are killed and the workers of its running ones are asked to kill them. The
 // owning master finds the instance no longer running at its next advance and lets go of it.
-func (db *DB) WorkflowStop(ctx context.Context, workflowID int64) (StopResult, error) {
-	return db.workflowStop(ctx, workflowID, nil)
-}
-
-// WorkflowStopAudited is WorkflowStop with its audit_event row ev, written in the stop's
-// transaction: the stop happens only if its record is written with it.
-func (db *DB) WorkflowStopAudited(ctx context.Context, workflowID int64, ev AuditEvent) (StopResult, error) {
-	return db.workflowStop(ctx, workflowID, &ev)
-}
-
-func (db *DB) workflowStop(ctx context.Context, workflowID int64, ev *AuditEvent) (StopResult, error) {
+//
+// ev, unless nil, is the stop's audit_event row, written in its transaction: the stop
+// happens only if its record is written with it.
+func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *AuditEvent) (StopResult, error) {
 	var res StopResult
 	err := db.Tx(ctx, func(q *Queries) error {
 		var ids []int64

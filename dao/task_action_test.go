@@ -42,8 +42,8 @@ func TestKillOfAQueuedTaskRacesAClaim(t *testing.T) {
 		var kill dao.KillResult
 		var killErr, claimErr error
 		var claimed []dao.TaskInstance
-		race(func() { kill, killErr = b.db.TaskKill(b.ctx, id) },
-			func() { claimed, claimErr = b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1) })
+		race(func() { kill, killErr = b.db.TaskKillIfQueuedOrRunning(b.ctx, id) },
+			func() { claimed, claimErr = b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 1) })
 		if killErr != nil || claimErr != nil {
 			t.Fatalf("round %d: kill %v, claim %v", i, killErr, claimErr)
 		}
@@ -78,7 +78,7 @@ func TestKillOfARunningTaskRacesItsFinish(t *testing.T) {
 	b := setup(t)
 	for i := range 20 {
 		b.queue(t, 1, "g")
-		claimed, err := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+		claimed, err := b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 1)
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("claim: %v %v", claimed, err)
 		}
@@ -86,7 +86,7 @@ func TestKillOfARunningTaskRacesItsFinish(t *testing.T) {
 		// The attempt fails with a retry left: the task goes back to the queue as the kill
 		// arrives.
 		var killErr, finishErr error
-		race(func() { _, killErr = b.db.TaskKill(b.ctx, tok.TaskID) },
+		race(func() { _, killErr = b.db.TaskKillIfQueuedOrRunning(b.ctx, tok.TaskID) },
 			func() {
 				finishErr = b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeFailed,
 					Next: dao.TaskQueued, Retry: true, Error: "exit 1"})
@@ -101,7 +101,7 @@ func TestKillOfARunningTaskRacesItsFinish(t *testing.T) {
 		if got.State != dao.TaskKilled || got.EndedAt == nil {
 			t.Fatalf("round %d: task %s (ended %v) after kill and finish, want killed", i, got.State, got.EndedAt)
 		}
-		if again, err := b.db.TaskClaim(b.ctx, "w2", []string{"g"}, 1); err != nil || len(again) != 0 {
+		if again, err := b.db.TaskClaimQueued(b.ctx, "w2", []string{"g"}, 1); err != nil || len(again) != 0 {
 			t.Fatalf("round %d: claimed %v, %v after the kill; want nothing", i, again, err)
 		}
 		// Whichever came first, the old attempt's token is spent.
@@ -115,15 +115,15 @@ func TestKillRefusesFinishedAndMissingTasks(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.queue(t, 1, "g")
-	claimed, _ := b.db.TaskClaim(b.ctx, "w", []string{"g"}, 1)
+	claimed, _ := b.db.TaskClaimQueued(b.ctx, "w", []string{"g"}, 1)
 	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
 		t.Fatal(err)
 	}
 	var ce *dao.ConflictError
-	if _, err := b.db.TaskKill(b.ctx, claimed[0].ID); !errors.As(err, &ce) || ce.State != "succeeded" {
+	if _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, claimed[0].ID); !errors.As(err, &ce) || ce.State != "succeeded" {
 		t.Errorf("kill of a succeeded task: %v, want a conflict naming its state", err)
 	}
-	if _, err := b.db.TaskKill(b.ctx, 987654); !errors.Is(err, dao.ErrInstanceNotFound) {
+	if _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, 987654); !errors.Is(err, dao.ErrInstanceNotFound) {
 		t.Errorf("kill of a missing task: %v, want ErrInstanceNotFound", err)
 	}
 }
@@ -155,7 +155,7 @@ func TestRerunRacesTheMasterFinishingTheWorkflow(t *testing.T) {
 		wf, failed := b.failedTask(t, "g")
 		var rerun dao.RerunResult
 		var rerunErr, masterErr error
-		race(func() { rerun, rerunErr = b.db.WorkflowRerun(b.ctx, wf, []int64{failed.ID}, nil) },
+		race(func() { rerun, rerunErr = b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{failed.ID}, nil, nil) },
 			func() { masterErr = advanceAsMaster(b, wf) })
 		if rerunErr != nil || (masterErr != nil && !errors.Is(masterErr, dao.ErrNotOwner)) {
 			t.Fatalf("round %d: rerun %v, master %v", i, rerunErr, masterErr)
@@ -169,7 +169,7 @@ func TestRerunRacesTheMasterFinishingTheWorkflow(t *testing.T) {
 		if rerun.Reopened != (w.Owner == nil) {
 			t.Fatalf("round %d: reopened %v, owner %v", i, rerun.Reopened, w.Owner)
 		}
-		if _, err := b.db.WorkflowStop(b.ctx, wf); err != nil {
+		if _, err := b.db.WorkflowStopIfActive(b.ctx, wf, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,7 +186,7 @@ func TestRerunWakesMastersWithTheID(t *testing.T) {
 		t.Fatal(err)
 	}
 	ml := b.listenMaster(t)
-	rerun, err := b.db.WorkflowRerun(b.ctx, wf, []int64{failed.ID}, nil)
+	rerun, err := b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{failed.ID}, nil, nil)
 	if err != nil || !rerun.Reopened {
 		t.Fatalf("rerun = %+v, %v; want the instance reopened", rerun, err)
 	}
@@ -208,8 +208,8 @@ func TestStopRacesAClaim(t *testing.T) {
 		var stop dao.StopResult
 		var stopErr, claimErr error
 		var claimed []dao.TaskInstance
-		race(func() { stop, stopErr = b.db.WorkflowStop(b.ctx, wf) },
-			func() { claimed, claimErr = b.db.TaskClaim(b.ctx, "w", []string{"g" + string(rune('a'+i))}, 2) })
+		race(func() { stop, stopErr = b.db.WorkflowStopIfActive(b.ctx, wf, nil) },
+			func() { claimed, claimErr = b.db.TaskClaimQueued(b.ctx, "w", []string{"g" + string(rune('a'+i))}, 2) })
 		if stopErr != nil || claimErr != nil {
 			t.Fatalf("round %d: stop %v, claim %v", i, stopErr, claimErr)
 		}
@@ -233,7 +233,7 @@ func TestStopRacesAClaim(t *testing.T) {
 			t.Fatalf("round %d: workflow %s", i, w.State)
 		}
 		var ce *dao.ConflictError
-		if _, err := b.db.WorkflowStop(b.ctx, wf); !errors.As(err, &ce) {
+		if _, err := b.db.WorkflowStopIfActive(b.ctx, wf, nil); !errors.As(err, &ce) {
 			t.Fatalf("round %d: second stop: %v, want a conflict", i, err)
 		}
 	}
@@ -244,7 +244,7 @@ func TestStopRacesAClaim(t *testing.T) {
 func (b *testBundle) failedTask(t *testing.T, g string) (wf int64, failed dao.TaskInstance) {
 	t.Helper()
 	wf = b.queue(t, 1, g)
-	claimed, err := b.db.TaskClaim(b.ctx, "w", []string{g}, 1)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w", []string{g}, 1)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
@@ -271,14 +271,14 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 		kill  func(wf, task int64) error
 	}{
 		{"kill", false, func(_, task int64) error {
-			res, err := b.db.TaskKill(b.ctx, task)
+			res, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, task)
 			if err == nil && res.State != dao.TaskRunning {
 				err = fmt.Errorf("kill of a running task: %+v", res)
 			}
 			return err
 		}},
 		{"workflow stop", true, func(wf, _ int64) error {
-			res, err := b.db.WorkflowStop(b.ctx, wf)
+			res, err := b.db.WorkflowStopIfActive(b.ctx, wf, nil)
 			if err == nil && res.KillRequested != 1 {
 				err = fmt.Errorf("stop of a workflow with a running task: %+v", res)
 			}
@@ -301,7 +301,7 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 	}{
 		{"failover", dao.OutcomeFailedOver, func(tok dao.Token) error {
 			return b.db.Tx(b.ctx, func(q *dao.Queries) error {
-				n, err := q.TaskRequeueLostWorker(b.ctx, tok.WorkerID)
+				n, err := q.TaskRequeueIfRunningOnWorker(b.ctx, tok.WorkerID)
 				if err == nil && n != 1 {
 					err = fmt.Errorf("failover took %d tasks off the worker, want 1", n)
 				}
@@ -336,7 +336,7 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 			g, w := fmt.Sprint("g", i), fmt.Sprint("w", i)
 			t.Run(k.name+" then "+e.name, func(t *testing.T) {
 				wf := b.queue(t, 1, g)
-				claimed, err := b.db.TaskClaim(b.ctx, w, []string{g}, 1)
+				claimed, err := b.db.TaskClaimQueued(b.ctx, w, []string{g}, 1)
 				if err != nil || len(claimed) != 1 {
 					t.Fatalf("claim = %v, %v", claimed, err)
 				}
@@ -364,7 +364,7 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 					t.Errorf("attempts = %+v, %v; want one, ended %s", atts, err, e.outcome)
 				}
 				for name, claim := range map[string]func(context.Context, string, []string, int) ([]dao.TaskInstance, error){
-					"claim": b.db.TaskClaim, "claim without pools": b.db.TaskClaimUnpooled} {
+					"claim": b.db.TaskClaimQueued, "claim without pools": b.db.TaskClaimQueuedUnpooled} {
 					if again, err := claim(b.ctx, "w-next", []string{g}, 10); err != nil || len(again) != 0 {
 						t.Errorf("%s = %d tasks (attempt %d), %v; want none", name, len(again), attemptOf(again), err)
 					}
@@ -382,14 +382,14 @@ func TestKillRequestedSingleTaskWorkflowEnds(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	wf := b.submitWithRoot(t, `{"name":"single","tasks":[{"name":"t","type":"noop"}]}`, "single", 3)
-	claimed, err := b.db.TaskClaim(b.ctx, "w1", []string{"single"}, 1)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"single"}, 1)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim = %v, %v", claimed, err)
 	}
-	if _, err := b.db.TaskKill(b.ctx, claimed[0].ID); err != nil {
+	if _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, claimed[0].ID); err != nil {
 		t.Fatal(err)
 	}
-	done, err := b.db.TaskFinishMany(b.ctx, []dao.Finish{{Token: claimed[0].Token(), Result: dao.AttemptResult{
+	done, err := b.db.TaskFinishManyIfRunning(b.ctx, []dao.Finish{{Token: claimed[0].Token(), Result: dao.AttemptResult{
 		Outcome: dao.OutcomeHandedBack, Next: dao.TaskQueued, Error: "handed back: the worker is shutting down"}}})
 	if err != nil || len(done) != 1 || !done[0].Recorded || done[0].Workflow != dao.WorkflowFailed {
 		t.Fatalf("finish = %+v, %v; want recorded, the instance ended failed", done, err)
@@ -414,13 +414,13 @@ func TestKillRacesAFailover(t *testing.T) {
 		name string
 		kill func(wf, task int64) error
 	}{
-		{"kill", func(_, task int64) error { _, err := b.db.TaskKill(b.ctx, task); return err }},
-		{"workflow stop", func(wf, _ int64) error { _, err := b.db.WorkflowStop(b.ctx, wf); return err }},
+		{"kill", func(_, task int64) error { _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, task); return err }},
+		{"workflow stop", func(wf, _ int64) error { _, err := b.db.WorkflowStopIfActive(b.ctx, wf, nil); return err }},
 	} {
 		for i := range 20 {
 			g, w := fmt.Sprint(c.name, i), fmt.Sprint("w-", c.name, i)
 			wf := b.queue(t, 1, g)
-			claimed, err := b.db.TaskClaim(b.ctx, w, []string{g}, 1)
+			claimed, err := b.db.TaskClaimQueued(b.ctx, w, []string{g}, 1)
 			if err != nil || len(claimed) != 1 {
 				t.Fatalf("%s, round %d: claim = %v, %v", c.name, i, claimed, err)
 			}
@@ -428,14 +428,14 @@ func TestKillRacesAFailover(t *testing.T) {
 			race(func() { killErr = c.kill(wf, claimed[0].ID) },
 				func() {
 					requeueErr = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-						_, err := q.TaskRequeueLostWorker(b.ctx, w)
+						_, err := q.TaskRequeueIfRunningOnWorker(b.ctx, w)
 						return err
 					})
 				})
 			if killErr != nil || requeueErr != nil {
 				t.Fatalf("%s, round %d: %v, failover %v", c.name, i, killErr, requeueErr)
 			}
-			if again, err := b.db.TaskClaim(b.ctx, "w-next", []string{g}, 1); err != nil || len(again) != 0 {
+			if again, err := b.db.TaskClaimQueued(b.ctx, "w-next", []string{g}, 1); err != nil || len(again) != 0 {
 				t.Fatalf("%s, round %d: claimed %d tasks (attempt %d), %v; want none", c.name, i, len(again), attemptOf(again), err)
 			}
 			if got, _ := b.db.TaskGet(b.ctx, claimed[0].ID); got.State != dao.TaskKilled {
@@ -461,9 +461,9 @@ func TestClaimSkipsKillRequestedTasks(t *testing.T) {
 			kill_requested = name IN ('t0', 't1') WHERE workflow_instance_id = $1`, wf, pool); err != nil {
 			t.Fatal(err)
 		}
-		claim := b.db.TaskClaimUnpooled
+		claim := b.db.TaskClaimQueuedUnpooled
 		if pool != "" {
-			claim = b.db.TaskClaim
+			claim = b.db.TaskClaimQueued
 		}
 		got, err := claim(b.ctx, "w1", []string{g}, 10)
 		if err != nil || len(got) != 1 || got[0].Name != "t2" || got[0].KillRequested {

@@ -83,7 +83,7 @@ const claimTailSQL = `
 		)
 		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
 
-// claimSQL is TaskClaim's statement: $1 the worker, $2 its groups, $3 the limit.
+// claimSQL is TaskClaimQueued's statement: $1 the worker, $2 its groups, $3 the limit.
 const claimSQL = `
 		WITH open_pool AS MATERIALIZED (
 			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
@@ -109,16 +109,16 @@ const claimSQL = `
 			-- The best $3 of the groups' and pools' candidates; the others are let go at commit.
 			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
 
-// claimUnpooledSQL is TaskClaimUnpooled's statement: claimSQL without its pools.
+// claimUnpooledSQL is TaskClaimQueuedUnpooled's statement: claimSQL without its pools.
 const claimUnpooledSQL = `
 		WITH candidate AS (` + groupCandidatesSQL + `
 		), locked AS (
 			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
 
-// TaskClaimUnpooled is TaskClaim for a database where no task names a pool (TaskPoolsExist
+// TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool (TaskPoolsExist
 // says so): it claims the tasks without a pool only, with a statement that has neither the
 // pools' CTE nor their lateral probe, and so is cheaper for PostgreSQL to plan and to run.
-func (q *Queries) TaskClaimUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
+func (q *Queries) TaskClaimQueuedUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
 	tasks, err := queryTasks(ctx, q, limit, claimUnpooledSQL, worker, pq.Array(groups), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
@@ -136,7 +136,7 @@ func (q *Queries) TaskPoolsExist(ctx context.Context) (bool, error) {
 	return ok, nil
 }
 
-// TaskClaim claims up to limit queued tasks of the given groups for worker, highest priority
+// TaskClaimQueued claims up to limit queued tasks of the given groups for worker, highest priority
 // first, in one statement: the rows are locked with SKIP LOCKED so concurrent claimers never
 // wait for or take the same task, each claimed task's attempt grows by one (the new fencing
 // token), and a task_attempt row is opened for it. It never claims a task whose kill was
@@ -148,7 +148,7 @@ func (q *Queries) TaskPoolsExist(ctx context.Context) (bool, error) {
 // the same statement as each change of state, see 00003_llm_and_pools.sql), so claims in one
 // pool are serialized and each sees the count the last one left; a full pool's tasks stay
 // queued and do not stand in the way of other tasks.
-func (q *Queries) TaskClaim(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
+func (q *Queries) TaskClaimQueued(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
 	tasks, err := queryTasks(ctx, q, limit, claimSQL, worker, pq.Array(groups), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
@@ -180,11 +180,11 @@ type AttemptResult struct {
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
 // row records the outcome, both only if the task is still running under tok. It returns
 // ErrTokenRefused when it is not, and then writes nothing. A task whose kill was requested
-// (TaskKill, WorkflowStop, a workflow's timeout) that res would put back in the queue ends
+// (TaskKillIfQueuedOrRunning, WorkflowStopIfActive, a workflow's timeout) that res would put back in the queue ends
 // killed instead. The owning master is woken when the task reached a terminal state, the
 // workers of its group when it went back to the queue.
 func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res AttemptResult) error {
-	done, err := q.TaskFinishMany(ctx, []Finish{{Token: tok, Result: res}})
+	done, err := q.TaskFinishManyIfRunning(ctx, []Finish{{Token: tok, Result: res}})
 	if err != nil {
 		return err
 	}
@@ -199,11 +199,11 @@ func (tok Token) refusedFinish() error {
 	return fmt.Errorf("finish task %d attempt %d of %s: %w", tok.TaskID, tok.Attempt, tok.WorkerID, ErrTokenRefused)
 }
 
-// Refused is the error a batched finish (TaskFinishMany) stands for when done is false:
+// Refused is the error a batched finish (TaskFinishManyIfRunning) stands for when done is false:
 // the one TaskFinishIfRunning returns.
 func (f Finish) Refused() error { return f.Token.refusedFinish() }
 
-// Finish is one attempt's end, for TaskFinishMany.
+// Finish is one attempt's end, for TaskFinishManyIfRunning.
 type Finish struct {
 	Token  Token
 	Result AttemptResult
@@ -230,7 +230,7 @@ func lockPoolsSQL(taskPools string) string {
 // poolsFirstSQL, a condition of a task update, makes it wait for lockPoolsSQL's locks.
 const poolsFirstSQL = `(SELECT count(*) FROM pools) >= 0`
 
-// finishManySQL is TaskFinishMany's statement: the attempts' columns as arrays ($1-$11).
+// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$11).
 var finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
@@ -289,7 +289,7 @@ var finishManySQL = `
 				FOR NO KEY UPDATE SKIP LOCKED) w
 			WHERE y.state IN ('succeeded', 'failed', 'killed')
 		), ended AS (
-			-- The outcome master/plan.go gives a workflow whose tasks are all terminal. Joined
+			-- The end lifecycle.Decide gives a workflow whose tasks are all terminal. Joined
 			-- with ending alone, by primary key: a join with t as well is planned as a loop
 			-- over t that reads every ended instance again for each task (an index scan of
 			-- id = ANY over all the batch's ids, once per task).
@@ -307,7 +307,7 @@ var finishManySQL = `
 		UNION ALL
 		SELECT NULL, NULL, id, NULL, NULL, state FROM ended`
 
-// TaskFinishMany is TaskFinishIfRunning for many attempts in one statement, the worker's
+// TaskFinishManyIfRunning is TaskFinishIfRunning for many attempts in one statement, the worker's
 // batching completer's write: each task moves to its result's next state, and its attempt row
 // records the outcome, only if the task still runs under that attempt's token. out[i] says
 // what became of fins[i]: not recorded is a refused token (nothing written for it). A
@@ -316,7 +316,7 @@ var finishManySQL = `
 // ends the instance in the same statement. Once it has committed, the masters get one wake-up
 // per 300 workflow instances whose tasks ended (those it ended need none), the workers one per
 // group whose tasks went back to the queue.
-func (q *Queries) TaskFinishMany(ctx context.Context, fins []Finish) (out []Finished, err error) {
+func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (out []Finished, err error) {
 	n := len(fins)
 	if n == 0 {
 		return nil, nil
@@ -399,7 +399,7 @@ func (r *finishRow) fields() []any {
 	return []any{&r.ID, &r.Attempt, &r.Workflow, &r.State, &r.Group, &r.Ended}
 }
 
-// Finished is what TaskFinishMany did with one Finish.
+// Finished is what TaskFinishManyIfRunning did with one Finish.
 type Finished struct {
 	// Recorded is false when the token was refused: nothing was written for it.
 	Recorded bool
@@ -418,7 +418,7 @@ func jsonText(raw json.RawMessage) *string {
 }
 
 // NewTask is a task instance created when its dependencies are met: by the master, or for a
-// root by the submission (WorkflowCreateWithTasks).
+// root by the submission (WorkflowCreate).
 type NewTask struct {
 	WorkflowInstanceID int64
 	Name               string
@@ -434,7 +434,7 @@ type NewTask struct {
 	Timeout       time.Duration
 }
 
-// insertManySQL is TaskInsertMany's statement: $1-$11 the new rows' columns, as arrays.
+// insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays.
 const insertManySQL = taskInsertSQL + `
 			SELECT w, ` + taskValuesSQL + `
 			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
@@ -454,11 +454,11 @@ const (
 				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END`
 )
 
-// TaskInsertMany creates task instances in one statement. A task that already exists (same
+// TaskCreateMany creates task instances in one statement. A task that already exists (same
 // workflow instance and name) is left as it is, so a master that advances a workflow twice, or
 // a second master after a failover, creates nothing twice. It returns the names created and
 // wakes the workers of every group that got queued tasks.
-func (q *Queries) TaskInsertMany(ctx context.Context, tasks []NewTask) ([]string, error) {
+func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string, error) {
 	if len(tasks) == 0 {
 		return nil, nil
 	}

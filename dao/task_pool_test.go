@@ -32,7 +32,7 @@ func (b *testBundle) queuePooled(t *testing.T, prefix string, n int, pool string
 		tasks[i] = dao.NewTask{WorkflowInstanceID: wf, Name: fmt.Sprintf("%s%d", prefix, i), Type: "noop",
 			State: dao.TaskQueued, Group: group, Pool: pool}
 	}
-	if _, err := b.db.TaskInsertMany(b.ctx, tasks); err != nil {
+	if _, err := b.db.TaskCreateMany(b.ctx, tasks); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -81,7 +81,7 @@ func TestClaimKeepsPoolLimits(t *testing.T) {
 	b.queuePooled(t, "plain", 3, "", false)
 	b.queuePooled(t, "free", 2, "unlimited", false)
 
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"default"}, 20)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestClaimKeepsPoolLimits(t *testing.T) {
 		t.Fatalf("first claim took %v, want 2 of pool llm, 3 without a pool, 2 of the unlimited pool", n)
 	}
 	// The pool is full: its tasks stay queued, and a claim finds nothing else.
-	if again, err := b.db.TaskClaim(b.ctx, "w2", []string{"default"}, 20); err != nil || len(again) != 0 {
+	if again, err := b.db.TaskClaimQueued(b.ctx, "w2", []string{"default"}, 20); err != nil || len(again) != 0 {
 		t.Fatalf("claim with a full pool = %d tasks, %v; want none", len(again), err)
 	}
 	pools := b.pools(t)
@@ -108,13 +108,13 @@ func TestClaimKeepsPoolLimits(t *testing.T) {
 		}
 	}
 	succeed(t, b, llm[0])
-	if n, err := b.db.TaskRequeueLostWorker(b.ctx, "w1"); err != nil || n != 6 {
+	if n, err := b.db.TaskRequeueIfRunningOnWorker(b.ctx, "w1"); err != nil || n != 6 {
 		t.Fatalf("requeue w1 = %d, %v; want its 6 running tasks", n, err)
 	}
 	if p := b.pools(t)["llm"]; p.Running != 0 {
 		t.Errorf("after a finish and a failover pool llm runs %d, want 0", p.Running)
 	}
-	got, err = b.db.TaskClaim(b.ctx, "w2", []string{"default"}, 20)
+	got, err = b.db.TaskClaimQueued(b.ctx, "w2", []string{"default"}, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestClaimKeepsPoolLimits(t *testing.T) {
 	if err := b.db.PoolSetLimits(b.ctx, map[string]int{"idle": 5}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = b.db.TaskClaim(b.ctx, "w3", []string{"default"}, 20)
+	got, err = b.db.TaskClaimQueued(b.ctx, "w3", []string{"default"}, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestConcurrentClaimersNeverExceedPool(t *testing.T) {
 		wg.Go(func() {
 			worker, group := fmt.Sprintf("w%d", i), fmt.Sprintf("g%d", i%2+1)
 			for done.Load() < tasks && ctx.Err() == nil {
-				got, err := b.db.TaskClaim(ctx, worker, []string{group}, limit)
+				got, err := b.db.TaskClaimQueued(ctx, worker, []string{group}, limit)
 				if err != nil {
 					errs <- err
 					return
@@ -221,7 +221,7 @@ func TestCheckpointIsFencedByToken(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.queue(t, 1, "default")
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"default"}, 1)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim = %d, %v", len(got), err)
 	}
@@ -234,13 +234,13 @@ func TestCheckpointIsFencedByToken(t *testing.T) {
 	if err := b.db.CheckpointSaveIfRunning(b.ctx, old, "one", "first again", usage); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.db.TaskRequeueLostWorker(b.ctx, "w1"); err != nil {
+	if _, err := b.db.TaskRequeueIfRunningOnWorker(b.ctx, "w1"); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.db.CheckpointSaveIfRunning(b.ctx, old, "two", "late", nil); !errors.Is(err, dao.ErrTokenRefused) {
 		t.Fatalf("stale checkpoint error = %v, want ErrTokenRefused", err)
 	}
-	got, err = b.db.TaskClaim(b.ctx, "w2", []string{"default"}, 1)
+	got, err = b.db.TaskClaimQueued(b.ctx, "w2", []string{"default"}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("second claim = %d, %v", len(got), err)
 	}
@@ -265,7 +265,7 @@ func TestFinishRecordsUsage(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.queue(t, 1, "default")
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{"default"}, 1)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim = %d, %v", len(got), err)
 	}
@@ -307,10 +307,10 @@ func BenchmarkCheckpointSave(b *testing.B) {
 	if _, err := db.WorkflowClaimUnowned(ctx, "m1", 1); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := db.TaskInsertMany(ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "a", Type: "agent", State: dao.TaskQueued, Group: "default"}}); err != nil {
+	if _, err := db.TaskCreateMany(ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "a", Type: "agent", State: dao.TaskQueued, Group: "default"}}); err != nil {
 		b.Fatal(err)
 	}
-	got, err := db.TaskClaim(ctx, "w1", []string{"default"}, 1)
+	got, err := db.TaskClaimQueued(ctx, "w1", []string{"default"}, 1)
 	if err != nil || len(got) != 1 {
 		b.Fatal(len(got), err)
 	}
@@ -346,7 +346,7 @@ func TestFinishesOfManyPoolsNeverDeadlock(t *testing.T) {
 	}
 	claim := func(worker string, n int) []dao.TaskInstance {
 		t.Helper()
-		got, err := b.db.TaskClaim(b.ctx, worker, []string{"default"}, n)
+		got, err := b.db.TaskClaimQueued(b.ctx, worker, []string{"default"}, n)
 		if err != nil || len(got) != n {
 			t.Fatalf("claim for %s = %d tasks, %v; want %d", worker, len(got), err, n)
 		}
@@ -371,7 +371,7 @@ func TestFinishesOfManyPoolsNeverDeadlock(t *testing.T) {
 	run := func(first, second []dao.TaskInstance) {
 		for i := range min(len(first), len(second)) {
 			fins := []dao.Finish{{Token: first[i].Token(), Result: ok}, {Token: second[i].Token(), Result: ok}}
-			if _, err := b.db.TaskFinishMany(b.ctx, fins); err != nil {
+			if _, err := b.db.TaskFinishManyIfRunning(b.ctx, fins); err != nil {
 				errs <- err
 				return
 			}
@@ -381,7 +381,7 @@ func TestFinishesOfManyPoolsNeverDeadlock(t *testing.T) {
 	wg.Go(func() { run(b2, a2) })
 	wg.Go(func() {
 		time.Sleep(20 * time.Millisecond)
-		if _, err := b.db.TaskRequeueLostWorker(b.ctx, "w3"); err != nil {
+		if _, err := b.db.TaskRequeueIfRunningOnWorker(b.ctx, "w3"); err != nil {
 			errs <- err
 		}
 	})

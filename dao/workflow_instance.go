@@ -19,20 +19,6 @@ const workflowColumns = `id, workflow_name, workflow_version, state, owner, para
 // has max-active-instances instances waiting or running: nothing was created.
 var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances and its when-full policy is skip")
 
-// WorkflowCreate creates a submitted workflow instance of a stored definition and wakes the
-// masters; the first master to claim it creates its first task instances. Call it in the
-// transaction that ensured the definition. Submissions go through master.Submit, which creates
-// the first task instances at once (WorkflowCreateWithTasks).
-//
-// The instance takes its max-active-instances from the definition: masters start it only
-// while fewer instances of the workflow run (see WorkflowClaimWaiting). When the definition
-// also says when-full: skip and the workflow is full, nothing is created and the error wraps
-// ErrWorkflowFull; the count is exact because creators and admitters of one workflow hold the
-// same transaction-scoped advisory lock.
-func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int) (int64, error) {
-	return q.WorkflowCreateWithTasks(ctx, name, version, params, priority, false, nil)
-}
-
 // What an instance copies from its definition d at creation: whether the workflow has a
 // timeout (migration 00006) and how many tasks it has, NULL for none (00007).
 const (
@@ -40,13 +26,13 @@ const (
 	specTaskCountSQL  = `CASE jsonb_typeof(d.spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(d.spec->'tasks'), 0) END`
 )
 
-// createSQL is the statement of WorkflowCreateWithTasks and of the pool's submitter: it
+// createSQL is the statement of WorkflowCreate and of the pool's submitter: it
 // creates many instances at once. $1-$5 are the submissions' workflows, versions, params,
 // priorities and whether a capped one is created even at a when-full: skip; $6 the number (from
 // 1) of the submission each root task instance belongs to, $7-$16 the roots' other columns (as
 // taskArrays, without the instance). It returns a row per submission whose definition exists:
 // its number, its cap, and its instance's id, NULL for a capped one with when-full: skip (it
-// needs the count under the admission lock; WorkflowCreateWithTasks does that).
+// needs the count under the admission lock; WorkflowCreate does that).
 //
 // The ids are drawn before the inserts, so every root knows its instance without relying on
 // the order an INSERT ... RETURNING gives its rows back.
@@ -91,7 +77,7 @@ const createSQL = `
 		)
 		SELECT i, max_active, id FROM c WHERE defined`
 
-// Submission is one workflow instance to create with WorkflowCreateWithTasks or DB.Submit.
+// Submission is one workflow instance to create with WorkflowCreate or DB.WorkflowCreateGrouped.
 type Submission struct {
 	Name     string
 	Version  int
@@ -156,7 +142,7 @@ func createArgs(subs []Submission) []any {
 // groups of its queued roots if it started with them.
 func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 	if c.MaxActive != nil {
-		// A capped instance may only start by WorkflowClaimWaiting, which the plain wake-up runs.
+		// A capped instance may only start by WorkflowAdmitIfUnderCap, which the plain wake-up runs.
 		q.notify(q.ch.master, "")
 		return
 	}
@@ -170,16 +156,21 @@ func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 	q.notify(q.ch.master, WakeupNew)
 }
 
-// WorkflowCreateWithTasks creates a workflow instance of a stored definition, as
-// WorkflowCreate does (with queue, at the cap the instance waits for a slot even when the
-// workflow's when-full is skip, as a backfill's every run was asked for), and with it, in the
-// same statement, its root task instances (those without dependencies; every row's WorkflowInstanceID is
-// ignored): the instance is then running at once, without an owner, and the workers of the
-// roots' groups are woken with the masters. No master takes it until a task of it ends (see
-// WorkflowLockUnowned), unless its workflow has a timeout (WorkflowClaimUnowned). A definition
-// with max-active-instances takes no roots: its instance waits for admission, which creates
-// them.
-func (q *Queries) WorkflowCreateWithTasks(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool, roots []NewTask) (int64, error) {
+// WorkflowCreate is the transition "created": an instance of a stored definition, with, in
+// the same statement, its root task instances (those without dependencies; every row's
+// WorkflowInstanceID is ignored). With roots the instance is running at once, without an
+// owner, and the workers of the roots' groups are woken with the masters; no master takes it
+// until a task of it ends (see WorkflowLockUnowned), unless its workflow has a timeout
+// (WorkflowClaimUnowned). Without roots it is submitted, for the first master's claim. Call it
+// in the transaction that ensured the definition; package lifecycle computes the roots.
+//
+// The instance takes its max-active-instances from the definition, and a definition with one
+// takes no roots: its instance waits for admission (WorkflowAdmitIfUnderCap), which creates
+// them. When the definition also says when-full: skip and the workflow is full, nothing is
+// created and the error wraps ErrWorkflowFull, unless queue is set (a backfill: every run was
+// asked for, so the instance waits for a slot). The count is exact because creators and
+// admitters of one workflow hold the same transaction-scoped advisory lock.
+func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool, roots []NewTask) (int64, error) {
 	if len(params) == 0 {
 		params = json.RawMessage("{}")
 	}
@@ -267,7 +258,7 @@ var claimUnownedSQL = `
 // WorkflowClaimUnowned makes owner the master of up to limit unowned instances that need a
 // master whatever their tasks do, highest priority first, with SKIP LOCKED so masters
 // claiming at once never take the same instance: new instances without root tasks (those
-// with a max-active-instances are left to WorkflowClaimWaiting) and running ones whose
+// with a max-active-instances are left to WorkflowAdmitIfUnderCap) and running ones whose
 // workflow has a timeout, which their owner enforces. A running instance without one is left
 // until a task of it ends (WorkflowLockUnowned) or the sweep finds it stranded
 // (WorkflowClaimStranded).
@@ -360,8 +351,8 @@ var lockUnownedSQL = `
 // without an owner (started with their root tasks, released by a failover, or reopened by a
 // rerun), skipping any another master holds: a master locks these when a task of theirs
 // ended, to advance them at once. It writes nothing: the advance that follows either
-// finishes an instance (WorkflowFinishManyIfOwned, which sets the owner with the end) or
-// makes this master its owner (WorkflowTakeLocked). None of them is Fresh.
+// finishes an instance (WorkflowFinishManyIfOwnedOrUnowned, which sets the owner with the end) or
+// makes this master its owner (WorkflowTakeIfUnowned). None of them is Fresh.
 func (q *Queries) WorkflowLockUnowned(ctx context.Context, ids []int64) ([]WorkflowInstance, error) {
 	var wfs []WorkflowInstance
 	if err := selectHot(ctx, q, &wfs, lockUnownedSQL, pq.Array(ids)); err != nil {
@@ -370,9 +361,9 @@ func (q *Queries) WorkflowLockUnowned(ctx context.Context, ids []int64) ([]Workf
 	return wfs, nil
 }
 
-// WorkflowTakeLocked makes owner the master of those of ids that are still unowned, in the
+// WorkflowTakeIfUnowned makes owner the master of those of ids that are still unowned, in the
 // transaction that locked them with WorkflowLockUnowned.
-func (q *Queries) WorkflowTakeLocked(ctx context.Context, owner string, ids []int64) error {
+func (q *Queries) WorkflowTakeIfUnowned(ctx context.Context, owner string, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -383,13 +374,13 @@ func (q *Queries) WorkflowTakeLocked(ctx context.Context, owner string, ids []in
 	return nil
 }
 
-// WorkflowClaimWaiting makes owner the master of the new instances of capped workflows
+// WorkflowAdmitIfUnderCap makes owner the master of the new instances of capped workflows
 // (max-active-instances) that fit under their caps: for each such workflow, under its
 // admission lock, the waiting instances in priority and then creation order while fewer than
 // max_active instances of the workflow run. The others keep waiting; a finishing instance
 // wakes the masters to look again. Each workflow is one transaction, so masters admitting at
 // once never exceed a cap.
-func (db *DB) WorkflowClaimWaiting(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
+func (db *DB) WorkflowAdmitIfUnderCap(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
 	var names []string
 	if err := sqlxSelect(ctx, db.Queries, &names, `SELECT DISTINCT workflow_name FROM workflow_instance
 		WHERE owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL`); err != nil {
@@ -552,14 +543,14 @@ func (q *Queries) WorkflowLockManyIfOwned(ctx context.Context, ids []int64, owne
 	return wfs, nil
 }
 
-// WorkflowFinish is one instance's end, for WorkflowFinishManyIfOwned.
+// WorkflowFinish is one instance's end, for WorkflowFinishManyIfOwnedOrUnowned.
 type WorkflowFinish struct {
 	ID    int64
 	State WorkflowState
 	Error string
 }
 
-// finishManyWorkflowsSQL is WorkflowFinishManyIfOwned's statement: $1 the owner, $2-$4 the
+// finishManyWorkflowsSQL is WorkflowFinishManyIfOwnedOrUnowned's statement: $1 the owner, $2-$4 the
 // instances' ids, states and errors.
 const finishManyWorkflowsSQL = `
 		WITH u AS (
@@ -577,11 +568,11 @@ const finishManyWorkflowsSQL = `
 		)
 		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped FROM u`
 
-// WorkflowFinishManyIfOwned is WorkflowFinishIfOwned for many instances in one statement,
+// WorkflowFinishManyIfOwnedOrUnowned is WorkflowFinishIfOwned for many instances in one statement,
 // which also finishes unowned ones (locked by WorkflowLockUnowned) and makes owner the owner
 // of record of each. It returns how many it finished; call it in the transaction that locked
 // them, so that is all.
-func (q *Queries) WorkflowFinishManyIfOwned(ctx context.Context, owner string, fins []WorkflowFinish) (int, error) {
+func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner string, fins []WorkflowFinish) (int, error) {
 	if len(fins) == 0 {
 		return 0, nil
 	}

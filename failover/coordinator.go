@@ -10,6 +10,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/faultinject"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -421,9 +422,9 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	err = c.db.Tx(ctx, func(q *dao.Queries) error {
 		var err error
 		if k.role == registry.RoleWorker {
-			n, err = q.TaskRequeueLostWorker(ctx, k.id)
+			n, err = lifecycle.RequeueLostWorker(ctx, q, k.id)
 		} else {
-			n, err = q.WorkflowReleaseLostMaster(ctx, k.id)
+			n, err = lifecycle.ReleaseLostMaster(ctx, q, k.id)
 		}
 		if err != nil {
 			return err

@@ -1,4 +1,4 @@
-package master
+package lifecycle
 
 import (
 	"slices"
@@ -26,7 +26,7 @@ tasks:
 	return s
 }
 
-func TestAdvance(t *testing.T) {
+func TestDecide(t *testing.T) {
 	t.Parallel()
 	const (
 		q  = dao.TaskQueued
@@ -57,18 +57,18 @@ func TestAdvance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := advance(diamond(t), tc.states)
+			p := Decide(diamond(t), tc.states)
 			var got []string
-			for _, c := range p.create {
-				got = append(got, c.task.Name+"="+string(c.state))
+			for _, c := range p.Create {
+				got = append(got, c.Task.Name+"="+string(c.State))
 			}
 			if !slices.Equal(got, tc.create) {
 				t.Errorf("create = %v, want %v", got, tc.create)
 			}
-			if p.done != tc.done || p.state != tc.wantState {
-				t.Errorf("done, state = %v, %q; want %v, %q", p.done, p.state, tc.done, tc.wantState)
+			if p.Done != tc.done || p.State != tc.wantState {
+				t.Errorf("done, state = %v, %q; want %v, %q", p.Done, p.State, tc.done, tc.wantState)
 			}
-			if p.state == dao.WorkflowFailed && p.err == "" {
+			if p.State == dao.WorkflowFailed && p.Error == "" {
 				t.Error("a failed workflow has no error message")
 			}
 		})

@@ -1,9 +1,8 @@
-package master
+package lifecycle
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/workflow"
@@ -30,55 +29,32 @@ func SubmitQueued(ctx context.Context, q *dao.Queries, spec *workflow.Spec, vers
 }
 
 func submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int, queue bool) (int64, error) {
-	rows, err := roots(spec, params, priority)
+	rows, err := Roots(spec, params, priority)
 	if err != nil {
 		return 0, err
 	}
-	return q.WorkflowCreateWithTasks(ctx, spec.Name, version, params, priority, queue, rows)
+	return q.WorkflowCreate(ctx, spec.Name, version, params, priority, queue, rows)
 }
 
 // SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
 // created in a statement, and a commit, shared with the submissions of the same moment from
-// this process (dao.DB.Submit), which is how a node or a client submitting many at once should.
+// this process (dao.DB.WorkflowCreateGrouped), which is how a node or a client submitting many at once should.
 // audit, unless nil, is the submission's audit_event row, committed with the instance (its
 // target is set to the instance).
 func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int, params json.RawMessage, priority int, audit *dao.AuditEvent) (int64, error) {
-	rows, err := roots(spec, params, priority)
+	rows, err := Roots(spec, params, priority)
 	if err != nil {
 		return 0, err
 	}
-	return db.Submit(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows, Audit: audit})
+	return db.WorkflowCreateGrouped(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows, Audit: audit})
 }
 
 // SubmitMany creates n instances of the stored definition as SubmitQueued does (priority 0),
 // in one statement, for bulk loads (benchmarks).
 func SubmitMany(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, n int) error {
-	rows, err := roots(spec, params, 0)
+	rows, err := Roots(spec, params, 0)
 	if err != nil {
 		return err
 	}
 	return q.WorkflowCreateMany(ctx, spec.Name, version, params, n, rows)
-}
-
-// roots returns the task instances a new instance of spec with params and priority starts
-// with: its tasks without dependencies, or none for a capped workflow, which starts them
-// only once admitted.
-func roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
-	if spec.MaxActiveInstances > 0 {
-		return nil, nil
-	}
-	merged, err := instanceParams(spec, params)
-	if err != nil {
-		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
-	}
-	p := advance(spec, nil)
-	rows := make([]dao.NewTask, 0, len(p.create))
-	for _, c := range p.create {
-		row, err := taskRow(0, priority, c, merged, nil)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
-	}
-	return rows, nil
 }

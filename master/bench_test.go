@@ -10,6 +10,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -114,7 +115,7 @@ func BenchmarkAdvanceUnowned(b *testing.B) {
 	db, _ := daotest.New(b)
 	ctx := context.Background()
 	benchCreate(b, db, func(q *dao.Queries, spec *workflow.Spec, v int) error {
-		return SubmitMany(ctx, q, spec, v, nil, b.N*benchBatch)
+		return lifecycle.SubmitMany(ctx, q, spec, v, nil, b.N*benchBatch)
 	})
 	var ids []int64
 	if err := db.SQL().Select(&ids, `SELECT id FROM workflow_instance ORDER BY id`); err != nil || len(ids) != b.N*benchBatch {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -197,9 +198,9 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 	if err != nil {
 		return res, err
 	}
-	create := Submit
+	create := lifecycle.Submit
 	if queue {
-		create = SubmitQueued
+		create = lifecycle.SubmitQueued
 	}
 	id, err := create(ctx, f.q, f.spec, f.s.WorkflowVersion, raw, f.spec.Priority)
 	switch {

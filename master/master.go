@@ -1,24 +1,24 @@
-// Package master drives workflow instances: it creates each task instance once its
-// dependencies are terminal (queued, or skipped below a failure), and finishes the instance
-// when every task has. Every write is conditioned on ownership, so a master whose instance was
-// released by a failover stops driving it.
+// Package master drives workflow instances: it claims those that need a master, advances the
+// ones it owns as their tasks end, admits waiting instances of capped workflows, enforces
+// workflow timeouts, and sweeps for instances whose last task's wake-up nobody heard. What
+// each step decides and writes is package lifecycle's (lifecycle.Driver, whose doc.go draws
+// every state and who may change it); this package decides when to take a step: on
+// notifications, on polls, and on a full resync after a reconnect.
 //
-// A submission (Submit, SubmitNow; submit.go) creates the instance with its root tasks already
-// queued, so the first tasks start on the workers' wake-up, not a master's claim and a second
-// commit later: the instance starts running without an owner, as one a failover released. It
-// needs no master until one of its tasks ends; that task's wake-up names it, and the master
-// that hears it locks it by id, advances it, and finishes it in one update or becomes its
-// owner if it goes on. A workflow of one task (without a cap or a timeout) needs no master:
-// the worker's statement that records the task's end ends the instance as well
-// (dao.TaskFinishMany), and the masters hear nothing of it. The claim of unowned instances
-// (on announcements and polls) takes only those that need a master whatever their tasks do:
-// new ones without roots, and running ones whose workflow has a timeout, which their owner
+// A submission (lifecycle.Submit) creates an instance with its root tasks already queued, so
+// the first tasks start on the workers' wake-up: the instance runs without an owner until one
+// of its tasks ends; that task's wake-up names it, and the master that hears it locks it by
+// id, advances it, and finishes it in one update or becomes its owner if it goes on. A
+// workflow of one task (without a cap or a timeout) needs no master: the worker's statement
+// that records the task's end ends the instance as well. The claim of unowned instances (on
+// announcements and polls) takes only those that need a master whatever their tasks do: new
+// ones without roots, and running ones whose workflow has a timeout, which their owner
 // enforces. A sweep, a slice of the unowned running instances every poll and a whole pass at
 // start and after a reconnect, takes those whose last task's wake-up nobody heard. Instances
 // of workflows with max-active-instances wait for admission, which creates their roots.
 //
-// Retries and timeouts are decided where the attempt ends, by the worker, from the policy the
-// master copied onto the task instance (max_retries, retry_interval, timeout). The
+// Retries and timeouts of tasks are decided where the attempt ends, by the worker, from the
+// policy the master copied onto the task instance (max_retries, retry_interval, timeout). The
 // workflow-level policies are the master's: an instance of a workflow with
 // max-active-instances starts only while its workflow has a free slot, one past its workflow
 // timeout (measured from its start, on the master's clock against the database's start time)
@@ -30,8 +30,6 @@ package master
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -42,7 +40,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/workflow"
+	"github.com/zksched/zksched/lifecycle"
 )
 
 // Gate says whether the node may act: it is registered in ZooKeeper and connected.
@@ -70,8 +68,9 @@ type Master struct {
 	db   *dao.DB
 	gate Gate
 
+	drive *lifecycle.Driver
+
 	mu    sync.Mutex
-	specs map[specKey]*workflow.Spec // definitions never change: cache them
 	owned map[int64]struct{}
 	// deadlines holds when each owned instance with a workflow timeout times out, on this
 	// host's clock, from its age by the database's clock at its last advance.
@@ -80,11 +79,6 @@ type Master struct {
 	// sweptTo is where the sweep of unowned running instances goes on from (an id; 0: the
 	// start). Only the Run loop touches it.
 	sweptTo int64
-}
-
-type specKey struct {
-	name    string
-	version int
 }
 
 // claimBatch is how many instances one claim statement takes. A round of the master's loop
@@ -99,7 +93,7 @@ const sweepSlice = 1000
 
 // New returns a Master.
 func New(cfg Config, db *dao.DB, gate Gate) *Master {
-	return &Master{cfg: cfg, db: db, gate: gate, specs: map[specKey]*workflow.Spec{}, owned: map[int64]struct{}{},
+	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID), owned: map[int64]struct{}{},
 		deadlines: map[int64]time.Time{}}
 }
 
@@ -330,7 +324,7 @@ func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}, admit bool
 	}
 	// Instances of workflows with max-active-instances start only while their workflow has a
 	// free slot; the rest wait, and a finishing instance wakes the masters to look again.
-	got, err := m.db.WorkflowClaimWaiting(ctx, m.cfg.ID, claimBatch)
+	got, err := m.drive.Admit(ctx, claimBatch)
 	m.own(got, dirty)
 	if err != nil {
 		m.warn(ctx, err, "admit waiting workflow instances")
@@ -403,9 +397,10 @@ func (m *Master) advanceRound(ctx context.Context, dirty map[int64]struct{}) boo
 	if len(unowned) > 0 {
 		slices.Sort(unowned)
 		wg.Go(func() {
-			_, errs[len(batches)] = m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
-				return q.WorkflowLockUnowned(ctx, unowned)
-			}, true)
+			var st lifecycle.Stepped
+			if st, errs[len(batches)] = m.drive.AdvanceUnowned(ctx, unowned); errs[len(batches)] == nil {
+				m.record(st, false)
+			}
 		})
 	}
 	wg.Wait()
@@ -439,20 +434,24 @@ func (m *Master) forget(id int64) {
 // failover that releases one waits for it, and those this master no longer owns are left
 // alone (and forgotten).
 func (m *Master) advance(ctx context.Context, ids []int64) error {
-	_, err := m.advanceWith(ctx, ids, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
-		return q.WorkflowLockManyIfOwned(ctx, ids, m.cfg.ID)
-	}, false)
-	return err
+	st, err := m.drive.AdvanceOwned(ctx, ids)
+	if err != nil {
+		return err
+	}
+	m.record(st, false)
+	return nil
 }
 
 // claimAndAdvance claims up to claimBatch unowned instances and advances them in the same
 // transaction, which the claim's row locks already protect: a new instance's first tasks are
 // queued by the statement after the one that claimed it. It returns how many it claimed.
 func (m *Master) claimAndAdvance(ctx context.Context) (int, error) {
-	got, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
-		return q.WorkflowClaimUnowned(ctx, m.cfg.ID, claimBatch)
-	}, false)
-	return len(got), err
+	st, err := m.drive.ClaimAndAdvance(ctx, claimBatch)
+	if err != nil {
+		return 0, err
+	}
+	m.record(st, true)
+	return len(st.Locked), nil
 }
 
 // sweepOne takes one step of the sweep: of the next sweepSlice unowned running instances, it
@@ -460,23 +459,16 @@ func (m *Master) claimAndAdvance(ctx context.Context) (int, error) {
 // no master heard (see dao.WorkflowClaimStranded). It reports whether the step reached the
 // last such instance (the next step starts over), and success.
 func (m *Master) sweepOne(ctx context.Context) (done, ok bool) {
-	from, upto := m.sweptTo, int64(0)
-	var n int
 	slice := m.cfg.SweepSlice
 	if slice <= 0 {
 		slice = sweepSlice
 	}
-	_, err := m.advanceWith(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
-		var err error
-		if upto, n, err = q.WorkflowSweepRange(ctx, from, slice); err != nil || n == 0 {
-			return nil, err
-		}
-		return q.WorkflowClaimStranded(ctx, m.cfg.ID, from, upto)
-	}, false)
+	st, upto, n, err := m.drive.SweepAndAdvance(ctx, m.sweptTo, slice)
 	if err != nil {
 		m.warn(ctx, err, "sweep unowned workflow instances")
 		return false, false
 	}
+	m.record(st, true)
 	if n < slice {
 		m.sweptTo = 0
 		return true, true
@@ -485,216 +477,31 @@ func (m *Master) sweepOne(ctx context.Context) (done, ok bool) {
 	return false, true
 }
 
-// advanceWith advances, in one transaction, the instances pick returns locked: those of ids
-// still owned, or newly claimed ones (then ids is nil, and they are returned once committed),
-// or, with take, unowned ones pick locked without claiming them: those that finish are
-// finished in one update, and this master becomes the owner of the others.
-func (m *Master) advanceWith(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) ([]dao.WorkflowInstance, error) {
-	var finished []plan
-	var finishedIDs, lost []int64
-	var taken []dao.WorkflowInstance
-	var wfs []dao.WorkflowInstance
-	deadlines := map[int64]time.Time{}
-	began := time.Now()
-	err := m.db.Tx(ctx, func(q *dao.Queries) error {
-		finished, finishedIDs, lost, taken = nil, nil, nil, nil
-		clear(deadlines)
-		var err error
-		wfs, err = pick(q)
-		if err != nil {
-			return err
-		}
-		locked := make(map[int64]bool, len(wfs))
-		var wfIDs []int64 // those that may have task instances: all but freshly claimed ones
-		for _, wf := range wfs {
-			locked[wf.ID] = true
-			if !wf.Fresh {
-				wfIDs = append(wfIDs, wf.ID)
-			}
-		}
-		for _, id := range ids {
-			if !locked[id] {
-				lost = append(lost, id)
-			}
-		}
-		var all []dao.TaskOutcome
-		if len(wfIDs) > 0 {
-			if all, err = q.TaskListByWorkflows(ctx, wfIDs); err != nil {
-				return err
-			}
-		}
-		tasksOf := make(map[int64][]dao.TaskOutcome, len(wfs))
-		for _, t := range all {
-			tasksOf[t.WorkflowInstanceID] = append(tasksOf[t.WorkflowInstanceID], t)
-		}
-		var rows []dao.NewTask
-		var fins []dao.WorkflowFinish
-		for i := range wfs {
-			wf := &wfs[i]
-			spec, err := m.spec(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
-			if err != nil {
-				return err
-			}
-			// The database's clock decides, the one ended_at is set by: no skew between hosts.
-			if d := time.Duration(spec.Timeout); d > 0 && wf.RunningMs != nil && time.Duration(*wf.RunningMs)*time.Millisecond < d {
-				deadlines[wf.ID] = began.Add(d - time.Duration(*wf.RunningMs)*time.Millisecond)
-			}
-			if d := time.Duration(spec.Timeout); d > 0 && wf.RunningMs != nil && time.Duration(*wf.RunningMs)*time.Millisecond >= d {
-				msg := "workflow timeout " + d.String() + " exceeded"
-				if take {
-					// Failed by its owner, as one it drove: it kills the tasks as well.
-					if err := q.WorkflowTakeLocked(ctx, m.cfg.ID, []int64{wf.ID}); err != nil {
-						return err
-					}
-				}
-				stopping, err := q.WorkflowTimeOutIfOwned(ctx, wf.ID, m.cfg.ID, msg)
-				if err != nil {
-					return err
-				}
-				finished = append(finished, plan{done: true, state: dao.WorkflowFailed, err: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)})
-				finishedIDs = append(finishedIDs, wf.ID)
-				continue
-			}
-			tasks := tasksOf[wf.ID]
-			states := make(map[string]dao.TaskState, len(tasks))
-			for _, t := range tasks {
-				states[t.Name] = t.State
-			}
-			p := advance(spec, states)
-			if len(p.create) > 0 {
-				params, err := instanceParams(spec, wf.Params)
-				if err != nil {
-					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
-				}
-				for _, c := range p.create {
-					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
-					if err != nil {
-						return err
-					}
-					rows = append(rows, row)
-				}
-			}
-			if p.done {
-				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.state, Error: p.err})
-				finished = append(finished, p)
-				finishedIDs = append(finishedIDs, wf.ID)
-			} else if take {
-				taken = append(taken, *wf)
-			}
-		}
-		if _, err := q.TaskInsertMany(ctx, rows); err != nil {
-			return err
-		}
-		// The rows are locked and running, unowned or under this owner, so every one of them
-		// finishes.
-		if _, err := q.WorkflowFinishManyIfOwned(ctx, m.cfg.ID, fins); err != nil {
-			return err
-		}
-		takenIDs := make([]int64, len(taken))
-		for i, wf := range taken {
-			takenIDs[i] = wf.ID
-		}
-		return q.WorkflowTakeLocked(ctx, m.cfg.ID, takenIDs)
-	})
-	if err != nil {
-		return nil, err
-	}
+// record notes what a committed step did: the instances it claimed (claimed) or took are
+// this master's to drive now, those it finished or lost are not.
+func (m *Master) record(st lifecycle.Stepped, claimed bool) {
 	switch {
-	case take:
+	case st.Taken != nil:
 		// Those it finished were never this master's to drive.
-		m.own(taken, nil)
-	case ids == nil:
-		m.own(wfs, nil)
+		m.own(st.Taken, nil)
+	case claimed:
+		m.own(st.Locked, nil)
 	}
 	m.mu.Lock()
-	maps.Copy(m.deadlines, deadlines)
+	maps.Copy(m.deadlines, st.Deadlines)
 	m.mu.Unlock()
-	for _, id := range lost {
+	for _, id := range st.Lost {
 		m.cfg.Log.Info().Int64("workflow_instance", id).Msg("no longer the owner, or finished; stopped driving it")
 		m.forget(id)
 	}
-	for i, id := range finishedIDs {
-		m.forget(id)
-		p := finished[i]
+	for _, e := range st.Ended {
+		m.forget(e.ID)
 		ev := m.cfg.Log.Info()
-		if p.state != dao.WorkflowSucceeded {
-			ev = m.cfg.Log.Warn().Str("error", p.err)
+		if e.State != dao.WorkflowSucceeded {
+			ev = m.cfg.Log.Warn().Str("error", e.Error)
 		}
-		ev.Int64("workflow_instance", id).Str("state", string(p.state)).Msg("workflow instance finished")
+		ev.Int64("workflow_instance", e.ID).Str("state", string(e.State)).Msg("workflow instance finished")
 	}
-	return wfs, nil
-}
-
-// spec returns a workflow definition, from the cache when it can.
-func (m *Master) spec(ctx context.Context, q *dao.Queries, name string, version int) (*workflow.Spec, error) {
-	k := specKey{name, version}
-	m.mu.Lock()
-	s, ok := m.specs[k]
-	m.mu.Unlock()
-	if ok {
-		return s, nil
-	}
-	raw, err := q.DefinitionGet(ctx, name, version)
-	if err != nil {
-		return nil, err
-	}
-	s = new(workflow.Spec)
-	if err := json.Unmarshal(raw, s); err != nil {
-		return nil, fmt.Errorf("definition %s version %d: %w", name, version, err)
-	}
-	m.mu.Lock()
-	m.specs[k] = s
-	m.mu.Unlock()
-	return s, nil
-}
-
-// taskRow is the task instance c of the workflow instance wfID (of priority wfPriority) whose
-// params are params and whose task instances so far are tasks.
-func taskRow(wfID int64, wfPriority int, c planned, params map[string]string, tasks []dao.TaskOutcome) (dao.NewTask, error) {
-	raw, err := json.Marshal(workflow.TaskParams{Task: *c.task, Params: params, Upstream: upstream(c.task, tasks)})
-	if err != nil {
-		return dao.NewTask{}, err
-	}
-	return dao.NewTask{WorkflowInstanceID: wfID, Name: c.task.Name, Type: c.task.Type, Params: raw,
-		State: c.state, Priority: c.task.Priority + wfPriority, Group: c.task.Group, Pool: c.task.Pool,
-		MaxRetries: c.task.Retries, RetryInterval: time.Duration(c.task.RetryInterval),
-		Timeout: time.Duration(c.task.Timeout)}, nil
-}
-
-// upstream returns the outputs of t's dependencies among the workflow instance's tasks,
-// which are all finished when t is created: downstream tasks get them in their params.
-func upstream(t *workflow.Task, tasks []dao.TaskOutcome) map[string]workflow.Upstream {
-	if len(t.DependsOn) == 0 {
-		return nil
-	}
-	out := make(map[string]workflow.Upstream, len(t.DependsOn))
-	for _, ti := range tasks {
-		if !slices.Contains(t.DependsOn, ti.Name) {
-			continue
-		}
-		var u workflow.Upstream
-		if ti.Output != nil {
-			u.Output = *ti.Output
-		}
-		out[ti.Name] = u
-	}
-	return out
-}
-
-// instanceParams are the definition's default parameters overridden by the instance's.
-func instanceParams(spec *workflow.Spec, raw json.RawMessage) (map[string]string, error) {
-	params := maps.Clone(spec.Params)
-	if params == nil {
-		params = map[string]string{}
-	}
-	var given map[string]string
-	if len(raw) > 0 {
-		if err := json.Unmarshal(raw, &given); err != nil {
-			return nil, fmt.Errorf("instance params: %w", err)
-		}
-	}
-	maps.Copy(params, given)
-	return params, nil
 }
 
 func (m *Master) warn(ctx context.Context, err error, what string) {

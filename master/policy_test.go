@@ -77,7 +77,7 @@ tasks:
   - {name: waits, type: shell, command: "true", group: nobody}
 `)
 	waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, id)) == 2 })
-	claimed, err := b.db.TaskClaim(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim = %v, %v", claimed, err)
 	}
@@ -115,7 +115,7 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 		kill func(task int64) error
 	}{
 		{"kill", "name: killed\ntasks:\n  - {name: runs, type: shell, command: sleep 60, group: kill}\n  - {name: after, type: noop, depends-on: [runs]}\n",
-			func(task int64) error { _, err := b.db.TaskKill(b.ctx, task); return err }},
+			func(task int64) error { _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, task); return err }},
 		{"timeout", "name: timed-out\ntimeout: 1s\ntasks:\n  - {name: runs, type: shell, command: sleep 60, group: timeout}\n  - {name: after, type: noop, depends-on: [runs]}\n",
 			func(int64) error { return nil }},
 	} {
@@ -123,7 +123,7 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 			id := b.submit(t, c.file)
 			worker := "w-" + c.name
 			waitFor(t, "the task to be queued", func() bool { return len(b.tasks(t, id)) == 1 })
-			claimed, err := b.db.TaskClaim(b.ctx, worker, []string{c.name}, 1)
+			claimed, err := b.db.TaskClaimQueued(b.ctx, worker, []string{c.name}, 1)
 			if err != nil || len(claimed) != 1 {
 				t.Fatalf("claim = %v, %v", claimed, err)
 			}
@@ -132,7 +132,7 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 			}
 			waitFor(t, "the kill request", func() bool { return b.tasks(t, id)["runs"].KillRequested })
 			if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-				_, err := q.TaskRequeueLostWorker(b.ctx, worker)
+				_, err := q.TaskRequeueIfRunningOnWorker(b.ctx, worker)
 				return err
 			}); err != nil {
 				t.Fatal(err)
@@ -145,7 +145,7 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 			if a, ok := ts["after"]; ok && a.State != dao.TaskSkipped {
 				t.Errorf("after = %s, want skipped or never created", a.State)
 			}
-			if again, err := b.db.TaskClaim(b.ctx, "w-next", []string{c.name}, 1); err != nil || len(again) != 0 {
+			if again, err := b.db.TaskClaimQueued(b.ctx, "w-next", []string{c.name}, 1); err != nil || len(again) != 0 {
 				t.Errorf("claimed %d tasks after the failover, %v; want none", len(again), err)
 			}
 		})
@@ -160,7 +160,7 @@ func TestWorkflowPriorityOrdersClaims(t *testing.T) {
 	low := b.submit(t, "name: low\ntasks:\n  - {name: a, type: noop, priority: 5}\n  - {name: b, type: noop, priority: 5}\n")
 	high := b.submit(t, "name: high\npriority: 10\ntasks:\n  - {name: a, type: noop}\n")
 	waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, low)) == 2 && len(b.tasks(t, high)) == 1 })
-	got, err := b.db.TaskClaim(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
@@ -185,7 +185,7 @@ func TestMaxActiveQueue(t *testing.T) {
 			}
 		}
 		waitFor(t, "its task", func() bool { return len(b.tasks(t, id)) == 1 })
-		got, err := b.db.TaskClaim(b.ctx, "w1", []string{workflow.DefaultGroup}, 10)
+		got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{workflow.DefaultGroup}, 10)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim = %v, %v", got, err)
 		}

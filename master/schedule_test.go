@@ -359,7 +359,7 @@ func TestWhenFullSkip(t *testing.T) {
 	if fires[0].Reason == nil || !strings.Contains(*fires[0].Reason, "max-active-instances 1") {
 		t.Errorf("skip reason = %v", fires[0].Reason)
 	}
-	got, err := b.db.WorkflowClaimWaiting(b.ctx, "m1", 10)
+	got, err := b.db.WorkflowAdmitIfUnderCap(b.ctx, "m1", 10)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("admitted %d, %v; want the first instance", len(got), err)
 	}
@@ -373,7 +373,7 @@ func TestWhenFullSkip(t *testing.T) {
 	}
 	// A submit by hand is refused the same way while the workflow is full.
 	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		_, err := q.WorkflowCreate(b.ctx, "full", 1, nil, 0)
+		_, err := q.WorkflowCreate(b.ctx, "full", 1, nil, 0, false, nil)
 		return err
 	})
 	if !errors.Is(err, dao.ErrWorkflowFull) {
@@ -407,7 +407,7 @@ func TestBackfill(t *testing.T) {
 	}
 	var ran []int64
 	for round := 0; ; round++ {
-		got, err := b.db.WorkflowClaimWaiting(b.ctx, "m1", 100)
+		got, err := b.db.WorkflowAdmitIfUnderCap(b.ctx, "m1", 100)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -37,7 +38,7 @@ tasks:
 	}
 
 	// No master yet: a worker claims the root and finishes it.
-	got, err := db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	got, err := db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 	if err != nil || len(got) != 1 || got[0].Name != "first" || got[0].Priority != 3 {
 		t.Fatalf("claim before any master = %+v, %v; want the root, with the workflow's priority", got, err)
 	}
@@ -60,7 +61,7 @@ tasks:
 
 	var second []dao.TaskInstance
 	waitFor(t, "the master to queue the second task", func() bool {
-		second, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+		second, err = db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 		return err == nil && len(second) == 1
 	})
 	if err := json.Unmarshal(second[0].Params, &p); err != nil || p.Upstream["first"].Output != out {
@@ -92,12 +93,12 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 		if err != nil || len(got) != 1 {
 			return fmt.Errorf("m2's lock of %d = %v, %v", theirs, got, err)
 		}
-		return q.WorkflowTakeLocked(ctx, "m2", []int64{theirs})
+		return q.WorkflowTakeIfUnowned(ctx, "m2", []int64{theirs})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	got, err := db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 	if err != nil || len(got) != 2 {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
@@ -125,7 +126,7 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	}
 
 	// The second task of mine ends: m1 drives it now, and finishes it.
-	got, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	got, err = db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
@@ -141,7 +142,7 @@ func TestTaskEndClaimsTheInstanceByID(t *testing.T) {
 	// first round, never driven. (A single-task one is ended by its task's own statement:
 	// dao.TestFinishEndsAWorkflowOfOneTask.)
 	one := submitFile(t, db, "name: pair\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop}\n", nil)
-	got, err = db.TaskClaim(ctx, "w1", []string{workflow.DefaultGroup}, 10)
+	got, err = db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 	if err != nil || len(got) != 2 || got[0].WorkflowInstanceID != one {
 		t.Fatalf("claim = %v, %v", got, err)
 	}
@@ -226,7 +227,7 @@ func submitFile(t *testing.T, db *dao.DB, file string, params json.RawMessage) i
 		if err != nil {
 			return err
 		}
-		id, err = Submit(context.Background(), q, spec, v, params, spec.Priority)
+		id, err = lifecycle.Submit(context.Background(), q, spec, v, params, spec.Priority)
 		return err
 	})
 	if err != nil {

@@ -69,7 +69,7 @@ func TestMasterClusterCounts(t *testing.T) {
 	db, _ := daotest.New(t)
 	ctx := context.Background()
 	wf := daotest.Submit(t, db, "wf", map[string]any{"name": "wf"})
-	if _, err := db.TaskInsertMany(ctx, []dao.NewTask{
+	if _, err := db.TaskCreateMany(ctx, []dao.NewTask{
 		{WorkflowInstanceID: wf, Name: "a", Type: "noop", State: dao.TaskQueued, Group: "gpu"},
 		{WorkflowInstanceID: wf, Name: "b", Type: "noop", State: dao.TaskQueued, Group: "gpu"},
 		{WorkflowInstanceID: wf, Name: "c", Type: "noop", State: dao.TaskQueued, Group: "cpu"},

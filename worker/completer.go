@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 )
 
 // completer records the attempts' results in batches: one goroutine takes every result
-// waiting and writes them in one statement (dao.TaskFinishMany), each still fenced by its own
+// waiting and writes them in one statement (dao.TaskFinishManyIfRunning), each still fenced by its own
 // token. There is no timer: a result that arrives while the worker is idle is written at once,
 // and the results that arrive while a write is under way make up the next one, so the batches
 // grow with the load and a commit per task stops being the ceiling.
@@ -46,7 +47,7 @@ func newCompleter(db *dao.DB, queue int) *completer {
 
 // finish records one result and waits for its batch to be written. It returns
 // dao.ErrTokenRefused when the task no longer runs under tok, and the state the task's end
-// ended its workflow instance in, if it did (dao.TaskFinishMany).
+// ended its workflow instance in, if it did (dao.TaskFinishManyIfRunning).
 func (c *completer) finish(ctx context.Context, tok dao.Token, r dao.AttemptResult) (dao.WorkflowState, error) {
 	p := &pending{fin: dao.Finish{Token: tok, Result: r}, done: make(chan written, 1)}
 	c.waiting.Add(1)
@@ -95,7 +96,7 @@ func (c *completer) write(batch []*pending) {
 		fins[i] = p.fin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	done, err := c.db.TaskFinishMany(ctx, fins)
+	done, err := lifecycle.Finish(ctx, c.db, fins)
 	cancel()
 	for i, p := range batch {
 		switch {

@@ -56,7 +56,7 @@ tasks:
 			running := b.waitTask(t, wf, "long", "running", func(ti dao.TaskInstance) bool { return ti.State == dao.TaskRunning })
 			start := time.Now()
 			if tc.notify {
-				res, err := b.db.TaskKill(b.ctx, running.ID)
+				res, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, running.ID)
 				if err != nil || res.State != dao.TaskRunning || res.WorkerID == nil || *res.WorkerID != "w1" {
 					t.Fatalf("TaskKill = %+v, %v; want a request to w1", res, err)
 				}
@@ -102,9 +102,9 @@ tasks:
 		t.Fatalf("first run: workflow %s, tasks %v", got.State, tasks)
 	}
 	flaky := tasks["flaky"]
-	res, err := b.db.WorkflowRerun(b.ctx, wf, []int64{flaky.ID}, []string{"after", "last"})
+	res, err := b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{flaky.ID}, []string{"after", "last"}, nil)
 	if err != nil || !res.Reopened || res.Deleted != 2 || len(res.Requeued) != 1 {
-		t.Fatalf("WorkflowRerun = %+v, %v", res, err)
+		t.Fatalf("TaskRerunIfFailedOrKilled = %+v, %v", res, err)
 	}
 	got, tasks = b.waitDone(t, wf)
 	if got.State != dao.WorkflowSucceeded {
@@ -119,7 +119,7 @@ tasks:
 		t.Errorf("flaky = %+v", tasks["flaky"])
 	}
 	// A second rerun of a task that succeeded is refused.
-	if _, err := b.db.WorkflowRerun(b.ctx, wf, []int64{flaky.ID}, nil); err == nil {
+	if _, err := b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{flaky.ID}, nil, nil); err == nil {
 		t.Error("rerun of a succeeded task was accepted")
 	}
 }

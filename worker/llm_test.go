@@ -320,7 +320,7 @@ tasks:
   - {name: behind, type: noop}
 `)
 	running := b.waitTask(t, id, "loops", "its first step answered", func(dao.TaskInstance) bool { return srv.Answered("first") == 1 })
-	if _, err := b.db.TaskKill(b.ctx, running.ID); err != nil {
+	if _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, running.ID); err != nil {
 		t.Fatal(err)
 	}
 	wf, tasks = b.waitDone(t, id)

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/worker/executor"
 )
 
@@ -22,10 +23,9 @@ var (
 	errKilled = errors.New("killed by an operator")
 )
 
-// decide turns how an attempt ended into the task's next state. A failure or a timeout is
-// retried while the task has retries left, after its retry interval; a hand-back goes back to
-// the queue without counting as a retry. A stop that came after the attempt had succeeded by
-// itself does not undo the success.
+// decide turns how an attempt ended into its outcome and the task's next state, by the rule
+// of lifecycle.Next. A stop that came after the attempt had succeeded by itself does not undo
+// the success.
 func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptResult {
 	r := dao.AttemptResult{ExitCode: res.ExitCode, AttemptUsage: usageJSON(res.Usage), TaskUsage: usageJSON(res.TaskUsage)}
 	if r.TaskUsage == nil {
@@ -40,27 +40,19 @@ func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptRe
 	}
 	switch {
 	case errors.Is(cause, errHandBack):
-		r.Outcome, r.Next, r.Error = dao.OutcomeHandedBack, dao.TaskQueued, cause.Error()
-		return r
+		r.Outcome, r.Error = dao.OutcomeHandedBack, cause.Error()
 	case errors.Is(cause, errInterrupted):
-		r.Outcome, r.Next, r.Error = dao.OutcomeInterrupted, dao.TaskQueued, cause.Error()
-		return r
+		r.Outcome, r.Error = dao.OutcomeInterrupted, cause.Error()
 	case errors.Is(cause, errKilled):
-		r.Outcome, r.Next, r.Error = dao.OutcomeKilled, dao.TaskKilled, cause.Error()
-		return r
+		r.Outcome, r.Error = dao.OutcomeKilled, cause.Error()
 	case errors.Is(cause, errTimedOut):
 		r.Outcome, r.Error = dao.OutcomeTimedOut, "timed out after "+t.Timeout().String()
 	case res.Err != nil:
 		r.Outcome, r.Error = dao.OutcomeFailed, res.Err.Error()
 	default:
 		out := res.Output
-		r.Outcome, r.Next, r.Output = dao.OutcomeSucceeded, dao.TaskSucceeded, &out
-		return r
+		r.Outcome, r.Output = dao.OutcomeSucceeded, &out
 	}
-	if t.Retries < t.MaxRetries {
-		r.Next, r.Retry = dao.TaskQueued, true
-	} else {
-		r.Next = dao.TaskFailed
-	}
+	r.Next, r.Retry = lifecycle.Next(t, r.Outcome)
 	return r
 }

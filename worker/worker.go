@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/workflow"
 )
@@ -217,8 +218,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 		if ok {
 			continue
 		}
-		err := w.db.TaskFinishIfRunning(ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted, Next: dao.TaskQueued,
-			Error: "claimed by this worker but never started (the claim's reply was lost)"})
+		err := lifecycle.HandBack(ctx, w.db, tok, "claimed by this worker but never started (the claim's reply was lost)")
 		if errors.Is(err, dao.ErrTokenRefused) {
 			// The attempt ended (and left running) between the listing and the look at
 			// w.running: it was one of ours after all, and its result is recorded.
@@ -230,7 +230,7 @@ func (w *Worker) reconcile(ctx context.Context) {
 }
 
 // lookForPools sets w.unpooled while the database knows no task pool, so claims leave the
-// pools out (dao.TaskClaimUnpooled); the poll looks again, so the first task ever to name a
+// pools out (dao.TaskClaimQueuedUnpooled); the poll looks again, so the first task ever to name a
 // pool waits a poll interval at most. A failed look claims with pools, which is always right.
 func (w *Worker) lookForPools(ctx context.Context) {
 	if w.poolsSeen {
@@ -284,11 +284,7 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 		if ctx.Err() != nil {
 			return false
 		}
-		claim := w.db.TaskClaim
-		if w.unpooled {
-			claim = w.db.TaskClaimUnpooled
-		}
-		got, err := claim(ctx, w.cfg.ID, w.cfg.Groups, min(free, 100))
+		got, err := lifecycle.Claim(ctx, w.db, w.cfg.ID, w.cfg.Groups, min(free, 100), !w.unpooled)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn().Err(err).Msg("claim failed; retrying at the next poll")
@@ -370,8 +366,7 @@ func (w *Worker) handBack(tasks []dao.TaskInstance) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := range tasks {
-		err := w.db.TaskFinishIfRunning(ctx, tasks[i].Token(), dao.AttemptResult{Outcome: dao.OutcomeInterrupted,
-			Next: dao.TaskQueued, Error: "claimed as the worker stopped being live (cut off from zookeeper); never started"})
+		err := lifecycle.HandBack(ctx, w.db, tasks[i].Token(), "claimed as the worker stopped being live (cut off from zookeeper); never started")
 		w.cfg.Log.Warn().Err(err).Int64("task_instance", tasks[i].ID).Int("attempt", tasks[i].Attempt).
 			Msg("handed back a claimed task without starting it: the worker is not live")
 	}

@@ -311,7 +311,7 @@ func TestClaimWhoseReplyWasLostIsHandedBack(t *testing.T) {
 			t.Fatal("the master never queued the task")
 		}
 		var err error
-		if claimed, err = db.TaskClaim(b.ctx, "w1", []string{"default"}, 1); err != nil {
+		if claimed, err = db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -25,7 +25,7 @@ import (
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -138,7 +138,7 @@ func (f *fault) submit(t *testing.T, name string, tasks ...task) int64 {
 		if err != nil {
 			return err
 		}
-		id, err = master.Submit(context.Background(), q, spec, v, nil, 0)
+		id, err = lifecycle.Submit(context.Background(), q, spec, v, nil, 0)
 		return err
 	})
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
@@ -108,7 +109,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if sched, unscheduled, err = master.StoreSchedule(ctx, q, spec, version, time.Now()); err != nil || sched != nil {
 			return err
 		}
-		if id, err = master.Submit(ctx, q, spec, version, rawParams, *priority); err != nil {
+		if id, err = lifecycle.Submit(ctx, q, spec, version, rawParams, *priority); err != nil {
 			return err
 		}
 		return q.AuditInsert(ctx, *cliAudit(dao.AuditWorkflowSubmit, fmt.Sprintf("workflow-instance/%d", id),

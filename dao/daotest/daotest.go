@@ -44,7 +44,7 @@ func Submit(t testing.TB, db *dao.DB, name string, spec any) int64 {
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(context.Background(), name, v, nil, 0)
+		id, err = q.WorkflowCreate(context.Background(), name, v, nil, 0, false, nil)
 		return err
 	})
 	if err != nil {

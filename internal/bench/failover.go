@@ -33,7 +33,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -448,7 +448,7 @@ func (r *failoverRun) load(ctx context.Context, spec *workflow.Spec, version int
 	for n < total {
 		due := min(int(time.Since(start).Seconds()*o.Rate)+1, total)
 		if due > n {
-			if err := master.SubmitMany(ctx, r.db.Queries, spec, version, nil, due-n); err != nil {
+			if err := lifecycle.SubmitMany(ctx, r.db.Queries, spec, version, nil, due-n); err != nil {
 				return start, n, err
 			}
 			n = due

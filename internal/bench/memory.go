@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -190,7 +190,7 @@ func checkMemoryOptions(o *Options) error {
 func (r *memoryRun) submit(ctx context.Context, spec *workflow.Spec, version int) error {
 	for left := r.o.N; left > 0; left -= memoryChunk {
 		n := min(left, memoryChunk)
-		if err := master.SubmitMany(ctx, r.db.Queries, spec, version, nil, n); err != nil {
+		if err := lifecycle.SubmitMany(ctx, r.db.Queries, spec, version, nil, n); err != nil {
 			return err
 		}
 		r.submitted.Add(int64(n))

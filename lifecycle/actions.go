@@ -1,0 +1,109 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// The operators' transitions, shared by the API, the UI's forms and the command line. Each
+// is one dao transaction whose every write is conditioned on the state it expects, so an
+// action racing a worker that finishes the same task, or a master that finishes the same
+// workflow, either applies whole or returns a dao.ConflictError; it never overwrites a result.
+// audit, unless nil, is the action's audit_event row, committed with it or not at all.
+
+// Kill kills a queued task instance at once, or asks the worker of a running one to stop it
+// (dao.TaskKillIfQueuedOrRunning).
+func Kill(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.KillResult, error) {
+	var res dao.KillResult
+	err := db.Tx(ctx, func(q *dao.Queries) error {
+		var err error
+		if res, err = q.TaskKillIfQueuedOrRunning(ctx, id); err != nil {
+			return err
+		}
+		if audit != nil {
+			return q.AuditInsert(ctx, *audit)
+		}
+		return nil
+	})
+	if err != nil {
+		return dao.KillResult{}, err
+	}
+	return res, nil
+}
+
+// RerunTask puts a failed or killed task instance back in the queue, with the tasks its end
+// skipped created again once it succeeds, and reopens its workflow instance if it had ended
+// (dao.TaskRerunIfFailedOrKilled). It returns the task's workflow instance as well, 0 when the
+// task does not exist. audit, unless nil, gives the rerun's audit_event row once the workflow
+// instance is known.
+func RerunTask(ctx context.Context, db *dao.DB, id int64, audit func(workflow int64) *dao.AuditEvent) (dao.RerunResult, int64, error) {
+	t, err := db.TaskGet(ctx, id)
+	if err != nil {
+		return dao.RerunResult{}, 0, err
+	}
+	if t.State != dao.TaskFailed && t.State != dao.TaskKilled {
+		return dao.RerunResult{}, t.WorkflowInstanceID, &dao.ConflictError{Kind: "task", ID: id, State: string(t.State), Action: "rerun"}
+	}
+	wf, err := db.WorkflowGet(ctx, t.WorkflowInstanceID)
+	if err != nil {
+		return dao.RerunResult{}, t.WorkflowInstanceID, err
+	}
+	spec, err := specs.Get(ctx, db.Queries, wf.WorkflowName, wf.WorkflowVersion)
+	if err != nil {
+		return dao.RerunResult{}, wf.ID, err
+	}
+	var ev *dao.AuditEvent
+	if audit != nil {
+		ev = audit(wf.ID)
+	}
+	res, err := db.TaskRerunIfFailedOrKilled(ctx, wf.ID, []int64{id}, below(spec, []string{t.Name}), ev)
+	return res, wf.ID, err
+}
+
+// ErrNothingToRerun is returned by RerunWorkflow for an instance without a failed or killed
+// task.
+var ErrNothingToRerun = fmt.Errorf("no failed or killed task to rerun")
+
+// RerunWorkflow is RerunTask for every failed or killed task instance of a workflow instance
+// at once. audit, unless nil, gives the rerun's audit_event row once the tasks are known.
+func RerunWorkflow(ctx context.Context, db *dao.DB, id int64, audit func(tasks []int64) *dao.AuditEvent) (dao.RerunResult, error) {
+	wf, err := db.WorkflowGet(ctx, id)
+	if err != nil {
+		return dao.RerunResult{}, err
+	}
+	tasks, err := db.TaskListByWorkflow(ctx, id)
+	if err != nil {
+		return dao.RerunResult{}, err
+	}
+	var ids []int64
+	var names []string
+	for _, t := range tasks {
+		if t.State == dao.TaskFailed || t.State == dao.TaskKilled {
+			ids = append(ids, t.ID)
+			names = append(names, t.Name)
+		}
+	}
+	if len(ids) == 0 {
+		return dao.RerunResult{}, fmt.Errorf("workflow instance %d: %w", id, ErrNothingToRerun)
+	}
+	spec, err := specs.Get(ctx, db.Queries, wf.WorkflowName, wf.WorkflowVersion)
+	if err != nil {
+		return dao.RerunResult{}, err
+	}
+	var ev *dao.AuditEvent
+	if audit != nil {
+		ev = audit(ids)
+	}
+	return db.TaskRerunIfFailedOrKilled(ctx, id, ids, below(spec, names), ev)
+}
+
+// Stop stops a submitted or running workflow instance: it ends stopped, its queued tasks are
+// killed and the workers of its running ones are asked to kill them (dao.WorkflowStopIfActive).
+func Stop(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.StopResult, error) {
+	return db.WorkflowStopIfActive(ctx, id, audit)
+}
+
+// specs is the definitions cache of the operators' actions.
+var specs Specs

@@ -1,0 +1,205 @@
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// Driver carries out a master's transitions of the workflow instances it drives: claims,
+// admissions and advances, each in one transaction whose every write is conditioned on the
+// owner (or on the instance being unowned and locked).
+type Driver struct {
+	owner string
+	db    *dao.DB
+	specs Specs
+}
+
+// NewDriver returns the Driver of master owner.
+func NewDriver(db *dao.DB, owner string) *Driver {
+	return &Driver{owner: owner, db: db}
+}
+
+// Stepped is what one advance transaction did, once it has committed.
+type Stepped struct {
+	// Locked are the instances the step held: those advanced, finished or not.
+	Locked []dao.WorkflowInstance
+	// Taken are the unowned instances the step made its owner's, with AdvanceUnowned.
+	Taken []dao.WorkflowInstance
+	// Ended are the instances the step finished.
+	Ended []Ended
+	// Lost are the ids asked for (AdvanceOwned) that the owner no longer drives.
+	Lost []int64
+	// Deadlines holds when each instance with a workflow timeout that goes on times out, on
+	// this host's clock.
+	Deadlines map[int64]time.Time
+}
+
+// Ended is the end a step gave an instance.
+type Ended struct {
+	ID    int64
+	State dao.WorkflowState
+	Error string
+}
+
+// AdvanceOwned advances those of ids the owner still drives (dao.WorkflowLockManyIfOwned);
+// the others are Lost.
+func (d *Driver) AdvanceOwned(ctx context.Context, ids []int64) (Stepped, error) {
+	return d.step(ctx, ids, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		return q.WorkflowLockManyIfOwned(ctx, ids, d.owner)
+	}, false)
+}
+
+// AdvanceUnowned advances those of ids that run without an owner and that no other master
+// holds (dao.WorkflowLockUnowned): a task of theirs ended while no master drove them. Those
+// that finish are finished; the owner takes the others (Taken).
+func (d *Driver) AdvanceUnowned(ctx context.Context, ids []int64) (Stepped, error) {
+	return d.step(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		return q.WorkflowLockUnowned(ctx, ids)
+	}, true)
+}
+
+// ClaimAndAdvance claims up to limit unowned instances that need a master whatever their
+// tasks do (dao.WorkflowClaimUnowned) and advances them in the same transaction, which the
+// claim's row locks already protect: a new instance's first tasks are queued by the statement
+// after the one that claimed it.
+func (d *Driver) ClaimAndAdvance(ctx context.Context, limit int) (Stepped, error) {
+	return d.step(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		return q.WorkflowClaimUnowned(ctx, d.owner, limit)
+	}, false)
+}
+
+// SweepAndAdvance takes one step of the sweep: of the next slice unowned running instances
+// after id after, it claims and advances those with no task left queued or running
+// (dao.WorkflowClaimStranded). It returns the last id the step looked at and how many
+// instances it looked at: fewer than slice means the sweep reached the end.
+func (d *Driver) SweepAndAdvance(ctx context.Context, after int64, slice int) (st Stepped, upto int64, n int, err error) {
+	st, err = d.step(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
+		var err error
+		if upto, n, err = q.WorkflowSweepRange(ctx, after, slice); err != nil || n == 0 {
+			return nil, err
+		}
+		return q.WorkflowClaimStranded(ctx, d.owner, after, upto)
+	}, false)
+	return st, upto, n, err
+}
+
+// Admit makes the owner the master of the waiting instances of capped workflows that fit
+// under their caps (dao.WorkflowAdmitIfUnderCap); its next advance creates their roots.
+func (d *Driver) Admit(ctx context.Context, limit int) ([]dao.WorkflowInstance, error) {
+	return d.db.WorkflowAdmitIfUnderCap(ctx, d.owner, limit)
+}
+
+// step advances, in one transaction, the instances pick returns locked: those of ids still
+// owned, or newly claimed ones (then ids is nil), or, with take, unowned ones pick locked
+// without claiming them: those that finish are finished in one update, and the owner takes
+// the others.
+func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) (Stepped, error) {
+	var st Stepped
+	began := time.Now()
+	err := d.db.Tx(ctx, func(q *dao.Queries) error {
+		st = Stepped{Deadlines: map[int64]time.Time{}}
+		var err error
+		if st.Locked, err = pick(q); err != nil {
+			return err
+		}
+		locked := make(map[int64]bool, len(st.Locked))
+		var wfIDs []int64 // those that may have task instances: all but freshly claimed ones
+		for _, wf := range st.Locked {
+			locked[wf.ID] = true
+			if !wf.Fresh {
+				wfIDs = append(wfIDs, wf.ID)
+			}
+		}
+		for _, id := range ids {
+			if !locked[id] {
+				st.Lost = append(st.Lost, id)
+			}
+		}
+		var all []dao.TaskOutcome
+		if len(wfIDs) > 0 {
+			if all, err = q.TaskListByWorkflows(ctx, wfIDs); err != nil {
+				return err
+			}
+		}
+		tasksOf := make(map[int64][]dao.TaskOutcome, len(st.Locked))
+		for _, t := range all {
+			tasksOf[t.WorkflowInstanceID] = append(tasksOf[t.WorkflowInstanceID], t)
+		}
+		var rows []dao.NewTask
+		var fins []dao.WorkflowFinish
+		for i := range st.Locked {
+			wf := &st.Locked[i]
+			spec, err := d.specs.Get(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
+			if err != nil {
+				return err
+			}
+			// The database's clock decides, the one ended_at is set by: no skew between hosts.
+			if limit := time.Duration(spec.Timeout); limit > 0 && wf.RunningMs != nil {
+				ran := time.Duration(*wf.RunningMs) * time.Millisecond
+				if ran < limit {
+					st.Deadlines[wf.ID] = began.Add(limit - ran)
+				} else {
+					msg := "workflow timeout " + limit.String() + " exceeded"
+					if take {
+						// Failed by its owner, as one it drove: it kills the tasks as well.
+						if err := q.WorkflowTakeIfUnowned(ctx, d.owner, []int64{wf.ID}); err != nil {
+							return err
+						}
+					}
+					stopping, err := q.WorkflowTimeOutIfOwned(ctx, wf.ID, d.owner, msg)
+					if err != nil {
+						return err
+					}
+					st.Ended = append(st.Ended, Ended{ID: wf.ID, State: dao.WorkflowFailed,
+						Error: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)})
+					continue
+				}
+			}
+			tasks := tasksOf[wf.ID]
+			states := make(map[string]dao.TaskState, len(tasks))
+			for _, t := range tasks {
+				states[t.Name] = t.State
+			}
+			p := Decide(spec, states)
+			if len(p.Create) > 0 {
+				params, err := instanceParams(spec, wf.Params)
+				if err != nil {
+					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+				}
+				for _, c := range p.Create {
+					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
+					if err != nil {
+						return err
+					}
+					rows = append(rows, row)
+				}
+			}
+			if p.Done {
+				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error})
+				st.Ended = append(st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
+			} else if take {
+				st.Taken = append(st.Taken, *wf)
+			}
+		}
+		if _, err := q.TaskCreateMany(ctx, rows); err != nil {
+			return err
+		}
+		// The rows are locked and running, unowned or under this owner, so every one of them
+		// finishes.
+		if _, err := q.WorkflowFinishManyIfOwnedOrUnowned(ctx, d.owner, fins); err != nil {
+			return err
+		}
+		takenIDs := make([]int64, len(st.Taken))
+		for i, wf := range st.Taken {
+			takenIDs[i] = wf.ID
+		}
+		return q.WorkflowTakeIfUnowned(ctx, d.owner, takenIDs)
+	})
+	if err != nil {
+		return Stepped{}, err
+	}
+	return st, nil
+}

@@ -1,0 +1,106 @@
+// Package lifecycle is the one place where the state of a workflow instance or a task
+// instance changes. Go decides here: which tasks an advance creates and when an instance
+// ends (Decide, Outcome), what an attempt's end makes of its task (Next), which roots a
+// submission starts with (Roots), which skipped tasks a rerun gives back (below). Each
+// transition is then carried out by one dao statement named for the transition and the
+// condition its write carries; nothing outside this package and dao calls those statements
+// (TestOnlyLifecycleChangesState). Transitions lists them all.
+//
+// # Guarantees
+//
+// Every write of a state is conditioned on the state it expects, and on who may make it: a
+// worker's writes carry the attempt's fencing token (task id, worker, attempt), a master's
+// the instance's owner, the leader's a fenced identity. A write whose condition no longer
+// holds matches no row, so two actors racing for one instance never both win: a task's result
+// is committed once, a stale owner advances nothing, and an operator's action either applies
+// whole or is refused with dao.ConflictError.
+//
+// # A workflow instance
+//
+//	submit ─┬─ no cap: with its roots ──▶ running, unowned ──its one task ends (worker)──▶ ended
+//	        │                                 │          ▲
+//	        │              taken, claimed     │          │ released (leader: owner fenced)
+//	        │              (master)           ▼          │
+//	        └─▶ submitted ──claimed──────▶ running, owned ──ended, timed out (master)──▶ ended
+//	            (no roots, or capped)  admitted (master, under the cap)
+//
+//	ended: succeeded | failed | stopped
+//	submitted, running ──stopped (operator)──▶ stopped
+//	ended ──rerun of its failed and killed tasks (operator)──▶ running, unowned
+//
+// An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
+// command line, the API, schedules, triggers, backfills and the benchmark all come in here).
+// Without a cap it starts running at once with its root tasks queued and no owner: the first
+// tasks start on the workers' wake-up, and a master takes it up when one of them ends
+// (Driver.AdvanceUnowned, which finishes it or takes it). A capped one waits, submitted,
+// until a master admits it under its workflow's max-active-instances (Driver.Admit). A master
+// that owns an instance advances it (Driver.AdvanceOwned): Decide says which tasks to create
+// and whether it has ended; it fails one past its workflow timeout and kills its tasks. A
+// single-task workflow without a cap or a timeout needs no master: the worker's statement
+// that records its task's end ends it too, with the end Decide would give
+// (TestSingleTaskEndMatchesDecide). When a master is fenced the leader releases its
+// instances (ReleaseLostMaster) and another master goes on; instances whose last task's
+// wake-up no master heard are found by the sweep (Driver.SweepAndAdvance). An operator
+// stops an active instance (Stop) or reruns the failed and killed tasks of one (RerunTask,
+// RerunWorkflow), which reopens it if it had ended: running, unowned.
+//
+// # A task instance
+//
+//	created ──▶ queued ──claimed (worker)──▶ running ──attempt ended (worker)──▶ succeeded
+//	   │          ▲  │                          │                               failed
+//	   │          │  └──killed (operator, stop, │                               killed
+//	   │          │     workflow timeout)──▶ killed
+//	   │          └── retry · hand-back · interrupted (worker) · failed over (leader)
+//	   └──▶ skipped (an upstream did not succeed)
+//	failed, killed ──rerun (operator)──▶ queued
+//
+// A master creates task instances when their upstream is terminal: queued if it all
+// succeeded, skipped otherwise. A worker claims a queued one whose retry wait has passed and
+// whose pool has a free slot: it runs under a new attempt, whose fencing token every later
+// write carries. The attempt's end moves it on by Next: succeeded; a failure or a timeout back
+// to the queue while retries last, failed after; a hand-back or an interruption back to the
+// queue without counting. A kill of a running task is a request its worker carries out (the
+// attempt ends killed); a task whose kill was requested never goes back to the queue. The
+// leader puts the running tasks of a fenced worker back in the queue (RequeueLostWorker),
+// outcome failed_over, or ends them killed where a kill was requested.
+//
+// # Every transition, who makes it, its condition, its statement
+//
+// Workflow instances:
+//
+//	created      submit                 definition stored; when-full: skip refuses  WorkflowCreate,
+//	                                    at the cap unless queued (backfill)         WorkflowCreateGrouped,
+//	                                                                                WorkflowCreateMany
+//	claimed      master                 unowned; new without roots, or running      WorkflowClaimUnowned
+//	                                    with a timeout
+//	claimed      master (sweep)         unowned, running, nothing queued or         WorkflowClaimStranded
+//	                                    running for dao.StrandedAfter
+//	admitted     master                 unowned, submitted, capped, under the cap   WorkflowAdmitIfUnderCap
+//	taken        master (advance)       unowned, running, locked by the advance     WorkflowTakeIfUnowned
+//	ended        master (advance)       running; owned by it, or unowned and locked WorkflowFinishManyIfOwnedOrUnowned
+//	timed out    master                 running, owned by it                        WorkflowTimeOutIfOwned
+//	                                                                                (WorkflowFinishIfOwned)
+//	ended        worker (attempt's end) unowned, running, one task, no cap, no      TaskFinishManyIfRunning
+//	                                    timeout
+//	released     leader                 unfinished, owned by a fenced master        WorkflowReleaseIfOwnedBy
+//	stopped      operator               submitted or running                        WorkflowStopIfActive
+//	reopened     operator (rerun)       ended                                       TaskRerunIfFailedOrKilled
+//
+// Task instances:
+//
+//	created      master (advance)       its instance locked by the advance          TaskCreateMany,
+//	                                                                                WorkflowCreate (roots)
+//	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueued,
+//	                                    free pool slot                              TaskClaimQueuedUnpooled
+//	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
+//	                                                                                TaskFinishIfRunning
+//	failed over  leader                 running on a fenced worker                  TaskRequeueIfRunningOnWorker
+//	killed       operator, stop,        queued (at once) or running (requested)     TaskKillIfQueuedOrRunning,
+//	             workflow timeout                                                   WorkflowStopIfActive,
+//	                                                                                WorkflowTimeOutIfOwned
+//	rerun        operator               failed or killed                            TaskRerunIfFailedOrKilled
+//
+// The statements live in dao: workflow_instance.go (instances), task_instance.go (claims,
+// attempts' ends, task creation), task_action.go (the operators'), failover_event.go (the
+// leader's). Failover's side of the protocol (who is fenced, and when) is package failover's.
+package lifecycle

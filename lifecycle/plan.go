@@ -1,0 +1,191 @@
+package lifecycle
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
+)
+
+// Plan is what one advance of a workflow instance does: the task instances to create, and
+// whether the instance is finished.
+type Plan struct {
+	// Create holds the tasks whose upstream all succeeded (to queue) and those with a failed,
+	// killed or skipped upstream (to skip), in DAG order.
+	Create []Planned
+	// Done is set when every task has reached a terminal state; State and Error are then the
+	// instance's end.
+	Done  bool
+	State dao.WorkflowState
+	Error string
+}
+
+// Planned is one task instance a Plan creates.
+type Planned struct {
+	Task  *workflow.Task
+	State dao.TaskState
+}
+
+// Decide is the rule of a workflow instance's progress: from its spec and the states of the
+// task instances it has so far, the next step. A task instance is created only when all of
+// its dependencies are terminal: queued if they all succeeded, skipped otherwise, so a
+// failure skips its whole downstream in one step while independent branches go on. When
+// every task is terminal the instance ends: succeeded if none failed or was killed, failed
+// otherwise, with the failed and killed tasks named in its error (Outcome). The worker's
+// statement that ends a single-task workflow (dao.TaskFinishManyIfRunning) gives the same
+// end; TestSingleTaskEndMatchesDecide holds the two together.
+func Decide(spec *workflow.Spec, states map[string]dao.TaskState) Plan {
+	var p Plan
+	known := make(map[string]dao.TaskState, len(spec.Tasks))
+	maps.Copy(known, states)
+	for _, name := range spec.Order() {
+		if _, exists := known[name]; exists {
+			continue
+		}
+		t, _ := spec.Task(name)
+		next, ready := dao.TaskQueued, true
+		for _, dep := range t.DependsOn {
+			switch s, ok := known[dep]; {
+			case !ok || !s.Terminal():
+				ready = false
+			case s != dao.TaskSucceeded:
+				next = dao.TaskSkipped
+			}
+		}
+		if !ready {
+			continue
+		}
+		known[name] = next
+		p.Create = append(p.Create, Planned{Task: t, State: next})
+	}
+	ends := make([]TaskEnd, 0, len(spec.Tasks))
+	for _, t := range spec.Tasks {
+		s, ok := known[t.Name]
+		if !ok || !s.Terminal() {
+			return p
+		}
+		ends = append(ends, TaskEnd{Name: t.Name, State: s})
+	}
+	p.Done = true
+	p.State, p.Error = Outcome(ends)
+	return p
+}
+
+// TaskEnd is a task instance's terminal state, by task name.
+type TaskEnd struct {
+	Name  string
+	State dao.TaskState
+}
+
+// Outcome is the end of a workflow instance whose tasks all ended as ends says, in the
+// spec's order: succeeded when none failed or was killed, or failed, naming those that did.
+// A skipped task is the consequence of a failure named already, so it is not named.
+func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
+	var failed []string
+	for _, e := range ends {
+		if e.State == dao.TaskFailed || e.State == dao.TaskKilled {
+			failed = append(failed, fmt.Sprintf("%s %s", e.Name, e.State))
+		}
+	}
+	if len(failed) == 0 {
+		return dao.WorkflowSucceeded, ""
+	}
+	return dao.WorkflowFailed, "tasks did not succeed: " + strings.Join(failed, ", ")
+}
+
+// Roots returns the task instances a new instance of spec with params and priority starts
+// with: its tasks without dependencies, or none for a capped workflow, which starts them
+// only once admitted.
+func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
+	if spec.MaxActiveInstances > 0 {
+		return nil, nil
+	}
+	merged, err := instanceParams(spec, params)
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
+	}
+	p := Decide(spec, nil)
+	rows := make([]dao.NewTask, 0, len(p.Create))
+	for _, c := range p.Create {
+		row, err := taskRow(0, priority, c, merged, nil)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// taskRow is the task instance c of the workflow instance wfID (of priority wfPriority) whose
+// params are params and whose task instances so far are tasks.
+func taskRow(wfID int64, wfPriority int, c Planned, params map[string]string, tasks []dao.TaskOutcome) (dao.NewTask, error) {
+	raw, err := json.Marshal(workflow.TaskParams{Task: *c.Task, Params: params, Upstream: upstream(c.Task, tasks)})
+	if err != nil {
+		return dao.NewTask{}, err
+	}
+	return dao.NewTask{WorkflowInstanceID: wfID, Name: c.Task.Name, Type: c.Task.Type, Params: raw,
+		State: c.State, Priority: c.Task.Priority + wfPriority, Group: c.Task.Group, Pool: c.Task.Pool,
+		MaxRetries: c.Task.Retries, RetryInterval: time.Duration(c.Task.RetryInterval),
+		Timeout: time.Duration(c.Task.Timeout)}, nil
+}
+
+// upstream returns the outputs of t's dependencies among the workflow instance's tasks,
+// which are all finished when t is created: downstream tasks get them in their params.
+func upstream(t *workflow.Task, tasks []dao.TaskOutcome) map[string]workflow.Upstream {
+	if len(t.DependsOn) == 0 {
+		return nil
+	}
+	out := make(map[string]workflow.Upstream, len(t.DependsOn))
+	for _, ti := range tasks {
+		if !slices.Contains(t.DependsOn, ti.Name) {
+			continue
+		}
+		var u workflow.Upstream
+		if ti.Output != nil {
+			u.Output = *ti.Output
+		}
+		out[ti.Name] = u
+	}
+	return out
+}
+
+// instanceParams are the definition's default parameters overridden by the instance's.
+func instanceParams(spec *workflow.Spec, raw json.RawMessage) (map[string]string, error) {
+	params := maps.Clone(spec.Params)
+	if params == nil {
+		params = map[string]string{}
+	}
+	var given map[string]string
+	if len(raw) > 0 {
+		if err := json.Unmarshal(raw, &given); err != nil {
+			return nil, fmt.Errorf("instance params: %w", err)
+		}
+	}
+	maps.Copy(params, given)
+	return params, nil
+}
+
+// below returns every task downstream of the named ones, transitively: the tasks a failure of
+// theirs skipped, which a rerun deletes for the master to create again.
+func below(spec *workflow.Spec, names []string) []string {
+	seen := map[string]bool{}
+	queue := append([]string(nil), names...)
+	var out []string
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, d := range spec.Downstream(n) {
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
+				queue = append(queue, d)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,74 @@
+package lifecycle
+
+import (
+	"context"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// The workers' transitions of their task instances, and the rule of an attempt's end.
+
+// Claim is the transition "claimed": up to limit queued task instances of groups, whose
+// retry wait has passed and whose pools have a free slot, become running on worker under a
+// new attempt (dao.TaskClaimQueued; dao.TaskClaimQueuedUnpooled when the database knows no
+// pool, pooled false).
+func Claim(ctx context.Context, db *dao.DB, worker string, groups []string, limit int, pooled bool) ([]dao.TaskInstance, error) {
+	if !pooled {
+		return db.TaskClaimQueuedUnpooled(ctx, worker, groups, limit)
+	}
+	return db.TaskClaimQueued(ctx, worker, groups, limit)
+}
+
+// Next is the rule of an attempt's end: the state a task instance t goes to when an attempt
+// of it ended with outcome o, and whether the attempt counts against its retries. A failure
+// or a timeout is retried, after the task's retry interval, while the task has retries left;
+// a hand-back or an interruption goes back to the queue without counting; a kill ends it. A
+// task whose kill was requested is never queued again: the statement that records the end
+// makes queued killed (dao.TaskFinishManyIfRunning).
+func Next(t *dao.TaskInstance, o dao.Outcome) (next dao.TaskState, retry bool) {
+	switch o {
+	case dao.OutcomeSucceeded:
+		return dao.TaskSucceeded, false
+	case dao.OutcomeKilled:
+		return dao.TaskKilled, false
+	case dao.OutcomeHandedBack, dao.OutcomeInterrupted, dao.OutcomeFailedOver:
+		return dao.TaskQueued, false
+	}
+	if t.Retries < t.MaxRetries {
+		return dao.TaskQueued, true
+	}
+	return dao.TaskFailed, false
+}
+
+// Finish is the transition "attempt ended" for many attempts at once: each task moves to its
+// result's next state (Next) if it still runs under the result's token
+// (dao.TaskFinishManyIfRunning). A task whose end ends a single-task workflow ends the
+// workflow instance in the same statement.
+func Finish(ctx context.Context, db *dao.DB, fins []dao.Finish) ([]dao.Finished, error) {
+	return db.TaskFinishManyIfRunning(ctx, fins)
+}
+
+// HandBack is the transition "handed back": a task running under tok, which its worker
+// claimed but will not run, goes back to the queue with outcome interrupted, not counted as a
+// retry (dao.TaskFinishIfRunning). It returns dao.ErrTokenRefused when the task no longer
+// runs under tok.
+func HandBack(ctx context.Context, db *dao.DB, tok dao.Token, reason string) error {
+	next, retry := Next(&dao.TaskInstance{}, dao.OutcomeInterrupted)
+	return db.TaskFinishIfRunning(ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeInterrupted, Next: next, Retry: retry, Error: reason})
+}
+
+// RequeueLostWorker is the leader's transition "failed over" for a fenced worker: its running
+// tasks go back to the queue, or end killed where a kill was requested
+// (dao.TaskRequeueIfRunningOnWorker). Call it only for a fenced identity, in the transaction
+// that records the failover.
+func RequeueLostWorker(ctx context.Context, q *dao.Queries, worker string) (int, error) {
+	return q.TaskRequeueIfRunningOnWorker(ctx, worker)
+}
+
+// ReleaseLostMaster is the leader's transition "released" for a fenced master: its unfinished
+// workflow instances lose their owner, for another master to continue
+// (dao.WorkflowReleaseIfOwnedBy). Call it only for a fenced identity, in the transaction that
+// records the failover.
+func ReleaseLostMaster(ctx context.Context, q *dao.Queries, master string) (int, error) {
+	return q.WorkflowReleaseIfOwnedBy(ctx, master)
+}

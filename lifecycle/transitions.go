@@ -1,0 +1,37 @@
+package lifecycle
+
+// Transition is one change of a workflow or task instance's state: who makes it, the
+// condition the write carries, and the dao statement that carries it out. Transitions is the
+// list doc.go draws; a test holds it, doc.go and the code together.
+type Transition struct {
+	Name      string
+	Who       string
+	Condition string
+	// Statement is the dao method that carries the transition out.
+	Statement string
+}
+
+// Transitions lists every state change of an instance.
+var Transitions = []Transition{
+	{"workflow created", "submit (CLI, API, schedule, trigger, backfill)", "definition stored; under the cap or queued unless when-full: skip", "WorkflowCreate"},
+	{"workflow created", "submit on the pool, shared commit", "as WorkflowCreate", "WorkflowCreateGrouped"},
+	{"workflow created", "bulk submit (benchmark)", "as WorkflowCreate", "WorkflowCreateMany"},
+	{"workflow claimed", "master", "unowned; new without roots, or running with a timeout", "WorkflowClaimUnowned"},
+	{"workflow claimed", "master (sweep)", "unowned, running, no task queued or running for StrandedAfter", "WorkflowClaimStranded"},
+	{"workflow admitted", "master", "unowned, submitted, capped, under the cap (admission lock)", "WorkflowAdmitIfUnderCap"},
+	{"workflow taken", "master", "unowned, running, locked by this advance", "WorkflowTakeIfUnowned"},
+	{"task created", "master (advance)", "instance locked by its owner or unowned and locked", "TaskCreateMany"},
+	{"workflow ended", "master (advance)", "running; owned by this master, or unowned and locked", "WorkflowFinishManyIfOwnedOrUnowned"},
+	{"workflow ended", "master", "running; owned by this master", "WorkflowFinishIfOwned"},
+	{"workflow timed out", "master", "running; owned by this master", "WorkflowTimeOutIfOwned"},
+	{"task claimed", "worker", "queued; retry wait passed; group; pool slot free", "TaskClaimQueued"},
+	{"task claimed", "worker (no pool known)", "queued; retry wait passed; group", "TaskClaimQueuedUnpooled"},
+	{"attempt ended", "worker", "running under the attempt's token", "TaskFinishManyIfRunning"},
+	{"attempt ended", "worker (one attempt)", "running under the attempt's token", "TaskFinishIfRunning"},
+	{"workflow ended", "worker (in its attempt's end)", "unowned, running, one task, no cap, no timeout", "TaskFinishManyIfRunning"},
+	{"task failed over", "leader", "running on a fenced worker", "TaskRequeueIfRunningOnWorker"},
+	{"workflow released", "leader", "unfinished, owned by a fenced master", "WorkflowReleaseIfOwnedBy"},
+	{"task killed", "operator (API, UI)", "queued or running", "TaskKillIfQueuedOrRunning"},
+	{"task rerun", "operator (API, UI)", "failed or killed; workflow reopened if it ended", "TaskRerunIfFailedOrKilled"},
+	{"workflow stopped", "operator (API, UI)", "submitted or running", "WorkflowStopIfActive"},
+}
