@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
@@ -458,7 +459,7 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	var version int
 	var sched *dao.Schedule
 	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
-		if version, err = q.DefinitionEnsure(r.Context(), spec.Name, raw); err != nil {
+		if version, err = q.DefinitionEnsure(r.Context(), spec.Name, raw, lifecycle.Facts(spec)); err != nil {
 			return err
 		}
 		// As with zksched submit, the file is the truth about the schedule: it replaces the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -222,7 +223,7 @@ func submitFile(t *testing.T, db *dao.DB, file string, params json.RawMessage) i
 	raw, _ := json.Marshal(spec)
 	var id int64
 	err = db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw)
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw, lifecycle.Facts(spec))
 		if err != nil {
 			return err
 		}

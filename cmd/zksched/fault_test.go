@@ -25,6 +25,7 @@ import (
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
@@ -134,7 +135,7 @@ func (f *fault) submit(t *testing.T, name string, tasks ...task) int64 {
 	}
 	var id int64
 	err = f.db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def)
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def, lifecycle.Facts(spec))
 		if err != nil {
 			return err
 		}
