@@ -104,7 +104,8 @@ func loadMillion(b *testing.B, db *dao.DB) benchIDs {
 	}
 	spec, _ := json.Marshal(map[string]any{"name": "bench", "tasks": tasks})
 	for _, q := range []string{
-		`INSERT INTO workflow_definition (name, version, spec) VALUES ('bench', 1, '` + string(spec) + `')`,
+		`INSERT INTO workflow_definition (name, version, spec, task_count, has_timeout, when_full_skip)
+		 VALUES ('bench', 1, '` + string(spec) + `', 100, false, false)`,
 		`INSERT INTO workflow_instance (workflow_name, workflow_version, state, owner, created_at, started_at, ended_at)
 		 SELECT 'bench', 1, CASE WHEN g > 9990 THEN 'running' WHEN g % 20 = 0 THEN 'failed' ELSE 'succeeded' END,
 		        CASE WHEN g > 9990 THEN 'master-1' END,

@@ -85,8 +85,9 @@ func TestDefinitionVersionsArePaged(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
 	const n = 3000
-	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec)
-		SELECT 'many', v, jsonb_build_object('name', 'many', 'tasks', jsonb_build_array(jsonb_build_object('name', 't', 'type', 'noop')))
+	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec, task_count, has_timeout, when_full_skip)
+		SELECT 'many', v, jsonb_build_object('name', 'many', 'tasks', jsonb_build_array(jsonb_build_object('name', 't', 'type', 'noop'))),
+		       1, false, false
 		FROM generate_series(1, $1) v`, n); err != nil {
 		t.Fatal(err)
 	}
@@ -167,8 +168,9 @@ func TestDefinitionVersionsArePaged(t *testing.T) {
 func TestDefinitionListIsPaged(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{})
-	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec)
-		SELECT format('wf-%s', lpad(i::text, 3, '0')), v, '{}'::jsonb FROM generate_series(1, 120) i, generate_series(1, 2) v`); err != nil {
+	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec, has_timeout, when_full_skip)
+		SELECT format('wf-%s', lpad(i::text, 3, '0')), v, '{}'::jsonb, false, false
+		FROM generate_series(1, 120) i, generate_series(1, 2) v`); err != nil {
 		t.Fatal(err)
 	}
 	var names []string

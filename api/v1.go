@@ -459,7 +459,7 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	var version int
 	var sched *dao.Schedule
 	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
-		if version, err = q.DefinitionEnsure(r.Context(), spec.Name, raw); err != nil {
+		if version, err = q.DefinitionEnsure(r.Context(), spec.Name, raw, lifecycle.Facts(spec)); err != nil {
 			return err
 		}
 		// As with zksched submit, the file is the truth about the schedule: it replaces the

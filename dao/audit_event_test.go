@@ -244,7 +244,7 @@ func submitAction(spec map[string]any) func(t *testing.T, b *testBundle) (func(d
 		}
 		var version int
 		if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-			version, err = q.DefinitionEnsure(b.ctx, "sub", raw)
+			version, err = q.DefinitionEnsure(b.ctx, "sub", raw, daotest.Facts(t, raw))
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -322,7 +322,7 @@ func TestSubmissionsTogetherEachCommitWithTheirRow(t *testing.T) {
 	var version int
 	if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
 		var err error
-		version, err = q.DefinitionEnsure(b.ctx, "many", []byte(`{"name": "many"}`))
+		version, err = q.DefinitionEnsure(b.ctx, "many", []byte(`{"name": "many"}`), dao.DefinitionFacts{})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func (b *testBundle) submitWithRoot(t *testing.T, raw, g string, maxRetries int)
 		if err := json.Unmarshal([]byte(raw), &spec); err != nil {
 			return err
 		}
-		v, err := q.DefinitionEnsure(b.ctx, spec.Name, []byte(raw))
+		v, err := q.DefinitionEnsure(b.ctx, spec.Name, []byte(raw), daotest.Facts(t, []byte(raw)))
 		if err != nil {
 			return err
 		}
@@ -290,7 +290,7 @@ func TestDefinitionVersions(t *testing.T) {
 		var v int
 		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
 			var err error
-			v, err = q.DefinitionEnsure(b.ctx, "d", []byte(spec))
+			v, err = q.DefinitionEnsure(b.ctx, "d", []byte(spec), daotest.Facts(t, []byte(spec)))
 			return err
 		})
 		if err != nil {
@@ -501,7 +501,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 	raw := []byte(`{"name":"wf"}`)
 	rolledBack := errors.New("roll back")
 	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(b.ctx, "wf", raw)
+		v, err := q.DefinitionEnsure(b.ctx, "wf", raw, dao.DefinitionFacts{})
 		if err != nil {
 			return err
 		}
@@ -520,7 +520,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 	}
 	var id int64
 	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(b.ctx, "wf", raw)
+		v, err := q.DefinitionEnsure(b.ctx, "wf", raw, dao.DefinitionFacts{})
 		if err != nil {
 			return err
 		}
@@ -608,7 +608,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 		t.Helper()
 		var id int64
 		err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
-			v, err := q.DefinitionEnsure(b.ctx, name, []byte(raw))
+			v, err := q.DefinitionEnsure(b.ctx, name, []byte(raw), daotest.Facts(t, []byte(raw)))
 			if err != nil {
 				return err
 			}
@@ -675,7 +675,7 @@ func TestSubmitSharesStatements(t *testing.T) {
 	defer kills.Close()
 	define := func(name, raw string) int {
 		t.Helper()
-		v, err := b.db.DefinitionEnsure(b.ctx, name, []byte(raw))
+		v, err := b.db.DefinitionEnsure(b.ctx, name, []byte(raw), daotest.Facts(t, []byte(raw)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -817,7 +817,7 @@ func TestSubmitAfterCloseOrCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	v, err := db.DefinitionEnsure(ctx, "late", []byte(`{"name":"late"}`))
+	v, err := db.DefinitionEnsure(ctx, "late", []byte(`{"name":"late"}`), dao.DefinitionFacts{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -295,7 +295,7 @@ func TestBulkSubmissionDoesNotPairSubmissions(t *testing.T) {
 	db, _ := daotest.New(t)
 	ctx := context.Background()
 	if err := db.Tx(ctx, func(q *dao.Queries) error {
-		_, err := q.DefinitionEnsure(ctx, "bulk", []byte(`{"name":"bulk"}`))
+		_, err := q.DefinitionEnsure(ctx, "bulk", []byte(`{"name":"bulk"}`), dao.DefinitionFacts{})
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -519,8 +519,9 @@ func TestClaimPlanMadeOnAnEmptyTable(t *testing.T) {
 func createStarted(t *testing.T, db *dao.DB, name string, n int) {
 	t.Helper()
 	ctx := context.Background()
+	raw := []byte(`{"name":"` + name + `","tasks":[{"name":"t","type":"noop"}]}`)
 	if err := db.Tx(ctx, func(q *dao.Queries) error {
-		if _, err := q.DefinitionEnsure(ctx, name, []byte(`{"name":"`+name+`","tasks":[{"name":"t","type":"noop"}]}`)); err != nil {
+		if _, err := q.DefinitionEnsure(ctx, name, raw, daotest.Facts(t, raw)); err != nil {
 			return err
 		}
 		return q.WorkflowCreateMany(ctx, name, 1, nil, n,

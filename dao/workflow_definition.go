@@ -6,11 +6,31 @@ import (
 	"fmt"
 )
 
+// DefinitionFacts are what the statements creating a workflow's instances need to know of its
+// definition, stored beside the spec (migration 00015) so that no statement reads the workflow
+// file's keys out of the spec's JSON. They are computed once from the parsed spec, by
+// lifecycle.Facts, when the definition is stored.
+type DefinitionFacts struct {
+	// TaskCount is the number of tasks, nil for none. An instance copies it: a worker ends an
+	// instance of one task with that task.
+	TaskCount *int
+	// HasTimeout says the workflow has a timeout. An instance copies it: its owner enforces the
+	// timeout, so a master claims it at once.
+	HasTimeout bool
+	// MaxActive is max-active-instances, nil for no cap. An instance copies it and waits for
+	// admission under the cap.
+	MaxActive *int
+	// WhenFullSkip says that at MaxActive a new instance is not created (ErrWorkflowFull)
+	// rather than queued.
+	WhenFullSkip bool
+}
+
 // DefinitionEnsure returns the version of workflow name whose spec equals spec, creating a new
-// version when the latest differs: definitions are versioned, never edited in place. Submits
-// of the same name are serialised by a transaction-scoped advisory lock, so two racing submits
-// of one new spec create one version. Call it inside a transaction.
-func (q *Queries) DefinitionEnsure(ctx context.Context, name string, spec json.RawMessage) (int, error) {
+// version, with facts, when the latest differs: definitions are versioned, never edited in
+// place. facts must be those of spec; a version that already exists keeps the facts it was
+// stored with. Submits of the same name are serialised by a transaction-scoped advisory lock,
+// so two racing submits of one new spec create one version. Call it inside a transaction.
+func (q *Queries) DefinitionEnsure(ctx context.Context, name string, spec json.RawMessage, facts DefinitionFacts) (int, error) {
 	if _, err := q.q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('zksched.definition'), hashtext($1))`, name); err != nil {
 		return 0, fmt.Errorf("lock definition %q: %w", name, err)
 	}
@@ -28,8 +48,9 @@ func (q *Queries) DefinitionEnsure(ctx context.Context, name string, spec json.R
 		return latest.Version, nil
 	}
 	v := latest.Version + 1
-	if _, err := q.q.ExecContext(ctx, `INSERT INTO workflow_definition (name, version, spec) VALUES ($1, $2, $3::jsonb)`,
-		name, v, string(spec)); err != nil {
+	if _, err := q.q.ExecContext(ctx, `INSERT INTO workflow_definition (name, version, spec,
+		task_count, has_timeout, max_active, when_full_skip) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7)`,
+		name, v, string(spec), facts.TaskCount, facts.HasTimeout, facts.MaxActive, facts.WhenFullSkip); err != nil {
 		return 0, fmt.Errorf("store definition %q version %d: %w", name, v, err)
 	}
 	return v, nil

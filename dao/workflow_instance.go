@@ -19,13 +19,6 @@ const workflowColumns = `id, workflow_name, workflow_version, state, owner, para
 // has max-active-instances instances waiting or running: nothing was created.
 var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances and its when-full policy is skip")
 
-// What an instance copies from its definition d at creation: whether the workflow has a
-// timeout (migration 00006) and how many tasks it has, NULL for none (00007).
-const (
-	specHasTimeoutSQL = `coalesce(d.spec->>'timeout', '') <> ''`
-	specTaskCountSQL  = `CASE jsonb_typeof(d.spec->'tasks') WHEN 'array' THEN nullif(jsonb_array_length(d.spec->'tasks'), 0) END`
-)
-
 // createSQL is the statement of WorkflowCreate and of the pool's submitter: it
 // creates many instances at once. $1-$5 are the submissions' workflows, versions, params,
 // priorities and whether a capped one is created even at a when-full: skip; $6 the number (from
@@ -39,9 +32,7 @@ const (
 const createSQL = `
 		WITH r AS MATERIALIZED (
 			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue, d.name IS NOT NULL AS defined,
-			       nullif((d.spec->>'max-active-instances')::int, 0) AS max_active,
-			       coalesce(d.spec->>'when-full', '') = 'skip' AS skip,
-			       ` + specHasTimeoutSQL + ` AS has_timeout, ` + specTaskCountSQL + ` AS task_count
+			       d.max_active, d.when_full_skip AS skip, d.has_timeout, d.task_count
 			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[])
 				WITH ORDINALITY AS x(name, version, params, priority, queue, i)
 			LEFT JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
@@ -198,7 +189,7 @@ func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, 
 		err = sqlxGet(ctx, q, c.ID, `
 			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
 				has_timeout, task_count)
-			SELECT $1, $2, $3::jsonb, $4, $5, `+specHasTimeoutSQL+`, `+specTaskCountSQL+`
+			SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count
 			FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id`,
 			name, version, string(params), priority, c.MaxActive)
 		if err != nil {

@@ -1,7 +1,8 @@
 // Package lifecycle is the one place where the state of a workflow instance or a task
 // instance changes. Go decides here: which tasks an advance creates and when an instance
 // ends (Decide, Outcome), what an attempt's end makes of its task (Next), which roots a
-// submission starts with (Roots), which skipped tasks a rerun gives back (below). Each
+// submission starts with (Roots), which skipped tasks a rerun gives back (below), and what
+// the statements need to know of a definition (Facts, kept in its row when stored). Each
 // transition is then carried out by one dao statement named for the transition and the
 // condition its write carries; nothing outside this package and dao calls those statements
 // (TestOnlyLifecycleChangesState). Transitions lists them all.

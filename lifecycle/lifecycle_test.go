@@ -42,7 +42,7 @@ func TestSingleTaskEndMatchesDecide(t *testing.T) {
 	} {
 		var id int64
 		err := db.Tx(ctx, func(q *dao.Queries) error {
-			v, err := q.DefinitionEnsure(ctx, spec.Name, raw)
+			v, err := q.DefinitionEnsure(ctx, spec.Name, raw, lifecycle.Facts(spec))
 			if err != nil {
 				return err
 			}

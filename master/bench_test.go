@@ -27,7 +27,7 @@ func benchCreate(b *testing.B, db *dao.DB, create func(q *dao.Queries, spec *wor
 	spec := &workflow.Spec{Name: "bench", Tasks: []workflow.Task{{Name: "t", Type: "noop", Group: workflow.DefaultGroup}}}
 	raw, _ := json.Marshal(spec)
 	err := db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw)
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw, lifecycle.Facts(spec))
 		if err != nil {
 			return err
 		}

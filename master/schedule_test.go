@@ -15,6 +15,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -99,7 +100,7 @@ func (b *scheduleBundle) submit(t *testing.T, file string) *workflow.Spec {
 	}
 	raw, _ := json.Marshal(spec)
 	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(b.ctx, spec.Name, raw)
+		v, err := q.DefinitionEnsure(b.ctx, spec.Name, raw, lifecycle.Facts(spec))
 		if err != nil {
 			return err
 		}

@@ -223,7 +223,7 @@ func submitFile(t *testing.T, db *dao.DB, file string, params json.RawMessage) i
 	raw, _ := json.Marshal(spec)
 	var id int64
 	err = db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw)
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, raw, lifecycle.Facts(spec))
 		if err != nil {
 			return err
 		}

@@ -134,7 +134,7 @@ func (f *fault) submit(t *testing.T, name string, tasks ...task) int64 {
 	}
 	var id int64
 	err = f.db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def)
+		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def, lifecycle.Facts(spec))
 		if err != nil {
 			return err
 		}

@@ -96,7 +96,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var unscheduled bool
 	// The definition and the instance are stored with their audit rows, in one transaction.
 	err = db.Tx(ctx, func(q *dao.Queries) error {
-		if version, err = q.DefinitionEnsure(ctx, spec.Name, rawSpec); err != nil {
+		if version, err = q.DefinitionEnsure(ctx, spec.Name, rawSpec, lifecycle.Facts(spec)); err != nil {
 			return err
 		}
 		def := cliAudit(dao.AuditDefinitionStore, "definition/"+spec.Name, nil)

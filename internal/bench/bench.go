@@ -24,6 +24,7 @@ import (
 
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
@@ -227,7 +228,7 @@ func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
 	}
 	var v int
 	err = db.Tx(ctx, func(q *dao.Queries) error {
-		v, err = q.DefinitionEnsure(ctx, spec.Name, raw)
+		v, err = q.DefinitionEnsure(ctx, spec.Name, raw, lifecycle.Facts(spec))
 		return err
 	})
 	return v, err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -119,7 +120,7 @@ func define(ctx context.Context, db *dao.DB, ks []kind) error {
 			return err
 		}
 		if err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := q.DefinitionEnsure(ctx, spec.Name, def)
+			_, err := q.DefinitionEnsure(ctx, spec.Name, def, lifecycle.Facts(spec))
 			return err
 		}); err != nil {
 			return fmt.Errorf("define %s: %w", k.name, err)

@@ -1,0 +1,28 @@
+package lifecycle
+
+import (
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
+)
+
+// Facts returns what the statements creating spec's instances need to know of it, to store
+// with its definition (dao.DefinitionEnsure): computed here once, from the parsed spec, so that
+// no statement reads the workflow file's keys out of the stored JSON.
+//
+// Each fact is what migration 00015 computed from json.Marshal(spec) for the definitions stored
+// before it, so old and new definitions agree: a timeout is any non-zero one, a cap any
+// non-zero max-active-instances (Validate refuses a negative one), and a spec without tasks
+// has no task count rather than a count of 0.
+func Facts(spec *workflow.Spec) dao.DefinitionFacts {
+	f := dao.DefinitionFacts{
+		HasTimeout:   spec.Timeout != 0,
+		WhenFullSkip: spec.WhenFull == workflow.WhenFullSkip,
+	}
+	if n := len(spec.Tasks); n > 0 {
+		f.TaskCount = &n
+	}
+	if n := spec.MaxActiveInstances; n != 0 {
+		f.MaxActive = &n
+	}
+	return f
+}
