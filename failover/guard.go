@@ -137,6 +137,10 @@ func (g *Guard) set(active, lost bool) {
 func (g *Guard) Run(ctx context.Context) error {
 	lost := false
 	for {
+		// The change channels are taken before the state is read: a change between the read
+		// and the wait then closes a channel this pass waits on, instead of one made after it
+		// that this pass never sees (it would be noticed only at the next tick).
+		sessionChanged, memberChanged := g.session.Changed(), g.member.Changed()
 		if rs := g.member.State(); rs.Kind == registry.Fenced {
 			g.set(false, true)
 			return rs.Fence
@@ -169,8 +173,8 @@ func (g *Guard) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-g.session.Changed():
-		case <-g.member.Changed():
+		case <-sessionChanged:
+		case <-memberChanged:
 		case <-g.cfg.Clock.After(g.cfg.Tick):
 		}
 	}
