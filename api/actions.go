@@ -38,7 +38,7 @@ func (s *Server) killTask(r *http.Request, id int64) (dao.KillResult, error) {
 
 func (s *Server) rerunTask(r *http.Request, id int64) (dao.RerunResult, int64, error) {
 	ctx := r.Context()
-	res, wf, err := lifecycle.RerunTask(ctx, s.db, id, func(wf int64) *dao.AuditEvent {
+	res, wf, err := lifecycle.RerunTask(ctx, s.db, &s.specs, id, func(wf int64) *dao.AuditEvent {
 		auditOf(r).setParams(map[string]any{"workflow_instance": wf})
 		ev := s.auditEvent(r)
 		return &ev
@@ -57,7 +57,7 @@ func (s *Server) rerunTask(r *http.Request, id int64) (dao.RerunResult, int64, e
 
 func (s *Server) rerunWorkflow(r *http.Request, id int64) (dao.RerunResult, error) {
 	ctx := r.Context()
-	res, err := lifecycle.RerunWorkflow(ctx, s.db, id, func(tasks []int64) *dao.AuditEvent {
+	res, err := lifecycle.RerunWorkflow(ctx, s.db, &s.specs, id, func(tasks []int64) *dao.AuditEvent {
 		auditOf(r).setParams(map[string]any{"task_instances": tasks})
 		ev := s.auditEvent(r)
 		return &ev

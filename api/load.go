@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"time"
@@ -168,15 +167,7 @@ func (s *Server) taskByID(ctx context.Context, id int64) (*taskDetail, error) {
 
 // spec returns the definition a workflow instance runs.
 func (s *Server) spec(ctx context.Context, wf *dao.WorkflowInstance) (*workflow.Spec, error) {
-	raw, err := s.db.DefinitionGet(ctx, wf.WorkflowName, wf.WorkflowVersion)
-	if err != nil {
-		return nil, err
-	}
-	var spec workflow.Spec
-	if err := json.Unmarshal(raw, &spec); err != nil {
-		return nil, fmt.Errorf("definition %s version %d: %w", wf.WorkflowName, wf.WorkflowVersion, err)
-	}
-	return &spec, nil
+	return s.specs.Get(ctx, s.db.Queries, wf.WorkflowName, wf.WorkflowVersion)
 }
 
 // workflowDetail is a workflow instance with its tasks and its graph.

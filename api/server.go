@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -72,6 +72,8 @@ type Server struct {
 	// parses holds a place for each workflow file being read and parsed; see
 	// maxConcurrentParses.
 	parses chan struct{}
+	// specs caches the definitions of s.db.
+	specs lifecycle.Specs
 }
 
 // maxConcurrentParses is how many workflow files the API reads and parses at once. Each

@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -344,16 +343,12 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
-	def, err := s.db.DefinitionVersionGet(r.Context(), body.Name, version)
+	spec, err := s.specs.Get(r.Context(), s.db.Queries, body.Name, version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
 	}
 	if err != nil {
 		return err
-	}
-	var spec workflow.Spec
-	if err := json.Unmarshal(def.Spec, &spec); err != nil {
-		return fmt.Errorf("definition %s version %d: %w", body.Name, version, err)
 	}
 	priority := body.Priority
 	if priority == nil {
@@ -364,7 +359,7 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	// its audit row.
 	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
 	ev := s.auditEvent(r)
-	id, err := lifecycle.SubmitNow(r.Context(), s.db, &spec, version, params, *priority, &ev)
+	id, err := lifecycle.SubmitNow(r.Context(), s.db, spec, version, params, *priority, &ev)
 	if err != nil {
 		return err
 	}
@@ -450,29 +445,13 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(spec)
+	auditOf(r).setTarget("definition/" + spec.Name)
+	ev := s.auditEvent(r)
+	stored, err := master.Define(r.Context(), s.db, master.Definition{Spec: spec, File: body, By: &ev}, time.Now())
 	if err != nil {
 		return err
 	}
-	st := auditOf(r)
-	st.setTarget("definition/" + spec.Name)
-	var version int
-	var sched *dao.Schedule
-	err = s.db.Tx(r.Context(), func(q *dao.Queries) error {
-		if version, err = q.DefinitionEnsure(r.Context(), spec.Name, raw, lifecycle.Facts(spec)); err != nil {
-			return err
-		}
-		// As with zksched submit, the file is the truth about the schedule: it replaces the
-		// stored one, or removes it when the file has none.
-		if sched, _, err = master.StoreSchedule(r.Context(), q, spec, version, time.Now()); err != nil {
-			return err
-		}
-		st.params = dao.DefinitionAuditParams(spec.Name, version, body)
-		return q.AuditInsert(r.Context(), s.auditEvent(r))
-	})
-	if err != nil {
-		return err
-	}
+	version, sched := stored.Version, stored.Schedule
 	auditDone(r)
 	logFor(r).Info().Str("workflow", spec.Name).Int("version", version).Msg("workflow definition stored")
 	out := map[string]any{"name": spec.Name, "version": version}

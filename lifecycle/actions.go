@@ -36,9 +36,9 @@ func Kill(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao
 // RerunTask puts a failed or killed task instance back in the queue, with the tasks its end
 // skipped created again once it succeeds, and reopens its workflow instance if it had ended
 // (dao.TaskRerunIfFailedOrKilled). It returns the task's workflow instance as well, 0 when the
-// task does not exist. audit, unless nil, gives the rerun's audit_event row once the workflow
-// instance is known.
-func RerunTask(ctx context.Context, db *dao.DB, id int64, audit func(workflow int64) *dao.AuditEvent) (dao.RerunResult, int64, error) {
+// task does not exist. specs is the caller's cache of definitions, read on db. audit, unless
+// nil, gives the rerun's audit_event row once the workflow instance is known.
+func RerunTask(ctx context.Context, db *dao.DB, specs *Specs, id int64, audit func(workflow int64) *dao.AuditEvent) (dao.RerunResult, int64, error) {
 	t, err := db.TaskGet(ctx, id)
 	if err != nil {
 		return dao.RerunResult{}, 0, err
@@ -68,7 +68,7 @@ var ErrNothingToRerun = fmt.Errorf("no failed or killed task to rerun")
 
 // RerunWorkflow is RerunTask for every failed or killed task instance of a workflow instance
 // at once. audit, unless nil, gives the rerun's audit_event row once the tasks are known.
-func RerunWorkflow(ctx context.Context, db *dao.DB, id int64, audit func(tasks []int64) *dao.AuditEvent) (dao.RerunResult, error) {
+func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audit func(tasks []int64) *dao.AuditEvent) (dao.RerunResult, error) {
 	wf, err := db.WorkflowGet(ctx, id)
 	if err != nil {
 		return dao.RerunResult{}, err
@@ -104,6 +104,3 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, id int64, audit func(tasks [
 func Stop(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.StopResult, error) {
 	return db.WorkflowStopIfActive(ctx, id, audit)
 }
-
-// specs is the definitions cache of the operators' actions.
-var specs Specs

@@ -31,6 +31,9 @@
 //
 // An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
 // command line, the API, schedules, triggers, backfills and the benchmark all come in here).
+// A workflow file is stored by master.Define, the one way for a definition: the definition
+// with its facts, its schedule, the instance asked for (through Submit) and their audit rows,
+// in one transaction.
 // Without a cap it starts running at once with its root tasks queued and no owner: the first
 // tasks start on the workers' wake-up, and a master takes it up when one of them ends
 // (Driver.AdvanceUnowned, which finishes it or takes it). A capped one waits, submitted,

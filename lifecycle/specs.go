@@ -11,7 +11,9 @@ import (
 )
 
 // Specs caches parsed workflow definitions: a stored version never changes, so it is read
-// and parsed once per process. The zero value is ready to use.
+// and parsed once. A cache serves one database: (name, version) names different definitions
+// in different databases. The zero value is ready to use. The specs it returns are shared:
+// read them, never change them.
 type Specs struct {
 	mu sync.Mutex
 	m  map[specKey]*workflow.Spec

@@ -34,7 +34,7 @@ func timetable(s *dao.Schedule, bounded bool) (*workflow.Timetable, error) {
 	return tt, nil
 }
 
-// StoreSchedule makes the schedule of the workflow spec (version) the one the masters fire,
+// storeSchedule makes the schedule of the workflow spec (version) the one the masters fire,
 // in the transaction of the submit that stored the definition; a spec without a schedule
 // removes the workflow's schedule. It returns the stored schedule (nil for none), and whether
 // a schedule was removed.
@@ -43,7 +43,7 @@ func timetable(s *dao.Schedule, bounded bool) (*workflow.Timetable, error) {
 // neither repeats nor misses a fire. A new or changed timetable, or a schedule being enabled,
 // starts with the first fire time after now (and not before its start): fires before the
 // schedule existed are not missed fires, and are run only by a backfill.
-func StoreSchedule(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, now time.Time) (*dao.Schedule, bool, error) {
+func storeSchedule(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, now time.Time) (*dao.Schedule, bool, error) {
 	old, err := q.ScheduleLock(ctx, spec.Name)
 	if err != nil {
 		return nil, false, err

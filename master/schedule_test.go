@@ -104,7 +104,7 @@ func (b *scheduleBundle) submit(t *testing.T, file string) *workflow.Spec {
 		if err != nil {
 			return err
 		}
-		_, _, err = StoreSchedule(b.ctx, q, spec, v, b.clock.Now())
+		_, _, err = storeSchedule(b.ctx, q, spec, v, b.clock.Now())
 		return err
 	})
 	if err != nil {

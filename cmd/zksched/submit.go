@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
@@ -75,14 +73,6 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer db.Close()
 
-	rawSpec, err := json.Marshal(spec)
-	if err != nil {
-		return err
-	}
-	rawParams, err := json.Marshal(map[string]string(params))
-	if err != nil {
-		return err
-	}
 	if !flagSet(fs, "priority") {
 		*priority = spec.Priority
 	}
@@ -90,41 +80,19 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError{fmt.Errorf("%s has a schedule: submit stores it and runs nothing; "+
 			"run it now with zksched schedule trigger %s (which takes --param and --wait)", fs.Arg(0), spec.Name)}
 	}
-	var id int64
-	var version int
-	var sched *dao.Schedule
-	var unscheduled bool
-	// The definition and the instance are stored with their audit rows, in one transaction.
-	err = db.Tx(ctx, func(q *dao.Queries) error {
-		if version, err = q.DefinitionEnsure(ctx, spec.Name, rawSpec, lifecycle.Facts(spec)); err != nil {
-			return err
-		}
-		def := cliAudit(dao.AuditDefinitionStore, "definition/"+spec.Name, nil)
-		def.Params = dao.DefinitionAuditParams(spec.Name, version, file)
-		if err := q.AuditInsert(ctx, *def); err != nil {
-			return err
-		}
-		// The file is the truth about the schedule: with one, it replaces the stored one and
-		// no instance is created now; without one, any stored schedule goes.
-		if sched, unscheduled, err = master.StoreSchedule(ctx, q, spec, version, time.Now()); err != nil || sched != nil {
-			return err
-		}
-		if id, err = lifecycle.Submit(ctx, q, spec, version, rawParams, *priority); err != nil {
-			return err
-		}
-		return q.AuditInsert(ctx, *cliAudit(dao.AuditWorkflowSubmit, fmt.Sprintf("workflow-instance/%d", id),
-			map[string]any{"name": spec.Name, "version": version, "params": map[string]string(params), "priority": *priority}))
-	})
+	stored, err := master.Define(ctx, db, master.Definition{Spec: spec, File: file,
+		Run: &master.Run{Params: params, Priority: *priority}, By: cliActor()}, time.Now())
 	if errors.Is(err, dao.ErrWorkflowFull) {
 		return exitError{code: exitFailed, msg: fmt.Sprintf("not submitted: %v; try again once an instance has finished", err)}
 	}
 	if err != nil {
 		return err
 	}
+	id, version, sched := stored.Instance, stored.Version, stored.Schedule
 	if sched != nil {
 		return printStoredSchedule(stdout, spec, version, sched)
 	}
-	if unscheduled {
+	if stored.Unscheduled {
 		fmt.Fprintf(stderr, "the schedule of %s was removed: this file has none\n", spec.Name)
 	}
 	fmt.Fprintln(stdout, id)

@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -24,7 +23,6 @@ import (
 
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
@@ -222,16 +220,8 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 
 // define stores a workflow definition and returns its version.
 func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		return 0, err
-	}
-	var v int
-	err = db.Tx(ctx, func(q *dao.Queries) error {
-		v, err = q.DefinitionEnsure(ctx, spec.Name, raw, lifecycle.Facts(spec))
-		return err
-	})
-	return v, err
+	stored, err := master.Define(ctx, db, master.Definition{Spec: spec}, time.Now())
+	return stored.Version, err
 }
 
 // waitFinished waits until want workflows with ids above after (dao.WorkflowLastID) have

@@ -12,12 +12,11 @@ import (
 	"sync"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
-	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
+	"go.yaml.in/yaml/v3"
 )
 
 // kind is one kind of workflow the workload submits.
@@ -115,14 +114,7 @@ func define(ctx context.Context, db *dao.DB, ks []kind) error {
 		if err != nil {
 			return err
 		}
-		def, err := json.Marshal(spec)
-		if err != nil {
-			return err
-		}
-		if err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := q.DefinitionEnsure(ctx, spec.Name, def, lifecycle.Facts(spec))
-			return err
-		}); err != nil {
+		if _, err := master.Define(ctx, db, master.Definition{Spec: spec}, time.Now()); err != nil {
 			return fmt.Errorf("define %s: %w", k.name, err)
 		}
 	}
