@@ -65,8 +65,9 @@ func NewCoordinator(cfg CoordinatorConfig, reg Registry, lead Leadership, db *da
 	return &Coordinator{cfg: cfg, reg: reg, lead: lead, db: db}
 }
 
-// Run fails lost nodes over whenever this master leads, until ctx ends.
-func (c *Coordinator) Run(ctx context.Context) {
+// Run fails lost nodes over whenever this master leads, until ctx ends; then it returns nil.
+// A failover that fails is retried, never returned.
+func (c *Coordinator) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		ch := c.lead.Changed()
 		if c.lead.IsLeader() {
@@ -78,6 +79,7 @@ func (c *Coordinator) Run(ctx context.Context) {
 		case <-ch:
 		}
 	}
+	return nil
 }
 
 // killGraceMargin is what the leader adds to a worker's published kill grace: the worker's

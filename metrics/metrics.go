@@ -148,15 +148,16 @@ type MarkerReader interface {
 
 // RunClusterCounts refreshes the cluster-wide metrics of a master every interval until ctx
 // ends: queue depth by group and failovers from PostgreSQL, fence markers from ZooKeeper.
-// Each read is cheap (the queue count walks the claim's partial index).
-func (m *Metrics) RunClusterCounts(ctx context.Context, db *dao.DB, markers MarkerReader, interval time.Duration, log zerolog.Logger) {
+// Each read is cheap (the queue count walks the claim's partial index). A failed read is
+// logged and tried again at the next interval; it returns nil when ctx ends.
+func (m *Metrics) RunClusterCounts(ctx context.Context, db *dao.DB, markers MarkerReader, interval time.Duration, log zerolog.Logger) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		m.refresh(ctx, db, markers, log)
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}

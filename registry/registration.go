@@ -179,8 +179,8 @@ func (r *Registration) Update(fn func(*NodeInfo)) {
 
 // RefreshInfo keeps the node's data current for inspection (never for liveness) until ctx
 // ends: every 2 seconds it sets Running to running(), Load to the host's load average and
-// HeartbeatAt to now.
-func (r *Registration) RefreshInfo(ctx context.Context, running func() int) {
+// HeartbeatAt to now. It returns nil when ctx ends.
+func (r *Registration) RefreshInfo(ctx context.Context, running func() int) error {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
@@ -189,7 +189,7 @@ func (r *Registration) RefreshInfo(ctx context.Context, running func() int) {
 		})
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-t.C:
 		}
 	}

@@ -67,15 +67,16 @@ func (c *completer) finish(ctx context.Context, tok dao.Token, r dao.AttemptResu
 	}
 }
 
-// run writes batches until stop is closed and no result is waiting.
-func (c *completer) run(stop <-chan struct{}) {
+// Run writes batches of results until ctx ends, then returns nil. The worker ends it only
+// once every attempt it ran has been reported.
+func (c *completer) Run(ctx context.Context) error {
 	batch := make([]*pending, 0, c.max)
 	for {
 		select {
 		case p := <-c.in:
 			batch = append(batch[:0], p)
-		case <-stop:
-			return
+		case <-ctx.Done():
+			return nil
 		}
 	more:
 		for len(batch) < c.max {

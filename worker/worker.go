@@ -13,11 +13,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/workflow"
+	"golang.org/x/sync/errgroup"
 )
 
 // Gate says whether the node may take new work: it is registered in ZooKeeper and connected.
@@ -136,10 +136,10 @@ func (w *Worker) Recording() int {
 func (w *Worker) Run(ctx context.Context) error {
 	// The completer outlives the claim loop: shutdown returns once every attempt has been
 	// reported, and only then does it stop.
-	stopCompleter := make(chan struct{})
-	completerDone := make(chan struct{})
-	go func() { w.done.run(stopCompleter); close(completerDone) }()
-	defer func() { close(stopCompleter); <-completerDone }()
+	completerCtx, stopCompleter := context.WithCancel(context.WithoutCancel(ctx))
+	var completer errgroup.Group
+	completer.Go(func() error { return w.done.Run(completerCtx) })
+	defer func() { stopCompleter(); completer.Wait() }()
 	tasks, kills := w.db.ListenWorker(w.cfg.Log)
 	defer tasks.Close()
 	defer kills.Close()

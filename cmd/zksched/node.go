@@ -145,13 +145,12 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 
 	keepRunning := cfg.Registry.OnLost == conf.OnLostKeepRunning
-	runCtx, stopRun := context.WithCancel(context.Background())
-	defer stopRun()
-	// The guard outlives the node's work: during a graceful stop a node cut off from ZooKeeper
-	// must still stop its tasks at the deadline, and exit at once if it is fenced.
-	guardCtx, stopGuard := context.WithCancel(context.Background())
-	defer stopGuard()
-	runDone := make(chan error, 1)
+	// The node's work and what outlives it run as two sets of parts: during a graceful stop a
+	// node cut off from ZooKeeper must still stop its tasks at the deadline, and exit at once
+	// if it is fenced, so the guard (and the HTTP port) stop only once the work has.
+	work, watch := startParts(), startParts()
+	defer work.Stop()
+	defer watch.Stop()
 	var running func() int
 	switch role {
 	case registry.RoleMaster:
@@ -163,19 +162,21 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			return startupError(ctx, fmt.Errorf("leader election: %w", err))
 		}
 		defer election.Close(context.Background())
-		go watchLeadership(runCtx, election, n.log)
 		n.metrics.Gauge("zksched_leader", "1 while this master leads.", func() float64 { return boolFloat(election.IsLeader()) })
 		n.metrics.Gauge("zksched_workflows_owned", "Workflow instances this master drives.", func() float64 { return float64(m.Owned()) })
-		go n.metrics.RunClusterCounts(runCtx, n.db, n.client, 15*time.Second, n.log)
 		coord := failover.NewCoordinator(failover.CoordinatorConfig{ID: n.id, Delay: cfg.Failover.Delay,
 			MarkerRetention: cfg.Failover.MarkerRetention, SweepInterval: cfg.Failover.SweepInterval, Log: n.log},
 			n.client, election, n.db)
-		go coord.Run(runCtx)
-		go master.SetPoolLimits(runCtx, n.db, cfg.Pools, n.log)
 		sched := master.NewScheduler(master.SchedulerConfig{ID: n.id, PollInterval: cfg.Master.PollInterval,
 			MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
-		go sched.Run(runCtx)
-		go func() { runDone <- m.Run(runCtx) }()
+		work.Go("master", m.Run)
+		work.Go("scheduler", sched.Run)
+		work.Go("failover coordinator", coord.Run)
+		work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
+		work.Go("pool limits", func(ctx context.Context) error { return master.SetPoolLimits(ctx, n.db, cfg.Pools, n.log) })
+		work.Go("cluster metrics", func(ctx context.Context) error {
+			return n.metrics.RunClusterCounts(ctx, n.db, n.client, 15*time.Second, n.log)
+		})
 	case registry.RoleWorker:
 		taskCgroup, err := executor.TaskCgroupParent(cfg.Worker.TaskCgroup)
 		switch {
@@ -201,37 +202,32 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
 		n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
 			func() float64 { return float64(w.Recording()) })
-		go func() { runDone <- w.Run(runCtx) }()
+		work.Go("worker", w.Run)
 	}
-	guardDone := make(chan error, 1)
-	go func() { guardDone <- n.guard.Run(guardCtx) }()
-	go n.reg.RefreshInfo(runCtx, running)
+	work.Go("node data refresh", func(ctx context.Context) error { return n.reg.RefreshInfo(ctx, running) })
+	watch.Go("guard", n.guard.Run)
 	handler, err := n.httpHandler()
 	if err != nil {
 		return err
 	}
-	srv := newHTTPServer(handler, n.log)
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			n.log.Error().Err(err).Msg("http server stopped")
-		}
-	}()
-	defer srv.Close()
+	watch.Go("http server", serveHTTP(newHTTPServer(handler, n.log), ln, n.log))
 
+	// Only the guard ends the watch early: the node was fenced, and the leader has given this
+	// identity's work to others.
 	select {
-	case err := <-guardDone:
-		// Fenced: the leader has given this identity's work to others.
-		fencedExit(n.log, logOut, err)
-	case err := <-runDone:
-		return fmt.Errorf("%s stopped: %w", role, err)
+	case <-watch.Ended():
+		fencedExit(n.log, logOut, watch.Wait())
+	case <-work.Ended():
+		return fmt.Errorf("%s stopped: %w", role, work.Wait())
 	case <-ctx.Done():
 	}
 	n.log.Info().Msg("signal received: stopping gracefully")
-	stopRun()
+	stopped := make(chan error, 1)
+	go func() { stopped <- work.Stop() }()
 	select {
-	case <-runDone:
-	case err := <-guardDone:
-		fencedExit(n.log, logOut, fmt.Errorf("during the graceful stop: %w", err))
+	case <-stopped:
+	case <-watch.Ended():
+		fencedExit(n.log, logOut, fmt.Errorf("during the graceful stop: %w", watch.Wait()))
 	}
 	// The work is handed back; now leave the registry, so the leader's failover finds nothing.
 	// The guard still runs: a node that learns it was fenced meanwhile exits 75.
@@ -246,10 +242,10 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		if err != nil {
 			n.log.Warn().Err(err).Msg("deregister")
 		}
-	case err := <-guardDone:
-		fencedExit(n.log, logOut, fmt.Errorf("while deregistering: %w", err))
+	case <-watch.Ended():
+		fencedExit(n.log, logOut, fmt.Errorf("while deregistering: %w", watch.Wait()))
 	}
-	stopGuard()
+	watch.Stop()
 	n.log.Info().Msg("stopped")
 	return nil
 }
@@ -311,7 +307,8 @@ func startupError(ctx context.Context, err error) error {
 	return err
 }
 
-func watchLeadership(ctx context.Context, e *registry.Election, log zerolog.Logger) {
+// watchLeadership logs this master's changes of leadership until ctx ends.
+func watchLeadership(ctx context.Context, e *registry.Election, log zerolog.Logger) error {
 	was := false
 	for {
 		ch := e.Changed()
@@ -325,7 +322,7 @@ func watchLeadership(ctx context.Context, e *registry.Election, log zerolog.Logg
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ch:
 		}
 	}
