@@ -77,17 +77,11 @@ func (e *e2e) outcomes(t *testing.T, taskID int64) string {
 	return strings.Join(out, ",")
 }
 
-// waitUntil polls cond every 50 ms for up to d: the processes under test give the test no
-// signal to wait on.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+// waitUntil checks cond every 50 ms for up to d, for what the processes under test show only
+// in the database, their logs or their HTTP answers.
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, d, 50*time.Millisecond, what, cond)
 }
 
 func TestEndToEndDAG(t *testing.T) {
