@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // Tokens of the users the access tests write in their users files.
@@ -280,18 +281,13 @@ func TestUsersFileIsReadAgainWhenItChanges(t *testing.T) {
 	})
 }
 
-// waitFor polls cond every 150 ms for up to d: the users file gives no signal of its reading.
-// A wrong token counts against the address, so the polls are few: at most seven before a
-// change is read (once a second), under the limiter's burst.
+// waitFor checks cond every 150 ms for up to d: the users file is read again at a request
+// once a second has passed, which gives no signal but the answers. A wrong token counts
+// against the address, so the checks are few: at most seven before a change is read, under
+// the limiter's burst.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(150 * time.Millisecond)
-	}
+	testenv.WaitFor(t, d, 150*time.Millisecond, what, cond)
 }
 
 func TestLogoutEndsTheSessionOnEveryMaster(t *testing.T) {

@@ -368,19 +368,27 @@ func TestFinishesOfManyPoolsNeverDeadlock(t *testing.T) {
 	ok := dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}
 	var wg sync.WaitGroup
 	errs := make(chan error, 3)
+	// Each finisher says when its first batch is through, so that the requeue starts among
+	// the finishes, not before them.
+	underway := make(chan struct{}, 2)
 	run := func(first, second []dao.TaskInstance) {
+		var once sync.Once
+		started := func() { once.Do(func() { underway <- struct{}{} }) }
+		defer started() // one that failed first must not hold the requeue back
 		for i := range min(len(first), len(second)) {
 			fins := []dao.Finish{{Token: first[i].Token(), Result: ok}, {Token: second[i].Token(), Result: ok}}
 			if _, err := b.db.TaskFinishManyIfRunning(b.ctx, fins); err != nil {
 				errs <- err
 				return
 			}
+			started()
 		}
 	}
 	wg.Go(func() { run(a1, b1) })
 	wg.Go(func() { run(b2, a2) })
 	wg.Go(func() {
-		time.Sleep(20 * time.Millisecond)
+		<-underway
+		<-underway
 		if _, err := b.db.TaskRequeueIfRunningOnWorker(b.ctx, "w3"); err != nil {
 			errs <- err
 		}

@@ -60,9 +60,18 @@ func TestWorkerMetrics(t *testing.T) {
 	}
 }
 
-type markers []registry.MarkerEntry
+// lastRead reads fixed fence markers and then ends the run that asked for them: the
+// markers are a refresh's last read, so RunClusterCounts returns as soon as the refresh is
+// through, which is the test's signal that the refresh is whole.
+type lastRead struct {
+	markers []registry.MarkerEntry
+	end     context.CancelFunc
+}
 
-func (m markers) Markers(context.Context) ([]registry.MarkerEntry, error) { return m, nil }
+func (l lastRead) Markers(context.Context) ([]registry.MarkerEntry, error) {
+	l.end()
+	return l.markers, nil
+}
 
 func TestMasterClusterCounts(t *testing.T) {
 	t.Parallel()
@@ -82,31 +91,28 @@ func TestMasterClusterCounts(t *testing.T) {
 	}
 	m := metrics.New("m1", "master", "v1")
 	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		m.RunClusterCounts(rctx, db, markers{{Role: registry.RoleWorker, ID: "w9"}}, time.Hour, zerolog.Nop())
+		m.RunClusterCounts(rctx, db, lastRead{markers: []registry.MarkerEntry{{Role: registry.RoleWorker, ID: "w9"}}, end: cancel},
+			time.Hour, zerolog.Nop())
 		close(done)
 	}()
-	want := []string{`zksched_queue_depth{group="gpu"} 2`, `zksched_queue_depth{group="cpu"} 1`,
-		`zksched_queue_depth{group="default"} 0`, `zksched_failovers_total{role="worker"} 1`,
-		`zksched_failovers_total{role="master"} 0`, `zksched_fenced_nodes{role="worker"} 1`, `zksched_fenced_nodes{role="master"} 0`}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out := scrape(t, m)
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(out, w) {
-				missing = w
-			}
-		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics lack %q:\n%s", missing, out)
-		}
-		time.Sleep(20 * time.Millisecond) // the first refresh runs at once; nothing signals it
+	// The interval is an hour: the run returns in time only if its first refresh runs at once.
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunClusterCounts has not refreshed within 10s")
 	}
-	cancel()
-	<-done
+	out := scrape(t, m)
+	for _, w := range []string{`zksched_queue_depth{group="gpu"} 2`, `zksched_queue_depth{group="cpu"} 1`,
+		`zksched_queue_depth{group="default"} 0`, `zksched_failovers_total{role="worker"} 1`,
+		`zksched_failovers_total{role="master"} 0`, `zksched_fenced_nodes{role="worker"} 1`, `zksched_fenced_nodes{role="master"} 0`} {
+		if !strings.Contains(out, w) {
+			t.Errorf("metrics lack %q", w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", out)
+	}
 }

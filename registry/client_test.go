@@ -157,15 +157,7 @@ func TestDialGivesUpWhenContextEnds(t *testing.T) {
 // eventually polls cond for what has no signal of its own (LastContact moves without one).
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		<-tick.C
-	}
+	testenv.WaitFor(t, timeout, 10*time.Millisecond, what, cond)
 }
 
 func TestLastContactStopsWhileCut(t *testing.T) {

@@ -418,9 +418,16 @@ func TestRefreshInfoKeepsTheNodeDataCurrent(t *testing.T) {
 		r.RefreshInfo(ctx, func() int { return 7 })
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	// The data reaches ZooKeeper in the background: poll it, there is no signal to wait on.
+	// The data reaches ZooKeeper in the background: a watch set before each read fires at
+	// the next write, so no write goes unseen.
+	zc := testenv.DialZK(t)
+	node := c.layout.nodePath(RoleWorker, r.ID())
 	deadline := time.Now().Add(10 * time.Second)
 	for {
+		_, _, ev, err := zc.GetW(node)
+		if err != nil {
+			t.Fatal(err)
+		}
 		got, err := c.MemberInfo(context.Background(), RoleWorker, r.ID())
 		if err == nil && got.Running == 7 && !got.HeartbeatAt.IsZero() {
 			return
@@ -428,6 +435,6 @@ func TestRefreshInfoKeepsTheNodeDataCurrent(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("member info %+v (err %v), want running 7 and a heartbeat", got, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		waitEvent(t, ev, time.Until(deadline), "a write of the node's data")
 	}
 }

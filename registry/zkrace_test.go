@@ -87,6 +87,8 @@ func TestLibraryReconnectIsRaceFree(t *testing.T) {
 	for range 5 {
 		p.Reset()
 		waitSession()
+		// Time itself: the new connection carries replies a while, so that its re-arm of the
+		// watches runs among them; that overlap is the race, and nothing marks its end.
 		time.Sleep(50 * time.Millisecond)
 	}
 	close(stop)

@@ -124,13 +124,7 @@ func BenchmarkAttackHostileDefinitionMaster(b *testing.B) {
 	c.Bin = bin
 	m := c.Master("master")
 	base := fmt.Sprintf("http://127.0.0.1:%d", m.Port)
-	deadline := time.Now().Add(60 * time.Second)
-	for !masterServes(base) {
-		if time.Now().After(deadline) {
-			b.Fatalf("the master does not serve:\n%s", m.Log())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitUntil(b, 60*time.Second, "the master serving", func() bool { return masterServes(base) })
 	if status, body := postDefinition(b, base, []byte("name: warm\ntasks: [{name: a, type: noop}]\n")); status != http.StatusOK {
 		b.Fatalf("a good file: %d %s", status, body)
 	}

@@ -77,17 +77,11 @@ func (e *e2e) outcomes(t *testing.T, taskID int64) string {
 	return strings.Join(out, ",")
 }
 
-// waitUntil polls cond every 50 ms for up to d: the processes under test give the test no
-// signal to wait on.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+// waitUntil checks cond every 50 ms for up to d, for what the processes under test show only
+// in the database, their logs or their HTTP answers.
+func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.WaitFor(t, d, 50*time.Millisecond, what, cond)
 }
 
 func TestEndToEndDAG(t *testing.T) {
@@ -213,11 +207,14 @@ func TestStartsBeforeItsServers(t *testing.T) {
 		return strings.Contains(m.Log(), "postgresql not reachable") && strings.Contains(w.Log(), "postgresql not reachable")
 	})
 	pgProxy.Heal()
-	waitUntil(t, 20*time.Second, "both to report ZooKeeper unreachable", func() bool {
-		return strings.Contains(m.Log(), "zookeeper") && strings.Contains(w.Log(), "zookeeper") &&
-			!strings.Contains(m.Log(), `"message":"registered"`)
-	})
-	time.Sleep(time.Second) // let them retry against the cut link a while
+	// Each has reached the cut link and waited for an answer that did not come, and is still
+	// trying: the registry says so once a whole second has passed without one.
+	for _, p := range []*testcluster.Proc{m, w} {
+		p.WaitLog(t, 20*time.Second, "no zookeeper server answers yet; still trying")
+		if strings.Contains(p.Log(), `"message":"registered"`) {
+			t.Fatalf("%s registered through a cut link", p.Name)
+		}
+	}
 	zkProxy.Heal()
 	if out, code := e.Run("migrate"); code != 0 {
 		t.Fatalf("migrate: %d %s", code, out)

@@ -49,7 +49,7 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 	follower := (leader() + 1) % 3
 	t.Logf("fault: kill -9 of follower %d", follower)
 	ens.Stop(follower)
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // the outage itself: its clients must do without it a while
 	if err := ens.Start(follower); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 	l := leader()
 	t.Logf("fault: kill -9 of leader %d", l)
 	ens.Stop(l)
-	time.Sleep(5 * time.Second)
+	time.Sleep(5 * time.Second) // the outage itself: the other two must elect and serve without it
 	if err := ens.Start(l); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 	if err := ens.Freeze(l); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(10 * time.Second)
+	time.Sleep(10 * time.Second) // the freeze itself, past the nodes' session timeout
 	if err := ens.Thaw(l); err != nil {
 		t.Fatal(err)
 	}

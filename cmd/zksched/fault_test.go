@@ -377,7 +377,7 @@ func TestFaultWorkerFrozen(t *testing.T) {
 	if err := w1.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * time.Second) // the freeze itself: session timeout + delay + 2 s
+	time.Sleep(sessionTimeout + failoverDelay + 2*time.Second) // the freeze itself
 	wakeAt := time.Now()
 	if err := w1.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestFaultWorkerMachineFrozen(t *testing.T) {
 
 	faultAt := time.Now()
 	frozen := testenv.FreezeTree(w1.Cmd.Process.Pid)
-	time.Sleep(6 * time.Second) // the freeze itself: session timeout + delay + 2 s
+	time.Sleep(sessionTimeout + failoverDelay + 2*time.Second) // the freeze itself
 	wakeAt := time.Now()
 	testenv.ThawTree(frozen)
 	if code := w1.Wait(t, 15*time.Second); code != exitFenced {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // A process whose piped output is blocked stops at its next write once the pipe is full, and
@@ -45,13 +47,9 @@ func TestBlockOutput(t *testing.T) {
 	}
 }
 
+// waitFor checks cond every 20 ms for up to 30 s: the kernel's wait channel and the log file
+// give no signal.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 30*time.Second, 20*time.Millisecond, what, cond)
 }
