@@ -30,6 +30,12 @@ const CreateSQL = createSQL
 
 func CreateArgs(subs []Submission) []any { return createArgs(subs) }
 
+// The statements of each keyset list, for the test that they filter alike.
+var (
+	TaskListStatements     = []string{taskList.older, taskList.newer, taskList.anyOlder, taskList.anyNewer}
+	WorkflowListStatements = []string{workflowList.older, workflowList.newer, workflowList.anyOlder, workflowList.anyNewer}
+)
+
 // TaskColumns and QueryTasks read task rows as the claims do, by hand.
 const TaskColumns = taskColumns
 
