@@ -1,12 +1,214 @@
 package dao_test
 
 import (
+	"context"
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lib/pq"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
 )
+
+// Each statement is written whole, so a column list that several statements return is
+// written out in each of them. The tests here keep those copies equal where a difference
+// would be a bug: a struct field that one statement leaves out is silently zero.
+
+// dbTags are the db tags of the fields of the struct v points to, in their order, those of
+// embedded structs in their place.
+func dbTags(v any) []string {
+	var tags []string
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Anonymous {
+				walk(f.Type)
+				continue
+			}
+			if tag := f.Tag.Get("db"); tag != "" {
+				tags = append(tags, tag)
+			}
+		}
+	}
+	walk(reflect.TypeOf(v).Elem())
+	return tags
+}
+
+// taskScanOrder is the db tags of TaskInstance in the order its hand scan (the claims'
+// queryTasks) reads the columns.
+func taskScanOrder(t *testing.T) []string {
+	t.Helper()
+	var ti dao.TaskInstance
+	v := reflect.ValueOf(&ti).Elem()
+	byAddr := map[uintptr]string{}
+	for i := range v.NumField() {
+		byAddr[v.Field(i).Addr().Pointer()] = v.Type().Field(i).Tag.Get("db")
+	}
+	var order []string
+	for _, p := range dao.TaskFields(&ti) {
+		order = append(order, byAddr[reflect.ValueOf(p).Pointer()])
+	}
+	if len(order) != v.NumField() {
+		t.Fatalf("TaskInstance.fields scans %d of its %d fields", len(order), v.NumField())
+	}
+	return order
+}
+
+// TestStatementColumnsMatchTheirStructs: every statement whose rows are read into a struct
+// returns the struct's columns, by name; those the claims scan by hand in the scan's order.
+func TestStatementColumnsMatchTheirStructs(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	task := taskScanOrder(t)
+	workflow := dbTags(&dao.WorkflowInstance{}) // ending in running_ms, fresh
+	plain, locked := workflow[:len(workflow)-2], workflow[:len(workflow)-1]
+	none := pq.Array([]int64{})
+	for _, c := range []struct {
+		name  string
+		query string
+		args  []any
+		want  []string
+	}{
+		{"TaskClaimQueued", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
+		{"TaskClaimQueuedUnpooled", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
+		{"TaskGet", dao.TaskGetSQL, []any{0}, task},
+		{"TaskListByWorkflow", dao.TaskListByWorkflowSQL, []any{0}, task},
+		{"TaskListPage, older", dao.TaskListOlderSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
+		{"TaskListPage, newer", dao.TaskListNewerSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
+		{"WorkflowGet", dao.WorkflowGetSQL, []any{0}, plain},
+		{"WorkflowLockIfOwned", dao.LockIfOwnedSQL, []any{0, "m1"}, plain},
+		{"WorkflowAdmitIfUnderCap", dao.AdmitSQL, []any{"wf", "m1", 1, 0}, plain},
+		{"WorkflowLockManyIfOwned", dao.LockManySQL, []any{none, "m1"}, locked},
+		{"WorkflowLockUnowned", dao.LockUnownedSQL, []any{none}, locked},
+		{"WorkflowClaimUnowned", dao.ClaimUnownedSQL, []any{"m1", 1}, workflow},
+		{"WorkflowClaimStranded", dao.ClaimStrandedSQL, []any{"m1", 0, 0}, workflow},
+		{"WorkflowListPage, older", dao.WorkflowListOlderSQL, []any{"", "", 0, 1}, append(slices.Clone(plain), "task_states")},
+		{"WorkflowListPage, newer", dao.WorkflowListNewerSQL, []any{"", "", 0, 1}, append(slices.Clone(plain), "task_states")},
+		{"ScheduleGet", dao.ScheduleGetSQL, []any{"wf"}, dbTags(&dao.Schedule{})},
+		{"ScheduleLock", dao.ScheduleLockSQL, []any{"wf"}, dbTags(&dao.Schedule{})},
+		{"ScheduleLockIfDue", dao.ScheduleLockIfDueSQL, []any{"wf", time.Now()}, dbTags(&dao.Schedule{})},
+		{"ScheduleList", dao.ScheduleListSQL, nil, dbTags(&dao.ScheduleRow{})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// On an empty schema, in a transaction rolled back: the statements write nothing.
+			tx, err := db.SQL().BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+			rows, err := tx.QueryContext(ctx, c.query, c.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := rows.Columns()
+			rows.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("columns\n%v\nwant\n%v", got, c.want)
+			}
+		})
+	}
+}
+
+// TestClaimsEndAlike: the two task claims take their candidates without a pool and claim
+// them alike, and so do the two claims of workflow instances.
+func TestClaimsEndAlike(t *testing.T) {
+	t.Parallel()
+	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
+	part := func(s, from, to string) string {
+		s = norm(s)
+		i := strings.Index(s, from)
+		if i < 0 {
+			t.Fatalf("no %q in %s", from, s)
+		}
+		j := strings.Index(s[i:], to)
+		if j < 0 {
+			t.Fatalf("no %q after %q in %s", to, from, s)
+		}
+		return s[i : i+j+len(to)]
+	}
+	for _, c := range []struct {
+		name     string
+		a, b     string
+		from, to string
+	}{
+		{"task candidates", dao.ClaimSQL, dao.ClaimUnpooledSQL, "SELECT c.id, c.priority FROM unnest(", "SKIP LOCKED) c"},
+		{"task claims", dao.ClaimSQL, dao.ClaimUnpooledSQL, "), claimed AS (", "ORDER BY priority DESC, id"},
+		{"workflow claims", dao.ClaimUnownedSQL, dao.ClaimStrandedSQL, ") UPDATE workflow_instance w", "AS fresh"},
+	} {
+		if a, b := part(c.a, c.from, c.to), part(c.b, c.from, c.to); a != b {
+			t.Errorf("%s differ:\n%s\n%s", c.name, a, b)
+		}
+	}
+}
+
+// TestStrandedIntervalIsStrandedAfter: the stranded claim's two intervals are StrandedAfter.
+func TestStrandedIntervalIsStrandedAfter(t *testing.T) {
+	t.Parallel()
+	want := fmt.Sprintf("interval '%d seconds'", int(dao.StrandedAfter/time.Second))
+	if n, all := strings.Count(dao.ClaimStrandedSQL, want), strings.Count(dao.ClaimStrandedSQL, "interval '"); n != 2 || all != 2 {
+		t.Errorf("the statement has %q %d times among %d intervals; want it twice, alone", want, n, all)
+	}
+}
+
+// TestRootsAreCreatedAsTasksAre: a root task created with its instance (WorkflowCreate) is
+// the row TaskCreateMany makes of the same NewTask: the two statements insert the same
+// columns from the same arrays.
+func TestRootsAreCreatedAsTasksAre(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	tasks := []dao.NewTask{
+		{Name: "a", Type: "shell", Params: []byte(`{"command": "true"}`), State: dao.TaskQueued, Priority: 3,
+			Group: "g2", Pool: "p", MaxRetries: 2, RetryInterval: 1500 * time.Millisecond, Timeout: 2 * time.Minute},
+		{Name: "b", Type: "noop", State: dao.TaskSkipped, Group: "default"},
+	}
+	var fromCreate int64
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		raw := []byte(`{"name": "roots"}`)
+		v, err := q.DefinitionEnsure(b.ctx, "roots", raw, daotest.Facts(t, raw))
+		if err != nil {
+			return err
+		}
+		fromCreate, err = q.WorkflowCreate(b.ctx, "roots", v, nil, 0, false, tasks)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromMany := daotest.Submit(t, b.db, "wf", map[string]any{"name": "wf"})
+	many := slices.Clone(tasks)
+	for i := range many {
+		many[i].WorkflowInstanceID = fromMany
+	}
+	if _, err := b.db.TaskCreateMany(b.ctx, many); err != nil {
+		t.Fatal(err)
+	}
+	read := func(wf int64) []dao.TaskInstance {
+		got, err := b.db.TaskListByWorkflow(b.ctx, wf)
+		if err != nil || len(got) != len(tasks) {
+			t.Fatalf("tasks of %d = %v, %v", wf, got, err)
+		}
+		for i := range got {
+			if (got[i].EndedAt == nil) != (tasks[i].State == dao.TaskQueued) {
+				t.Errorf("%s: ended_at %v for a task %s", got[i].Name, got[i].EndedAt, tasks[i].State)
+			}
+			got[i].ID, got[i].WorkflowInstanceID, got[i].QueuedAt, got[i].EndedAt = 0, 0, time.Time{}, nil
+		}
+		return got
+	}
+	if roots, created := read(fromCreate), read(fromMany); !reflect.DeepEqual(roots, created) {
+		t.Errorf("roots:\n%+v\ncreated by TaskCreateMany:\n%+v", roots, created)
+	}
+}
 
 // walk pages through a keyset list with pages of two, from the newest to the oldest and then
 // back, and returns the ids each way read, newest first.
