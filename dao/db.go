@@ -12,6 +12,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao/internal/notify"
 )
 
 // ErrTokenRefused is returned by a worker's write about a task when the task is no longer
@@ -28,8 +30,10 @@ type DB struct {
 	db       *sqlx.DB
 	dsn      string
 	channels channels
-	nf       *notifier
-	sub      *submitter
+	nf       *notify.Batcher
+	// notifyConn is the notifier's own connection (see Open).
+	notifyConn *sqlx.DB
+	sub        *submitter
 	// claims runs the workers' task claims outside transactions (see claimSettings).
 	claims *Queries
 }
@@ -64,10 +68,10 @@ type channels struct {
 type Queries struct {
 	q    sqlx.ExtContext
 	ch   channels
-	nf   *notifier
+	nf   *notify.Batcher
 	prep *prepared
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
-	notes *[]note
+	notes *[]notify.Note
 }
 
 // Open connects to dsn and waits until PostgreSQL answers, retrying with a growing interval
@@ -124,7 +128,7 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	}
 	ndb.SetMaxOpenConns(1)
 	ndb.SetMaxIdleConns(1)
-	nf := newNotifier(ndb)
+	nf := notify.NewBatcher(sendNotes(ndb))
 	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
 	cdsn := dsn
 	for _, kv := range claimSettings {
@@ -133,6 +137,7 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	cdb, err := sqlx.Open("postgres", cdsn) // connects at its first claim
 	if err != nil {
 		sdb.Close()
+		nf.Close()
 		ndb.Close()
 		return nil, fmt.Errorf("open database: %w", err)
 	}
@@ -140,7 +145,8 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	cdb.SetMaxIdleConns(claimConns)
 	cdb.SetConnMaxIdleTime(5 * time.Minute)
 	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: &prepared{db: cdb, stmts: map[string]*sqlx.Stmt{}}}
-	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf, claims: claims}
+	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch,
+		nf: nf, notifyConn: ndb, claims: claims}
 	db.sub = newSubmitter(db)
 	return db, nil
 }
@@ -171,7 +177,8 @@ func withConnectTimeout(dsn string) string {
 // and closes the pool.
 func (db *DB) Close() error {
 	db.sub.close()
-	db.nf.close()
+	db.nf.Close()
+	_ = db.notifyConn.Close()
 	db.Queries.prep.close()
 	db.claims.prep.close()
 	_ = db.claims.q.(*sqlx.DB).Close()
@@ -200,7 +207,7 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	var notes []note
+	var notes []notify.Note
 	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes}); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -208,7 +215,7 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	db.nf.send(notes...)
+	db.nf.Send(notes...)
 	return nil
 }
 
