@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao/internal/notify"
+	"github.com/zksched/zksched/dao/internal/stmtcache"
 )
 
 // ErrTokenRefused is returned by a worker's write about a task when the task is no longer
@@ -69,7 +70,7 @@ type Queries struct {
 	q    sqlx.ExtContext
 	ch   channels
 	nf   *notify.Batcher
-	prep *prepared
+	prep *stmtcache.Cache
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
 	notes *[]notify.Note
 }
@@ -129,7 +130,6 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	ndb.SetMaxOpenConns(1)
 	ndb.SetMaxIdleConns(1)
 	nf := notify.NewBatcher(sendNotes(ndb))
-	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
 	cdsn := dsn
 	for _, kv := range claimSettings {
 		cdsn = withParam(cdsn, kv[0], kv[1])
@@ -144,8 +144,8 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	cdb.SetMaxOpenConns(claimConns)
 	cdb.SetMaxIdleConns(claimConns)
 	cdb.SetConnMaxIdleTime(5 * time.Minute)
-	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: &prepared{db: cdb, stmts: map[string]*sqlx.Stmt{}}}
-	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch,
+	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: stmtcache.New(cdb)}
+	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: stmtcache.New(sdb)}, db: sdb, dsn: dsn, channels: ch,
 		nf: nf, notifyConn: ndb, claims: claims}
 	db.sub = newSubmitter(db)
 	return db, nil
@@ -179,8 +179,8 @@ func (db *DB) Close() error {
 	db.sub.close()
 	db.nf.Close()
 	_ = db.notifyConn.Close()
-	db.Queries.prep.close()
-	db.claims.prep.close()
+	db.Queries.prep.Close()
+	db.claims.prep.Close()
 	_ = db.claims.q.(*sqlx.DB).Close()
 	return db.db.Close()
 }
