@@ -13,6 +13,7 @@ import (
 	"github.com/lib/pq"
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/dao/internal/groupcommit"
 	"github.com/zksched/zksched/dao/internal/notify"
 	"github.com/zksched/zksched/dao/internal/stmtcache"
 )
@@ -34,7 +35,7 @@ type DB struct {
 	nf       *notify.Batcher
 	// notifyConn is the notifier's own connection (see Open).
 	notifyConn *sqlx.DB
-	sub        *submitter
+	sub        *groupcommit.Committer[Submission, int64]
 	// claims runs the workers' task claims outside transactions (see claimSettings).
 	claims *Queries
 }
@@ -147,7 +148,7 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: stmtcache.New(cdb)}
 	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: stmtcache.New(sdb)}, db: sdb, dsn: dsn, channels: ch,
 		nf: nf, notifyConn: ndb, claims: claims}
-	db.sub = newSubmitter(db)
+	db.sub = groupcommit.New(submitWriters, submitBatch, db.createGrouped)
 	return db, nil
 }
 
@@ -176,7 +177,7 @@ func withConnectTimeout(dsn string) string {
 // Close fails the submissions still waiting (DB.WorkflowCreateGrouped), sends the wake-ups still pending
 // and closes the pool.
 func (db *DB) Close() error {
-	db.sub.close()
+	db.sub.Close()
 	db.nf.Close()
 	_ = db.notifyConn.Close()
 	db.Queries.prep.Close()
