@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -151,38 +150,15 @@ func (q *Queries) AuditList(ctx context.Context, f AuditFilter, before int64, li
 	if limit < 1 || limit > MaxAuditPage {
 		return nil, 0, fmt.Errorf("list audit events: limit %d is not from 1 to %d", limit, MaxAuditPage)
 	}
-	var conds []string
-	var args []any
-	add := func(cond string, arg any) {
-		args = append(args, arg)
-		conds = append(conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(args))))
-	}
-	if f.Actor != "" {
-		add("actor = $?", f.Actor)
-	}
-	if f.Action != "" {
-		add("action = $?", f.Action)
-	}
-	if f.TargetPrefix != "" {
-		add(`target LIKE $? ESCAPE '\'`, likePrefix(f.TargetPrefix))
-	}
+	var since, until any
 	if !f.Since.IsZero() {
-		add("at >= $?", f.Since)
+		since = f.Since
 	}
 	if !f.Until.IsZero() {
-		add("at < $?", f.Until)
+		until = f.Until
 	}
-	if before > 0 {
-		add("id < $?", before)
-	}
-	where := ""
-	if len(conds) > 0 {
-		where = "WHERE " + strings.Join(conds, " AND ")
-	}
-	args = append(args, limit+1)
 	var evs []AuditEvent
-	err := sqlxSelect(ctx, q, &evs, `SELECT id, at, actor, role, action, target, params, client, outcome
-		FROM audit_event `+where+` ORDER BY id DESC LIMIT $`+strconv.Itoa(len(args)), args...)
+	err := sqlxSelect(ctx, q, &evs, auditListSQL, f.Actor, f.Action, likePrefix(f.TargetPrefix), since, until, before, limit+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list audit events: %w", err)
 	}
@@ -193,6 +169,20 @@ func (q *Queries) AuditList(ctx context.Context, f AuditFilter, before int64, li
 	}
 	return evs, next, nil
 }
+
+// auditListSQL is AuditList's statement: $1-$5 the filter (AuditFilter's actor, action,
+// target as a LIKE pattern, since and until; "", "%" and NULL do not filter), $6 the cursor
+// (0: from the newest), $7 the page's size. PostgreSQL plans it for its parameters' values, and
+// reduces a filter left out to true before it plans, so each page is planned as though the
+// statement held only the filters given.
+const auditListSQL = `
+		SELECT id, at, actor, role, action, target, params, client, outcome
+		FROM audit_event
+		WHERE ($1::text = '' OR actor = $1) AND ($2::text = '' OR action = $2)
+		  AND ($3::text = '%' OR target LIKE $3 ESCAPE '\')
+		  AND ($4::timestamptz IS NULL OR at >= $4) AND ($5::timestamptz IS NULL OR at < $5)
+		  AND ($6::bigint = 0 OR id < $6)
+		ORDER BY id DESC LIMIT $7`
 
 // likePrefix is a LIKE pattern matching the strings that start with p.
 func likePrefix(p string) string {

@@ -1192,8 +1192,7 @@ func TestClaimRowsReadByHandAsBySqlx(t *testing.T) {
 	if err != nil || len(want) != 2 {
 		t.Fatalf("list = %v, %v", want, err)
 	}
-	got, err := dao.QueryTasks(b.ctx, b.db.Queries, `SELECT `+dao.TaskColumns+` FROM task_instance
-		WHERE workflow_instance_id = $1 ORDER BY id`, wf)
+	got, err := dao.QueryTasks(b.ctx, b.db.Queries, dao.TaskListByWorkflowSQL, wf)
 	if err != nil {
 		t.Fatal(err)
 	}

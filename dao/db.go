@@ -5,13 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao/internal/connpool"
+	"github.com/zksched/zksched/dao/internal/groupcommit"
+	"github.com/zksched/zksched/dao/internal/notify"
+	"github.com/zksched/zksched/dao/internal/stmtcache"
 )
 
 // ErrTokenRefused is returned by a worker's write about a task when the task is no longer
@@ -28,8 +31,10 @@ type DB struct {
 	db       *sqlx.DB
 	dsn      string
 	channels channels
-	nf       *notifier
-	sub      *submitter
+	nf       *notify.Batcher
+	// notifyConn is the notifier's own connection (see Open).
+	notifyConn *sqlx.DB
+	sub        *groupcommit.Committer[Submission, int64]
 	// claims runs the workers' task claims outside transactions (see claimSettings).
 	claims *Queries
 }
@@ -52,6 +57,9 @@ var claimSettings = [][2]string{
 // claimConns bounds the claim connections: a worker claims one batch at a time.
 const claimConns = 2
 
+// poolIdleTime closes a connection of the pool or of the claims' that has been idle this long.
+const poolIdleTime = 5 * time.Minute
+
 // channels are the NOTIFY channel names. They carry the schema name, so that deployments (and
 // tests) sharing one database in different schemas do not wake each other.
 type channels struct {
@@ -64,45 +72,20 @@ type channels struct {
 type Queries struct {
 	q    sqlx.ExtContext
 	ch   channels
-	nf   *notifier
-	prep *prepared
+	nf   *notify.Batcher
+	prep *stmtcache.Cache
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
-	notes *[]note
+	notes *[]notify.Note
 }
 
 // Open connects to dsn and waits until PostgreSQL answers, retrying with a growing interval
 // (1 s doubling to 30 s) and logging each failure, so a node started before its database comes
 // up starts working once it does. It returns early only when ctx ends or dsn is malformed.
 func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*DB, error) {
-	dsn = withConnectTimeout(dsn)
-	if _, err := pq.NewConnector(dsn); err != nil {
-		return nil, fmt.Errorf("database dsn: %w", err)
-	}
-	sdb, err := sqlx.Open("postgres", dsn)
+	dsn = connpool.WithConnectTimeout(dsn)
+	sdb, err := connpool.Open(ctx, dsn, connpool.Options{MaxConns: maxConns, IdleTime: poolIdleTime}, log)
 	if err != nil {
-		return nil, fmt.Errorf("open database: %w", err)
-	}
-	sdb.SetMaxOpenConns(maxConns)
-	sdb.SetMaxIdleConns(maxConns)
-	sdb.SetConnMaxIdleTime(5 * time.Minute)
-	wait := time.Second
-	for attempt := 1; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = sdb.PingContext(pctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			sdb.Close()
-			return nil, fmt.Errorf("connect to postgresql: %w (last error: %v)", ctx.Err(), err)
-		}
-		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("postgresql not reachable, retrying")
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		wait = min(2*wait, 30*time.Second)
+		return nil, err
 	}
 	var schema string
 	if err := sdb.GetContext(ctx, &schema, "SELECT current_schema()"); err != nil {
@@ -117,63 +100,34 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	}
 	// The notifier has a connection of its own: a wake-up must not wait for a connection
 	// behind the very work it announces (a pool busy with claims, or with submissions).
-	ndb, err := sqlx.Open("postgres", dsn)
+	ndb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: 1})
 	if err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, err
 	}
-	ndb.SetMaxOpenConns(1)
-	ndb.SetMaxIdleConns(1)
-	nf := newNotifier(ndb)
-	prep := &prepared{db: sdb, stmts: map[string]*sqlx.Stmt{}}
-	cdsn := dsn
-	for _, kv := range claimSettings {
-		cdsn = withParam(cdsn, kv[0], kv[1])
-	}
-	cdb, err := sqlx.Open("postgres", cdsn) // connects at its first claim
+	nf := notify.NewBatcher(sendNotes(ndb))
+	cdb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: claimConns, IdleTime: poolIdleTime, Params: claimSettings})
 	if err != nil {
 		sdb.Close()
+		nf.Close()
 		ndb.Close()
-		return nil, fmt.Errorf("open database: %w", err)
+		return nil, err
 	}
-	cdb.SetMaxOpenConns(claimConns)
-	cdb.SetMaxIdleConns(claimConns)
-	cdb.SetConnMaxIdleTime(5 * time.Minute)
-	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: &prepared{db: cdb, stmts: map[string]*sqlx.Stmt{}}}
-	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: prep}, db: sdb, dsn: dsn, channels: ch, nf: nf, claims: claims}
-	db.sub = newSubmitter(db)
+	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: stmtcache.New(cdb)}
+	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: stmtcache.New(sdb)}, db: sdb, dsn: dsn, channels: ch,
+		nf: nf, notifyConn: ndb, claims: claims}
+	db.sub = groupcommit.New(submitWriters, submitBatch, db.createGrouped)
 	return db, nil
-}
-
-// withParam sets a run-time parameter in dsn (a URL or key=value pairs), which lib/pq sends
-// to the server when it connects.
-func withParam(dsn, key, value string) string {
-	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
-		q := u.Query()
-		q.Set(key, value)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return dsn + " " + key + "=" + value
-}
-
-// withConnectTimeout bounds connection establishment at 5 s unless the DSN says otherwise:
-// without it lib/pq waits forever on a server that accepts TCP but never answers, and the
-// retry loop of Open (and every reconnect) would hang with it.
-func withConnectTimeout(dsn string) string {
-	if strings.Contains(dsn, "connect_timeout") {
-		return dsn
-	}
-	return withParam(dsn, "connect_timeout", "5")
 }
 
 // Close fails the submissions still waiting (DB.WorkflowCreateGrouped), sends the wake-ups still pending
 // and closes the pool.
 func (db *DB) Close() error {
-	db.sub.close()
-	db.nf.close()
-	db.Queries.prep.close()
-	db.claims.prep.close()
+	db.sub.Close()
+	db.nf.Close()
+	_ = db.notifyConn.Close()
+	db.Queries.prep.Close()
+	db.claims.prep.Close()
 	_ = db.claims.q.(*sqlx.DB).Close()
 	return db.db.Close()
 }
@@ -200,7 +154,7 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	var notes []note
+	var notes []notify.Note
 	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes}); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -208,7 +162,7 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	db.nf.send(notes...)
+	db.nf.Send(notes...)
 	return nil
 }
 

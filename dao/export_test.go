@@ -10,7 +10,7 @@ const (
 )
 
 // The master's, for the plan test.
-var (
+const (
 	ClaimUnownedSQL        = claimUnownedSQL
 	LockUnownedSQL         = lockUnownedSQL
 	ClaimStrandedSQL       = claimStrandedSQL
@@ -23,16 +23,40 @@ var (
 var ClaimSettings = claimSettings
 
 // FinishManySQL is the worker's finish, for the plan test.
-var FinishManySQL = finishManySQL
+const FinishManySQL = finishManySQL
 
 // CreateSQL and CreateArgs are the bulk submission's statement and parameters.
 const CreateSQL = createSQL
 
 func CreateArgs(subs []Submission) []any { return createArgs(subs) }
 
-// TaskColumns and QueryTasks read task rows as the claims do, by hand.
-const TaskColumns = taskColumns
+// The statements that return the rows of one struct, for the test of their columns.
+const (
+	TaskGetSQL            = taskGetSQL
+	TaskListByWorkflowSQL = taskListByWorkflowSQL
+	WorkflowGetSQL        = workflowGetSQL
+	LockIfOwnedSQL        = lockIfOwnedSQL
+	AdmitSQL              = admitSQL
+	WorkflowListOlderSQL  = workflowListOlderSQL
+	WorkflowListNewerSQL  = workflowListNewerSQL
+	ScheduleGetSQL        = scheduleGetSQL
+	ScheduleLockSQL       = scheduleLockSQL
+	ScheduleLockIfDueSQL  = scheduleLockIfDueSQL
+	ScheduleListSQL       = scheduleListSQL
+	TaskListOlderSQL      = taskListOlderSQL
+	TaskListNewerSQL      = taskListNewerSQL
+)
 
+// The statements of each keyset list, for the test that they filter alike.
+var (
+	TaskListStatements     = []string{taskList.older, taskList.newer, taskList.anyOlder, taskList.anyNewer}
+	WorkflowListStatements = []string{workflowList.older, workflowList.newer, workflowList.anyOlder, workflowList.anyNewer}
+)
+
+// QueryTasks reads task rows as the claims do, by hand.
 func QueryTasks(ctx context.Context, q *Queries, query string, args ...any) ([]TaskInstance, error) {
 	return queryTasks(ctx, q, 0, query, args...)
 }
+
+// TaskFields are the fields TaskInstance.fields scans into, in its order.
+func TaskFields(t *TaskInstance) []any { return t.fields() }

@@ -43,8 +43,15 @@ func (q *Queries) WorkOwners(ctx context.Context) (workers, masters []string, er
 func (q *Queries) TaskRequeueIfRunningOnWorker(ctx context.Context, worker string) (int, error) {
 	var n int
 	err := sqlxGet(ctx, q, &n, `
-		WITH `+lockPoolsSQL(`SELECT ti.pool FROM task_instance ti
-				WHERE ti.worker_id = $1 AND ti.state = 'running' AND ti.pool IS NOT NULL`)+`, t AS (
+		WITH pools AS (
+			-- The pools of the tasks, locked in name order before any task row, as
+			-- finishManySQL locks them and for the same reason.
+			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
+				SELECT ti.pool FROM task_instance ti
+				WHERE ti.worker_id = $1 AND ti.state = 'running' AND ti.pool IS NOT NULL))
+			ORDER BY p.name
+			FOR UPDATE
+		), t AS (
 			-- Queued, a kill-requested task would wait for ever: the claim skips it
 			-- (claimSQL).
 			UPDATE task_instance SET
@@ -54,7 +61,7 @@ func (q *Queries) TaskRequeueIfRunningOnWorker(ctx context.Context, worker strin
 				ended_at = CASE WHEN kill_requested THEN now() END,
 				error = CASE WHEN kill_requested THEN 'killed by an operator'
 					ELSE 'failed over: worker ' || worker_id || ' was lost' END
-			WHERE worker_id = $1 AND state = 'running' AND `+poolsFirstSQL+`
+			WHERE worker_id = $1 AND state = 'running' AND (SELECT count(*) FROM pools) >= 0
 			RETURNING id, attempt, worker_group, workflow_instance_id, state
 		), a AS (
 			UPDATE task_attempt SET ended_at = now(), outcome = 'failed_over',

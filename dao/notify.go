@@ -1,29 +1,24 @@
 package dao
 
 import (
-	"fmt"
-	"strings"
-	"sync"
-	"time"
+	"context"
+	"strconv"
 
+	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/dao/internal/notify"
 )
 
 // Wakeup is one notification: Payload names what changed (a workflow instance id for masters,
 // a worker group for workers). Rescan is set after the listening connection was re-established:
 // notifications may have been missed, so look at everything.
-type Wakeup struct {
-	Payload string
-	Rescan  bool
-}
+type Wakeup = notify.Wakeup
 
 // Listener delivers wake-ups on C. When the consumer falls behind, wake-ups are dropped rather
 // than queued without bound, and a Rescan is delivered in their place once there is room.
-type Listener struct {
-	C <-chan Wakeup
-	l *sharedListener
-}
+type Listener = notify.Listener
 
 // WakeupNew is the masters' payload for a new instance of an uncapped workflow: claim, with no
 // need to look at the waiting instances of capped workflows, as payload "" also asks.
@@ -33,7 +28,7 @@ const WakeupNew = "new"
 // (payload WakeupNew), new or released instances and freed capacity of capped workflows
 // (payload "") and tasks that reached a terminal state (payload: the workflow instance ids).
 func (db *DB) ListenMaster(log zerolog.Logger) *Listener {
-	return db.listenMany(log, db.channels.master)[0]
+	return notify.Listen(db.dsn, log, db.channels.master)[0]
 }
 
 // ListenWorker listens, on one connection, for newly queued tasks (tasks; payload: the worker
@@ -42,107 +37,50 @@ func (db *DB) ListenMaster(log zerolog.Logger) *Listener {
 // NOTIFY, whatever its channel, so each connection fewer is a process fewer woken per queued
 // task.
 func (db *DB) ListenWorker(log zerolog.Logger) (tasks, kills *Listener) {
-	ls := db.listenMany(log, db.channels.task, db.channels.kill)
+	ls := notify.Listen(db.dsn, log, db.channels.task, db.channels.kill)
 	return ls[0], ls[1]
 }
 
-// listenMany listens on channels over one connection, with a Listener for each.
-func (db *DB) listenMany(log zerolog.Logger, channels ...string) []*Listener {
-	name := strings.Join(channels, ",")
-	pl := pq.NewListener(db.dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
-		switch ev {
-		case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
-			log.Warn().Err(err).Str("channel", name).Msg("notification connection lost; polling meanwhile")
-		case pq.ListenerEventReconnected:
-			log.Info().Str("channel", name).Msg("notification connection re-established")
-		}
-	})
-	shared := &sharedListener{l: pl}
-	outs := make([]chan Wakeup, len(channels))
-	ls := make([]*Listener, len(channels))
-	index := make(map[string]int, len(channels))
-	for i, ch := range channels {
-		outs[i] = make(chan Wakeup, 1024)
-		ls[i] = &Listener{C: outs[i], l: shared}
-		index[ch] = i
+// notifySQL sends wake-ups: $1 their channels, $2 their payloads.
+const notifySQL = `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS x(c, p)`
+
+// sendNotes sends wake-ups on db, the notifier's own connection (see Open): the notify.Batcher's
+// statement.
+func sendNotes(db *sqlx.DB) notify.SendFunc {
+	return func(ctx context.Context, channels, payloads []string) error {
+		_, err := db.ExecContext(ctx, notifySQL, pq.Array(channels), pq.Array(payloads))
+		return err
 	}
-	go func() {
-		// Listen blocks until the server acknowledges, which may be long if PostgreSQL is
-		// down; the consumer polls meanwhile.
-		for _, ch := range channels {
-			if err := pl.Listen(ch); err != nil && err != pq.ErrChannelAlreadyOpen {
-				log.Error().Err(err).Str("channel", ch).Msg("listen failed; polling only")
-			}
-		}
-	}()
-	go func() {
-		defer func() {
-			for _, out := range outs {
-				close(out)
-			}
-		}()
-		// A wake-up dropped because the consumer fell behind is owed as a Rescan, delivered
-		// as soon as there is room: the consumer then looks at everything.
-		owed := make([]bool, len(outs))
-		deliver := func(i int, w Wakeup) {
-			if owed[i] {
-				select {
-				case outs[i] <- Wakeup{Rescan: true}:
-					owed[i] = false
-				default:
-				}
-			}
-			select {
-			case outs[i] <- w:
-			default:
-				owed[i] = true
-			}
-		}
-		retry := time.NewTicker(100 * time.Millisecond)
-		defer retry.Stop()
-		for {
-			select {
-			case n, ok := <-pl.Notify:
-				if !ok {
-					return
-				}
-				if n == nil { // reconnected: anything may have been missed, on every channel
-					for i := range outs {
-						deliver(i, Wakeup{Rescan: true})
-					}
-					continue
-				}
-				if i, ok := index[n.Channel]; ok {
-					deliver(i, Wakeup{Payload: n.Extra})
-				}
-			case <-retry.C:
-				for i := range outs {
-					if owed[i] {
-						deliver(i, Wakeup{Rescan: true})
-					}
-				}
-			}
-		}
-	}()
-	return ls
 }
 
-// sharedListener closes a connection that several Listeners share once, at the first Close.
-type sharedListener struct {
-	l    *pq.Listener
-	once sync.Once
-	err  error
-}
-
-func (s *sharedListener) Close() error {
-	s.once.Do(func() { s.err = s.l.Close() })
-	return s.err
-}
-
-// Close stops listening; C is closed.
-func (l *Listener) Close() error {
-	if err := l.l.Close(); err != nil {
-		return fmt.Errorf("close listener: %w", err)
+// notify announces a change: at once (through the notifier) on the pool, after the commit in
+// a transaction. Nothing is sent for a transaction that rolls back.
+func (q *Queries) notify(channel, payload string) {
+	if q.notes != nil {
+		*q.notes = append(*q.notes, notify.Note{Channel: channel, Payload: payload})
+		return
 	}
-	return nil
+	if q.nf != nil {
+		q.nf.Send(notify.Note{Channel: channel, Payload: payload})
+	}
+}
+
+// notifyEnded wakes the masters of the workflow instances whose tasks ended, a few hundred ids
+// to a wake-up (NOTIFY's payload is at most 8000 bytes).
+func (q *Queries) notifyEnded(ids map[int64]struct{}) {
+	var b []byte
+	n := 0
+	for id := range ids {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, id, 10)
+		if n++; n == notifyIDsPerPayload {
+			q.notify(q.ch.master, string(b))
+			b, n = b[:0], 0
+		}
+	}
+	if n > 0 {
+		q.notify(q.ch.master, string(b))
+	}
 }

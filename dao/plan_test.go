@@ -43,7 +43,7 @@ func seedHistory(t testing.TB, db *dao.DB, finished, running, queued int) {
 }
 
 // genericPlan is plan for the generic plan PostgreSQL settles on for a prepared statement
-// (how the hot statements run, see prepared.go): the plan made without the parameters' values.
+// (how the hot statements run, see sqlx.go): the plan made without the parameters' values.
 func genericPlan(t *testing.T, db *dao.DB, query, types string, args ...any) []string {
 	t.Helper()
 	return flatten(t, explainGeneric(t, db, "", query, types, args...))

@@ -31,9 +31,6 @@ type Schedule struct {
 	UpdatedAt  time.Time  `db:"updated_at"`
 }
 
-const scheduleColumns = `workflow_name, workflow_version, cron, timezone, start_at, end_at, enabled, misfire,
-	misfire_limit, next_fire_at, last_fire_at, created_at, updated_at`
-
 // SchedulePut stores the schedule of a workflow, replacing the one it had. Call it in the
 // transaction of the submit that stored the definition, after ScheduleLock.
 func (q *Queries) SchedulePut(ctx context.Context, s Schedule) error {
@@ -63,6 +60,12 @@ func (q *Queries) ScheduleDelete(ctx context.Context, name string) (bool, error)
 	return n > 0, nil
 }
 
+// scheduleLockSQL is ScheduleLock's statement: $1 the workflow.
+const scheduleLockSQL = `
+		SELECT workflow_name, workflow_version, cron, timezone, start_at, end_at, enabled, misfire,
+			misfire_limit, next_fire_at, last_fire_at, created_at, updated_at
+		FROM schedule WHERE workflow_name = $1 FOR UPDATE`
+
 // ScheduleLock returns the schedule of a workflow and locks it for the rest of the
 // transaction, waiting for a master that is firing it. It returns nil, nil when the workflow
 // has no schedule.
@@ -71,7 +74,7 @@ func (q *Queries) ScheduleLock(ctx context.Context, name string) (*Schedule, err
 		return nil, err
 	}
 	var s Schedule
-	err := sqlxGet(ctx, q, &s, `SELECT `+scheduleColumns+` FROM schedule WHERE workflow_name = $1 FOR UPDATE`, name)
+	err := sqlxGet(ctx, q, &s, scheduleLockSQL, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -91,11 +94,17 @@ func (q *Queries) boundIdle(ctx context.Context) error {
 	return nil
 }
 
+// scheduleGetSQL is ScheduleGet's statement: $1 the workflow.
+const scheduleGetSQL = `
+		SELECT workflow_name, workflow_version, cron, timezone, start_at, end_at, enabled, misfire,
+			misfire_limit, next_fire_at, last_fire_at, created_at, updated_at
+		FROM schedule WHERE workflow_name = $1`
+
 // ScheduleGet returns the schedule of a workflow; the error wraps ErrNoSchedule when it has
 // none.
 func (q *Queries) ScheduleGet(ctx context.Context, name string) (*Schedule, error) {
 	var s Schedule
-	err := sqlxGet(ctx, q, &s, `SELECT `+scheduleColumns+` FROM schedule WHERE workflow_name = $1`, name)
+	err := sqlxGet(ctx, q, &s, scheduleGetSQL, name)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("workflow %q: %w", name, ErrNoSchedule)
 	}
@@ -105,6 +114,13 @@ func (q *Queries) ScheduleGet(ctx context.Context, name string) (*Schedule, erro
 	return &s, nil
 }
 
+// scheduleLockIfDueSQL is ScheduleLockIfDue's statement: $1 the workflow, $2 now.
+const scheduleLockIfDueSQL = `
+		SELECT workflow_name, workflow_version, cron, timezone, start_at, end_at, enabled, misfire,
+			misfire_limit, next_fire_at, last_fire_at, created_at, updated_at
+		FROM schedule
+		WHERE workflow_name = $1 AND enabled AND next_fire_at <= $2 FOR UPDATE SKIP LOCKED`
+
 // ScheduleLockIfDue locks the schedule of a workflow if it is enabled, due at now and not
 // locked by another master (SKIP LOCKED: that master is firing it). It returns nil, nil
 // otherwise.
@@ -113,8 +129,7 @@ func (q *Queries) ScheduleLockIfDue(ctx context.Context, name string, now time.T
 		return nil, err
 	}
 	var s Schedule
-	err := sqlxGet(ctx, q, &s, `SELECT `+scheduleColumns+` FROM schedule
-		WHERE workflow_name = $1 AND enabled AND next_fire_at <= $2 FOR UPDATE SKIP LOCKED`, name, now)
+	err := sqlxGet(ctx, q, &s, scheduleLockIfDueSQL, name, now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -180,14 +195,19 @@ func (q *Queries) ScheduleSetEnabled(ctx context.Context, name string, enabled b
 	return nil
 }
 
+// scheduleListSQL is ScheduleList's statement.
+const scheduleListSQL = `
+		SELECT s.workflow_name, s.workflow_version, s.cron, s.timezone, s.start_at, s.end_at, s.enabled, s.misfire,
+			s.misfire_limit, s.next_fire_at, s.last_fire_at, s.created_at, s.updated_at,
+			(SELECT count(*) FROM workflow_instance w
+			 WHERE w.workflow_name = s.workflow_name AND w.state IN ('submitted', 'running')) AS active
+		FROM schedule s ORDER BY s.workflow_name`
+
 // ScheduleList returns every schedule, by workflow name, with how many instances of each
 // workflow wait or run.
 func (q *Queries) ScheduleList(ctx context.Context) ([]ScheduleRow, error) {
 	var rows []ScheduleRow
-	err := sqlxSelect(ctx, q, &rows, `SELECT `+prefixed("s.", scheduleColumns)+`,
-		(SELECT count(*) FROM workflow_instance w
-		 WHERE w.workflow_name = s.workflow_name AND w.state IN ('submitted', 'running')) AS active
-		FROM schedule s ORDER BY s.workflow_name`)
+	err := sqlxSelect(ctx, q, &rows, scheduleListSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list schedules: %w", err)
 	}

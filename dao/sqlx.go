@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 )
@@ -33,11 +32,36 @@ func expectOneRow(rows *sql.Rows, tok Token) error {
 	return nil
 }
 
-// prefixed qualifies every column of a comma-separated list with p.
-func prefixed(p, cols string) string {
-	parts := strings.Split(cols, ",")
-	for i, c := range parts {
-		parts[i] = p + strings.TrimSpace(c)
+// The hot statements run prepared (stmtcache), on the pool or bound to the transaction.
+//
+// They are left to PostgreSQL's own choice between custom and generic plans, except the task
+// claims, which run on connections of their own with generic plans and no sequential or
+// bitmap scans (claimSettings in db.go): a generic plan is made once per connection from the
+// statistics of that moment and kept until the table is next analyzed, and made on an empty
+// task_instance the claim's plan would otherwise be a sequential scan, read whole at every
+// claim however long the queue grows. A custom plan sees the live size of the table at every
+// call.
+
+// selectHot is sqlxSelect for a hot statement, prepared.
+func selectHot(ctx context.Context, q *Queries, dest any, query string, args ...any) error {
+	if st, ok := q.prep.For(ctx, q.q, query); ok {
+		return st.SelectContext(ctx, dest, args...)
 	}
-	return strings.Join(parts, ", ")
+	return sqlxSelect(ctx, q, dest, query, args...)
+}
+
+// queryHot runs a hot statement, prepared, for rows to scan by hand.
+func queryHot(ctx context.Context, q *Queries, query string, args ...any) (*sql.Rows, error) {
+	if st, ok := q.prep.For(ctx, q.q, query); ok {
+		return st.QueryContext(ctx, args...)
+	}
+	return q.q.QueryContext(ctx, query, args...)
+}
+
+// getHot is sqlxGet for a hot statement, prepared.
+func getHot(ctx context.Context, q *Queries, dest any, query string, args ...any) error {
+	if st, ok := q.prep.For(ctx, q.q, query); ok {
+		return st.GetContext(ctx, dest, args...)
+	}
+	return sqlxGet(ctx, q, dest, query, args...)
 }

@@ -72,12 +72,6 @@ type LatencyStats struct {
 	Finish Percentiles `json:"finish"`
 }
 
-// percentilesSQL reads Percentiles from a column ms.
-const percentilesSQL = `coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
-	coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
-	coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
-	coalesce(max(ms), 0) AS max`
-
 // WorkflowLatencyFrom measures the instances ids from when their clients sent them: sent[i]
 // is when the submission of ids[i] was called, in microseconds since the Unix epoch (on the
 // database host's clock: the benchmark runs there). Unlike WorkflowLatency it counts what a
@@ -86,47 +80,100 @@ const percentilesSQL = `coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms)
 func (q *Queries) WorkflowLatencyFrom(ctx context.Context, ids []int64, sent []int64) (*LatencyStats, error) {
 	var st LatencyStats
 	for _, c := range []struct {
-		into *Percentiles
-		expr string
-	}{
-		{&st.Finish, "w.ended_at"},
-		{&st.Start, "(SELECT min(t.started_at) FROM task_instance t WHERE t.workflow_instance_id = w.id)"},
-		{&st.Queued, "(SELECT min(t.queued_at) FROM task_instance t WHERE t.workflow_instance_id = w.id)"},
-	} {
-		err := sqlxGet(ctx, q, c.into, `SELECT `+percentilesSQL+` FROM (
-			SELECT extract(epoch FROM `+c.expr+` - to_timestamp(x.sent / 1e6)) * 1000 AS ms
-			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
-			JOIN workflow_instance w ON w.id = x.id) m WHERE ms IS NOT NULL`, pq.Array(ids), pq.Array(sent))
-		if err != nil {
+		into  *Percentiles
+		query string
+	}{{&st.Finish, finishLatencyFromSQL}, {&st.Start, startLatencyFromSQL}, {&st.Queued, queuedLatencyFromSQL}} {
+		if err := sqlxGet(ctx, q, c.into, c.query, pq.Array(ids), pq.Array(sent)); err != nil {
 			return nil, fmt.Errorf("latency: %w", err)
 		}
 	}
 	return &st, nil
 }
 
+// finishLatencyFromSQL, startLatencyFromSQL and queuedLatencyFromSQL are WorkflowLatencyFrom's
+// statements: $1 the instances, $2 when each was sent. Each reads Percentiles of its ms.
+const (
+	finishLatencyFromSQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM w.ended_at - to_timestamp(x.sent / 1e6)) * 1000 AS ms
+			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
+			JOIN workflow_instance w ON w.id = x.id) m
+		WHERE ms IS NOT NULL`
+	startLatencyFromSQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM (SELECT min(t.started_at) FROM task_instance t WHERE t.workflow_instance_id = w.id)
+				- to_timestamp(x.sent / 1e6)) * 1000 AS ms
+			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
+			JOIN workflow_instance w ON w.id = x.id) m
+		WHERE ms IS NOT NULL`
+	queuedLatencyFromSQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM (SELECT min(t.queued_at) FROM task_instance t WHERE t.workflow_instance_id = w.id)
+				- to_timestamp(x.sent / 1e6)) * 1000 AS ms
+			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
+			JOIN workflow_instance w ON w.id = x.id) m
+		WHERE ms IS NOT NULL`
+)
+
 // WorkflowLatency measures the finished instances of workflow (every workflow for "") with an
 // id above after (WorkflowLastID).
 func (q *Queries) WorkflowLatency(ctx context.Context, workflow string, after int64) (*LatencyStats, error) {
 	var st LatencyStats
-	err := sqlxGet(ctx, q, &st.Finish, `SELECT `+percentilesSQL+` FROM (
-		SELECT extract(epoch FROM ended_at - created_at) * 1000 AS ms FROM workflow_instance
-		WHERE id > $1 AND ended_at IS NOT NULL AND ($2 = '' OR workflow_name = $2)) x`, after, workflow)
-	if err != nil {
-		return nil, fmt.Errorf("finish latency: %w", err)
-	}
 	for _, c := range []struct {
-		into *Percentiles
-		col  string
-	}{{&st.Start, "started_at"}, {&st.Queued, "queued_at"}} {
-		err = sqlxGet(ctx, q, c.into, `SELECT `+percentilesSQL+` FROM (
-			SELECT extract(epoch FROM min(t.`+c.col+`) - w.created_at) * 1000 AS ms
-			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
-			WHERE w.id > $1 AND w.ended_at IS NOT NULL AND t.`+c.col+` IS NOT NULL
-			  AND ($2 = '' OR w.workflow_name = $2)
-			GROUP BY w.id, w.created_at) x`, after, workflow)
-		if err != nil {
-			return nil, fmt.Errorf("%s latency: %w", c.col, err)
+		into        *Percentiles
+		name, query string
+	}{{&st.Finish, "finish", finishLatencySQL}, {&st.Start, "started_at", startLatencySQL}, {&st.Queued, "queued_at", queuedLatencySQL}} {
+		if err := sqlxGet(ctx, q, c.into, c.query, after, workflow); err != nil {
+			return nil, fmt.Errorf("%s latency: %w", c.name, err)
 		}
 	}
 	return &st, nil
 }
+
+// finishLatencySQL, startLatencySQL and queuedLatencySQL are WorkflowLatency's statements: $1
+// the id after which instances count, $2 the workflow ("" for every one). Each reads
+// Percentiles of its ms.
+const (
+	finishLatencySQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM ended_at - created_at) * 1000 AS ms FROM workflow_instance
+			WHERE id > $1 AND ended_at IS NOT NULL AND ($2 = '' OR workflow_name = $2)) x`
+	startLatencySQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM min(t.started_at) - w.created_at) * 1000 AS ms
+			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
+			WHERE w.id > $1 AND w.ended_at IS NOT NULL AND t.started_at IS NOT NULL
+			  AND ($2 = '' OR w.workflow_name = $2)
+			GROUP BY w.id, w.created_at) x`
+	queuedLatencySQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM min(t.queued_at) - w.created_at) * 1000 AS ms
+			FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
+			WHERE w.id > $1 AND w.ended_at IS NOT NULL AND t.queued_at IS NOT NULL
+			  AND ($2 = '' OR w.workflow_name = $2)
+			GROUP BY w.id, w.created_at) x`
+)

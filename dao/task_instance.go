@@ -9,22 +9,16 @@ import (
 	"github.com/lib/pq"
 )
 
-// taskColumns reads a task_instance row into TaskInstance; the intervals come as milliseconds.
-const taskColumns = `id, workflow_instance_id, name, type, params, state, priority, worker_group,
-	pool, worker_id, attempt, retries, max_retries,
-	(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
-	(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-	not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage`
-
-// fields returns where Scan puts each of taskColumns, in their order.
+// fields returns where Scan puts each column of a task_instance row as the statements that
+// return TaskInstance give it, in their order; the intervals come as milliseconds.
 func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
 		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage}
 }
 
-// queryTasks runs a hot statement that returns taskColumns, at most limit rows (which size
-// the result, up to a page of 1,000).
+// queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
+// (which size the result, up to a page of 1,000).
 func queryTasks(ctx context.Context, q *Queries, limit int, query string, args ...any) ([]TaskInstance, error) {
 	return queryRows(ctx, q, limit, (*TaskInstance).fields, query, args...)
 }
@@ -48,42 +42,21 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 	return out, rows.Err()
 }
 
-// groupCandidatesSQL are the claim's candidates without a pool: each of the worker's groups'
-// ($2) queued tasks in claim order, up to $3 a group, straight off task_instance_queued (one
-// "worker_group = ANY" would read every queued row of the groups to sort them), and locked as
-// they are read, skipping those another claimer holds: claimers at once take the next tasks
-// down the queue instead of all finding the same ones taken.
+// claimSQL is TaskClaimQueued's statement: $1 the worker, $2 its groups, $3 the limit.
+//
+// Its candidates are each of the worker's groups' queued tasks without a pool in claim order,
+// up to $3 a group, straight off task_instance_queued (one "worker_group = ANY" would read
+// every queued row of the groups to sort them), and those of every pool with room, up to its
+// room; each is locked as it is read, skipping those another claimer holds, so that claimers
+// at once take the next tasks down the queue instead of all finding the same ones taken. The
+// best $3 of them become running under worker $1 with their next attempt, and each gets its
+// task_attempt row. The columns returned are those TaskInstance.fields scans, in its order
+// (TestStatementColumnsMatchTheirStructs).
 //
 // A task whose kill was requested is never claimed. No statement queues one (a requeue, retry
 // or hand-back of such a task ends it killed, and so does migration 00012 for those older code
 // queued), so the condition drops no row the index gives and needs no place in it: it guards
 // against a row written otherwise, which would start only to be killed.
-const groupCandidatesSQL = `
-			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
-				SELECT t.id, t.priority FROM task_instance t
-				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
-				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
-				ORDER BY t.priority DESC, t.id
-				LIMIT $3
-				FOR UPDATE OF t SKIP LOCKED) c`
-
-// claimTailSQL ends both claims: the tasks of the CTE "locked" become running under worker $1
-// with their next attempt, and each gets its task_attempt row.
-const claimTailSQL = `
-		), claimed AS (
-			UPDATE task_instance t
-			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
-			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
-			-- By primary key: a join with locked may be planned as a scan of the whole table.
-			WHERE t.id = ANY(ARRAY(SELECT id FROM locked))
-			RETURNING t.*
-		), opened AS (
-			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
-			SELECT id, attempt, worker_id, started_at FROM claimed
-		)
-		SELECT ` + taskColumns + ` FROM claimed ORDER BY priority DESC, id`
-
-// claimSQL is TaskClaimQueued's statement: $1 the worker, $2 its groups, $3 the limit.
 const claimSQL = `
 		WITH open_pool AS MATERIALIZED (
 			SELECT p.name, p.max_running - p.running AS free FROM task_pool p
@@ -96,7 +69,14 @@ const claimSQL = `
 			       LIMIT 1)
 			ORDER BY p.name
 			FOR UPDATE OF p
-		), candidate AS (` + groupCandidatesSQL + `
+		), candidate AS (
+			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+				SELECT t.id, t.priority FROM task_instance t
+				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
+				ORDER BY t.priority DESC, t.id
+				LIMIT $3
+				FOR UPDATE OF t SKIP LOCKED) c
 			UNION ALL
 			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
@@ -107,13 +87,54 @@ const claimSQL = `
 				FOR UPDATE OF t SKIP LOCKED) c
 		), locked AS (
 			-- The best $3 of the groups' and pools' candidates; the others are let go at commit.
-			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3
+		), claimed AS (
+			UPDATE task_instance t
+			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
+			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
+			-- By primary key: a join with locked may be planned as a scan of the whole table.
+			WHERE t.id = ANY(ARRAY(SELECT id FROM locked))
+			RETURNING t.*
+		), opened AS (
+			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
+			SELECT id, attempt, worker_id, started_at FROM claimed
+		)
+		SELECT id, workflow_instance_id, name, type, params, state, priority, worker_group,
+			pool, worker_id, attempt, retries, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
+			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooled's statement: claimSQL without its pools.
 const claimUnpooledSQL = `
-		WITH candidate AS (` + groupCandidatesSQL + `
+		WITH candidate AS (
+			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+				SELECT t.id, t.priority FROM task_instance t
+				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
+				ORDER BY t.priority DESC, t.id
+				LIMIT $3
+				FOR UPDATE OF t SKIP LOCKED) c
 		), locked AS (
-			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3` + claimTailSQL
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3
+		), claimed AS (
+			UPDATE task_instance t
+			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
+			    ended_at = NULL, error = NULL, exit_code = NULL, not_before = NULL
+			-- By primary key: a join with locked may be planned as a scan of the whole table.
+			WHERE t.id = ANY(ARRAY(SELECT id FROM locked))
+			RETURNING t.*
+		), opened AS (
+			INSERT INTO task_attempt (task_instance_id, attempt, worker_id, started_at)
+			SELECT id, attempt, worker_id, started_at FROM claimed
+		)
+		SELECT id, workflow_instance_id, name, type, params, state, priority, worker_group,
+			pool, worker_id, attempt, retries, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
+			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+		FROM claimed ORDER BY priority DESC, id`
 
 // TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool (TaskPoolsExist
 // says so): it claims the tasks without a pool only, with a statement that has neither the
@@ -213,35 +234,29 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const notifyIDsPerPayload = 300
 
-// lockPoolsSQL is a CTE, pools, that locks in name order the pools named by taskPools (a
-// SELECT of task pools). A statement that changes whether pooled tasks run takes their pools'
-// rows before any task row, in the order the claim takes them: the row trigger that keeps
-// task_pool.running (migration 00008) would otherwise lock them in the order the statement
-// changes its tasks, and two such statements could wait for each other. The statement's task
-// update is conditioned on poolsFirstSQL, which runs the CTE before it.
-func lockPoolsSQL(taskPools string) string {
-	return `pools AS (
-			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(` + taskPools + `))
-			ORDER BY p.name
-			FOR UPDATE
-		)`
-}
-
-// poolsFirstSQL, a condition of a task update, makes it wait for lockPoolsSQL's locks.
-const poolsFirstSQL = `(SELECT count(*) FROM pools) >= 0`
-
 // finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$11).
-var finishManySQL = `
+//
+// Its CTE pools locks, in name order, the pools of the tasks it ends, before any task row, in
+// the order the claim takes them: the row trigger that keeps task_pool.running (migration
+// 00008) would otherwise lock them in the order the statement changes its tasks, and two such
+// statements could wait for each other. The task update waits for those locks by its
+// condition "(SELECT count(*) FROM pools) >= 0", which runs the CTE first.
+// TaskRequeueIfRunningOnWorker does the same.
+const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
 				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[])
 				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage)
-		), ` + lockPoolsSQL(`
+		), pools AS (
+			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
 				-- One probe of the primary key per task, whatever the statistics say (see
 				-- listByWorkflowsSQL); none while the database knows no pool.
 				SELECT ti.pool FROM unnest($1::bigint[]) AS y(id) CROSS JOIN LATERAL (
 					SELECT ti.pool FROM task_instance ti WHERE ti.id = y.id OFFSET 0) ti
-				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL`) + `, t AS (
+				WHERE EXISTS (SELECT 1 FROM task_pool) AND ti.pool IS NOT NULL))
+			ORDER BY p.name
+			FOR UPDATE
+		), t AS (
 			-- A task whose kill was requested (by an operator, or by its workflow's stop or
 			-- timeout) never goes back to the queue: where the attempt's end would requeue it
 			-- (a retry, a hand-back, an interruption) it ends killed instead, the attempt
@@ -263,7 +278,7 @@ var finishManySQL = `
 			-- plan would join x with the running tasks on worker_id, one value for a whole
 			-- batch, and compare every result with every running task of the worker.
 			WHERE ti.id = x.id AND ti.worker_id IS NOT DISTINCT FROM x.worker AND ti.attempt IS NOT DISTINCT FROM x.attempt
-			  AND ti.state = 'running' AND ` + poolsFirstSQL + `
+			  AND ti.state = 'running' AND (SELECT count(*) FROM pools) >= 0
 			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.name, ti.state, ti.worker_group,
 				x.outcome, x.exit_code, x.err, x.attempt_usage
 		), a AS (
@@ -434,25 +449,18 @@ type NewTask struct {
 	Timeout       time.Duration
 }
 
-// insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays.
-const insertManySQL = taskInsertSQL + `
-			SELECT w, ` + taskValuesSQL + `
-			FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
-				$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
-				AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm)
-			ON CONFLICT (workflow_instance_id, name) DO NOTHING
-			RETURNING name, state, worker_group`
-
-// taskInsertSQL and taskValuesSQL insert new task instances from the columns of taskArrays,
-// named x(nm, ty, p, st, pr, g, pl, rt, rm, tm) after the instance's id, which the statement
-// selects first.
-const (
-	taskInsertSQL = `
-			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-				worker_group, pool, max_retries, retry_interval, timeout, ended_at)`
-	taskValuesSQL = `nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END`
-)
+// insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays
+// (taskArrays). The roots of createSQL are inserted from the same columns the same way.
+const insertManySQL = `
+		INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
+			worker_group, pool, max_retries, retry_interval, timeout, ended_at)
+		SELECT w, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
+			tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
+			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
+			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm)
+		ON CONFLICT (workflow_instance_id, name) DO NOTHING
+		RETURNING name, state, worker_group`
 
 // TaskCreateMany creates task instances in one statement. A task that already exists (same
 // workflow instance and name) is left as it is, so a master that advances a workflow twice, or
@@ -513,20 +521,38 @@ func taskArrays(tasks []NewTask) []any {
 		pq.Array(timeoutMs)}
 }
 
+// taskListByWorkflowSQL is TaskListByWorkflow's statement: $1 the workflow instance.
+const taskListByWorkflowSQL = `
+		SELECT id, workflow_instance_id, name, type, params, state, priority, worker_group,
+			pool, worker_id, attempt, retries, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
+			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+		FROM task_instance
+		WHERE workflow_instance_id = $1 ORDER BY id`
+
 // TaskListByWorkflow returns every task instance of a workflow instance, by id.
 func (q *Queries) TaskListByWorkflow(ctx context.Context, workflowID int64) ([]TaskInstance, error) {
 	var tasks []TaskInstance
-	if err := sqlxSelect(ctx, q, &tasks, `SELECT `+taskColumns+` FROM task_instance
-		WHERE workflow_instance_id = $1 ORDER BY id`, workflowID); err != nil {
+	if err := sqlxSelect(ctx, q, &tasks, taskListByWorkflowSQL, workflowID); err != nil {
 		return nil, fmt.Errorf("list tasks of workflow instance %d: %w", workflowID, err)
 	}
 	return tasks, nil
 }
 
+// taskGetSQL is TaskGet's statement: $1 the task instance.
+const taskGetSQL = `
+		SELECT id, workflow_instance_id, name, type, params, state, priority, worker_group,
+			pool, worker_id, attempt, retries, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
+			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+		FROM task_instance WHERE id = $1`
+
 // TaskGet returns one task instance.
 func (q *Queries) TaskGet(ctx context.Context, id int64) (*TaskInstance, error) {
 	var t TaskInstance
-	if err := sqlxGet(ctx, q, &t, `SELECT `+taskColumns+` FROM task_instance WHERE id = $1`, id); err != nil {
+	if err := sqlxGet(ctx, q, &t, taskGetSQL, id); err != nil {
 		return nil, fmt.Errorf("get task instance %d: %w", id, err)
 	}
 	return &t, nil

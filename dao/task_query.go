@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -68,158 +67,142 @@ type Page[T any] struct {
 	Newer int64
 }
 
-const taskRowColumns = `t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
-	t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
-	t.queued_at, t.started_at, t.ended_at`
-
-// where builds the filter's conditions on task_instance t, numbering parameters after args.
-func (f TaskFilter) where(args []any) ([]string, []any) {
-	var conds []string
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if f.State != "" {
-		add("t.state = ?", string(f.State))
-	}
-	if f.WorkflowInstanceID != 0 {
-		add("t.workflow_instance_id = ?", f.WorkflowInstanceID)
-	}
-	if f.Name != "" {
-		add("t.name = ?", f.Name)
-	}
-	if f.WorkerID != "" {
-		add("t.worker_id = ?", f.WorkerID)
-	}
-	if !f.QueuedFrom.IsZero() {
-		add("t.queued_at >= ?", f.QueuedFrom)
-	}
-	if !f.QueuedTo.IsZero() {
-		add("t.queued_at < ?", f.QueuedTo)
-	}
-	return conds, args
-}
-
-// keysetSource builds a list's two queries from the conditions of a page (the filter's and the
-// cursor's, ANDed): rows returns the rows in the order of idCol, the key, desc or not, at
-// most limit of them, and exists whether there is any.
-type keysetSource struct {
-	idCol  string
-	rows   func(where string, desc bool, limit int) string
-	exists func(where string) string
-}
-
-// plainSource lists the rows of from (a SELECT ... FROM ...) by idCol.
-func plainSource(from, idCol string) keysetSource {
-	return keysetSource{
-		idCol: idCol,
-		rows: func(where string, desc bool, limit int) string {
-			return from + where + " ORDER BY " + idCol + direction(desc) + " LIMIT " + strconv.Itoa(limit)
-		},
-		exists: func(where string) string { return `SELECT EXISTS (` + from + where + `)` },
-	}
-}
-
-// direction is the SQL of an ORDER BY's direction.
-func direction(desc bool) string {
-	if desc {
-		return " DESC"
-	}
-	return " ASC"
-}
-
-// taskListSource lists task instances. The list indexes (migration 00010) leave out the
-// running ones, which the lists read through task_instance_running: each page is the best of
-// the rows of the two sides, each side read in id order up to the page's size (PostgreSQL does
-// not flatten the members of a UNION ALL that have a WHERE, so it has no ordered plan for the
-// two filtered scans, and a first page would read and sort every task). A filter on state
-// reads only the side that can match.
-func taskListSource(state TaskState) keysetSource {
-	var sides []string
-	if state != TaskRunning {
-		sides = append(sides, "t.state <> 'running'")
-	}
-	if state == "" || state == TaskRunning {
-		sides = append(sides, "t.state = 'running'")
-	}
-	and := func(side, where string) string {
-		if where == "" {
-			return " WHERE " + side
-		}
-		return where + " AND " + side
-	}
-	return keysetSource{
-		idCol: "t.id",
-		rows: func(where string, desc bool, limit int) string {
-			dir, lim := direction(desc), " LIMIT "+strconv.Itoa(limit)
-			parts := make([]string, len(sides))
-			for i, side := range sides {
-				parts[i] = "(SELECT t.* FROM task_instance t" + and(side, where) + " ORDER BY t.id" + dir + lim + ")"
-			}
-			rows := parts[0]
-			if len(parts) > 1 {
-				rows = "(" + strings.Join(parts, " UNION ALL ") + " ORDER BY id" + dir + lim + ")"
-			}
-			return `SELECT ` + taskRowColumns + ` FROM ` + rows + ` t
-				JOIN workflow_instance w ON w.id = t.workflow_instance_id ORDER BY t.id` + dir
-		},
-		exists: func(where string) string {
-			parts := make([]string, len(sides))
-			for i, side := range sides {
-				parts[i] = "EXISTS (SELECT 1 FROM task_instance t" + and(side, where) + ")"
-			}
-			return `SELECT ` + strings.Join(parts, " OR ")
-		},
-	}
-}
-
 // TaskListPage returns one page of the task instances that match f, newest first.
 func (q *Queries) TaskListPage(ctx context.Context, f TaskFilter, c PageCursor) (Page[TaskRow], error) {
-	conds, args := f.where(nil)
-	page, err := keysetPage[TaskRow](ctx, q, taskListSource(f.State), conds, args, c,
-		func(r TaskRow) int64 { return r.ID })
+	filter := []any{string(f.State), f.WorkflowInstanceID, f.Name, f.WorkerID, nullTime(f.QueuedFrom), nullTime(f.QueuedTo)}
+	page, err := keysetPage(ctx, q, taskList, filter, c, func(r TaskRow) int64 { return r.ID })
 	if err != nil {
 		return page, fmt.Errorf("list task instances: %w", err)
 	}
 	return page, nil
 }
 
-// keysetPage runs a newest-first keyset query: src builds it, conds is the filter. It reads
+// nullTime is t as a parameter, NULL when zero.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// taskList is the task list's statements.
+var taskList = keysetList{older: taskListOlderSQL, newer: taskListNewerSQL,
+	anyOlder: taskListAnyOlderSQL, anyNewer: taskListAnyNewerSQL}
+
+// taskListOlderSQL, taskListNewerSQL, taskListAnyOlderSQL and taskListAnyNewerSQL are the task
+// list's statements (keysetList): $1-$6 the filter (TaskFilter's state, workflow instance,
+// name, worker, queued from and to; "", 0 and NULL do not filter), $7 the cursor, $8 the
+// page's size (not in the any statements). A filter left out is a
+// condition that PostgreSQL, which plans these statements for their parameters' values,
+// reduces to true before it plans, so each page is planned as though the statement held only
+// the filters given.
+//
+// The list indexes (migration 00010) leave out the running tasks, which the list reads through
+// task_instance_running: each page is the best of the rows of the two sides, each side read in
+// id order up to the page's size (PostgreSQL does not flatten the members of a UNION ALL that
+// have a WHERE, so it has no ordered plan for the two filtered scans, and a first page would
+// read and sort every task). A filter on state reads only the side that can match: the other
+// side's condition on $1 is false before planning.
+const (
+	taskListOlderSQL = `
+		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
+			t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
+			t.queued_at, t.started_at, t.ended_at
+		FROM (
+			(SELECT t.* FROM task_instance t
+			 WHERE t.state <> 'running' AND $1::text <> 'running'
+			   AND ($1 = '' OR t.state = $1) AND ($2::bigint = 0 OR t.workflow_instance_id = $2)
+			   AND ($3::text = '' OR t.name = $3) AND ($4::text = '' OR t.worker_id = $4)
+			   AND ($5::timestamptz IS NULL OR t.queued_at >= $5) AND ($6::timestamptz IS NULL OR t.queued_at < $6)
+			   AND ($7::bigint = 0 OR t.id < $7)
+			 ORDER BY t.id DESC LIMIT $8)
+			UNION ALL
+			(SELECT t.* FROM task_instance t
+			 WHERE t.state = 'running' AND $1 IN ('', 'running')
+			   AND ($1 = '' OR t.state = $1) AND ($2 = 0 OR t.workflow_instance_id = $2)
+			   AND ($3 = '' OR t.name = $3) AND ($4 = '' OR t.worker_id = $4)
+			   AND ($5 IS NULL OR t.queued_at >= $5) AND ($6 IS NULL OR t.queued_at < $6)
+			   AND ($7 = 0 OR t.id < $7)
+			 ORDER BY t.id DESC LIMIT $8)
+			ORDER BY id DESC LIMIT $8) t
+		JOIN workflow_instance w ON w.id = t.workflow_instance_id
+		ORDER BY t.id DESC`
+	taskListNewerSQL = `
+		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
+			t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
+			t.queued_at, t.started_at, t.ended_at
+		FROM (
+			(SELECT t.* FROM task_instance t
+			 WHERE t.state <> 'running' AND $1::text <> 'running'
+			   AND ($1 = '' OR t.state = $1) AND ($2::bigint = 0 OR t.workflow_instance_id = $2)
+			   AND ($3::text = '' OR t.name = $3) AND ($4::text = '' OR t.worker_id = $4)
+			   AND ($5::timestamptz IS NULL OR t.queued_at >= $5) AND ($6::timestamptz IS NULL OR t.queued_at < $6)
+			   AND t.id > $7::bigint
+			 ORDER BY t.id ASC LIMIT $8)
+			UNION ALL
+			(SELECT t.* FROM task_instance t
+			 WHERE t.state = 'running' AND $1 IN ('', 'running')
+			   AND ($1 = '' OR t.state = $1) AND ($2 = 0 OR t.workflow_instance_id = $2)
+			   AND ($3 = '' OR t.name = $3) AND ($4 = '' OR t.worker_id = $4)
+			   AND ($5 IS NULL OR t.queued_at >= $5) AND ($6 IS NULL OR t.queued_at < $6)
+			   AND t.id > $7
+			 ORDER BY t.id ASC LIMIT $8)
+			ORDER BY id ASC LIMIT $8) t
+		JOIN workflow_instance w ON w.id = t.workflow_instance_id
+		ORDER BY t.id ASC`
+	taskListAnyOlderSQL = `
+		SELECT EXISTS (
+			SELECT 1 FROM task_instance t
+			WHERE t.state <> 'running' AND $1::text <> 'running'
+			  AND ($1 = '' OR t.state = $1) AND ($2::bigint = 0 OR t.workflow_instance_id = $2)
+			  AND ($3::text = '' OR t.name = $3) AND ($4::text = '' OR t.worker_id = $4)
+			  AND ($5::timestamptz IS NULL OR t.queued_at >= $5) AND ($6::timestamptz IS NULL OR t.queued_at < $6)
+			  AND t.id < $7::bigint)
+		OR EXISTS (
+			SELECT 1 FROM task_instance t
+			WHERE t.state = 'running' AND $1 IN ('', 'running')
+			  AND ($1 = '' OR t.state = $1) AND ($2 = 0 OR t.workflow_instance_id = $2)
+			  AND ($3 = '' OR t.name = $3) AND ($4 = '' OR t.worker_id = $4)
+			  AND ($5 IS NULL OR t.queued_at >= $5) AND ($6 IS NULL OR t.queued_at < $6)
+			  AND t.id < $7)`
+	taskListAnyNewerSQL = `
+		SELECT EXISTS (
+			SELECT 1 FROM task_instance t
+			WHERE t.state <> 'running' AND $1::text <> 'running'
+			  AND ($1 = '' OR t.state = $1) AND ($2::bigint = 0 OR t.workflow_instance_id = $2)
+			  AND ($3::text = '' OR t.name = $3) AND ($4::text = '' OR t.worker_id = $4)
+			  AND ($5::timestamptz IS NULL OR t.queued_at >= $5) AND ($6::timestamptz IS NULL OR t.queued_at < $6)
+			  AND t.id > $7::bigint)
+		OR EXISTS (
+			SELECT 1 FROM task_instance t
+			WHERE t.state = 'running' AND $1 IN ('', 'running')
+			  AND ($1 = '' OR t.state = $1) AND ($2 = 0 OR t.workflow_instance_id = $2)
+			  AND ($3 = '' OR t.name = $3) AND ($4 = '' OR t.worker_id = $4)
+			  AND ($5 IS NULL OR t.queued_at >= $5) AND ($6 IS NULL OR t.queued_at < $6)
+			  AND t.id > $7)`
+)
+
+// keysetList is a list's statements. Each takes the list's filter as its first parameters,
+// then a cursor: older returns the rows with keys below the cursor (0: every row), newest
+// first, and newer those with keys above it, oldest first, each at most the page's size, its
+// last parameter; anyOlder and anyNewer say whether there is any such row.
+type keysetList struct {
+	older, newer       string
+	anyOlder, anyNewer string
+}
+
+// keysetPage runs a newest-first keyset query of list with the filter's parameters. It reads
 // one row more than the page to learn whether a further page exists in the direction of
 // travel, and checks the other direction with an EXISTS on the same index.
-func keysetPage[T any](ctx context.Context, q *Queries, src keysetSource, conds []string, args []any,
+func keysetPage[T any](ctx context.Context, q *Queries, list keysetList, filter []any,
 	c PageCursor, id func(T) int64) (Page[T], error) {
 	var page Page[T]
-	idCol := src.idCol
 	limit := min(max(c.Limit, 1), 1000)
-	where := func(extra string) string {
-		all := slices.Clone(conds)
-		if extra != "" {
-			all = append(all, extra)
-		}
-		if len(all) == 0 {
-			return ""
-		}
-		return " WHERE " + strings.Join(all, " AND ")
+	query, cursor := list.older, c.Before
+	if c.After > 0 {
+		query, cursor = list.newer, c.After
 	}
-	n := strconv.Itoa(len(args) + 1)
-	var query string
-	var cursor int64
-	switch {
-	case c.After > 0:
-		cursor = c.After
-		query = src.rows(where(idCol+" > $"+n), false, limit+1)
-	case c.Before > 0:
-		cursor = c.Before
-		query = src.rows(where(idCol+" < $"+n), true, limit+1)
-	default:
-		query = src.rows(where(""), true, limit+1)
-	}
-	qargs := args
-	if cursor > 0 {
-		qargs = append(slices.Clone(args), cursor)
-	}
-	if err := sqlxSelect(ctx, q, &page.Items, query, qargs...); err != nil {
+	if err := sqlxSelect(ctx, q, &page.Items, query, slices.Concat(filter, []any{cursor, limit + 1})...); err != nil {
 		return page, err
 	}
 	more := len(page.Items) > limit
@@ -240,7 +223,7 @@ func keysetPage[T any](ctx context.Context, q *Queries, src keysetSource, conds 
 		if more {
 			page.Newer = first
 		}
-		older, err := exists(ctx, q, src.exists(where(idCol+" < $"+n)), append(slices.Clone(args), last))
+		older, err := exists(ctx, q, list.anyOlder, filter, last)
 		if err != nil {
 			return page, err
 		}
@@ -252,7 +235,7 @@ func keysetPage[T any](ctx context.Context, q *Queries, src keysetSource, conds 
 			page.Older = last
 		}
 		if c.Before > 0 {
-			newer, err := exists(ctx, q, src.exists(where(idCol+" > $"+n)), append(slices.Clone(args), first))
+			newer, err := exists(ctx, q, list.anyNewer, filter, first)
 			if err != nil {
 				return page, err
 			}
@@ -264,9 +247,10 @@ func keysetPage[T any](ctx context.Context, q *Queries, src keysetSource, conds 
 	return page, nil
 }
 
-func exists(ctx context.Context, q *Queries, query string, args []any) (bool, error) {
+// exists runs query, an any statement of a keysetList.
+func exists(ctx context.Context, q *Queries, query string, filter []any, cursor int64) (bool, error) {
 	var ok bool
-	err := sqlxGet(ctx, q, &ok, query, args...)
+	err := sqlxGet(ctx, q, &ok, query, slices.Concat(filter, []any{cursor})...)
 	return ok, err
 }
 

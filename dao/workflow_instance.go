@@ -6,14 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/lib/pq"
 )
-
-const workflowColumns = `id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
-	created_at, started_at, ended_at`
 
 // ErrWorkflowFull is returned when a workflow whose definition says when-full: skip already
 // has max-active-instances instances waiting or running: nothing was created.
@@ -58,8 +54,11 @@ const createSQL = `
 			-- The started instances' ids by submission (0: none), which the roots look their
 			-- instance up in; without NULLs, so that a subscript does not walk a null bitmap.
 			SELECT array_agg(CASE WHEN started THEN id ELSE 0 END ORDER BY i) AS ids FROM c
-		), roots AS (` + taskInsertSQL + `
-			SELECT s.ids[x.i], ` + taskValuesSQL + `
+		), roots AS (
+			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
+				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
+			SELECT s.ids[x.i], nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
+				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
 			FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[],
 				$12::text[], $13::text[], $14::int[], $15::bigint[], $16::bigint[])
 				AS x(i, nm, ty, p, st, pr, g, pl, rt, rm, tm)
@@ -177,7 +176,7 @@ func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, 
 		return 0, fmt.Errorf("create workflow instance of %q version %d: no such definition stored: %w", name, version, sql.ErrNoRows)
 	}
 	if c.ID == nil {
-		n, err := q.workflowLockAndCount(ctx, name, "'submitted', 'running'")
+		n, err := q.workflowLockAndCount(ctx, name, countActiveSQL)
 		if err != nil {
 			return 0, err
 		}
@@ -201,39 +200,34 @@ func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, 
 }
 
 // workflowLockAndCount takes the workflow's admission lock for the rest of the transaction and
-// then counts its instances in the given states (an SQL list). The count is a statement of its
-// own, after the lock, so it sees every instance a previous holder committed.
-func (q *Queries) workflowLockAndCount(ctx context.Context, name, states string) (int, error) {
+// then counts its instances with count (countActiveSQL or countRunningSQL). The count is a
+// statement of its own, after the lock, so it sees every instance a previous holder committed.
+func (q *Queries) workflowLockAndCount(ctx context.Context, name, count string) (int, error) {
 	if _, err := q.q.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext('zksched.workflow'), hashtext($1))`, name); err != nil {
 		return 0, fmt.Errorf("lock workflow %q: %w", name, err)
 	}
 	var n int
-	if err := sqlxGet(ctx, q, &n, `SELECT count(*) FROM workflow_instance
-		WHERE workflow_name = $1 AND state IN (`+states+`)`, name); err != nil {
+	if err := sqlxGet(ctx, q, &n, count, name); err != nil {
 		return 0, fmt.Errorf("count instances of workflow %q: %w", name, err)
 	}
 	return n, nil
 }
 
-// workflowClaimTailSQL ends the claims of unowned instances: those of the CTE "locked" (id, fresh)
-// get owner $1 and are returned with their age and whether they had never started.
-var workflowClaimTailSQL = `
-		UPDATE workflow_instance w
-		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
-		-- By primary key: a join with locked is planned as a hash join over a scan of the
-		-- whole table once a backlog makes the claim look big.
-		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
-		RETURNING ` + workflowReturning + `,
-		w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
+// countActiveSQL counts the instances of workflow $1 that wait or run: a when-full: skip
+// creation's count.
+const countActiveSQL = `SELECT count(*) FROM workflow_instance
+		WHERE workflow_name = $1 AND state IN ('submitted', 'running')`
 
-// workflowReturning is what the claims and locks return of an instance: its columns and
-// running_ms, its age by the database's clock.
-var workflowReturning = prefixed("w.", workflowColumns) + `,
-		(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms`
+// countRunningSQL counts the running instances of workflow $1: an admission's count.
+const countRunningSQL = `SELECT count(*) FROM workflow_instance
+		WHERE workflow_name = $1 AND state = 'running'`
 
 // claimUnownedSQL is WorkflowClaimUnowned's statement: $1 the owner, $2 the limit. Its
-// condition is workflow_instance_claimable's (migration 00006).
-var claimUnownedSQL = `
+// condition is workflow_instance_claimable's (migration 00006). The instances it locks get
+// owner $1 and are returned with running_ms, their age by the database's clock, and fresh,
+// whether they had never started; WorkflowClaimStranded ends the same way
+// (TestStatementColumnsMatchTheirStructs).
+const claimUnownedSQL = `
 		WITH locked AS (
 			-- Read under the row lock, so from the latest version: an instance that never
 			-- started has no task instances (a submission that queues the roots starts it;
@@ -244,7 +238,16 @@ var claimUnownedSQL = `
 			ORDER BY priority DESC, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
-		)` + workflowClaimTailSQL
+		)
+		UPDATE workflow_instance w
+		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
+		-- By primary key: a join with locked is planned as a hash join over a scan of the
+		-- whole table once a backlog makes the claim look big.
+		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
+		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
+			w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
+			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
 // WorkflowClaimUnowned makes owner the master of up to limit unowned instances that need a
 // master whatever their tasks do, highest priority first, with SKIP LOCKED so masters
@@ -283,8 +286,10 @@ func (q *Queries) WorkflowSweepRange(ctx context.Context, after int64, limit int
 	return r.Upto, r.N, nil
 }
 
-// claimStrandedSQL is WorkflowClaimStranded's statement: $1 the owner, ids in ($2, $3].
-var claimStrandedSQL = `
+// claimStrandedSQL is WorkflowClaimStranded's statement: $1 the owner, ids in ($2, $3]. Its
+// "interval '5 seconds'" is StrandedAfter (TestStrandedIntervalIsStrandedAfter); it ends as
+// claimUnownedSQL does.
+const claimStrandedSQL = `
 		WITH locked AS (
 			SELECT id, false AS fresh FROM workflow_instance w
 			WHERE owner IS NULL AND state = 'running' AND id > $2 AND id <= $3
@@ -296,19 +301,25 @@ var claimStrandedSQL = `
 			  -- an instance claimed twice over. An instance that started less than that ago
 			  -- has either a live task or one that ended since: its tasks need no probe, so a
 			  -- master that starts on a fresh backlog does not probe all of it.
-			  AND w.started_at < now() - ` + strandedInterval + `
+			  AND w.started_at < now() - interval '5 seconds'
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
-			                       OR t.ended_at > now() - ` + strandedInterval + `))
+			                       OR t.ended_at > now() - interval '5 seconds'))
 			FOR UPDATE SKIP LOCKED
-		)` + workflowClaimTailSQL
+		)
+		UPDATE workflow_instance w
+		SET owner = $1, state = 'running', started_at = coalesce(w.started_at, now())
+		-- By primary key: a join with locked is planned as a hash join over a scan of the
+		-- whole table once a backlog makes the claim look big.
+		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
+		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
+			w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
+			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
 // StrandedAfter is how long after its last task ended an unowned running instance counts as
 // stranded (WorkflowClaimStranded): until then its wake-up may still be on its way.
 const StrandedAfter = 5 * time.Second
-
-// strandedInterval is StrandedAfter as an SQL interval.
-var strandedInterval = "interval '" + strconv.Itoa(int(StrandedAfter/time.Second)) + " seconds'"
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
 // (after, upto] that have had no task queued or running for StrandedAfter: those whose last
@@ -329,11 +340,13 @@ func (q *Queries) WorkflowClaimStranded(ctx context.Context, owner string, after
 // lockUnownedSQL is WorkflowLockUnowned's statement: $1 the ids. Owner and state are tested
 // with IS NOT DISTINCT FROM so that the planner reads the rows by primary key (see
 // lockManySQL) rather than through workflow_instance_unowned_running.
-var lockUnownedSQL = `
+const lockUnownedSQL = `
 		-- One probe of the primary key per id, whatever the statistics say (see
 		-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
 		SELECT w.* FROM unnest($1::bigint[]) AS x(id) CROSS JOIN LATERAL (
-			SELECT ` + workflowReturning + `
+			SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
+				w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+				(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms
 			FROM workflow_instance w
 			WHERE w.id = x.id AND w.owner IS NOT DISTINCT FROM NULL AND w.state IS NOT DISTINCT FROM 'running'
 			FOR NO KEY UPDATE SKIP LOCKED) w`
@@ -381,24 +394,11 @@ func (db *DB) WorkflowAdmitIfUnderCap(ctx context.Context, owner string, limit i
 	for _, name := range names {
 		var got []WorkflowInstance
 		err := db.Tx(ctx, func(q *Queries) error {
-			running, err := q.workflowLockAndCount(ctx, name, "'running'")
+			running, err := q.workflowLockAndCount(ctx, name, countRunningSQL)
 			if err != nil {
 				return err
 			}
-			err = sqlxSelect(ctx, q, &got, `
-				WITH waiting AS (
-					SELECT id, priority, max_active FROM workflow_instance
-					WHERE workflow_name = $1 AND owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL
-					ORDER BY priority DESC, id
-					LIMIT $3
-					FOR UPDATE SKIP LOCKED
-				), ranked AS (
-					SELECT id, max_active, row_number() OVER (ORDER BY priority DESC, id) AS k FROM waiting
-				)
-				UPDATE workflow_instance w
-				SET owner = $2, state = 'running', started_at = coalesce(w.started_at, now())
-				FROM ranked WHERE w.id = ranked.id AND $4 + ranked.k <= ranked.max_active
-				RETURNING `+prefixed("w.", workflowColumns), name, owner, limit, running)
+			err = sqlxSelect(ctx, q, &got, admitSQL, name, owner, limit, running)
 			if err != nil {
 				return fmt.Errorf("admit waiting instances of workflow %q: %w", name, err)
 			}
@@ -412,6 +412,24 @@ func (db *DB) WorkflowAdmitIfUnderCap(ctx context.Context, owner string, limit i
 	return all, nil
 }
 
+// admitSQL is the statement of WorkflowAdmitIfUnderCap for one workflow: $1 the workflow,
+// $2 the owner, $3 the limit, $4 how many of its instances run.
+const admitSQL = `
+		WITH waiting AS (
+			SELECT id, priority, max_active FROM workflow_instance
+			WHERE workflow_name = $1 AND owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL
+			ORDER BY priority DESC, id
+			LIMIT $3
+			FOR UPDATE SKIP LOCKED
+		), ranked AS (
+			SELECT id, max_active, row_number() OVER (ORDER BY priority DESC, id) AS k FROM waiting
+		)
+		UPDATE workflow_instance w
+		SET owner = $2, state = 'running', started_at = coalesce(w.started_at, now())
+		FROM ranked WHERE w.id = ranked.id AND $4 + ranked.k <= ranked.max_active
+		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
+			w.max_active, w.error, w.created_at, w.started_at, w.ended_at`
+
 // WorkflowListOwnedActive returns the ids of the running workflow instances owner drives.
 func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]int64, error) {
 	var ids []int64
@@ -422,13 +440,19 @@ func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]
 	return ids, nil
 }
 
+// lockIfOwnedSQL is WorkflowLockIfOwned's statement: $1 the instance, $2 the owner.
+const lockIfOwnedSQL = `
+		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
+			created_at, started_at, ended_at
+		FROM workflow_instance
+		WHERE id = $1 AND owner = $2 AND state = 'running' FOR NO KEY UPDATE`
+
 // WorkflowLockIfOwned locks a running workflow instance owned by owner for the rest of the
 // transaction, so a failover that releases it waits until the advance commits. It returns
 // ErrNotOwner when owner no longer drives it or it has finished.
 func (q *Queries) WorkflowLockIfOwned(ctx context.Context, id int64, owner string) (*WorkflowInstance, error) {
 	var wf WorkflowInstance
-	err := sqlxGet(ctx, q, &wf, `SELECT `+workflowColumns+` FROM workflow_instance
-		WHERE id = $1 AND owner = $2 AND state = 'running' FOR NO KEY UPDATE`, id, owner)
+	err := sqlxGet(ctx, q, &wf, lockIfOwnedSQL, id, owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("workflow instance %d: %w", id, ErrNotOwner)
 	}
@@ -501,10 +525,16 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 	return len(running), nil
 }
 
+// workflowGetSQL is WorkflowGet's statement: $1 the instance.
+const workflowGetSQL = `
+		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
+			created_at, started_at, ended_at
+		FROM workflow_instance WHERE id = $1`
+
 // WorkflowGet returns one workflow instance.
 func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance, error) {
 	var wf WorkflowInstance
-	if err := sqlxGet(ctx, q, &wf, `SELECT `+workflowColumns+` FROM workflow_instance WHERE id = $1`, id); err != nil {
+	if err := sqlxGet(ctx, q, &wf, workflowGetSQL, id); err != nil {
 		return nil, fmt.Errorf("get workflow instance %d: %w", id, err)
 	}
 	return &wf, nil
@@ -516,11 +546,13 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance,
 // for these non-null values but which no index serves: with "=", the planner reads the rows
 // by workflow_instance_owned or _active, every instance the master drives, to pick out the
 // hundred it asked for. The primary key is then the only way in.
-const lockManySQL = `SELECT ` + workflowColumns + `,
-		(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
-	FROM workflow_instance
-	WHERE id = ANY($1) AND owner IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'running'
-	ORDER BY id FOR NO KEY UPDATE`
+const lockManySQL = `
+		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
+			created_at, started_at, ended_at,
+			(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
+		FROM workflow_instance
+		WHERE id = ANY($1) AND owner IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'running'
+		ORDER BY id FOR NO KEY UPDATE`
 
 // WorkflowLockManyIfOwned is WorkflowLockIfOwned for many instances in one statement: it
 // locks, in id order, those of ids that owner still drives and that are running, and returns

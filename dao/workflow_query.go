@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -53,28 +51,52 @@ func (c *TaskStateCounts) Scan(src any) error {
 
 // WorkflowListPage returns one page of the workflow instances that match f, newest first.
 func (q *Queries) WorkflowListPage(ctx context.Context, f WorkflowFilter, c PageCursor) (Page[WorkflowRow], error) {
-	var conds []string
-	var args []any
-	add := func(cond string, v any) {
-		args = append(args, v)
-		conds = append(conds, strings.ReplaceAll(cond, "?", "$"+strconv.Itoa(len(args))))
-	}
-	if f.State != "" {
-		add("w.state = ?", string(f.State))
-	}
-	if f.Name != "" {
-		add("w.workflow_name = ?", f.Name)
-	}
-	page, err := keysetPage[WorkflowRow](ctx, q, plainSource(`SELECT `+prefixed("w.", workflowColumns)+`,
-		(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
-			(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
-		) AS task_states
-		FROM workflow_instance w`, "w.id"), conds, args, c, func(r WorkflowRow) int64 { return r.ID })
+	page, err := keysetPage(ctx, q, workflowList, []any{string(f.State), f.Name}, c,
+		func(r WorkflowRow) int64 { return r.ID })
 	if err != nil {
 		return page, fmt.Errorf("list workflow instances: %w", err)
 	}
 	return page, nil
 }
+
+// workflowList is the workflow list's statements.
+var workflowList = keysetList{older: workflowListOlderSQL, newer: workflowListNewerSQL,
+	anyOlder: workflowListAnyOlderSQL, anyNewer: workflowListAnyNewerSQL}
+
+// workflowListOlderSQL, workflowListNewerSQL, workflowListAnyOlderSQL and
+// workflowListAnyNewerSQL are the workflow list's statements (keysetList): $1 and $2 the
+// filter (WorkflowFilter's state and name; "" does not filter, and is reduced away before
+// planning as the task list's filters are), $3 the cursor, $4 the page's size.
+const (
+	workflowListOlderSQL = `
+		SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
+			w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+			(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
+				(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
+			) AS task_states
+		FROM workflow_instance w
+		WHERE ($1::text = '' OR w.state = $1) AND ($2::text = '' OR w.workflow_name = $2)
+		  AND ($3::bigint = 0 OR w.id < $3)
+		ORDER BY w.id DESC LIMIT $4`
+	workflowListNewerSQL = `
+		SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
+			w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+			(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
+				(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
+			) AS task_states
+		FROM workflow_instance w
+		WHERE ($1::text = '' OR w.state = $1) AND ($2::text = '' OR w.workflow_name = $2)
+		  AND w.id > $3::bigint
+		ORDER BY w.id ASC LIMIT $4`
+	workflowListAnyOlderSQL = `
+		SELECT EXISTS (SELECT 1 FROM workflow_instance w
+			WHERE ($1::text = '' OR w.state = $1) AND ($2::text = '' OR w.workflow_name = $2)
+			  AND w.id < $3::bigint)`
+	workflowListAnyNewerSQL = `
+		SELECT EXISTS (SELECT 1 FROM workflow_instance w
+			WHERE ($1::text = '' OR w.state = $1) AND ($2::text = '' OR w.workflow_name = $2)
+			  AND w.id > $3::bigint)`
+)
 
 // DefinitionSummary is one workflow definition: its latest version and how many it has.
 type DefinitionSummary struct {
@@ -126,13 +148,35 @@ type DefinitionVersionRow struct {
 // page when the name is unknown. Each page reads at most c.Limit+1 rows through the primary
 // key, however many versions there are.
 func (q *Queries) DefinitionVersionPage(ctx context.Context, name string, c PageCursor) (Page[DefinitionVersionRow], error) {
-	page, err := keysetPage[DefinitionVersionRow](ctx, q, plainSource(`SELECT version, created_at FROM workflow_definition`, "version"),
-		[]string{"name = $1"}, []any{name}, c, func(r DefinitionVersionRow) int64 { return int64(r.Version) })
+	page, err := keysetPage(ctx, q, definitionVersions, []any{name}, c,
+		func(r DefinitionVersionRow) int64 { return int64(r.Version) })
 	if err != nil {
 		return page, fmt.Errorf("list versions of definition %q: %w", name, err)
 	}
 	return page, nil
 }
+
+// definitionVersions is the statements of the list of a definition's versions.
+var definitionVersions = keysetList{older: definitionVersionsOlderSQL, newer: definitionVersionsNewerSQL,
+	anyOlder: definitionVersionsAnyOlderSQL, anyNewer: definitionVersionsAnyNewerSQL}
+
+// definitionVersionsOlderSQL, definitionVersionsNewerSQL, definitionVersionsAnyOlderSQL and
+// definitionVersionsAnyNewerSQL are the statements of the list of a definition's versions
+// (keysetList): $1 the definition, $2 the cursor (a version), $3 the page's size.
+const (
+	definitionVersionsOlderSQL = `
+		SELECT version, created_at FROM workflow_definition
+		WHERE name = $1 AND ($2::bigint = 0 OR version < $2)
+		ORDER BY version DESC LIMIT $3`
+	definitionVersionsNewerSQL = `
+		SELECT version, created_at FROM workflow_definition
+		WHERE name = $1 AND version > $2::bigint
+		ORDER BY version ASC LIMIT $3`
+	definitionVersionsAnyOlderSQL = `
+		SELECT EXISTS (SELECT 1 FROM workflow_definition WHERE name = $1 AND version < $2::bigint)`
+	definitionVersionsAnyNewerSQL = `
+		SELECT EXISTS (SELECT 1 FROM workflow_definition WHERE name = $1 AND version > $2::bigint)`
+)
 
 // DefinitionVersionGet returns one version of a workflow definition, spec included;
 // sql.ErrNoRows (wrapped) when there is no such version.

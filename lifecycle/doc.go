@@ -104,7 +104,8 @@
 //	                                                                                WorkflowTimeOutIfOwned
 //	rerun        operator               failed or killed                            TaskRerunIfFailedOrKilled
 //
-// The statements live in dao: workflow_instance.go (instances), task_instance.go (claims,
-// attempts' ends, task creation), task_action.go (the operators'), failover_event.go (the
-// leader's). Failover's side of the protocol (who is fenced, and when) is package failover's.
+// The statements live in dao: workflow_instance.go (instances; the submissions shared on a
+// pool in workflow_create_grouped.go), task_instance.go (claims, attempts' ends, task
+// creation), task_action.go (the operators'), failover_event.go (the leader's). Failover's
+// side of the protocol (who is fenced, and when) is package failover's.
 package lifecycle

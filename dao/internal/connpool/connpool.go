@@ -1,0 +1,98 @@
+// Package connpool opens dao's pools of connections to PostgreSQL: the pool the statements
+// run on, which waits for the database to answer (Open), and the pools that connect at their
+// first use, with run-time parameters of their own if need be (OpenLazy): the task claims'
+// and the notifier's single connection.
+package connpool
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+	"github.com/rs/zerolog"
+)
+
+// Options shape a pool.
+type Options struct {
+	// MaxConns bounds the pool's connections, open and idle.
+	MaxConns int
+	// IdleTime closes a connection idle this long; 0 keeps it.
+	IdleTime time.Duration
+	// Params are run-time parameters (key, value) that each connection sets as it connects.
+	Params [][2]string
+}
+
+// Open opens a pool of connections to dsn and waits until PostgreSQL answers,
+// retrying with a growing interval (1 s doubling to 30 s) and logging each failure, so a node
+// started before its database comes up starts working once it does. It returns early only
+// when ctx ends or dsn is malformed.
+func Open(ctx context.Context, dsn string, o Options, log zerolog.Logger) (*sqlx.DB, error) {
+	db, err := OpenLazy(dsn, o)
+	if err != nil {
+		return nil, err
+	}
+	wait := time.Second
+	for attempt := 1; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = db.PingContext(pctx)
+		cancel()
+		if err == nil {
+			return db, nil
+		}
+		if ctx.Err() != nil {
+			db.Close()
+			return nil, fmt.Errorf("connect to postgresql: %w (last error: %v)", ctx.Err(), err)
+		}
+		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("postgresql not reachable, retrying")
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// OpenLazy opens a pool of connections to dsn, which connect at their first use.
+func OpenLazy(dsn string, o Options) (*sqlx.DB, error) {
+	dsn = WithConnectTimeout(dsn)
+	for _, kv := range o.Params {
+		dsn = withParam(dsn, kv[0], kv[1])
+	}
+	if _, err := pq.NewConnector(dsn); err != nil {
+		return nil, fmt.Errorf("database dsn: %w", err)
+	}
+	db, err := sqlx.Open("postgres", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	db.SetMaxOpenConns(o.MaxConns)
+	db.SetMaxIdleConns(o.MaxConns)
+	db.SetConnMaxIdleTime(o.IdleTime)
+	return db, nil
+}
+
+// withParam sets a run-time parameter in dsn (a URL or key=value pairs), which lib/pq sends
+// to the server when it connects.
+func withParam(dsn, key, value string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		q := u.Query()
+		q.Set(key, value)
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " " + key + "=" + value
+}
+
+// WithConnectTimeout bounds connection establishment at 5 s unless the DSN says otherwise:
+// without it lib/pq waits forever on a server that accepts TCP but never answers, and the
+// retry loop of Open (and every reconnect) would hang with it. Open and OpenLazy apply it.
+func WithConnectTimeout(dsn string) string {
+	if strings.Contains(dsn, "connect_timeout") {
+		return dsn
+	}
+	return withParam(dsn, "connect_timeout", "5")
+}
