@@ -303,3 +303,24 @@ func TestGuardEndsWhenFenced(t *testing.T) {
 		t.Fatal("a fenced node is still active")
 	}
 }
+
+// TestGuardAndCoordinatorReadTheBootClock: without an injected clock both read the time from
+// registry.Now, the clock of LastContact, which counts a suspend of the machine; time.Now's
+// monotonic clock does not.
+func TestGuardAndCoordinatorReadTheBootClock(t *testing.T) {
+	t.Parallel()
+	node := newFakeNode(clockwork.NewRealClock())
+	for name, c := range map[string]clockwork.Clock{
+		"guard":       NewGuard(node, node, GuardConfig{}).cfg.Clock,
+		"coordinator": NewCoordinator(CoordinatorConfig{}, nil, nil, nil).cfg.Clock,
+	} {
+		if _, ok := c.(bootClock); !ok {
+			t.Errorf("the %s's default clock is %T, want bootClock", name, c)
+		}
+		before := registry.Now()
+		now := c.Now()
+		if now != now.Round(0) || now.Before(before) || now.Sub(before) > time.Second {
+			t.Errorf("the %s's clock read %v right after registry.Now read %v; want a reading of registry.Now", name, now, before)
+		}
+	}
+}
