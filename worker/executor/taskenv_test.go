@@ -193,7 +193,9 @@ func TestTaskEnvIsTheAllowList(t *testing.T) {
 // holds only the task's own environment.
 func TestWorkerEnvironIsHiddenFromItsTasks(t *testing.T) {
 	t.Parallel()
-	command := `echo "worker:"; tr '\0' '\n' < /proc/$ZKSCHED_PARAM_worker_pid/environ; ` +
+	// The refusal of the worker's environ is a line on stderr, which the executor reads from a
+	// pipe of its own: sent to stdout, it comes before "supervisor:" as it was written.
+	command := `echo "worker:"; { tr '\0' '\n' < /proc/$ZKSCHED_PARAM_worker_pid/environ; } 2>&1; ` +
 		`echo "supervisor:"; tr '\0' '\n' < /proc/$PPID/environ; ` +
 		`echo "supervisor's parent: $(awk '/^PPid:/ {print $2}' /proc/$PPID/status)"`
 	t.Run("unprotected", func(t *testing.T) {
