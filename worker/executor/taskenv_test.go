@@ -299,8 +299,11 @@ func TestTaskRunsAsTheTaskUser(t *testing.T) {
 			if res.Err != nil || res.Output != "last" {
 				t.Fatalf("result = %+v; log:\n%s", res, log.String())
 			}
-			for _, want := range []string{u.Uid + "\n" + u.Gid + "\n", u.HomeDir + " " + u.Username + " " + u.Username + "\n" + u.HomeDir + "\n",
-				"to-stderr\n", "tmp-ok\n"} {
+			// Each want is a run of stdout lines with no stderr write between them: the executor
+			// reads stderr from a pipe of its own, so "to-stderr" may come before lines written
+			// to stdout ahead of it.
+			for _, want := range []string{u.Uid + "\n" + u.Gid + "\n", u.HomeDir + " " + u.Username + " " + u.Username + "\n",
+				"\n" + u.HomeDir + "\n", "to-stderr\n", "tmp-ok\n"} {
 				if !strings.Contains(log.String(), want) {
 					t.Errorf("the task's log lacks %q:\n%s", want, log.String())
 				}
