@@ -507,3 +507,30 @@ func TestGarbageMarkerStillFencesAndIsLeftAlone(t *testing.T) {
 		t.Fatalf("marker data = %q, %v; want it left as it was", data, err)
 	}
 }
+
+// TestGarbageMarkerMetAtTheFence: a worker this term saw lost, whose marker with data that does
+// not parse appeared meanwhile, is failed over after the delay like any other; the fence meets
+// the marker, and the marker is left as it is.
+func TestGarbageMarkerMetAtTheFence(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	wc, task := b.worker(t, "127.0.0.1:7_2")
+	b.registered(t, "127.0.0.1:7_2")
+	wc.Close()
+	b.lost(t, "127.0.0.1:7_2")
+	zc := testenv.DialZK(t)
+	path := b.zk.Root + "/failover-finish-nodes/worker/127.0.0.1:7_2"
+	if _, err := zc.Create(path, []byte("[1,2"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(t, testDelay-time.Second)
+	b.nudge(t)
+	b.wantState(t, task.ID, dao.TaskRunning, "before the delay passed")
+	b.advance(t, time.Second)
+	b.wantState(t, task.ID, dao.TaskQueued, "once the delay passed")
+	b.wantLog(t, "fence marker has unreadable data")
+	data, _, err := zc.Get(path)
+	if err != nil || string(data) != "[1,2" {
+		t.Fatalf("marker data = %q, %v; want it left as it was", data, err)
+	}
+}
