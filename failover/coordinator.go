@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
@@ -45,8 +46,10 @@ type CoordinatorConfig struct {
 	// SweepInterval is the period of the full resync, which also reads the markers.
 	SweepInterval time.Duration
 	Log           zerolog.Logger
-	// Clock defaults to the real one.
-	Clock Clock
+	// Clock is the time source of the delays, the sweeps and the fence records' times; nil
+	// is the real one, which reads the time from registry.Now, as the guard's does (see
+	// bootClock).
+	Clock clockwork.Clock
 }
 
 // Coordinator is the leader side of the protocol (see doc.go).
@@ -55,12 +58,16 @@ type Coordinator struct {
 	reg  Registry
 	lead Leadership
 	db   *dao.DB
+
+	// passed is a test signal, nil outside tests: the leader's loop calls it at the end of
+	// each pass, on its own goroutine, with the term's state, before it waits again.
+	passed func(*term)
 }
 
 // NewCoordinator returns a coordinator for a master.
 func NewCoordinator(cfg CoordinatorConfig, reg Registry, lead Leadership, db *dao.DB) *Coordinator {
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = newBootClock()
 	}
 	return &Coordinator{cfg: cfg, reg: reg, lead: lead, db: db}
 }
@@ -159,12 +166,18 @@ func (c *Coordinator) runLeader(ctx context.Context) {
 		if next, ok := t.nextDue(); ok {
 			wait = min(wait, next)
 		}
+		if c.passed != nil {
+			c.passed(t)
+		}
+		// One timer a pass, stopped when the pass ends (see Guard.Run).
+		timer := c.cfg.Clock.NewTimer(max(wait, 0))
 		select {
 		case <-ctx.Done():
 		case <-watches[0]:
 		case <-watches[1]:
-		case <-c.cfg.Clock.After(max(wait, 0)):
+		case <-timer.Chan():
 		}
+		timer.Stop()
 	}
 }
 
@@ -325,7 +338,7 @@ func (t *term) readMarkers(ctx context.Context, members map[nodeKey]bool) error 
 		}
 		delete(t.absent, k)
 		if done && e.Record.FinishedAt != nil && c.cfg.MarkerRetention > 0 &&
-			time.Since(*e.Record.FinishedAt) > c.cfg.MarkerRetention {
+			c.cfg.Clock.Since(*e.Record.FinishedAt) > c.cfg.MarkerRetention {
 			if err := c.reg.DeleteMarker(ctx, c.lead.ZnodePath(), e.Role, e.ID); err != nil {
 				if errors.Is(err, registry.ErrNotLeader) {
 					return errNotLeader
@@ -381,7 +394,7 @@ func (t *term) nextDue() (time.Duration, bool) {
 // creates its marker. From then on the node can never register again.
 func (t *term) fence(ctx context.Context, k nodeKey, lostAt time.Time) error {
 	c := t.c
-	rec := registry.FenceRecord{ID: k.id, Role: k.role, LostAt: wall(lostAt), FencedAt: time.Now(),
+	rec := registry.FenceRecord{ID: k.id, Role: k.role, LostAt: wall(lostAt), FencedAt: wall(c.cfg.Clock.Now()),
 		Phase: registry.PhaseFenced, Leader: c.cfg.ID}
 	err := c.reg.Fence(ctx, c.lead.ZnodePath(), rec)
 	switch {
@@ -417,7 +430,7 @@ func (t *term) finish(ctx context.Context, k nodeKey) error {
 	// marker is left as it is for an operator to see (zk tree reports it).
 	garbage := err != nil || rec.ID == ""
 	if garbage {
-		rec = registry.FenceRecord{ID: k.id, Role: k.role, FencedAt: time.Now(), Leader: c.cfg.ID}
+		rec = registry.FenceRecord{ID: k.id, Role: k.role, FencedAt: wall(c.cfg.Clock.Now()), Leader: c.cfg.ID}
 	}
 	var ev *dao.FailoverEvent
 	var n int

@@ -2,12 +2,16 @@ package failover
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
@@ -16,92 +20,31 @@ import (
 	"github.com/zksched/zksched/registry"
 )
 
-// fakeClock is a Clock that moves only when the test says so.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []fakeWaiter
-	// added is signalled whenever After registers a waiter.
-	added chan struct{}
-}
-
-type fakeWaiter struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Unix(1_800_000_000, 0), added: make(chan struct{}, 1)}
-}
-
-// waitForWaiter returns once someone waits on the clock for a moment still to come, so that
-// the next Advance past it reaches them: advancing before a waiter has registered its timer
-// would move time under it unnoticed.
-func (c *fakeClock) waitForWaiter(t *testing.T) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
-		c.mu.Lock()
-		waiting := false
-		for _, w := range c.waiters {
-			waiting = waiting || w.at.After(c.now)
-		}
-		c.mu.Unlock()
-		if waiting {
-			return
-		}
-		select {
-		case <-c.added:
-		case <-deadline:
-			t.Fatal("nothing waits on the clock")
-		}
-	}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, fakeWaiter{at: c.now.Add(d), ch: ch})
-	select {
-	case c.added <- struct{}{}:
-	default:
-	}
-	return ch
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(c.now) {
-			w.ch <- c.now
-		} else {
-			kept = append(kept, w)
-		}
-	}
-	c.waiters = kept
-}
-
 type coordBundle struct {
 	zk    testenv.ZK
 	db    *dao.DB
-	clock *fakeClock
+	clock *clockwork.FakeClock
 	ctx   context.Context
 	log   *syncBuffer // the coordinator's log
+
+	mu   sync.Mutex
+	last *passView // the state at the end of the coordinator's last pass
+	// passed is signalled at the end of each pass of the coordinator.
+	passed chan struct{}
+	nudges int
 }
+
+// passView is a copy of a term's state at the end of a pass.
+type passView struct {
+	members   map[nodeKey]bool
+	absent    map[nodeKey]time.Time
+	fenced    map[nodeKey]bool
+	killGrace map[nodeKey]time.Duration
+	notFence  map[nodeKey]bool
+}
+
+func workerKey(id string) nodeKey { return nodeKey{registry.RoleWorker, id} }
+func masterKey(id string) nodeKey { return nodeKey{registry.RoleMaster, id} }
 
 // syncBuffer is a log output tests can read while the coordinator writes.
 type syncBuffer struct {
@@ -121,15 +64,11 @@ func (s *syncBuffer) String() string {
 	return s.buf.String()
 }
 
-// waitLog waits until the coordinator has logged a line containing substr.
-func (b *coordBundle) waitLog(t *testing.T, substr string) {
+// wantLog checks that the coordinator has logged a line containing substr.
+func (b *coordBundle) wantLog(t *testing.T, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(b.log.String(), substr) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no log line %q within 10s; log:\n%s", substr, b.log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !strings.Contains(b.log.String(), substr) {
+		t.Fatalf("no log line %q; log:\n%s", substr, b.log.String())
 	}
 }
 
@@ -138,8 +77,24 @@ const testDelay = 5 * time.Second
 // setupCoordinator starts a leading master's coordinator on a fake clock.
 func setupCoordinator(t *testing.T) *coordBundle {
 	t.Helper()
-	b := &coordBundle{zk: testenv.ZooKeeper(t), clock: newFakeClock(), ctx: context.Background(), log: &syncBuffer{}}
+	b := newCoordBundle(t)
+	b.start(t)
+	return b
+}
+
+// newCoordBundle makes the test's ZooKeeper root and schema; start starts the coordinator.
+func newCoordBundle(t *testing.T) *coordBundle {
+	t.Helper()
+	b := &coordBundle{zk: testenv.ZooKeeper(t), clock: clockwork.NewFakeClockAt(time.Unix(1_800_000_000, 0)),
+		ctx: context.Background(), log: &syncBuffer{}, passed: make(chan struct{}, 1)}
 	b.db, _ = daotest.New(t)
+	return b
+}
+
+// start makes a master that leads, runs its coordinator until the test ends, and returns once
+// the coordinator's first pass is over.
+func (b *coordBundle) start(t *testing.T) {
+	t.Helper()
 	c := b.dial(t)
 	reg, err := c.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:1_1", Role: registry.RoleMaster, Host: "127.0.0.1", Port: 1})
 	if err != nil {
@@ -159,10 +114,87 @@ func setupCoordinator(t *testing.T) *coordBundle {
 	ctx, cancel := context.WithCancel(context.Background())
 	co := NewCoordinator(CoordinatorConfig{ID: "127.0.0.1:1_1", Delay: testDelay, MarkerRetention: time.Hour,
 		SweepInterval: time.Hour, Clock: b.clock, Log: zerolog.New(b.log)}, c, el, b.db)
+	co.passed = b.onPass
 	done := make(chan struct{})
 	go func() { co.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return b
+	b.waitPass(t, "the first pass", func(passView) bool { return true })
+}
+
+// onPass is the coordinator's test signal: it keeps a copy of the term's state.
+func (b *coordBundle) onPass(tm *term) {
+	v := &passView{members: maps.Clone(tm.members), absent: maps.Clone(tm.absent), fenced: maps.Clone(tm.fenced),
+		killGrace: maps.Clone(tm.killGrace), notFence: maps.Clone(tm.notFence)}
+	b.mu.Lock()
+	b.last = v
+	b.mu.Unlock()
+	select {
+	case b.passed <- struct{}{}:
+	default:
+	}
+}
+
+// waitPass returns once the state at the end of the coordinator's last pass satisfies cond.
+// The coordinator makes a pass at every change of the registered nodes and whenever its timer
+// on the fake clock fires.
+func (b *coordBundle) waitPass(t *testing.T, what string, cond func(passView) bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		b.mu.Lock()
+		v := b.last
+		b.mu.Unlock()
+		if v != nil && cond(*v) {
+			return
+		}
+		select {
+		case <-b.passed:
+		case <-deadline:
+			t.Fatalf("coordinator: no pass with %s within 10s; log:\n%s", what, b.log.String())
+		}
+	}
+}
+
+// waiting returns once the coordinator waits on its timer: it has one on the fake clock only
+// while it waits between two passes.
+func (b *coordBundle) waiting(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := b.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("coordinator: never waited on its timer")
+	}
+}
+
+// advance moves the fake clock on by d and returns once the coordinator waits again: if its
+// timer fell within d, after the pass the timer woke. Call it only once the coordinator has
+// made its pass for every change of the registered nodes (waitPass): a pass a watch woke
+// could otherwise read the clock before the move and start its timer after it.
+func (b *coordBundle) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	b.waiting(t)
+	b.clock.Advance(d)
+	b.waiting(t)
+}
+
+// waitUnregistered returns once the identity's znode is gone.
+func (b *coordBundle) waitUnregistered(t *testing.T, c *registry.Client, role registry.Role, id string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		ids, changed, err := c.Members(b.ctx, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(ids, id) {
+			return
+		}
+		select {
+		case <-changed:
+		case <-deadline:
+			t.Fatalf("%s %s still registered after 10s", role, id)
+		}
+	}
 }
 
 func (b *coordBundle) dial(t *testing.T) *registry.Client {
@@ -212,31 +244,58 @@ func (b *coordBundle) task(t *testing.T, id int64) *dao.TaskInstance {
 	return ti
 }
 
-// settle gives the coordinator real time to react to ZooKeeper events: it has no signal the
-// test could wait on, and the fake clock does not move meanwhile.
-func settle() { time.Sleep(700 * time.Millisecond) }
+// registered waits for the coordinator's pass that saw the worker id registered (and read its
+// node info).
+func (b *coordBundle) registered(t *testing.T, id string) {
+	t.Helper()
+	b.waitPass(t, "worker "+id+" registered", func(v passView) bool {
+		_, read := v.killGrace[workerKey(id)]
+		return v.members[workerKey(id)] && read
+	})
+}
+
+// lost waits for the coordinator's pass that saw the worker id lost.
+func (b *coordBundle) lost(t *testing.T, id string) {
+	t.Helper()
+	b.waitPass(t, "worker "+id+" lost", func(v passView) bool { _, ok := v.absent[workerKey(id)]; return ok })
+}
+
+// nudge makes the coordinator make a pass now, at the fake clock's time, as any change of the
+// registered nodes does: a bystander worker registers. A check that nothing happens before a
+// time comes after a nudge, so that the coordinator has looked at that time and not only
+// waited on its timer.
+func (b *coordBundle) nudge(t *testing.T) {
+	t.Helper()
+	b.nudges++
+	id := fmt.Sprintf("127.0.0.1:99_%d", b.nudges)
+	if _, err := b.dial(t).Register(b.ctx, registry.NodeInfo{ID: id, Role: registry.RoleWorker}); err != nil {
+		t.Fatal(err)
+	}
+	b.registered(t, id)
+	b.waiting(t)
+}
+
+func (b *coordBundle) wantState(t *testing.T, task int64, want dao.TaskState, when string) *dao.TaskInstance {
+	t.Helper()
+	ti := b.task(t, task)
+	if ti.State != want {
+		t.Fatalf("%s the task is %s, want %s", when, ti.State, want)
+	}
+	return ti
+}
 
 func TestLostWorkerIsFailedOverOnlyAfterTheDelay(t *testing.T) {
 	t.Parallel()
 	b := setupCoordinator(t)
 	wc, task := b.worker(t, "127.0.0.1:2_1")
-	settle()
+	b.registered(t, "127.0.0.1:2_1")
 	wc.Close() // the session ends: ZooKeeper deletes the worker's znode
-	settle()
-	b.clock.Advance(testDelay - time.Second)
-	settle()
-	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
-		t.Fatalf("before the delay passed the task is %s, want still running", ti.State)
-	}
-	b.clock.Advance(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.task(t, task.ID).State != dao.TaskQueued {
-		if time.Now().After(deadline) {
-			t.Fatal("the task was not requeued after the delay")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	ti := b.task(t, task.ID)
+	b.lost(t, "127.0.0.1:2_1")
+	b.advance(t, testDelay-time.Second)
+	b.nudge(t)
+	b.wantState(t, task.ID, dao.TaskRunning, "before the delay passed")
+	b.advance(t, time.Second)
+	ti := b.wantState(t, task.ID, dao.TaskQueued, "once the delay passed")
 	if ti.FailoverCount != 1 || ti.Retries != 0 {
 		t.Errorf("task failover_count %d retries %d; want 1, 0", ti.FailoverCount, ti.Retries)
 	}
@@ -245,19 +304,12 @@ func TestLostWorkerIsFailedOverOnlyAfterTheDelay(t *testing.T) {
 		t.Errorf("attempts = %+v, want one failed_over", atts)
 	}
 	c := b.dial(t)
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		rec, found, err := c.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:2_1")
-		if err == nil && found && rec.Phase == registry.PhaseFinished {
-			if rec.TasksRequeued != 1 || rec.Leader != "127.0.0.1:1_1" {
-				t.Errorf("marker = %+v", rec)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("marker = %+v %v %v; want finished", rec, found, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	rec, found, err := c.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:2_1")
+	if err != nil || !found || rec.Phase != registry.PhaseFinished {
+		t.Fatalf("marker = %+v %v %v; want finished", rec, found, err)
+	}
+	if rec.TasksRequeued != 1 || rec.Leader != "127.0.0.1:1_1" {
+		t.Errorf("marker = %+v", rec)
 	}
 	evs, err := b.db.FailoverEventList(b.ctx, 10)
 	if err != nil || len(evs) != 1 || evs[0].TasksRequeued != 1 || evs[0].NodeID != "127.0.0.1:2_1" {
@@ -278,22 +330,14 @@ func TestLostWorkerWaitsForItsOwnKillGrace(t *testing.T) {
 	grace := testDelay + 3*time.Second
 	wc, task := b.workerWith(t, registry.NodeInfo{ID: "127.0.0.1:2_2", Role: registry.RoleWorker, Host: "127.0.0.1",
 		Port: 2, KillGraceMs: grace.Milliseconds()})
-	settle()
+	b.registered(t, "127.0.0.1:2_2")
 	wc.Close()
-	settle()
-	b.clock.Advance(grace) // past failover.delay, short of the grace plus 1 s
-	settle()
-	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
-		t.Fatalf("%v after the loss, with the worker's kill grace %v, the task is %s; want still running", grace, grace, ti.State)
-	}
-	b.clock.Advance(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.task(t, task.ID).State != dao.TaskQueued {
-		if time.Now().After(deadline) {
-			t.Fatal("the task was not requeued after the kill grace plus 1 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.lost(t, "127.0.0.1:2_2")
+	b.advance(t, grace) // past failover.delay, short of the grace plus 1 s
+	b.nudge(t)
+	b.wantState(t, task.ID, dao.TaskRunning, fmt.Sprintf("%v after the loss, with the worker's kill grace %v,", grace, grace))
+	b.advance(t, time.Second)
+	b.wantState(t, task.ID, dao.TaskQueued, "after the kill grace plus 1 s")
 }
 
 // A marker of a worker that is registered cannot be a leader's (Fence needs the znode gone):
@@ -305,15 +349,16 @@ func TestForgedMarkerOfLiveWorkerRequeuesNothing(t *testing.T) {
 	t.Parallel()
 	b := setupCoordinator(t)
 	wc, task := b.worker(t, "127.0.0.1:7_1")
+	b.registered(t, "127.0.0.1:7_1")
 	anyone := testenv.DialZK(t)
 	if _, err := anyone.Create(b.zk.Root+"/failover-finish-nodes/worker/127.0.0.1:7_1",
 		[]byte(`{"id":"127.0.0.1:7_1","role":"worker","phase":"fenced","leader":"mallory"}`), 0, zk.WorldACL(zk.PermAll)); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Advance(time.Hour) // the next sweep reads the markers
-	b.waitLog(t, "fence marker of a node that is registered")
-	b.clock.Advance(2 * testDelay)
-	settle()
+	b.advance(t, time.Hour) // the next sweep reads the markers
+	b.wantLog(t, "fence marker of a node that is registered")
+	b.advance(t, 2*testDelay)
+	b.nudge(t)
 	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning || ti.WorkerID == nil || *ti.WorkerID != "127.0.0.1:7_1" {
 		t.Fatalf("after a forged marker of its live worker the task is %s on %v; want still running there", ti.State, ti.WorkerID)
 	}
@@ -323,42 +368,35 @@ func TestForgedMarkerOfLiveWorkerRequeuesNothing(t *testing.T) {
 
 	// Lost for real: the work goes back after the delay, no sooner.
 	wc.Close()
-	settle()
-	b.clock.Advance(testDelay - time.Second)
-	settle()
-	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
-		t.Fatalf("before the delay passed the task is %s, want still running", ti.State)
-	}
-	b.clock.Advance(time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.task(t, task.ID).State != dao.TaskQueued {
-		if time.Now().After(deadline) {
-			t.Fatal("the task was not requeued after the worker was lost and the delay passed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	b.lost(t, "127.0.0.1:7_1")
+	b.advance(t, testDelay-time.Second)
+	b.nudge(t)
+	b.wantState(t, task.ID, dao.TaskRunning, "before the delay passed")
+	b.advance(t, time.Second)
+	b.wantState(t, task.ID, dao.TaskQueued, "after the worker was lost and the delay passed")
 }
 
 func TestWorkerBackBeforeTheDelayIsLeftAlone(t *testing.T) {
 	t.Parallel()
 	b := setupCoordinator(t)
 	wc, task := b.worker(t, "127.0.0.1:3_1")
-	settle()
+	b.registered(t, "127.0.0.1:3_1")
 	wc.Close()
-	settle()
-	b.clock.Advance(testDelay / 2)
+	b.lost(t, "127.0.0.1:3_1")
+	b.advance(t, testDelay/2)
 	// The same identity registers again (as the node does after an expiry, through the fenced
 	// multi) before the delay has passed.
 	again := b.dial(t)
 	if _, err := again.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:3_1", Role: registry.RoleWorker}); err != nil {
 		t.Fatal(err)
 	}
-	settle()
-	b.clock.Advance(2 * testDelay)
-	settle()
-	if ti := b.task(t, task.ID); ti.State != dao.TaskRunning {
-		t.Fatalf("the task is %s, want still running on the worker that came back", ti.State)
-	}
+	b.waitPass(t, "the worker registered again", func(v passView) bool {
+		_, lost := v.absent[workerKey("127.0.0.1:3_1")]
+		return v.members[workerKey("127.0.0.1:3_1")] && !lost
+	})
+	b.advance(t, 2*testDelay)
+	b.nudge(t)
+	b.wantState(t, task.ID, dao.TaskRunning, "on the worker that came back,")
 	if _, found, _ := again.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:3_1"); found {
 		t.Fatal("a node that came back in time was fenced")
 	}
@@ -371,21 +409,11 @@ func TestSweepFindsLostOwnersAndFinishesFencedMarkers(t *testing.T) {
 	t.Parallel()
 	b := setupCoordinator(t)
 	// A worker identity that owns a running task but never registered in this root.
-	_, orphan := func() (*registry.Client, dao.TaskInstance) {
-		c, ti := b.worker(t, "127.0.0.1:4_1")
-		c.Close()
-		return c, ti
-	}()
-	settle()
-	b.clock.Advance(testDelay)
-	deadline := time.Now().Add(10 * time.Second)
-	for b.task(t, orphan.ID).State != dao.TaskQueued {
-		if time.Now().After(deadline) {
-			t.Fatal("the orphaned task was not requeued")
-		}
-		b.clock.Advance(time.Second)
-		time.Sleep(100 * time.Millisecond)
-	}
+	oc, orphan := b.worker(t, "127.0.0.1:4_1")
+	oc.Close()
+	b.lost(t, "127.0.0.1:4_1")
+	b.advance(t, testDelay)
+	b.wantState(t, orphan.ID, dao.TaskQueued, "the delay after its loss, the orphaned worker's")
 	// A marker left in phase fenced by an earlier leader, whose worker still owns a task.
 	wc, task := b.worker(t, "127.0.0.1:5_1")
 	wc.Close()
@@ -398,19 +426,18 @@ func TestSweepFindsLostOwnersAndFinishesFencedMarkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // let ZooKeeper delete the closed session's znode
+	// Seen lost, its znode is gone: the other master can fence it.
+	b.waitPass(t, "worker 127.0.0.1:5_1 lost and the other master registered", func(v passView) bool {
+		_, lost := v.absent[workerKey("127.0.0.1:5_1")]
+		return lost && v.members[masterKey("127.0.0.1:9_9")]
+	})
 	if err := other.Fence(b.ctx, oel.ZnodePath(), registry.FenceRecord{ID: "127.0.0.1:5_1", Role: registry.RoleWorker,
-		FencedAt: time.Now(), Phase: registry.PhaseFenced, Leader: "127.0.0.1:9_9"}); err != nil {
+		FencedAt: b.clock.Now(), Phase: registry.PhaseFenced, Leader: "127.0.0.1:9_9"}); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for b.task(t, task.ID).State != dao.TaskQueued {
-		if time.Now().After(deadline) {
-			t.Fatal("the fenced worker's task was not requeued")
-		}
-		b.clock.Advance(time.Second)
-		time.Sleep(100 * time.Millisecond)
-	}
+	b.advance(t, testDelay)
+	b.wantState(t, task.ID, dao.TaskQueued, "the delay after its loss, the fenced worker's")
+	b.wantLog(t, "already fenced by an earlier leader")
 }
 
 func TestFinishedMarkersPastRetentionAreRemoved(t *testing.T) {
@@ -425,47 +452,45 @@ func TestFinishedMarkersPastRetentionAreRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.waitPass(t, "the other master registered", func(v passView) bool { return v.members[masterKey("127.0.0.1:8_8")] })
+	// The next sweep is an hour on (setupCoordinator's sweep interval); the ages are those
+	// the markers have then.
+	sweep := b.clock.Now().Add(time.Hour)
 	for _, m := range []struct {
 		id  string
 		age time.Duration
 	}{{"127.0.0.1:6_1", 2 * time.Hour}, {"127.0.0.1:6_2", time.Minute}} {
-		rec := registry.FenceRecord{ID: m.id, Role: registry.RoleWorker, FencedAt: time.Now().Add(-m.age),
+		rec := registry.FenceRecord{ID: m.id, Role: registry.RoleWorker, FencedAt: sweep.Add(-m.age),
 			Phase: registry.PhaseFenced, Leader: "127.0.0.1:8_8"}
 		if err := other.Fence(b.ctx, oel.ZnodePath(), rec); err != nil {
 			t.Fatal(err)
 		}
-		finished := time.Now().Add(-m.age)
+		finished := sweep.Add(-m.age)
 		rec.Phase, rec.FinishedAt = registry.PhaseFinished, &finished
 		if err := other.FinishMarker(b.ctx, oel.ZnodePath(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b.clock.Advance(time.Hour) // the sweep interval of setupCoordinator
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, oldFound, err1 := other.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:6_1")
-		_, newFound, err2 := other.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:6_2")
-		if err1 != nil || err2 != nil {
-			t.Fatal(err1, err2)
-		}
-		if !newFound {
-			t.Fatal("a marker younger than the retention was removed")
-		}
-		if !oldFound {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the marker past retention was not removed by the sweep")
-		}
-		time.Sleep(50 * time.Millisecond)
+	b.advance(t, time.Hour)
+	_, oldFound, err1 := other.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:6_1")
+	_, newFound, err2 := other.Marker(b.ctx, registry.RoleWorker, "127.0.0.1:6_2")
+	if err1 != nil || err2 != nil {
+		t.Fatal(err1, err2)
+	}
+	if oldFound {
+		t.Fatal("the marker past retention was not removed by the sweep")
+	}
+	if !newFound {
+		t.Fatal("a marker younger than the retention was removed")
 	}
 }
 
 // TestGarbageMarkerStillFencesAndIsLeftAlone: a marker whose data does not parse still fences
 // its identity, so the identity's work is given back; the data stays as it was, for an operator.
+// The leader's term begins after the worker was lost, so its first sweep meets the marker.
 func TestGarbageMarkerStillFencesAndIsLeftAlone(t *testing.T) {
 	t.Parallel()
-	b := setupCoordinator(t)
+	b := newCoordBundle(t)
 	wc, task := b.worker(t, "127.0.0.1:7_1")
 	zc := testenv.DialZK(t)
 	path := b.zk.Root + "/failover-finish-nodes/worker/127.0.0.1:7_1"
@@ -473,14 +498,37 @@ func TestGarbageMarkerStillFencesAndIsLeftAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	wc.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for b.task(t, task.ID).State != dao.TaskQueued {
-		if time.Now().After(deadline) {
-			t.Fatal("the garbage-fenced worker's task was not requeued")
-		}
-		b.clock.Advance(time.Hour) // sweeps, which read the markers
-		time.Sleep(100 * time.Millisecond)
+	b.waitUnregistered(t, b.dial(t), registry.RoleWorker, "127.0.0.1:7_1")
+	b.start(t)
+	b.wantState(t, task.ID, dao.TaskQueued, "after the first sweep, the garbage-fenced worker's")
+	b.wantLog(t, "fence marker with unreadable data")
+	data, _, err := zc.Get(path)
+	if err != nil || string(data) != "[1,2" {
+		t.Fatalf("marker data = %q, %v; want it left as it was", data, err)
 	}
+}
+
+// TestGarbageMarkerMetAtTheFence: a worker this term saw lost, whose marker with data that does
+// not parse appeared meanwhile, is failed over after the delay like any other; the fence meets
+// the marker, and the marker is left as it is.
+func TestGarbageMarkerMetAtTheFence(t *testing.T) {
+	t.Parallel()
+	b := setupCoordinator(t)
+	wc, task := b.worker(t, "127.0.0.1:7_2")
+	b.registered(t, "127.0.0.1:7_2")
+	wc.Close()
+	b.lost(t, "127.0.0.1:7_2")
+	zc := testenv.DialZK(t)
+	path := b.zk.Root + "/failover-finish-nodes/worker/127.0.0.1:7_2"
+	if _, err := zc.Create(path, []byte("[1,2"), 0, zk.WorldACL(zk.PermAll)); err != nil {
+		t.Fatal(err)
+	}
+	b.advance(t, testDelay-time.Second)
+	b.nudge(t)
+	b.wantState(t, task.ID, dao.TaskRunning, "before the delay passed")
+	b.advance(t, time.Second)
+	b.wantState(t, task.ID, dao.TaskQueued, "once the delay passed")
+	b.wantLog(t, "fence marker has unreadable data")
 	data, _, err := zc.Get(path)
 	if err != nil || string(data) != "[1,2" {
 		t.Fatalf("marker data = %q, %v; want it left as it was", data, err)

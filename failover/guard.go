@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/registry"
@@ -27,18 +28,32 @@ type Membership interface {
 	Changed() <-chan struct{}
 }
 
-// Clock is the guard's time source, injected so tests control the watchdog. The real one
-// reads registry.Now, the clock of LastContact, which counts a suspend of the machine.
-type Clock interface {
-	Now() time.Time
-	// After is time.After.
-	After(d time.Duration) <-chan time.Time
-}
+// bootClock is the clock of the failover package when none is injected: the real timers
+// and tickers, with the time read from registry.Now rather than time.Now. registry.Now is the
+// clock of Session.LastContact, CLOCK_BOOTTIME, which goes on while the machine is suspended,
+// as the ZooKeeper servers' clocks do; the monotonic clock of time.Now stops. The guard's
+// "cut off for the session timeout since the last contact" must count a suspend (a node that
+// slept past its deadline may have been failed over), so every reading of the time in this
+// package, the guard's and the coordinator's, comes from here: one clock, whose readings can
+// be subtracted from one another and from LastContact. As a wall time (a fence record's
+// LostAt and FencedAt, a marker's age) it is the wall clock at the process's start plus the
+// time CLOCK_BOOTTIME counted since, close enough for a record a person reads.
+//
+// Timers and tickers run on the monotonic clock, as Go's do: after a suspend a tick due
+// fires a tick's length after the wake at the latest, and the guard then reads, by Now,
+// all the time that went by.
+type bootClock struct{ clockwork.Clock }
 
-type realClock struct{}
+func newBootClock() bootClock { return bootClock{clockwork.NewRealClock()} }
 
-func (realClock) Now() time.Time                         { return registry.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+// Now is registry.Now.
+func (bootClock) Now() time.Time { return registry.Now() }
+
+// Since is the time registry.Now counted since t.
+func (bootClock) Since(t time.Time) time.Duration { return registry.Now().Sub(t) }
+
+// Until is the time registry.Now has to count until t.
+func (bootClock) Until(t time.Time) time.Duration { return t.Sub(registry.Now()) }
 
 // GuardConfig configures a Guard.
 type GuardConfig struct {
@@ -51,8 +66,10 @@ type GuardConfig struct {
 	// handed back under its own token); it is not called with KeepRunning.
 	OnLost func()
 	Log    zerolog.Logger
-	// Clock defaults to the real one.
-	Clock Clock
+	// Clock is the watchdog's time source and its tick; nil is the real one, which reads
+	// the time from registry.Now (see bootClock). A clock given here must read the time on
+	// the clock of Session.LastContact: the guard subtracts one from the other.
+	Clock clockwork.Clock
 	// Tick bounds how late the watchdog notices a deadline; 100 ms if zero. After the
 	// process wakes from a freeze (or the machine from a suspend) it fires within a tick, and
 	// the clock shows the time that went by.
@@ -81,7 +98,7 @@ type Guard struct {
 // NewGuard returns a guard over a node's session and registration.
 func NewGuard(s Session, m Membership, cfg GuardConfig) *Guard {
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = newBootClock()
 	}
 	if cfg.Tick <= 0 {
 		cfg.Tick = 100 * time.Millisecond
@@ -108,7 +125,7 @@ func (g *Guard) Active() bool {
 // contact with the server within the session timeout; cutOff is the time since that contact.
 func (g *Guard) liveNow() (live bool, cutOff time.Duration) {
 	st, rs := g.session.Status(), g.member.State()
-	cutOff = g.cfg.Clock.Now().Sub(g.session.LastContact())
+	cutOff = g.cfg.Clock.Since(g.session.LastContact())
 	live = st.State == registry.Connected && rs.Kind == registry.Registered &&
 		rs.SessionID == st.SessionID && cutOff < g.session.SessionTimeout()
 	return live, cutOff
@@ -170,12 +187,17 @@ func (g *Guard) Run(ctx context.Context) error {
 		default:
 			g.set(live && !lost, lost)
 		}
+		// One timer a pass, stopped when the pass ends: while the guard waits, its tick is
+		// the only thing it has on the clock, which a test's fake clock can count.
+		tick := g.cfg.Clock.NewTimer(g.cfg.Tick)
 		select {
 		case <-ctx.Done():
+			tick.Stop()
 			return nil
 		case <-sessionChanged:
 		case <-memberChanged:
-		case <-g.cfg.Clock.After(g.cfg.Tick):
+		case <-tick.Chan():
 		}
+		tick.Stop()
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
@@ -60,6 +61,10 @@ type Config struct {
 	// sweepSlice.
 	SweepSlice int
 	Log        zerolog.Logger
+	// Clock is the time source of the polls, of the claim of new instances and of the
+	// second pass of the sweep; nil is the real clock. The workflow timeouts' deadlines are
+	// on the real clock whatever this is (see markDue).
+	Clock clockwork.Clock
 }
 
 // Master drives the workflow instances it owns.
@@ -79,6 +84,11 @@ type Master struct {
 	// sweptTo is where the sweep of unowned running instances goes on from (an id; 0: the
 	// start). Only the Run loop touches it.
 	sweptTo int64
+
+	// waiting and swept are test signals, nil outside tests: Run calls waiting each time it
+	// has nothing left to do and waits for a wake-up, a poll or a timer, and swept each time
+	// the sweep has reached the last unowned running instance.
+	waiting, swept func()
 }
 
 // claimBatch is how many instances one claim statement takes. A round of the master's loop
@@ -93,6 +103,9 @@ const sweepSlice = 1000
 
 // New returns a Master.
 func New(cfg Config, db *dao.DB, gate Gate) *Master {
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID), owned: map[int64]struct{}{},
 		deadlines: map[int64]time.Time{}}
 }
@@ -117,7 +130,8 @@ const fullResyncEvery = 10
 func (m *Master) Run(ctx context.Context) error {
 	wake := m.db.ListenMaster(m.cfg.Log)
 	defer wake.Close()
-	tick := time.NewTicker(m.cfg.PollInterval)
+	clock := m.cfg.Clock
+	tick := clock.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
 	// admit asks for a pass over the waiting instances of capped workflows as well as the
 	// claim. sweep asks for a whole pass of the sweep (the unowned instances whose wake-ups
@@ -127,11 +141,12 @@ func (m *Master) Run(ctx context.Context) error {
 	// A whole pass at start or after a Rescan skips instances whose last task ended in the
 	// last dao.StrandedAfter (their wake-up may be on its way, or may have been what was
 	// missed): a second pass once that has passed takes those it missed.
-	var sweepAgain <-chan time.Time
+	sweepAgain := newAlarm(clock)
+	defer sweepAgain.stop()
 	pass := func() { sweep, m.sweptTo = true, 0 }
 	passNow := func() {
 		pass()
-		sweepAgain = time.After(dao.StrandedAfter + time.Second)
+		sweepAgain.set(dao.StrandedAfter + time.Second)
 	}
 	passNow()
 	// What a change of the gate and the second pass's timer ask for, from either wait below.
@@ -141,14 +156,15 @@ func (m *Master) Run(ctx context.Context) error {
 	}
 	onSweepAgain := func() {
 		pass()
-		sweepAgain = nil
+		sweepAgain.fired()
 	}
 	polls := 0
 	dirty := map[int64]struct{}{}
 	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
 	// they started with their root tasks queued, so nothing waits for the master, and the
 	// instances submitted meanwhile are claimed in one statement instead of one each.
-	var newClaim <-chan time.Time
+	newClaim := newAlarm(clock)
+	defer newClaim.stop()
 	note := func(w dao.Wakeup) {
 		switch {
 		case w.Rescan:
@@ -157,8 +173,8 @@ func (m *Master) Run(ctx context.Context) error {
 		case w.Payload == "":
 			claim, admit = true, true
 		case w.Payload == dao.WakeupNew:
-			if newClaim == nil && !claim {
-				newClaim = time.After(newClaimDelay)
+			if !newClaim.armed() && !claim {
+				newClaim.set(newClaimDelay)
 			}
 		default:
 			// A list of workflow instance ids: a worker's batch of results wakes once.
@@ -189,12 +205,15 @@ func (m *Master) Run(ctx context.Context) error {
 				var ok bool
 				ok, claim = m.claim(ctx, dirty, admit)
 				admit = admit && !ok
-				newClaim = nil
+				newClaim.stop()
 			}
 			if sweep || sweepStep {
 				// A failed step waits for the next wake-up or poll, as a failed claim does.
 				if done, ok := m.sweepOne(ctx); ok {
 					sweep = sweep && !done
+					if done && m.swept != nil {
+						m.swept()
+					}
 				} else {
 					sweep = false
 				}
@@ -210,18 +229,22 @@ func (m *Master) Run(ctx context.Context) error {
 			case w := <-wake.C:
 				note(w)
 				drain(wake.C, note)
-			case <-tick.C:
+			case <-tick.Chan():
 				onTick()
 			case <-m.gate.Changed():
 				onGate()
-			case <-newClaim:
+			case <-newClaim.c():
+				newClaim.fired()
 				claim = true
-			case <-sweepAgain:
+			case <-sweepAgain.c():
 				onSweepAgain()
 			case <-ctx.Done():
 			default:
 			}
 			continue
+		}
+		if m.waiting != nil {
+			m.waiting()
 		}
 		select {
 		case <-ctx.Done():
@@ -229,17 +252,54 @@ func (m *Master) Run(ctx context.Context) error {
 			// Take every wake-up already waiting, so one advance covers them all.
 			note(w)
 			drain(wake.C, note)
-		case <-tick.C:
+		case <-tick.Chan():
 			onTick()
 		case <-m.gate.Changed():
 			onGate()
-		case <-newClaim:
+		case <-newClaim.c():
+			newClaim.fired()
 			claim = true
-		case <-sweepAgain:
+		case <-sweepAgain.c():
 			onSweepAgain()
 		}
 	}
 	return nil
+}
+
+// alarm is a timer of the Run loop that is armed or not: its channel is nil while it is not,
+// so a select on it waits for nothing. A new arming replaces the last one.
+type alarm struct {
+	clock clockwork.Clock
+	t     clockwork.Timer
+}
+
+func newAlarm(clock clockwork.Clock) *alarm { return &alarm{clock: clock} }
+
+// set arms the alarm to fire d from now.
+func (a *alarm) set(d time.Duration) {
+	a.stop()
+	a.t = a.clock.NewTimer(d)
+}
+
+// stop disarms the alarm.
+func (a *alarm) stop() {
+	if a.t != nil {
+		a.t.Stop()
+		a.t = nil
+	}
+}
+
+// fired disarms the alarm once its channel has delivered.
+func (a *alarm) fired() { a.t = nil }
+
+func (a *alarm) armed() bool { return a.t != nil }
+
+// c is the alarm's channel, nil while it is not armed.
+func (a *alarm) c() <-chan time.Time {
+	if a.t == nil {
+		return nil
+	}
+	return a.t.Chan()
 }
 
 // drain passes every wake-up already waiting on c to note.
@@ -255,7 +315,9 @@ func drain(c <-chan dao.Wakeup, note func(dao.Wakeup)) {
 }
 
 // markDue marks the owned instances whose workflow timeout has passed, by the deadline their
-// last advance computed from the database's clock.
+// last advance computed from the database's clock. Those deadlines are times of the real
+// clock (lifecycle.Driver computes them from time.Now), so they are compared with the real
+// clock, not with Config.Clock.
 func (m *Master) markDue(dirty map[int64]struct{}) {
 	now := time.Now()
 	m.mu.Lock()

@@ -15,12 +15,16 @@ import (
 	"github.com/zksched/zksched/internal/testenv"
 )
 
-// countWarnings counts the log lines at warn level or above.
-type countWarnings struct{ n atomic.Int64 }
+// countWarnings counts the log lines at warn level or above, and marks warned at each.
+type countWarnings struct {
+	n      atomic.Int64
+	warned chan struct{}
+}
 
 func (c *countWarnings) Write(p []byte) (int, error) {
 	if strings.Contains(string(p), `"level":"warn"`) || strings.Contains(string(p), `"level":"error"`) {
 		c.n.Add(1)
+		signal(c.warned)()
 	}
 	return len(p), nil
 }
@@ -43,18 +47,35 @@ func TestDatabaseGoneDoesNotSpin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	warns := &countWarnings{}
+	warns := &countWarnings{warned: make(chan struct{}, 1)}
 	const poll = 200 * time.Millisecond
 	m := New(Config{ID: "m1", PollInterval: poll, Log: zerolog.New(warns)}, db, newGate(true))
+	waits := make(chan struct{}, 1)
+	m.waiting = signal(waits)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = m.Run(runCtx); close(done) }()
 	defer func() { stop(); <-done }()
-	time.Sleep(500 * time.Millisecond)
+	wait := func(c <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-c:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no %s within 10s", what)
+		}
+	}
+	wait(waits, "wait of the master after its first rounds")
 
 	proxy.Close() // connection refused from now on
-	time.Sleep(500 * time.Millisecond)
+	// The next poll's round fails; the window starts once the master waits after it.
+	wait(warns.warned, "warning with the database gone")
+	select {
+	case <-waits:
+	default:
+	}
+	wait(waits, "wait of the master after a failed round")
 	before := warns.n.Load()
+	// Real time goes by: a master that retried at once would warn all along.
 	const window = 2 * time.Second
 	time.Sleep(window)
 	got := warns.n.Load() - before

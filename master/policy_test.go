@@ -13,14 +13,15 @@ import (
 type policyBundle struct {
 	db  *dao.DB
 	ctx context.Context
+	m   *masterRun
 }
 
 // setupPolicy starts a master "m1" on a fresh schema, stopped at the end of the test.
 func setupPolicy(t *testing.T) *policyBundle {
 	t.Helper()
 	db, _ := daotest.New(t)
-	runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
-	return &policyBundle{db: db, ctx: context.Background()}
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
+	return &policyBundle{db: db, ctx: context.Background(), m: m}
 }
 
 // submit stores a workflow file and creates an instance of it with the spec's priority, as
@@ -30,16 +31,10 @@ func (b *policyBundle) submit(t *testing.T, file string) int64 {
 	return submitFile(t, b.db, file, nil)
 }
 
-// waitFor polls cond: the master gives the test no signal of its own.
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor waits until cond holds, looking again each time the master waits (masterRun.waitFor).
+func (b *policyBundle) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	b.m.waitFor(t, what, cond)
 }
 
 func (b *policyBundle) state(t *testing.T, id int64) dao.WorkflowState {
@@ -76,12 +71,12 @@ tasks:
   - {name: runs, type: shell, command: sleep 60}
   - {name: waits, type: shell, command: "true", group: nobody}
 `)
-	waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, id)) == 2 })
+	b.waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, id)) == 2 })
 	claimed, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
 	if err != nil || len(claimed) != 1 {
 		t.Fatalf("claim = %v, %v", claimed, err)
 	}
-	waitFor(t, "the workflow to time out", func() bool { return b.state(t, id) == dao.WorkflowFailed })
+	b.waitFor(t, "the workflow to time out", func() bool { return b.state(t, id) == dao.WorkflowFailed })
 	wf, _ := b.db.WorkflowGet(b.ctx, id)
 	if wf.Error == nil || *wf.Error != "workflow timeout 1s exceeded" {
 		t.Errorf("error = %v", wf.Error)
@@ -122,7 +117,7 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			id := b.submit(t, c.file)
 			worker := "w-" + c.name
-			waitFor(t, "the task to be queued", func() bool { return len(b.tasks(t, id)) == 1 })
+			b.waitFor(t, "the task to be queued", func() bool { return len(b.tasks(t, id)) == 1 })
 			claimed, err := b.db.TaskClaimQueued(b.ctx, worker, []string{c.name}, 1)
 			if err != nil || len(claimed) != 1 {
 				t.Fatalf("claim = %v, %v", claimed, err)
@@ -130,14 +125,14 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 			if err := c.kill(claimed[0].ID); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the kill request", func() bool { return b.tasks(t, id)["runs"].KillRequested })
+			b.waitFor(t, "the kill request", func() bool { return b.tasks(t, id)["runs"].KillRequested })
 			if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
 				_, err := q.TaskRequeueIfRunningOnWorker(b.ctx, worker)
 				return err
 			}); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, "the workflow to end", func() bool { return b.state(t, id).Terminal() })
+			b.waitFor(t, "the workflow to end", func() bool { return b.state(t, id).Terminal() })
 			ts := b.tasks(t, id)
 			if got := b.state(t, id); got != dao.WorkflowFailed || ts["runs"].State != dao.TaskKilled {
 				t.Errorf("workflow %s, runs %s; want failed with runs killed", got, ts["runs"].State)
@@ -159,7 +154,7 @@ func TestWorkflowPriorityOrdersClaims(t *testing.T) {
 	b := setupPolicy(t)
 	low := b.submit(t, "name: low\ntasks:\n  - {name: a, type: noop, priority: 5}\n  - {name: b, type: noop, priority: 5}\n")
 	high := b.submit(t, "name: high\npriority: 10\ntasks:\n  - {name: a, type: noop}\n")
-	waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, low)) == 2 && len(b.tasks(t, high)) == 1 })
+	b.waitFor(t, "the tasks to be queued", func() bool { return len(b.tasks(t, low)) == 2 && len(b.tasks(t, high)) == 1 })
 	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{workflow.DefaultGroup}, 1)
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim = %v, %v", got, err)
@@ -178,13 +173,13 @@ func TestMaxActiveQueue(t *testing.T) {
 	file := "name: one-at-a-time\nmax-active-instances: 1\ntasks:\n  - {name: a, type: noop}\n"
 	ids := []int64{b.submit(t, file), b.submit(t, file), b.submit(t, file)}
 	for i, id := range ids {
-		waitFor(t, "the instance to start", func() bool { return b.state(t, id) == dao.WorkflowRunning })
+		b.waitFor(t, "the instance to start", func() bool { return b.state(t, id) == dao.WorkflowRunning })
 		for _, other := range ids[i+1:] {
 			if s := b.state(t, other); s != dao.WorkflowSubmitted {
 				t.Fatalf("instance %d is %s while %d runs; want it waiting (submitted)", other, s, id)
 			}
 		}
-		waitFor(t, "its task", func() bool { return len(b.tasks(t, id)) == 1 })
+		b.waitFor(t, "its task", func() bool { return len(b.tasks(t, id)) == 1 })
 		got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{workflow.DefaultGroup}, 10)
 		if err != nil || len(got) != 1 {
 			t.Fatalf("claim = %v, %v", got, err)
@@ -193,6 +188,6 @@ func TestMaxActiveQueue(t *testing.T) {
 			Next: dao.TaskSucceeded}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the instance to finish", func() bool { return b.state(t, id) == dao.WorkflowSucceeded })
+		b.waitFor(t, "the instance to finish", func() bool { return b.state(t, id) == dao.WorkflowSucceeded })
 	}
 }

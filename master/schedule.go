@@ -4,22 +4,13 @@ import (
 	"context"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/workflow"
 )
-
-// Clock is the scheduler's time source; tests give it a fake one to walk across
-// daylight-saving changes and outages without waiting.
-type Clock interface {
-	Now() time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
 
 // SchedulerConfig configures a Scheduler.
 type SchedulerConfig struct {
@@ -32,8 +23,10 @@ type SchedulerConfig struct {
 	// older one was missed (no master could fire it) and follows its schedule's misfire
 	// policy.
 	MisfireThreshold time.Duration
-	// Clock is the time source; nil means the real clock.
-	Clock Clock
+	// Clock is the time source of the fire times and of the waits between them; nil is the
+	// real clock. Tests give it a fake one to walk across daylight-saving changes and
+	// outages without waiting.
+	Clock clockwork.Clock
 	Log   zerolog.Logger
 }
 
@@ -53,7 +46,7 @@ type Scheduler struct {
 // NewScheduler returns a Scheduler.
 func NewScheduler(cfg SchedulerConfig, db *dao.DB, gate Gate) *Scheduler {
 	if cfg.Clock == nil {
-		cfg.Clock = realClock{}
+		cfg.Clock = clockwork.NewRealClock()
 	}
 	return &Scheduler{cfg: cfg, db: db, gate: gate}
 }
@@ -68,10 +61,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 				wait = min(wait, max(next.Sub(s.cfg.Clock.Now()), 0))
 			}
 		}
-		timer := time.NewTimer(wait)
+		timer := s.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
-		case <-timer.C:
+		case <-timer.Chan():
 		case <-s.gate.Changed():
 		}
 		timer.Stop()

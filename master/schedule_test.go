@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
@@ -19,38 +20,20 @@ import (
 	"github.com/zksched/zksched/workflow"
 )
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // fakeGate is a Gate the test opens and closes.
 type fakeGate struct {
 	mu      sync.Mutex
 	active  bool
 	changed chan struct{}
+	// gen counts the changes made by Set; taken is the gen of the last change channel handed
+	// out by Changed, and took is signalled each time Changed hands one out.
+	gen, taken int
+	took       chan struct{}
 }
 
-func newGate(active bool) *fakeGate { return &fakeGate{active: active, changed: make(chan struct{})} }
+func newGate(active bool) *fakeGate {
+	return &fakeGate{active: active, changed: make(chan struct{}), took: make(chan struct{}, 1)}
+}
 
 func (g *fakeGate) Active() bool {
 	g.mu.Lock()
@@ -61,27 +44,76 @@ func (g *fakeGate) Active() bool {
 func (g *fakeGate) Changed() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.taken = g.gen
+	select {
+	case g.took <- struct{}{}:
+	default:
+	}
 	return g.changed
 }
 
-func (g *fakeGate) Set(active bool) {
+// Set opens or closes the gate and returns the change's number.
+func (g *fakeGate) Set(active bool) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.active = active
 	close(g.changed)
 	g.changed = make(chan struct{})
+	g.gen++
+	return g.gen
+}
+
+// waitTaken returns once a change channel was handed out after change gen: the loop that
+// waits on the gate has seen the change and waits again.
+func (g *fakeGate) waitTaken(t *testing.T, gen int) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		g.mu.Lock()
+		taken := g.taken
+		g.mu.Unlock()
+		if taken >= gen {
+			return
+		}
+		select {
+		case <-g.took:
+		case <-deadline:
+			t.Fatal("nothing looked at the gate after it changed")
+		}
+	}
 }
 
 type scheduleBundle struct {
 	db    *dao.DB
 	ctx   context.Context
-	clock *fakeClock
+	clock *clockwork.FakeClock
 }
 
 func setupSchedule(t *testing.T, now time.Time) *scheduleBundle {
 	t.Helper()
 	db, _ := daotest.New(t)
-	return &scheduleBundle{db: db, ctx: context.Background(), clock: &fakeClock{now: now}}
+	return &scheduleBundle{db: db, ctx: context.Background(), clock: clockwork.NewFakeClockAt(now)}
+}
+
+// setClock moves the fake clock on to at.
+func (b *scheduleBundle) setClock(t *testing.T, at time.Time) {
+	t.Helper()
+	d := at.Sub(b.clock.Now())
+	if d < 0 {
+		t.Fatalf("the clock cannot go back from %v to %v", b.clock.Now(), at)
+	}
+	b.clock.Advance(d)
+}
+
+// waiting returns once the scheduler waits on its timer: it has one on the fake clock only
+// while it waits between two looks at the schedules (Run).
+func (b *scheduleBundle) waiting(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	if err := b.clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the scheduler never waited on its timer")
+	}
 }
 
 // scheduler returns a scheduler named id on the bundle's clock, with a 1 minute misfire
@@ -202,7 +234,7 @@ func TestSchedulerAcrossDST(t *testing.T) {
 			b.submit(t, scheduled(tt.name, fmt.Sprintf("{cron: %q, timezone: America/New_York}", tt.cron)))
 			s := b.scheduler("m1", newGate(true))
 			for b.clock.Now().Before(utcTime(tt.to)) {
-				b.clock.Add(time.Minute)
+				b.clock.Advance(time.Minute)
 				s.FireDue(b.ctx)
 			}
 			if got := b.fired(t, tt.name); !slices.Equal(got, tt.want) {
@@ -232,7 +264,7 @@ func TestTwoSchedulersFireOnce(t *testing.T) {
 	s1, s2 := b.scheduler("m1", newGate(true)), b.scheduler("m2", newGate(true))
 	const steps = 30
 	for range steps {
-		b.clock.Add(time.Minute)
+		b.clock.Advance(time.Minute)
 		var wg sync.WaitGroup
 		for _, s := range []*Scheduler{s1, s2, s1, s2} {
 			wg.Add(1)
@@ -277,9 +309,9 @@ func TestMisfireAfterClusterStop(t *testing.T) {
 			b := setupSchedule(t, utcTime("2026-11-20 10:00").Add(30*time.Second))
 			b.submit(t, scheduled(tt.name, `{cron: "* * * * *", `+tt.misfire+`}`))
 			s := b.scheduler("m1", newGate(true))
-			b.clock.Add(time.Minute) // 10:01:30
+			b.clock.Advance(time.Minute) // 10:01:30
 			s.FireDue(b.ctx)
-			b.clock.Add(10 * time.Minute) // 10:11:30: 10:02..10:10 are missed, 10:11 is on time
+			b.clock.Advance(10 * time.Minute) // 10:11:30: 10:02..10:10 are missed, 10:11 is on time
 			s.FireDue(b.ctx)
 			if got := b.fired(t, tt.name); !slices.Equal(got, tt.want) {
 				t.Errorf("fires:\n got  %v\n want %v", got, tt.want)
@@ -313,32 +345,27 @@ func TestSchedulerGate(t *testing.T) {
 	t.Parallel()
 	b := setupSchedule(t, utcTime("2026-11-20 10:00"))
 	b.submit(t, scheduled("gated", `{cron: "* * * * *"}`))
-	b.clock.Set(utcTime("2026-11-20 10:01"))
+	b.setClock(t, utcTime("2026-11-20 10:01"))
 	gate := newGate(false)
 	s := b.scheduler("m1", gate)
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan struct{})
 	go func() { _ = s.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
-	// Give the inactive loop several polls to do wrong.
-	time.Sleep(300 * time.Millisecond)
+	// Several polls go by for the inactive loop to do wrong: each wakes it, and it waits
+	// again once it has looked.
+	for range 5 {
+		b.waiting(t)
+		b.clock.Advance(50 * time.Millisecond) // the poll interval
+	}
+	b.waiting(t)
 	if got := b.fired(t, "gated"); len(got) != 0 {
 		t.Fatalf("fired %v while the gate was inactive", got)
 	}
-	gate.Set(true)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		fires, err := b.db.FireList(b.ctx, "gated", 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(fires) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no fire after the gate opened")
-		}
-		time.Sleep(20 * time.Millisecond)
+	// The scheduler fires what is due, then waits on the gate again.
+	gate.waitTaken(t, gate.Set(true))
+	if got := b.fired(t, "gated"); !slices.Equal(got, []string{"cron@11-20 10:01"}) {
+		t.Fatalf("after the gate opened, fires = %v; want the one due", got)
 	}
 }
 
@@ -349,9 +376,9 @@ func TestWhenFullSkip(t *testing.T) {
 	b := setupSchedule(t, utcTime("2026-11-20 10:00"))
 	b.submit(t, scheduled("full", `{cron: "* * * * *"}`, "max-active-instances: 1\nwhen-full: skip\n"))
 	s := b.scheduler("m1", newGate(true))
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	s.FireDue(b.ctx)
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	s.FireDue(b.ctx)
 	if got, want := b.fired(t, "full"), []string{"cron@11-20 10:01", "cron@11-20 10:02/skipped"}; !slices.Equal(got, want) {
 		t.Fatalf("fires = %v, want %v", got, want)
@@ -367,7 +394,7 @@ func TestWhenFullSkip(t *testing.T) {
 	if err := b.db.WorkflowFinishIfOwned(b.ctx, got[0].ID, "m1", dao.WorkflowSucceeded, ""); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Add(time.Minute)
+	b.clock.Advance(time.Minute)
 	s.FireDue(b.ctx)
 	if got := b.fired(t, "full"); len(got) != 3 || strings.HasSuffix(got[2], "skipped") {
 		t.Errorf("after the slot freed, fires = %v; want a third that created an instance", got)
@@ -460,7 +487,7 @@ func TestStoreSchedule(t *testing.T) {
 	if next := b.schedule(t, "st").NextFireAt; !next.Equal(utcTime("2026-11-20 10:10")) {
 		t.Fatalf("next = %v, want 10:10", next)
 	}
-	b.clock.Set(utcTime("2026-11-20 10:25"))
+	b.setClock(t, utcTime("2026-11-20 10:25"))
 	b.submit(t, scheduled("st", `{cron: "*/10 * * * *"}`, "description: same timetable\n"))
 	if s := b.schedule(t, "st"); !s.NextFireAt.Equal(utcTime("2026-11-20 10:10")) || s.WorkflowVersion != 2 {
 		t.Fatalf("after a resubmit: next %v version %d; want 10:10 (still due) and version 2", s.NextFireAt, s.WorkflowVersion)
@@ -472,7 +499,7 @@ func TestStoreSchedule(t *testing.T) {
 	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", false, b.clock.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
-	b.clock.Set(utcTime("2026-11-20 12:05"))
+	b.setClock(t, utcTime("2026-11-20 12:05"))
 	s := b.scheduler("m1", newGate(true))
 	s.FireDue(b.ctx)
 	if got := b.fired(t, "st"); len(got) != 0 {

@@ -57,10 +57,10 @@ tasks:
 		WHERE workflow_instance_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
 
 	var second []dao.TaskInstance
-	waitFor(t, "the master to queue the second task", func() bool {
+	m.waitFor(t, "the master to queue the second task", func() bool {
 		second, err = db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 10)
 		return err == nil && len(second) == 1
 	})
@@ -68,7 +68,7 @@ tasks:
 		t.Fatalf("second task's upstream = %+v, %v; want the root's output", p.Upstream, err)
 	}
 	succeed(t, db, second...)
-	waitFor(t, "the instance to succeed", func() bool {
+	m.waitFor(t, "the instance to succeed", func() bool {
 		wf, err := db.WorkflowGet(ctx, id)
 		return err == nil && wf.State == dao.WorkflowSucceeded
 	})
@@ -173,14 +173,14 @@ func TestSweepFindsStrandedInstances(t *testing.T) {
 	for range 5 {
 		ids = append(ids, submitFile(t, db, singleTask("stranded"), nil))
 	}
-	runMaster(t, db, Config{ID: "m1", PollInterval: 20 * time.Millisecond, SweepSlice: 2})
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: 20 * time.Millisecond, SweepSlice: 2})
 
 	// The fourth instance's task ends with no wake-up sent (written as a worker would, by SQL),
 	// once the pass at start is over (three steps of two): only the steps of later polls can
 	// find it.
-	time.Sleep(300 * time.Millisecond)
+	m.waitSwept(t)
 	endUnheard(t, db, ids[3], "1 minute")
-	waitFor(t, "the sweep to finish the stranded instance", func() bool {
+	m.waitFor(t, "the sweep to finish the stranded instance", func() bool {
 		wf, err := db.WorkflowGet(ctx, ids[3])
 		return err == nil && wf.State == dao.WorkflowSucceeded && wf.Owner != nil && *wf.Owner == "m1"
 	})
@@ -202,8 +202,8 @@ func TestSweepAgainAfterTheGrace(t *testing.T) {
 	id := submitFile(t, db, singleTask("late"), nil)
 	endUnheard(t, db, id, "0 seconds")
 	started := time.Now()
-	runMaster(t, db, Config{ID: "m1", PollInterval: time.Hour})
-	waitFor(t, "the second pass to finish the instance", func() bool {
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: time.Hour})
+	m.waitFor(t, "the second pass to finish the instance", func() bool {
 		wf, err := db.WorkflowGet(ctx, id)
 		return err == nil && wf.State == dao.WorkflowSucceeded
 	})
@@ -241,16 +241,61 @@ func singleTask(name string) string {
 	return "name: " + name + "\ntasks:\n  - {name: only, type: noop}\n"
 }
 
+// masterRun is a master a test runs, with its test signals.
+type masterRun struct {
+	*Master
+	// waits is signalled each time the master has nothing left to do and waits (Master.waiting);
+	// sweeps each time its sweep reaches the last unowned running instance (Master.swept).
+	waits, sweeps chan struct{}
+}
+
 // runMaster runs a master with cfg (and no log) until the test ends.
-func runMaster(t *testing.T, db *dao.DB, cfg Config) *Master {
+func runMaster(t *testing.T, db *dao.DB, cfg Config) *masterRun {
 	t.Helper()
 	cfg.Log = zerolog.Nop()
-	m := New(cfg, db, newGate(true))
+	r := &masterRun{Master: New(cfg, db, newGate(true)), waits: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
+	r.waiting, r.swept = signal(r.waits), signal(r.sweeps)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { _ = m.Run(ctx); close(done) }()
+	go func() { _ = r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return m
+	return r
+}
+
+// signal returns a test signal that marks c, without blocking: a test that has not taken the
+// last mark yet finds one waiting.
+func signal(c chan struct{}) func() {
+	return func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitFor waits until cond holds, looking again each time the master has done all it had to
+// and waits: what the master changes, it has changed by then.
+func (r *masterRun) waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for !cond() {
+		select {
+		case <-r.waits:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// waitSwept returns at the next time the master's sweep reaches the last unowned running
+// instance, or the last time if the test has not seen it yet.
+func (r *masterRun) waitSwept(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.sweeps:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the sweep never reached the last unowned running instance")
+	}
 }
 
 // succeed records the success of each of tasks, claimed by a worker.

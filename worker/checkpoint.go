@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/worker/llm"
@@ -22,6 +24,8 @@ type checkpoints struct {
 	hardStop <-chan struct{}
 	// mask masks the worker's secrets in the model text stored.
 	mask *masker
+	// clock times the retries.
+	clock clockwork.Clock
 }
 
 // Load implements executor.Checkpointer.
@@ -65,12 +69,15 @@ func (c *checkpoints) Save(ctx context.Context, step string, cp executor.Checkpo
 		case ctx.Err() != nil || !dao.IsUnavailable(err):
 			return err
 		}
+		retry := c.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			retry.Stop()
 			return err
 		case <-c.hardStop:
+			retry.Stop()
 			return err
-		case <-time.After(wait):
+		case <-retry.Chan():
 		}
 		wait = min(2*wait, 5*time.Second)
 	}

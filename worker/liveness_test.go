@@ -66,6 +66,13 @@ func (h hookEvents) Ended(o dao.Outcome, refused bool) {
 // runWorker runs a worker with the given gate and events until the test ends.
 func (b *testBundle) runWorker(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) *worker.Worker {
 	t.Helper()
+	w, _ := b.runWorkerPolled(t, id, slots, gate, ev)
+	return w
+}
+
+// runWorkerPolled is runWorker that also returns the worker's polls (see startWorkerPolled).
+func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) (*worker.Worker, <-chan struct{}) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -73,11 +80,13 @@ func (b *testBundle) runWorker(t *testing.T, id string, slots int, gate worker.G
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second, LogLimit: 1 << 20, Log: zerolog.Nop(), Events: ev}, b.db, gate,
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
+	polls := make(chan struct{}, 1)
+	worker.OnPoll(w, signal(polls))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return w
+	return w, polls
 }
 
 func (b *testBundle) onlyTask(t *testing.T, wf int64) dao.TaskInstance {
@@ -115,7 +124,7 @@ func TestReclaimWhileTheEarlierAttemptEnds(t *testing.T) {
 			}
 		},
 	}
-	w := b.runWorker(t, "w1", 1, openGate{}, ev)
+	w, polls := b.runWorkerPolled(t, "w1", 1, openGate{}, ev)
 	wf := b.submit(t, `
 name: retry-at-once
 tasks:
@@ -127,9 +136,8 @@ tasks:
 		t.Fatal("attempt 2 was never claimed")
 	}
 	// Several polls (each reconciles) go by while attempt 2 runs.
-	deadline := time.Now().Add(time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	for range 10 {
+		waitPolls(t, polls, 1)
 		if got := strings.Join(b.attempts(t, b.onlyTask(t, wf).ID), ","); got != "failed,running" {
 			t.Fatalf("attempts = %s, want failed,running: the worker lost track of attempt 2", got)
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/zksched/zksched/dao"
 )
 
@@ -24,6 +26,7 @@ type logSink struct {
 	limit    int
 	refused  func() // called once when a write is refused: the task is no longer ours
 	interval time.Duration
+	clock    clockwork.Clock
 
 	mu        sync.Mutex
 	buf       []byte
@@ -38,8 +41,8 @@ type logSink struct {
 
 const chunkSize = 32 << 10
 
-func newLogSink(db *dao.DB, tok dao.Token, limit int, refused func()) *logSink {
-	return &logSink{db: db, tok: tok, limit: limit, refused: refused, interval: 250 * time.Millisecond,
+func newLogSink(db *dao.DB, tok dao.Token, limit int, clock clockwork.Clock, refused func()) *logSink {
+	return &logSink{db: db, tok: tok, limit: limit, refused: refused, interval: 250 * time.Millisecond, clock: clock,
 		wake: make(chan struct{}, 1), done: make(chan struct{}), closed: make(chan struct{})}
 }
 
@@ -73,11 +76,11 @@ func (s *logSink) Write(p []byte) (int, error) {
 
 func (s *logSink) loop() {
 	defer close(s.closed)
-	t := time.NewTicker(s.interval)
+	t := s.clock.NewTicker(s.interval)
 	defer t.Stop()
 	for {
 		select {
-		case <-t.C:
+		case <-t.Chan():
 		case <-s.wake:
 		case <-s.done:
 			s.flush()

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
@@ -50,6 +51,10 @@ type Config struct {
 	// returned: its log, output and error, an agent's checkpoints (conf.Config.SecretValues).
 	// Values shorter than 6 bytes are not masked (see minSecretLen).
 	Secrets []string
+	// Clock is the time source of the polls, the claim's gathering of freed slots, the
+	// tasks' timeouts, the retries of result and checkpoint writes, the log's flushes and
+	// the shutdown's waits; nil is the real clock.
+	Clock clockwork.Clock
 }
 
 // Events receives what the worker does, for metrics. Its methods must return quickly.
@@ -84,6 +89,10 @@ type Worker struct {
 	// unpooled says the database knew no task pool at the last look, poolsSeen that it knew
 	// one (then it always will). Both belong to the claim loop's goroutine.
 	unpooled, poolsSeen bool
+
+	// polled is a test signal, nil outside tests: the claim loop calls it once it has handled
+	// a poll (reconcile included).
+	polled func()
 }
 
 // attemptKey identifies an attempt of this worker: its task and attempt number (the worker id
@@ -105,6 +114,9 @@ type attempt struct {
 
 // New returns a Worker.
 func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	for _, s := range cfg.Secrets {
 		if s != "" && len(s) < minSecretLen {
 			cfg.Log.Warn().Int("length", len(s)).Int("min_length", minSecretLen).
@@ -143,7 +155,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	tasks, kills := w.db.ListenWorker(w.cfg.Log)
 	defer tasks.Close()
 	defer kills.Close()
-	tick := time.NewTicker(w.cfg.PollInterval)
+	clock := w.cfg.Clock
+	tick := clock.NewTicker(w.cfg.PollInterval)
 	defer tick.Stop()
 	checkKills := false
 	// look asks for a claim. backlog says the last one may have left claimable tasks behind
@@ -158,13 +171,27 @@ func (w *Worker) Run(ctx context.Context) error {
 	// waiting to be recorded (the burst's results are written; the worker would otherwise
 	// wait for nothing), looking every claimGather, and at the latest claimGatherMax after
 	// the first slot was freed.
-	var gather <-chan time.Time
+	var gather <-chan time.Time // nil while no gathering is under way
+	var gatherTimer clockwork.Timer
 	var gatherSince time.Time
+	gatherStop := func() {
+		if gatherTimer != nil {
+			gatherTimer.Stop()
+		}
+		gather, gatherTimer = nil, nil
+	}
+	gatherIn := func(d time.Duration) {
+		gatherStop()
+		gatherTimer = clock.NewTimer(d)
+		gather = gatherTimer.Chan()
+	}
+	defer gatherStop()
 	w.lookForPools(ctx)
 	for ctx.Err() == nil {
 		if look && w.gate.Active() {
 			backlog = w.claim(ctx)
-			look, gather = false, nil
+			look = false
+			gatherStop()
 		}
 		if checkKills {
 			w.stopKilled(ctx)
@@ -176,24 +203,28 @@ func (w *Worker) Run(ctx context.Context) error {
 			look = true
 		case k := <-kills.C:
 			checkKills = k.Rescan || k.Payload == w.cfg.ID
-		case <-tick.C:
+		case <-tick.Chan():
 			// The poll also covers kill requests whose notification was lost.
 			look, checkKills = true, true
 			w.reconcile(ctx)
 			w.lookForPools(ctx)
+			if w.polled != nil {
+				w.polled()
+			}
 		case <-w.freed:
 			switch {
 			case !backlog || look:
 			case w.halfFree():
 				look = true
 			case gather == nil:
-				gather, gatherSince = time.After(claimGather), time.Now()
+				gatherIn(claimGather)
+				gatherSince = clock.Now()
 			}
 		case <-gather:
-			if w.halfFree() || w.done.waiting.Load() == 0 || time.Since(gatherSince) >= claimGatherMax {
+			if w.halfFree() || w.done.waiting.Load() == 0 || clock.Since(gatherSince) >= claimGatherMax {
 				look = true
 			} else {
-				gather = time.After(claimGather)
+				gatherIn(claimGather)
 			}
 		case <-w.gate.Changed():
 			look = true
@@ -394,14 +425,15 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		res.Stopped = true
 	default:
 		if d := t.Timeout(); d > 0 {
-			timer := time.AfterFunc(d, func() { a.cancel(errTimedOut) })
+			timer := w.cfg.Clock.AfterFunc(d, func() { a.cancel(errTimedOut) })
 			defer timer.Stop()
 		}
-		sink := newLogSink(w.db, tok, w.cfg.LogLimit, func() { a.cancel(errRefused) })
+		sink := newLogSink(w.db, tok, w.cfg.LogLimit, w.cfg.Clock, func() { a.cancel(errRefused) })
 		logw := w.mask.writer(sink)
 		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
 			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params, Upstream: params.Upstream,
-			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask}}, logw)
+			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
+				clock: w.cfg.Clock}}, logw)
 		_ = logw.Close()
 		sink.Close()
 	}
@@ -448,9 +480,11 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 			return
 		}
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("could not record the attempt's result; retrying")
+		retry := w.cfg.Clock.NewTimer(wait)
 		select {
-		case <-time.After(wait):
+		case <-retry.Chan():
 		case <-w.hardStop:
+			retry.Stop()
 			log.Error().Err(err).Msg("giving up on recording the result at exit; the task will be failed over")
 			return
 		}
@@ -501,10 +535,12 @@ func (w *Worker) shutdown() error {
 		Msg("shutting down: no new claims; running tasks may finish")
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
+	grace := w.cfg.Clock.NewTimer(w.cfg.ShutdownTimeout)
+	defer grace.Stop()
 	select {
 	case <-done:
 		return nil
-	case <-time.After(w.cfg.ShutdownTimeout):
+	case <-grace.Chan():
 	}
 	w.mu.Lock()
 	for _, a := range w.running {
@@ -512,9 +548,11 @@ func (w *Worker) shutdown() error {
 	}
 	w.mu.Unlock()
 	w.cfg.Log.Info().Msg("shutdown timeout over: stopping the remaining tasks and handing them back")
+	last := w.cfg.Clock.NewTimer(30 * time.Second)
+	defer last.Stop()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-last.Chan():
 		close(w.hardStop)
 		<-done
 	}

@@ -57,6 +57,14 @@ func (b *testBundle) startWorker(t *testing.T, id string, shutdown time.Duration
 // startWorkerSlots is startWorker with slots slots.
 func (b *testBundle) startWorkerSlots(t *testing.T, id string, slots int, shutdown time.Duration) (stop func()) {
 	t.Helper()
+	stop, _ = b.startWorkerPolled(t, id, slots, shutdown)
+	return stop
+}
+
+// startWorkerPolled is startWorkerSlots that also returns the worker's polls: a mark is there
+// once the worker has handled a poll since the test last took one (worker.OnPoll).
+func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutdown time.Duration) (stop func(), polls <-chan struct{}) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +72,8 @@ func (b *testBundle) startWorkerSlots(t *testing.T, id string, slots int, shutdo
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 200 * time.Millisecond,
 		ShutdownTimeout: shutdown, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
+	pc := make(chan struct{}, 1)
+	worker.OnPoll(w, signal(pc))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -76,7 +86,34 @@ func (b *testBundle) startWorkerSlots(t *testing.T, id string, slots int, shutdo
 		}
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, pc
+}
+
+// signal returns a test signal that marks c, without blocking: a test that has not taken the
+// last mark yet finds one waiting.
+func signal(c chan struct{}) func() {
+	return func() {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// waitPolls returns once the worker has handled n more polls.
+func waitPolls(t *testing.T, polls <-chan struct{}, n int) {
+	t.Helper()
+	select { // a mark left from before the call is not one of the n
+	case <-polls:
+	default:
+	}
+	for range n {
+		select {
+		case <-polls:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the worker handled no poll within 10s")
+		}
+	}
 }
 
 func (b *testBundle) submit(t *testing.T, yaml string) int64 {
@@ -259,7 +296,7 @@ tasks:
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	b.startWorkerSlots(t, "w1", 2, time.Second)
+	_, polls := b.startWorkerPolled(t, "w1", 2, time.Second)
 	waitFor("two tasks running", func() bool { return count(dao.TaskRunning) == 2 })
 	hold, err := b.db.SQL().Beginx()
 	if err != nil {
@@ -272,8 +309,8 @@ tasks:
 	}
 	waitFor("the next two claimed while the first two results wait", func() bool { return count(dao.TaskRunning) == 4 })
 	// Four held, two of them recording and two running or recording: no fifth claim, though
-	// the worker looks every poll interval (200 ms).
-	time.Sleep(time.Second)
+	// the worker looks at every poll. A poll's claim comes before the next poll is handled.
+	waitPolls(t, polls, 4)
 	if r, q := count(dao.TaskRunning), count(dao.TaskQueued); r != 4 || q != 2 {
 		t.Fatalf("with four results unwritten: %d running, %d queued; want 4 and 2", r, q)
 	}

@@ -169,11 +169,7 @@ func TestTaskDiesWithItsWorker(t *testing.T) {
 	_ = w.Wait()
 	killedAt := time.Now()
 	// Within a moment of the worker's death the group is gone; then the file stays the same.
-	waitFor(t, func() bool {
-		s := size(out)
-		time.Sleep(300 * time.Millisecond)
-		return size(out) == s
-	})
+	waitFor(t, func() bool { return stoppedGrowing(out) })
 	t.Logf("task stopped growing its file %v after the worker was killed", time.Since(killedAt))
 }
 
@@ -212,7 +208,8 @@ func TestWorkerDyingAsItStartsTheSupervisor(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	// A task that ran would have written "ended" a second after it started.
+	// A task that ran would have written "ended" a second after it started: real time has to
+	// pass for one that escaped to show it, so the test sleeps on purpose.
 	time.Sleep(2 * time.Second)
 	for i, out := range outs {
 		if b, _ := os.ReadFile(out); strings.Contains(string(b), "ended") {
@@ -242,11 +239,7 @@ func TestTaskDiesWithAFrozenWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
-	waitFor(t, func() bool {
-		s := size(out)
-		time.Sleep(300 * time.Millisecond)
-		return size(out) == s
-	})
+	waitFor(t, func() bool { return stoppedGrowing(out) })
 	fi, err := os.Stat(out)
 	if err != nil {
 		t.Fatal(err)
@@ -282,12 +275,18 @@ func TestStopWithABrokenLogPipeStillKillsTheTask(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
-		s := size(out)
-		time.Sleep(300 * time.Millisecond)
-		return size(out) == s
-	})
+	waitFor(t, func() bool { return stoppedGrowing(out) })
 	_ = cmd.Wait()
+}
+
+// stoppedGrowing says whether the file at path kept its size over 300 ms. The tasks of these
+// tests append to it every 50 ms while they run, so a steady size means they are gone; the
+// sleep lets that real time pass on purpose, there being no event for a process that stopped
+// writing.
+func stoppedGrowing(path string) bool {
+	s := size(path)
+	time.Sleep(300 * time.Millisecond)
+	return size(path) == s
 }
 
 func size(path string) int64 {

@@ -193,7 +193,9 @@ func TestTaskEnvIsTheAllowList(t *testing.T) {
 // holds only the task's own environment.
 func TestWorkerEnvironIsHiddenFromItsTasks(t *testing.T) {
 	t.Parallel()
-	command := `echo "worker:"; tr '\0' '\n' < /proc/$ZKSCHED_PARAM_worker_pid/environ; ` +
+	// The refusal of the worker's environ is a line on stderr, which the executor reads from a
+	// pipe of its own: sent to stdout, it comes before "supervisor:" as it was written.
+	command := `echo "worker:"; { tr '\0' '\n' < /proc/$ZKSCHED_PARAM_worker_pid/environ; } 2>&1; ` +
 		`echo "supervisor:"; tr '\0' '\n' < /proc/$PPID/environ; ` +
 		`echo "supervisor's parent: $(awk '/^PPid:/ {print $2}' /proc/$PPID/status)"`
 	t.Run("unprotected", func(t *testing.T) {
@@ -297,8 +299,11 @@ func TestTaskRunsAsTheTaskUser(t *testing.T) {
 			if res.Err != nil || res.Output != "last" {
 				t.Fatalf("result = %+v; log:\n%s", res, log.String())
 			}
-			for _, want := range []string{u.Uid + "\n" + u.Gid + "\n", u.HomeDir + " " + u.Username + " " + u.Username + "\n" + u.HomeDir + "\n",
-				"to-stderr\n", "tmp-ok\n"} {
+			// Each want is a run of stdout lines with no stderr write between them: the executor
+			// reads stderr from a pipe of its own, so "to-stderr" may come before lines written
+			// to stdout ahead of it.
+			for _, want := range []string{u.Uid + "\n" + u.Gid + "\n", u.HomeDir + " " + u.Username + " " + u.Username + "\n",
+				"\n" + u.HomeDir + "\n", "to-stderr\n", "tmp-ok\n"} {
 				if !strings.Contains(log.String(), want) {
 					t.Errorf("the task's log lacks %q:\n%s", want, log.String())
 				}

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"github.com/tmc/langchaingo/llms"
 )
@@ -74,6 +75,7 @@ type Client struct {
 	window      *window
 	inFlight    chan struct{}
 	log         zerolog.Logger
+	clock       clockwork.Clock
 }
 
 // Name returns the provider's name.
@@ -119,6 +121,7 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 			return Response{Usage: usage}, e
 		}
 		wait := c.wait(attempt, info.retryAfter)
+		// A context's deadline is on the real clock, whatever c.clock is.
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			// Waiting would outlast the task: fail now with what the provider said.
 			e.Msg += fmt.Sprintf(" (not retried: the task's deadline is nearer than the %v backoff)", wait.Round(time.Millisecond))
@@ -126,12 +129,12 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		}
 		c.log.Warn().Str("provider", c.name).Str("class", string(e.Class)).Int("status", e.Status).Int("attempt", attempt).
 			Dur("retry_in", wait).Msg("model call failed; retrying")
-		t := time.NewTimer(wait)
+		t := c.clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return Response{Usage: usage}, context.Cause(ctx)
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -233,14 +236,17 @@ func withCallInfo(ctx context.Context, info *callInfo) context.Context {
 }
 
 // recordingTransport notes each response's status and Retry-After in the request's
-// callInfo.
-type recordingTransport struct{ base http.RoundTripper }
+// callInfo; clock reads the time a Retry-After date is counted from.
+type recordingTransport struct {
+	base  http.RoundTripper
+	clock clockwork.Clock
+}
 
 func (t recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	if info, ok := req.Context().Value(callInfoKey{}).(*callInfo); ok && resp != nil {
 		info.status = resp.StatusCode
-		info.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+		info.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), t.clock.Now())
 	}
 	return resp, err
 }

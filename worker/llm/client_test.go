@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/conf"
@@ -29,11 +30,18 @@ func setup(t *testing.T) *testBundle {
 // change adjusts the provider first.
 func (b *testBundle) client(t *testing.T, change func(p *conf.Provider)) *llm.Client {
 	t.Helper()
+	return b.clientOn(t, nil, change)
+}
+
+// clientOn is client on clock (nil: the real one).
+func (b *testBundle) clientOn(t *testing.T, clock clockwork.Clock, change func(p *conf.Provider)) *llm.Client {
+	t.Helper()
 	p := conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "test-model", MaxAttempts: 4}
 	if change != nil {
 		change(&p)
 	}
-	c, err := llm.New("test", p, llm.Options{Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: zerolog.Nop()})
+	c, err := llm.New("test", p, llm.Options{Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: zerolog.Nop(),
+		Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,16 +116,60 @@ func TestGenerateRetries(t *testing.T) {
 	}
 }
 
+// waitingOn returns once something waits on the fake clock: the client waits on its retry
+// timer or on its requests-per-minute window.
+func waitingOn(t *testing.T, clock *clockwork.FakeClock) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal("the client never waited on the clock")
+	}
+}
+
+// generate runs a call of c in the background; its error arrives on the channel.
+func (b *testBundle) generate(ctx context.Context, c *llm.Client, prompt string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Generate(ctx, llm.Request{Prompt: prompt})
+		done <- err
+	}()
+	return done
+}
+
+func ended(t *testing.T, done <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not end within 10s")
+		return nil
+	}
+}
+
 func TestRetryAfterIsHonoured(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.srv.Fail("slow down", 429, 1, "1")
-	start := time.Now()
-	if _, err := b.client(t, nil).Generate(b.ctx, llm.Request{Prompt: "slow down"}); err != nil {
+	clock := clockwork.NewFakeClock()
+	done := b.generate(b.ctx, b.clientOn(t, clock, nil), "slow down")
+	waitingOn(t, clock)
+	clock.Advance(time.Second - time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("the call ended (%v) before the 1 s Retry-After", err)
+	default:
+	}
+	if n := b.srv.Calls("slow down"); n != 1 {
+		t.Fatalf("server saw %d calls before the 1 s Retry-After, want 1", n)
+	}
+	clock.Advance(time.Millisecond)
+	if err := ended(t, done); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took < time.Second {
-		t.Errorf("retried after %v, before the 1 s Retry-After", took)
+	if n := b.srv.Calls("slow down"); n != 2 {
+		t.Errorf("server saw %d calls, want 2", n)
 	}
 }
 
@@ -228,21 +280,35 @@ func TestMaxConcurrent(t *testing.T) {
 func TestRequestsPerMinute(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	c := b.client(t, func(p *conf.Provider) { p.RequestsPerMinute = 3 })
+	clock := clockwork.NewFakeClock()
+	c := b.clientOn(t, clock, func(p *conf.Provider) { p.RequestsPerMinute = 3 })
 	for range 3 {
 		if _, err := c.Generate(b.ctx, llm.Request{Prompt: "quick"}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The fourth must wait for the first to leave the minute: it is still waiting when its
-	// task ends.
-	ctx, cancel := context.WithTimeout(b.ctx, 300*time.Millisecond)
-	defer cancel()
-	if _, err := c.Generate(ctx, llm.Request{Prompt: "quick"}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("fourth call in the minute = %v, want it held until the deadline", err)
+	// task ends, just short of the minute.
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := b.generate(ctx, c, "quick")
+	waitingOn(t, clock)
+	clock.Advance(time.Minute - time.Millisecond)
+	cancel()
+	if err := ended(t, done); !errors.Is(err, context.Canceled) {
+		t.Fatalf("fourth call in the minute = %v, want it held until its task ended", err)
 	}
 	if n := b.srv.Calls("quick"); n != 3 {
-		t.Errorf("server saw %d calls, want 3", n)
+		t.Errorf("server saw %d calls in the minute, want 3", n)
+	}
+	// The next one goes as the first leaves the minute.
+	done = b.generate(b.ctx, c, "quick")
+	waitingOn(t, clock)
+	clock.Advance(time.Millisecond)
+	if err := ended(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.srv.Calls("quick"); n != 4 {
+		t.Errorf("server saw %d calls, want 4", n)
 	}
 }
 

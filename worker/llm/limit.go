@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // window lets at most n requests start in any period (a minute for requests-per-minute).
@@ -12,6 +14,7 @@ import (
 type window struct {
 	n      int
 	period time.Duration
+	clock  clockwork.Clock
 	epoch  time.Time
 
 	mu sync.Mutex
@@ -22,8 +25,8 @@ type window struct {
 	next   int
 }
 
-func newWindow(n int, period time.Duration) *window {
-	return &window{n: n, period: period, epoch: time.Now(), starts: make([]time.Duration, 0, min(n, 1024))}
+func newWindow(n int, period time.Duration, clock clockwork.Clock) *window {
+	return &window{n: n, period: period, clock: clock, epoch: clock.Now(), starts: make([]time.Duration, 0, min(n, 1024))}
 }
 
 // wait blocks until a request may start, and counts it as started; it returns ctx's error
@@ -34,12 +37,12 @@ func (w *window) wait(ctx context.Context) error {
 		if d <= 0 {
 			return nil
 		}
-		t := time.NewTimer(d)
+		t := w.clock.NewTimer(d)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -48,7 +51,7 @@ func (w *window) wait(ctx context.Context) error {
 func (w *window) reserve() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	now := time.Since(w.epoch)
+	now := w.clock.Since(w.epoch)
 	if len(w.starts) < w.n {
 		w.starts = append(w.starts, now)
 		return 0

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
@@ -38,6 +39,9 @@ type Options struct {
 	// MaxBackoff, with jitter. Zero means 500 ms and 30 s; tests shorten them.
 	Backoff, MaxBackoff time.Duration
 	Log                 zerolog.Logger
+	// Clock is the time source of the pauses between tries and of the requests-per-minute
+	// window; nil is the real clock.
+	Clock clockwork.Clock
 }
 
 // Providers builds and keeps one Client per configured provider.
@@ -107,9 +111,13 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 				pc.APIKeyEnv, name)
 		}
 	}
-	httpClient := &http.Client{Transport: recordingTransport{base: newTransport()}}
+	clock := opts.Clock
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	httpClient := &http.Client{Transport: recordingTransport{base: newTransport(), clock: clock}}
 	c := &Client{name: name, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
-		backoff: opts.Backoff, maxBackoff: opts.MaxBackoff, log: opts.Log}
+		backoff: opts.Backoff, maxBackoff: opts.MaxBackoff, log: opts.Log, clock: clock}
 	var err error
 	switch pc.Type {
 	case conf.ProviderOpenAI:
@@ -159,7 +167,7 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 		c.maxBackoff = max(30*time.Second, c.backoff)
 	}
 	if pc.RequestsPerMinute > 0 {
-		c.window = newWindow(pc.RequestsPerMinute, time.Minute)
+		c.window = newWindow(pc.RequestsPerMinute, time.Minute, c.clock)
 	}
 	if pc.MaxConcurrent > 0 {
 		c.inFlight = make(chan struct{}, pc.MaxConcurrent)
