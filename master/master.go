@@ -149,7 +149,7 @@ func (m *Master) Run(ctx context.Context) error {
 		sweepAgain.set(dao.StrandedAfter + time.Second)
 	}
 	passNow()
-	// What a change of the gate and the second pass's timer ask for, from either wait below.
+	// What a change of the gate and the second pass's timer ask for.
 	onGate := func() {
 		rescan, claim, admit = true, true, true
 		passNow()
@@ -222,36 +222,20 @@ func (m *Master) Run(ctx context.Context) error {
 			advanced := m.advanceRound(ctx, dirty)
 			busy = (advanced && len(dirty) > 0) || claim || sweep
 		}
-		if busy {
-			// More to do: take what has arrived without waiting for it, so the instances whose
-			// tasks just ended are advanced in the next round, not behind the whole backlog.
-			select {
-			case w := <-wake.C:
-				note(w)
-				drain(wake.C, note)
-			case <-tick.Chan():
-				onTick()
-			case <-m.gate.Changed():
-				onGate()
-			case <-newClaim.c():
-				newClaim.fired()
-				claim = true
-			case <-sweepAgain.c():
-				onSweepAgain()
-			case <-ctx.Done():
-			default:
-			}
-			continue
-		}
-		if m.waiting != nil {
+		if !busy && m.waiting != nil {
 			m.waiting()
+		}
+		// Idle, the loop waits for the first thing to happen. Busy, it takes only what has
+		// already arrived (now is ready at once), so the instances whose tasks just ended
+		// are advanced in the next round, not behind the whole backlog.
+		var now <-chan struct{}
+		if busy {
+			now = ready
 		}
 		select {
 		case <-ctx.Done():
 		case w := <-wake.C:
-			// Take every wake-up already waiting, so one advance covers them all.
 			note(w)
-			drain(wake.C, note)
 		case <-tick.Chan():
 			onTick()
 		case <-m.gate.Changed():
@@ -261,7 +245,10 @@ func (m *Master) Run(ctx context.Context) error {
 			claim = true
 		case <-sweepAgain.c():
 			onSweepAgain()
+		case <-now:
 		}
+		// Take every wake-up already waiting, so one advance covers them all.
+		drain(wake.C, note)
 	}
 	return nil
 }
@@ -301,6 +288,9 @@ func (a *alarm) c() <-chan time.Time {
 	}
 	return a.t.Chan()
 }
+
+// ready is a channel a receive from never waits on.
+var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // drain passes every wake-up already waiting on c to note.
 func drain(c <-chan dao.Wakeup, note func(dao.Wakeup)) {
