@@ -346,17 +346,46 @@ func TestNotifyWakesListeners(t *testing.T) {
 	tl, kl := b.db.ListenWorker(zerolog.Nop())
 	defer tl.Close()
 	defer kl.Close()
-	// Wait until both listeners are subscribed: keep submitting until the master one hears.
+	// Wait until every listener is subscribed (each connection LISTENs in the background, one
+	// channel after the other): probe each channel until its listener hears the probe.
 	deadline := time.After(10 * time.Second)
-	for heard := false; !heard; {
-		daotest.Submit(t, b.db, "wf", map[string]any{})
-		select {
-		case <-ml.C:
-			heard = true
-		case <-time.After(100 * time.Millisecond):
-		case <-deadline:
-			t.Fatal("master listener heard no submit")
+	mc, tc, kc := b.db.Channels()
+	for _, p := range []struct {
+		channel string
+		c       <-chan dao.Wakeup
+	}{{mc, ml.C}, {tc, tl.C}, {kc, kl.C}} {
+		for heard := false; !heard; {
+			if _, err := b.db.SQL().ExecContext(b.ctx, `SELECT pg_notify($1, 'probe')`, p.channel); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case w := <-p.c:
+				heard = w.Payload == "probe"
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("no listener of %s heard a probe", p.channel)
+			}
 		}
+	}
+	// Drop the probes that were heard more than once; nothing else has been sent yet.
+	for _, c := range []<-chan dao.Wakeup{ml.C, tl.C, kl.C} {
+	drain:
+		for {
+			select {
+			case w := <-c:
+				if w.Payload != "probe" {
+					t.Fatalf("heard %+v before any change", w)
+				}
+			default:
+				break drain
+			}
+		}
+	}
+	daotest.Submit(t, b.db, "wf", map[string]any{})
+	select {
+	case <-ml.C:
+	case <-deadline:
+		t.Fatal("master listener heard no submit")
 	}
 	b.queue(t, 1, "gpu")
 	for heard := false; !heard; {

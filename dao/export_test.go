@@ -60,3 +60,9 @@ func QueryTasks(ctx context.Context, q *Queries, query string, args ...any) ([]T
 
 // TaskFields are the fields TaskInstance.fields scans into, in its order.
 func TaskFields(t *TaskInstance) []any { return t.fields() }
+
+// Channels are the NOTIFY channels of db: the masters', the queued tasks' and the kill
+// requests'.
+func (db *DB) Channels() (master, task, kill string) {
+	return db.channels.master, db.channels.task, db.channels.kill
+}
