@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/zksched/zksched/dao"
 )
 
@@ -14,12 +15,13 @@ import (
 type Driver struct {
 	owner string
 	db    *dao.DB
+	clock clockwork.Clock
 	specs Specs
 }
 
-// NewDriver returns the Driver of master owner.
-func NewDriver(db *dao.DB, owner string) *Driver {
-	return &Driver{owner: owner, db: db}
+// NewDriver returns the Driver of master owner. clock is the one Stepped.Deadlines are on.
+func NewDriver(db *dao.DB, owner string, clock clockwork.Clock) *Driver {
+	return &Driver{owner: owner, db: db, clock: clock}
 }
 
 // Stepped is what one advance transaction did, once it has committed.
@@ -98,7 +100,7 @@ func (d *Driver) Admit(ctx context.Context, limit int) ([]dao.WorkflowInstance, 
 // the others.
 func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) (Stepped, error) {
 	var st Stepped
-	began := time.Now()
+	began := d.clock.Now()
 	err := d.db.Tx(ctx, func(q *dao.Queries) error {
 		st = Stepped{Deadlines: map[int64]time.Time{}}
 		var err error

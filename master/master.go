@@ -106,7 +106,7 @@ func New(cfg Config, db *dao.DB, gate Gate) *Master {
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}
-	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID), owned: map[int64]struct{}{},
+	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID, cfg.Clock), owned: map[int64]struct{}{},
 		deadlines: map[int64]time.Time{}}
 }
 
@@ -309,7 +309,7 @@ func drain(c <-chan dao.Wakeup, note func(dao.Wakeup)) {
 // clock (lifecycle.Driver computes them from time.Now), so they are compared with the real
 // clock, not with Config.Clock.
 func (m *Master) markDue(dirty map[int64]struct{}) {
-	now := time.Now()
+	now := m.cfg.Clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, at := range m.deadlines {
