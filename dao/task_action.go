@@ -128,9 +128,10 @@ type RerunResult struct {
 
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
 // the queue (retries reset, attempt numbers going on so every fencing token stays unique),
-// deletes its skipped task instances named in skipped (the caller names those below the rerun
-// tasks, from the definition) so the master creates them again once their dependencies are
-// met, and reopens the workflow instance if it had finished: state running, no owner. The
+// deletes the task instances named in recreate that never ran — skipped, or failed at their
+// creation (attempt 0) — so the master creates them again, deciding anew, once their
+// dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
+// that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
 // masters are woken with its id, as by the end of a task of it, so one locks it at once and
 // continues it.
 //
@@ -141,7 +142,7 @@ type RerunResult struct {
 //
 // ev, unless nil, is the rerun's audit_event row, written in its transaction: the rerun
 // happens only if its record is written with it.
-func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, taskIDs []int64, skipped []string, ev *AuditEvent) (RerunResult, error) {
+func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, taskIDs []int64, recreate []string, ev *AuditEvent) (RerunResult, error) {
 	var res RerunResult
 	err := db.Tx(ctx, func(q *Queries) error {
 		var wf struct {
@@ -184,9 +185,10 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 			groups[r.Group] = true
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
-			WHERE workflow_instance_id = $1 AND state = 'skipped' AND name = ANY($2)`, workflowID, pq.Array(skipped))
+			WHERE workflow_instance_id = $1 AND name = ANY($2)
+				AND (state = 'skipped' OR (state = 'failed' AND attempt = 0))`, workflowID, pq.Array(recreate))
 		if err != nil {
-			return fmt.Errorf("delete skipped tasks of workflow instance %d: %w", workflowID, err)
+			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}
 		n, _ := del.RowsAffected()
 		res.Deleted = int(n)

@@ -439,7 +439,9 @@ type NewTask struct {
 	Name               string
 	Type               string
 	Params             json.RawMessage
-	// State is TaskQueued, or TaskSkipped for a task whose upstream failed.
+	// State is TaskQueued; TaskSkipped for a task that does not run (its trigger or its
+	// condition said so); or TaskFailed for one whose condition could not be decided, with
+	// Error saying why (TaskCreateMany only: a root is always queued).
 	State         TaskState
 	Priority      int
 	Group         string
@@ -447,18 +449,20 @@ type NewTask struct {
 	MaxRetries    int
 	RetryInterval time.Duration
 	Timeout       time.Duration
+	Error         string
 }
 
 // insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays
-// (taskArrays). The roots of createSQL are inserted from the same columns the same way.
+// (taskArrays), $12 their errors (NULL for none). The roots of createSQL are inserted from
+// the same columns the same way; a root has no error.
 const insertManySQL = `
 		INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-			worker_group, pool, max_retries, retry_interval, timeout, ended_at)
+			worker_group, pool, max_retries, retry_interval, timeout, error, ended_at)
 		SELECT w, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-			tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+			tm * interval '1 millisecond', er, CASE WHEN st IN ('skipped', 'failed') THEN now() END
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
-			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[])
-			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm)
+			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[])
+			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er)
 		ON CONFLICT (workflow_instance_id, name) DO NOTHING
 		RETURNING name, state, worker_group`
 
@@ -475,8 +479,14 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 		State string `db:"state"`
 		Group string `db:"worker_group"`
 	}
+	errs := make([]*string, len(tasks))
+	for i := range tasks {
+		if tasks[i].Error != "" {
+			errs[i] = &tasks[i].Error
+		}
+	}
 	// Prepared: the master creates tasks in every claim and advance transaction.
-	err := selectHot(ctx, q, &created, insertManySQL, taskArrays(tasks)...)
+	err := selectHot(ctx, q, &created, insertManySQL, append(taskArrays(tasks), pq.Array(errs))...)
 	if err != nil {
 		return nil, fmt.Errorf("create %d task instances: %w", len(tasks), err)
 	}

@@ -37,7 +37,9 @@ func Kill(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao
 // skipped created again once it succeeds, and reopens its workflow instance if it had ended
 // (dao.TaskRerunIfFailedOrKilled). It returns the task's workflow instance as well, 0 when the
 // task does not exist. specs is the caller's cache of definitions, read on db. audit, unless
-// nil, gives the rerun's audit_event row once the workflow instance is known.
+// nil, gives the rerun's audit_event row once the workflow instance is known. A task that
+// failed at its creation (its when: condition could not be decided) never ran: it is created
+// again instead, and its condition decided anew.
 func RerunTask(ctx context.Context, db *dao.DB, specs *Specs, id int64, audit func(workflow int64) *dao.AuditEvent) (dao.RerunResult, int64, error) {
 	t, err := db.TaskGet(ctx, id)
 	if err != nil {
@@ -58,7 +60,11 @@ func RerunTask(ctx context.Context, db *dao.DB, specs *Specs, id int64, audit fu
 	if audit != nil {
 		ev = audit(wf.ID)
 	}
-	res, err := db.TaskRerunIfFailedOrKilled(ctx, wf.ID, []int64{id}, below(spec, []string{t.Name}), ev)
+	ids, recreate := []int64{id}, below(spec, []string{t.Name})
+	if neverRan(t) {
+		ids, recreate = nil, append(recreate, t.Name)
+	}
+	res, err := db.TaskRerunIfFailedOrKilled(ctx, wf.ID, ids, recreate, ev)
 	return res, wf.ID, err
 }
 
@@ -77,15 +83,20 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audi
 	if err != nil {
 		return dao.RerunResult{}, err
 	}
-	var ids []int64
-	var names []string
+	var ids, all []int64
+	var names, recreate []string
 	for _, t := range tasks {
-		if t.State == dao.TaskFailed || t.State == dao.TaskKilled {
+		if t.State != dao.TaskFailed && t.State != dao.TaskKilled {
+			continue
+		}
+		all, names = append(all, t.ID), append(names, t.Name)
+		if neverRan(&t) {
+			recreate = append(recreate, t.Name)
+		} else {
 			ids = append(ids, t.ID)
-			names = append(names, t.Name)
 		}
 	}
-	if len(ids) == 0 {
+	if len(all) == 0 {
 		return dao.RerunResult{}, fmt.Errorf("workflow instance %d: %w", id, ErrNothingToRerun)
 	}
 	spec, err := specs.Get(ctx, db.Queries, wf.WorkflowName, wf.WorkflowVersion)
@@ -94,10 +105,13 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audi
 	}
 	var ev *dao.AuditEvent
 	if audit != nil {
-		ev = audit(ids)
+		ev = audit(all)
 	}
-	return db.TaskRerunIfFailedOrKilled(ctx, id, ids, below(spec, names), ev)
+	return db.TaskRerunIfFailedOrKilled(ctx, id, ids, append(recreate, below(spec, names)...), ev)
 }
+
+// neverRan reports whether t failed at its creation, before any attempt.
+func neverRan(t *dao.TaskInstance) bool { return t.State == dao.TaskFailed && t.Attempt == 0 }
 
 // Stop stops a submitted or running workflow instance: it ends stopped, its queued tasks are
 // killed and the workers of its running ones are asked to kill them (dao.WorkflowStopIfActive).

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // Driver carries out a master's transitions of the workflow instances it drives: claims,
@@ -165,11 +166,30 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 			for _, t := range tasks {
 				states[t.Name] = t.State
 			}
-			p := Decide(spec, states)
-			if len(p.Create) > 0 {
-				params, err := instanceParams(spec, wf.Params)
-				if err != nil {
+			// The params are read only for an instance that creates tasks.
+			var params map[string]string
+			paramsErr := func() error {
+				if params != nil {
+					return nil
+				}
+				var err error
+				if params, err = instanceParams(spec, wf.Params); err != nil {
 					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+				}
+				return nil
+			}
+			p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
+				if t.When == "" {
+					return true, nil
+				}
+				if err := paramsErr(); err != nil {
+					return false, err
+				}
+				return t.Runs(ctx, workflow.TemplateData{Params: params, Upstream: upstream(t, tasks)})
+			})
+			if len(p.Create) > 0 {
+				if err := paramsErr(); err != nil {
+					return err
 				}
 				for _, c := range p.Create {
 					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)

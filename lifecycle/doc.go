@@ -55,11 +55,14 @@
 //	   │          │  └──killed (operator, stop, │                               killed
 //	   │          │     workflow timeout)──▶ killed
 //	   │          └── retry · hand-back · interrupted (worker) · failed over (leader)
-//	   └──▶ skipped (an upstream did not succeed)
+//	   ├──▶ skipped (its trigger or its when: condition says it does not run)
+//	   └──▶ failed (its when: condition could not be decided)
 //	failed, killed ──rerun (operator)──▶ queued
 //
-// A master creates task instances when their upstream is terminal: queued if it all
-// succeeded, skipped otherwise. A worker claims a queued one whose retry wait has passed and
+// A master creates task instances when their upstream is terminal: queued if their trigger
+// holds (by default: it all succeeded) and their when: condition renders true, skipped if
+// either says no, failed if the condition cannot be decided (Decide). A rerun of such a
+// failed task, which never ran, deletes it for the master to create again. A worker claims a queued one whose retry wait has passed and
 // whose pool has a free slot: it runs under a new attempt, whose fencing token every later
 // write carries. The attempt's end moves it on by Next: succeeded; a failure or a timeout back
 // to the queue while retries last, failed after; a hand-back or an interruption back to the

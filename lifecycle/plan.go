@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,8 +14,8 @@ import (
 // Plan is what one advance of a workflow instance does: the task instances to create, and
 // whether the instance is finished.
 type Plan struct {
-	// Create holds the tasks whose upstream all succeeded (to queue) and those with a failed,
-	// killed or skipped upstream (to skip), in DAG order.
+	// Create holds the tasks whose dependencies have all ended, in DAG order: queued to run,
+	// skipped, or failed at once when their when: condition cannot be decided.
 	Create []Planned
 	// Done is set when every task has reached a terminal state; State and Error are then the
 	// instance's end.
@@ -29,17 +28,26 @@ type Plan struct {
 type Planned struct {
 	Task  *workflow.Task
 	State dao.TaskState
+	// Error says why a task is created failed.
+	Error string
 }
+
+// Runs says whether a task whose trigger holds runs: its when: condition, rendered over the
+// instance's params and the outputs of the task's dependencies. An error fails the task.
+type Runs func(t *workflow.Task) (bool, error)
 
 // Decide is the rule of a workflow instance's progress: from its spec and the states of the
 // task instances it has so far, the next step. A task instance is created only when all of
-// its dependencies are terminal: queued if they all succeeded, skipped otherwise, so a
-// failure skips its whole downstream in one step while independent branches go on. When
-// every task is terminal the instance ends: succeeded if none failed or was killed, failed
-// otherwise, with the failed and killed tasks named in its error (Outcome). The worker's
-// statement that ends a single-task workflow (dao.TaskFinishManyIfRunning) gives the same
-// end; TestSingleTaskEndMatchesDecide holds the two together.
-func Decide(spec *workflow.Spec, states map[string]dao.TaskState) Plan {
+// its dependencies are terminal. Its trigger (Trigger) says whether what they came to lets
+// it run — by default only if they all succeeded, so a failure skips its whole downstream in
+// one step while independent branches go on — and then runs, its when: condition, whether it
+// does: queued if so, skipped if not, failed if the condition cannot be decided. runs nil
+// runs every task whose trigger holds. When every task is terminal the instance ends:
+// succeeded if none failed or was killed, failed otherwise, with the failed and killed tasks
+// named in its error (Outcome). The worker's statement that ends a single-task workflow
+// (dao.TaskFinishManyIfRunning) gives the same end; TestSingleTaskEndMatchesDecide holds the
+// two together.
+func Decide(spec *workflow.Spec, states map[string]dao.TaskState, runs Runs) Plan {
 	var p Plan
 	known := make(map[string]dao.TaskState, len(spec.Tasks))
 	maps.Copy(known, states)
@@ -48,20 +56,34 @@ func Decide(spec *workflow.Spec, states map[string]dao.TaskState) Plan {
 			continue
 		}
 		t, _ := spec.Task(name)
-		next, ready := dao.TaskQueued, true
+		ready, ok, failed := true, true, false
 		for _, dep := range t.DependsOn {
-			switch s, ok := known[dep]; {
-			case !ok || !s.Terminal():
+			switch s, seen := known[dep]; {
+			case !seen || !s.Terminal():
 				ready = false
+			case s == dao.TaskFailed || s == dao.TaskKilled:
+				ok, failed = false, true
 			case s != dao.TaskSucceeded:
-				next = dao.TaskSkipped
+				ok = false
 			}
 		}
 		if !ready {
 			continue
 		}
-		known[name] = next
-		p.Create = append(p.Create, Planned{Task: t, State: next})
+		c := Planned{Task: t, State: dao.TaskSkipped}
+		if Trigger(t.Trigger, ok, failed) {
+			c.State = dao.TaskQueued
+			if runs != nil {
+				switch yes, err := runs(t); {
+				case err != nil:
+					c.State, c.Error = dao.TaskFailed, err.Error()
+				case !yes:
+					c.State = dao.TaskSkipped
+				}
+			}
+		}
+		known[name] = c.State
+		p.Create = append(p.Create, c)
 	}
 	ends := make([]TaskEnd, 0, len(spec.Tasks))
 	for _, t := range spec.Tasks {
@@ -74,6 +96,20 @@ func Decide(spec *workflow.Spec, states map[string]dao.TaskState) Plan {
 	p.Done = true
 	p.State, p.Error = Outcome(ends)
 	return p
+}
+
+// Trigger reports whether a task with trigger runs once its dependencies have all ended:
+// allSucceeded says they all succeeded, anyFailed that one failed or was killed (a skipped
+// dependency is neither).
+func Trigger(trigger string, allSucceeded, anyFailed bool) bool {
+	switch trigger {
+	case workflow.TriggerAllDone:
+		return true
+	case workflow.TriggerAnyFailed:
+		return anyFailed
+	default:
+		return allSucceeded
+	}
 }
 
 // TaskEnd is a task instance's terminal state, by task name.
@@ -99,17 +135,23 @@ func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
 }
 
 // Roots returns the task instances a new instance of spec with params and priority starts
-// with: its tasks without dependencies, or none for a capped workflow, which starts them
-// only once admitted.
+// with: its tasks without dependencies; or none for a capped workflow, which starts them only
+// once admitted, and for one with a when: condition on a root, whose roots a master creates
+// once it has decided the condition.
 func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
 	if spec.MaxActiveInstances > 0 {
 		return nil, nil
+	}
+	for _, t := range spec.Tasks {
+		if len(t.DependsOn) == 0 && t.When != "" {
+			return nil, nil
+		}
 	}
 	merged, err := instanceParams(spec, params)
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
 	}
-	p := Decide(spec, nil)
+	p := Decide(spec, nil, nil)
 	rows := make([]dao.NewTask, 0, len(p.Create))
 	for _, c := range p.Create {
 		row, err := taskRow(0, priority, c, merged, nil)
@@ -131,25 +173,25 @@ func taskRow(wfID int64, wfPriority int, c Planned, params map[string]string, ta
 	return dao.NewTask{WorkflowInstanceID: wfID, Name: c.Task.Name, Type: c.Task.Type, Params: raw,
 		State: c.State, Priority: c.Task.Priority + wfPriority, Group: c.Task.Group, Pool: c.Task.Pool,
 		MaxRetries: c.Task.Retries, RetryInterval: time.Duration(c.Task.RetryInterval),
-		Timeout: time.Duration(c.Task.Timeout)}, nil
+		Timeout: time.Duration(c.Task.Timeout), Error: c.Error}, nil
 }
 
 // upstream returns the outputs of t's dependencies among the workflow instance's tasks,
-// which are all finished when t is created: downstream tasks get them in their params.
+// which have all ended when t is created: downstream tasks get them in their params. A
+// dependency without an output (one that failed, was skipped, or was created in the same
+// advance as t) has an empty one.
 func upstream(t *workflow.Task, tasks []dao.TaskOutcome) map[string]workflow.Upstream {
 	if len(t.DependsOn) == 0 {
 		return nil
 	}
 	out := make(map[string]workflow.Upstream, len(t.DependsOn))
+	for _, dep := range t.DependsOn {
+		out[dep] = workflow.Upstream{}
+	}
 	for _, ti := range tasks {
-		if !slices.Contains(t.DependsOn, ti.Name) {
-			continue
+		if _, dep := out[ti.Name]; dep && ti.Output != nil {
+			out[ti.Name] = workflow.Upstream{Output: *ti.Output}
 		}
-		var u workflow.Upstream
-		if ti.Output != nil {
-			u.Output = *ti.Output
-		}
-		out[ti.Name] = u
 	}
 	return out
 }

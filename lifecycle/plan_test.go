@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -57,7 +58,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := Decide(diamond(t), tc.states)
+			p := Decide(diamond(t), tc.states, nil)
 			var got []string
 			for _, c := range p.Create {
 				got = append(got, c.Task.Name+"="+string(c.State))
@@ -72,5 +73,102 @@ func TestDecide(t *testing.T) {
 				t.Error("a failed workflow has no error message")
 			}
 		})
+	}
+}
+
+// TestDecideTriggersAndConditions: a trigger says what the dependencies must have come to, a
+// when: condition then whether the task runs; a skip by either propagates as an upstream
+// skip does, and a condition that cannot be decided fails its task, which fails the run.
+func TestDecideTriggersAndConditions(t *testing.T) {
+	t.Parallel()
+	spec, err := workflow.Parse([]byte(`
+name: triggers
+tasks:
+  - {name: build, type: noop}
+  - {name: deploy, type: noop, depends-on: [build], when: "{{ eq .params.env \"prod\" }}"}
+  - {name: notify, type: noop, depends-on: [deploy]}
+  - {name: alert, type: noop, depends-on: [build, deploy], trigger: any-failed}
+  - {name: cleanup, type: noop, depends-on: [notify, alert], trigger: all-done}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const (
+		ok = dao.TaskSucceeded
+		f  = dao.TaskFailed
+		k  = dao.TaskKilled
+		sk = dao.TaskSkipped
+	)
+	// cond is the when: of each task by name: true, false, or "error".
+	decide := func(states map[string]dao.TaskState, cond map[string]string) []string {
+		p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
+			switch cond[t.Name] {
+			case "false":
+				return false, nil
+			case "error":
+				return false, errors.New("no such param")
+			}
+			return true, nil
+		})
+		var got []string
+		for _, c := range p.Create {
+			got = append(got, c.Task.Name+"="+string(c.State)+c.Error)
+		}
+		if p.Done {
+			got = append(got, "done:"+string(p.State))
+		}
+		return got
+	}
+	for _, tc := range []struct {
+		name   string
+		states map[string]dao.TaskState
+		cond   map[string]string
+		want   []string
+	}{
+		{"condition true", map[string]dao.TaskState{"build": ok}, nil, []string{"deploy=queued"}},
+		{"condition false skips the task and what needs it to succeed; all-done runs",
+			map[string]dao.TaskState{"build": ok}, map[string]string{"deploy": "false"},
+			[]string{"deploy=skipped", "notify=skipped", "alert=skipped", "cleanup=queued"}},
+		{"any-failed runs on a failure, all-done after it",
+			map[string]dao.TaskState{"build": ok, "deploy": f}, nil,
+			[]string{"notify=skipped", "alert=queued"}},
+		{"a kill counts as a failure", map[string]dao.TaskState{"build": k}, nil,
+			[]string{"deploy=skipped", "notify=skipped", "alert=queued"}},
+		{"all-done waits for every dependency", map[string]dao.TaskState{"build": ok, "deploy": f, "notify": sk}, nil,
+			[]string{"alert=queued"}},
+		{"all-done after a failure; the run still fails",
+			map[string]dao.TaskState{"build": ok, "deploy": f, "notify": sk, "alert": ok, "cleanup": ok}, nil,
+			[]string{"done:failed"}},
+		{"any-failed skipped when nothing failed, the run succeeds",
+			map[string]dao.TaskState{"build": ok, "deploy": ok, "notify": ok, "alert": sk, "cleanup": ok}, nil,
+			[]string{"done:succeeded"}},
+		{"a condition that cannot be decided fails the task",
+			map[string]dao.TaskState{"build": ok}, map[string]string{"deploy": "error"},
+			[]string{"deploy=failedno such param", "notify=skipped", "alert=queued"}},
+		{"no condition is asked of a task its trigger skips",
+			map[string]dao.TaskState{"build": f}, map[string]string{"deploy": "error"},
+			[]string{"deploy=skipped", "notify=skipped", "alert=queued"}},
+	} {
+		if got := decide(tc.states, tc.cond); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestTrigger(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		trigger              string
+		allSucceeded, failed bool
+		want                 bool
+	}{
+		{"", true, false, true}, {"", false, false, false}, {"", false, true, false},
+		{workflow.TriggerAllSucceeded, true, false, true}, {workflow.TriggerAllSucceeded, false, true, false},
+		{workflow.TriggerAllDone, true, false, true}, {workflow.TriggerAllDone, false, false, true}, {workflow.TriggerAllDone, false, true, true},
+		{workflow.TriggerAnyFailed, true, false, false}, {workflow.TriggerAnyFailed, false, false, false}, {workflow.TriggerAnyFailed, false, true, true},
+	} {
+		if got := Trigger(tc.trigger, tc.allSucceeded, tc.failed); got != tc.want {
+			t.Errorf("Trigger(%q, %v, %v) = %v, want %v", tc.trigger, tc.allSucceeded, tc.failed, got, tc.want)
+		}
 	}
 }

@@ -144,6 +144,19 @@
 //     limit.
 //   - env: environment variables for the task, a mapping of names to values. Names are
 //     letters, digits and '_', not starting with a digit.
+//   - trigger: what the task's dependencies must have come to, once they have all ended,
+//     for it to run: all-succeeded (the default: every one succeeded), all-done (whatever
+//     they came to: a clean-up) or any-failed (one failed or was killed: an alert). A task
+//     whose trigger does not hold is skipped, and a skip goes on down as a failure does,
+//     unless a trigger below says otherwise. A skipped dependency neither succeeded nor
+//     failed. Only a task with depends-on has a trigger. The instance's end is unchanged by
+//     triggers: a run with a failed task fails, even if its clean-up succeeded.
+//   - when: a condition, a template (see Prompt templates) over .params and the outputs
+//     of the task's dependencies that renders true or false (spaces around it ignored). It
+//     is decided once the trigger holds; false skips the task. A condition that renders
+//     anything else, or fails, fails the task with the reason, without running it; a rerun
+//     of such a task decides it again. A root task's condition is decided by a master, so
+//     an instance with one starts when a master takes it up, not at submit.
 //
 // Each type has fields of its own; a field of one type on a task of another is an error.
 //

@@ -489,3 +489,24 @@ func (w *boundedWriter) Write(p []byte) (int, error) {
 	}
 	return w.Builder.Write(p)
 }
+
+// Runs reports whether the task's when: condition holds over data: true for a task without
+// one. The condition must render true or false (spaces around it ignored); anything else, or
+// a template that fails, is an error naming the task.
+func (t *Task) Runs(ctx context.Context, data TemplateData) (bool, error) {
+	if t.When == "" {
+		return true, nil
+	}
+	out, err := Render(ctx, "when", t.When, data)
+	if err != nil {
+		return false, fmt.Errorf("task %s: %w", quote(t.Name), err)
+	}
+	switch v := strings.TrimSpace(out); v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	default:
+		return false, fmt.Errorf("task %s: when rendered %s; it must render true or false", quote(t.Name), quote(clip(v)))
+	}
+}

@@ -83,6 +83,12 @@ type Task struct {
 	// limits how many of its tasks run at once across all workers.
 	Pool string            `json:"pool,omitempty" yaml:"pool,omitempty"`
 	Env  map[string]string `json:"env,omitempty" yaml:"env,omitempty"`
+	// Trigger is what the task's dependencies must have come to for it to run: one of
+	// Triggers; empty means TriggerAllSucceeded.
+	Trigger string `json:"trigger,omitempty" yaml:"trigger,omitempty"`
+	// When is a template over the params and the upstream outputs that renders true or
+	// false; false skips the task. Empty means true.
+	When string `json:"when,omitempty" yaml:"when,omitempty"`
 
 	// Command is the shell task's script, run with bash -c.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`
@@ -115,6 +121,20 @@ type Step struct {
 	// of the earlier steps.
 	Prompt string `json:"prompt" yaml:"prompt"`
 }
+
+// The triggers: what a task's dependencies must have come to, once all have ended, for it
+// to run. Otherwise it is skipped.
+const (
+	// TriggerAllSucceeded runs the task if every dependency succeeded (the default).
+	TriggerAllSucceeded = "all-succeeded"
+	// TriggerAllDone runs the task whatever its dependencies came to.
+	TriggerAllDone = "all-done"
+	// TriggerAnyFailed runs the task if one of its dependencies failed or was killed.
+	TriggerAnyFailed = "any-failed"
+)
+
+// Triggers returns the values of a task's trigger field.
+func Triggers() []string { return []string{TriggerAllSucceeded, TriggerAllDone, TriggerAnyFailed} }
 
 // Duration is a time.Duration that reads and writes as a Go duration string ("30s") in both
 // YAML and JSON, so the stored spec reads like the file it came from.

@@ -47,6 +47,8 @@ var commonFields = []field{
 	stringField("group", func(t *Task) *string { return &t.Group }),
 	stringField("pool", func(t *Task) *string { return &t.Pool }),
 	stringMapField("env", func(t *Task) *map[string]string { return &t.Env }),
+	stringField("trigger", func(t *Task) *string { return &t.Trigger }),
+	stringField("when", func(t *Task) *string { return &t.When }),
 }
 
 // Types returns the known task types, sorted.

@@ -139,6 +139,18 @@ func (s *Spec) problems() []problem {
 				addTask("env", "env name %s is invalid: %s", quote(k), envRule)
 			}
 		}
+		switch {
+		case t.Trigger == "":
+		case !slices.Contains(Triggers(), t.Trigger):
+			addTask("trigger", "unknown trigger %s (known triggers: %s)", quote(t.Trigger), strings.Join(Triggers(), ", "))
+		case len(t.DependsOn) == 0:
+			addTask("trigger", "trigger %s needs depends-on: a task without dependencies starts with the run", t.Trigger)
+		}
+		if t.When != "" {
+			for _, p := range checkTemplate(t, "when", "when", t.When, nil) {
+				addTask(p.field, "%s", p.msg)
+			}
+		}
 	}
 
 	// Dependencies are checked once every name is known, so a task may depend on one written

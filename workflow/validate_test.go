@@ -40,6 +40,22 @@ func TestValidate(t *testing.T) {
 			`task "a" depends on "nope", which is not a task of this workflow`,
 			"dependency cycle: a -> b -> a (each task depends on the one before it)",
 		}},
+		{"triggers and conditions", func(s *Spec) {
+			s.Tasks[1].DependsOn = []string{"a"}
+			s.Tasks[1].Trigger, s.Tasks[1].When = TriggerAnyFailed, `{{ eq .upstream.a.output "x" }}`
+			s.Tasks[0].When = `{{ eq .params.env "prod" }}`
+		}, nil},
+		{"bad triggers and conditions", func(s *Spec) {
+			s.Tasks[0].Trigger = TriggerAllDone
+			s.Tasks[0].When = `{{ .upstream.b.output }}`
+			s.Tasks[1].DependsOn = []string{"a"}
+			s.Tasks[1].Trigger, s.Tasks[1].When = "one-failed", `{{ if }}`
+		}, []string{
+			`task "a": trigger all-done needs depends-on: a task without dependencies starts with the run`,
+			`task "a": when: .upstream.b.output refers to task "b", but the task has no depends-on: only the outputs of its dependencies are available`,
+			`task "b": unknown trigger "one-failed" (known triggers: all-succeeded, all-done, any-failed)`,
+			`task "b": when is not a valid template: when:1: missing value for if`,
+		}},
 		{"no tasks", func(s *Spec) { s.Tasks = nil }, []string{"the workflow has no tasks"}},
 		{"too many tasks", func(s *Spec) { s.Tasks = make([]Task, MaxTasks+1) }, []string{
 			"the workflow has 10001 tasks; the limit is 10000"}},
