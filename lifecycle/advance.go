@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/workflow"
 )

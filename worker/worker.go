@@ -14,11 +14,12 @@ import (
 
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/workflow"
-	"golang.org/x/sync/errgroup"
 )
 
 // Gate says whether the node may take new work: it is registered in ZooKeeper and connected.

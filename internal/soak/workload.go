@@ -12,11 +12,12 @@ import (
 	"sync"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
-	"go.yaml.in/yaml/v3"
 )
 
 // kind is one kind of workflow the workload submits.
