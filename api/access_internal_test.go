@@ -132,6 +132,7 @@ func TestRouteTable(t *testing.T) {
 		"POST /api/v1/workflow-instances/{id}/rerun":        RoleOperator,
 		"POST /api/v1/task-instances/{id}/kill":             RoleOperator,
 		"POST /api/v1/task-instances/{id}/rerun":            RoleOperator,
+		"POST /api/v1/task-instances/{id}/signal":           RoleOperator,
 		"POST /api/v1/schedules/{name}/enable":              RoleOperator,
 		"POST /api/v1/schedules/{name}/disable":             RoleOperator,
 		"POST /api/v1/schedules/{name}/trigger":             RoleOperator,

@@ -36,6 +36,25 @@ func (s *Server) killTask(r *http.Request, id int64) (dao.KillResult, error) {
 	return res, nil
 }
 
+func (s *Server) signalTask(r *http.Request, id int64, body signalJSON) (int64, error) {
+	ctx := r.Context()
+	// The audit row keeps whether the signal failed the task and its output's size, never the
+	// output itself: it may hold what only the workflow's later tasks should read.
+	auditOf(r).setParams(map[string]any{"fail": body.Fail, "output_bytes": len(body.Output)})
+	ev := s.auditEvent(r)
+	wf, err := lifecycle.Signal(ctx, s.db, id, body.Output, body.Fail, &ev)
+	if err != nil {
+		if errors.Is(err, lifecycle.ErrSignalTooLarge) {
+			return 0, badRequest("%v", err)
+		}
+		return 0, err
+	}
+	auditDone(r)
+	zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", wf).Bool("fail", body.Fail).
+		Msg("signalled a waiting task instance")
+	return wf, nil
+}
+
 func (s *Server) rerunTask(r *http.Request, id int64) (dao.RerunResult, int64, error) {
 	ctx := r.Context()
 	res, wf, err := lifecycle.RerunTask(ctx, s.db, &s.specs, id, func(wf int64) *dao.AuditEvent {

@@ -785,3 +785,68 @@ func TestHealthAndReadiness(t *testing.T) {
 		}
 	}
 }
+
+// TestSignalThroughTheAPI: a signal ends a waiting task once, with the output, and writes an
+// audit row without the output; a second, or one to a task that does not wait, is a 409; a
+// body that is not JSON is a 400.
+func TestSignalThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	f := b.seed(t, 6)
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: f.wf, Name: "review",
+		Type: "wait", State: dao.TaskWaiting, Group: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := b.db.TaskListByWorkflow(b.ctx, f.wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var review int64
+	for _, ti := range all {
+		if ti.Name == "review" {
+			review = ti.ID
+		}
+	}
+	path := fmt.Sprintf("/api/v1/task-instances/%d/signal", review)
+	if r := b.do(t, "POST", path, `not json`, "Content-Type", "application/json"); r.status != 400 {
+		t.Errorf("signal with a body that is not JSON: %d %s", r.status, r.body)
+	}
+	r := b.do(t, "POST", path, `{"output": "secret plan approved"}`, "Content-Type", "application/json")
+	var out map[string]any
+	if r.status != 200 {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	if r.json(t, &out); out["state"] != "succeeded" || out["workflow_instance"] != float64(f.wf) {
+		t.Errorf("signal = %v", out)
+	}
+	ti, err := b.db.TaskGet(b.ctx, review)
+	if err != nil || ti.State != dao.TaskSucceeded || ti.Output == nil || *ti.Output != "secret plan approved" {
+		t.Fatalf("review after the signal = %+v, %v", ti, err)
+	}
+	if r := b.do(t, "POST", path, `{"fail": true}`); r.status != 409 || !strings.Contains(r.errorMessage(t), "it is succeeded") {
+		t.Errorf("second signal: %d %s; want 409", r.status, r.body)
+	}
+	if r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/signal", f.byName["t5"]), `{}`); r.status != 409 ||
+		!strings.Contains(r.errorMessage(t), "it is queued") {
+		t.Errorf("signal of a queued task: %d %s; want 409", r.status, r.body)
+	}
+	events, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok int
+	for _, ev := range events {
+		if strings.Contains(string(ev.Params), "secret plan") {
+			t.Errorf("audit row %+v holds the signal's output", ev)
+		}
+		if ev.Action == dao.AuditTaskSignal && ev.Outcome == dao.AuditOK {
+			ok++
+			if ev.Target != fmt.Sprintf("task-instance/%d", review) {
+				t.Errorf("signal row target %q", ev.Target)
+			}
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d committed signal rows, want 1", ok)
+	}
+}

@@ -14,7 +14,7 @@ import (
 
 // The task states and workflow states a filter accepts.
 var (
-	taskStates = []dao.TaskState{dao.TaskQueued, dao.TaskRunning, dao.TaskSucceeded, dao.TaskFailed,
+	taskStates = []dao.TaskState{dao.TaskQueued, dao.TaskWaiting, dao.TaskRunning, dao.TaskSucceeded, dao.TaskFailed,
 		dao.TaskKilled, dao.TaskSkipped}
 	workflowStates = []dao.WorkflowState{dao.WorkflowSubmitted, dao.WorkflowRunning, dao.WorkflowSucceeded,
 		dao.WorkflowFailed, dao.WorkflowStopped}

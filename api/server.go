@@ -150,6 +150,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("GET /api/v1/task-instances/{id}/log", RoleViewer, s.apiTaskLog)
 	api("POST /api/v1/task-instances/{id}/kill", RoleOperator, s.apiTaskKill, change{dao.AuditTaskKill, taskTarget})
 	api("POST /api/v1/task-instances/{id}/rerun", RoleOperator, s.apiTaskRerun, change{dao.AuditTaskRerun, taskTarget})
+	api("POST /api/v1/task-instances/{id}/signal", RoleOperator, s.apiTaskSignal, change{dao.AuditTaskSignal, taskTarget})
 	api("GET /api/v1/cluster", RoleViewer, s.apiCluster)
 	api("GET /api/v1/failover-events", RoleViewer, s.apiFailoverEvents)
 	api("GET /api/v1/schedules", RoleViewer, s.apiSchedules)

@@ -226,6 +226,36 @@ func (s *Server) apiTaskKill(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// signalJSON is the body of a signal: the waiting task's output, and whether it fails.
+type signalJSON struct {
+	Output string `json:"output"`
+	Fail   bool   `json:"fail"`
+}
+
+// apiTaskSignal ends the waiting task instance {id} with the body's output, succeeded, or
+// failed with it as its error when fail is true: 200. A task that is not waiting (signalled
+// already, timed out, killed, or not a wait task) answers 409 and changes nothing.
+func (s *Server) apiTaskSignal(w http.ResponseWriter, r *http.Request) error {
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return err
+	}
+	var body signalJSON
+	if err := decodeJSON(r, &body); err != nil {
+		return err
+	}
+	wf, err := s.signalTask(r, id, body)
+	if err != nil {
+		return err
+	}
+	state := dao.TaskSucceeded
+	if body.Fail {
+		state = dao.TaskFailed
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_instance": id, "workflow_instance": wf, "state": state})
+	return nil
+}
+
 type rerunJSON struct {
 	WorkflowInstanceID int64   `json:"workflow_instance"`
 	Requeued           []int64 `json:"requeued"`

@@ -24,6 +24,7 @@ const (
 	AuditWorkflowSubmit  = "workflow.submit"
 	AuditTaskKill        = "task.kill"
 	AuditTaskRerun       = "task.rerun"
+	AuditTaskSignal      = "task.signal"
 	AuditWorkflowStop    = "workflow.stop"
 	AuditWorkflowRerun   = "workflow.rerun"
 	AuditScheduleEnable  = "schedule.enable"

@@ -3,6 +3,7 @@ package dao
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -60,12 +61,12 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 	err := sqlxSelect(ctx, q, &r, `
 		WITH t AS (
 			UPDATE task_instance SET
-				state = CASE WHEN state = 'queued' THEN 'killed' ELSE state END,
+				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
 				kill_requested = true,
 				not_before = NULL,
-				ended_at = CASE WHEN state = 'queued' THEN now() ELSE ended_at END,
-				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran' ELSE error END
-			WHERE id = $1 AND state IN ('queued', 'running')
+				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
+				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed by an operator before it ran' ELSE error END
+			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
 			RETURNING id, workflow_instance_id, state, worker_id, attempt
 		), woken AS (
 			SELECT pg_notify(CASE WHEN state = 'killed' THEN $2 ELSE $3 END,
@@ -128,8 +129,8 @@ type RerunResult struct {
 
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
 // the queue (retries reset, attempt numbers going on so every fencing token stays unique),
-// deletes the task instances named in recreate that never ran — skipped, or failed at their
-// creation (attempt 0) — so the master creates them again, deciding anew, once their
+// deletes the task instances named in recreate that ended without an attempt — skipped,
+// failed at their creation, a wait task failed or killed — so the master creates them again, deciding anew, once their
 // dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
 // that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
 // masters are woken with its id, as by the end of a task of it, so one locks it at once and
@@ -186,7 +187,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)
-				AND (state = 'skipped' OR (state = 'failed' AND attempt = 0))`, workflowID, pq.Array(recreate))
+				AND (state = 'skipped' OR (attempt = 0 AND (state = 'failed' OR (state = 'killed' AND type = 'wait'))))`, workflowID, pq.Array(recreate))
 		if err != nil {
 			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}
@@ -263,12 +264,12 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 		}
 		err = sqlxSelect(ctx, q, &tasks, `
 			UPDATE task_instance SET
-				state = CASE WHEN state = 'queued' THEN 'killed' ELSE state END,
+				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
 				kill_requested = true,
 				not_before = NULL,
-				ended_at = CASE WHEN state = 'queued' THEN now() ELSE ended_at END,
-				error = CASE WHEN state = 'queued' THEN 'killed: the workflow was stopped' ELSE error END
-			WHERE workflow_instance_id = $1 AND state IN ('queued', 'running')
+				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
+				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed: the workflow was stopped' ELSE error END
+			WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
 			RETURNING state, worker_id`, workflowID)
 		if err != nil {
 			return fmt.Errorf("kill tasks of workflow instance %d: %w", workflowID, err)
@@ -301,4 +302,61 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 		return StopResult{}, err
 	}
 	return res, nil
+}
+
+// endWaitingSQL is TaskEndIfWaiting's statement: $1 the task, $2 its end state, $3 its
+// output, $4 its error; $5 the masters' channel, woken with the task's workflow instance.
+const endWaitingSQL = `
+		WITH t AS (
+			UPDATE task_instance SET state = $2, output = $3, error = $4, ended_at = now()
+			WHERE id = $1 AND state = 'waiting'
+			RETURNING workflow_instance_id
+		), woken AS (
+			SELECT pg_notify($5, workflow_instance_id::text) FROM t
+		)
+		SELECT workflow_instance_id FROM t, (SELECT count(*) FROM woken) w`
+
+// TaskEndIfWaiting is the transitions "signalled" (an operator, the API) and "wait timed out"
+// (a master): it ends the waiting task id as state (succeeded or failed) with output and
+// errMsg (nil for none), and wakes the masters with its workflow instance, which it returns.
+// A task that is not waiting (signalled already, timed out, killed) is a ConflictError.
+// ev, unless nil, is the change's audit_event row, written in its transaction.
+func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (int64, error) {
+	var wf int64
+	err := db.Tx(ctx, func(q *Queries) error {
+		var ids []int64
+		if err := sqlxSelect(ctx, q, &ids, endWaitingSQL, id, state, output, errMsg, q.ch.master); err != nil {
+			return fmt.Errorf("end waiting task instance %d: %w", id, err)
+		}
+		if len(ids) == 0 {
+			return q.taskConflict(ctx, id, "signal")
+		}
+		wf = ids[0]
+		if ev != nil {
+			ev.Target = fmt.Sprintf("task-instance/%d", id)
+			return q.AuditInsert(ctx, *ev)
+		}
+		return nil
+	})
+	return wf, err
+}
+
+// WaitingPastTimeout is a waiting task whose timeout has passed: its id and params (the task
+// as stored, which says what its timeout makes of it).
+type WaitingPastTimeout struct {
+	ID     int64           `db:"id"`
+	Params json.RawMessage `db:"params"`
+}
+
+// TaskListWaitingPastTimeout returns at most limit waiting tasks whose timeout has passed by
+// the database's clock, the longest past first.
+func (q *Queries) TaskListWaitingPastTimeout(ctx context.Context, limit int) ([]WaitingPastTimeout, error) {
+	var out []WaitingPastTimeout
+	if err := sqlxSelect(ctx, q, &out, `
+		SELECT id, params FROM task_instance
+		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
+		ORDER BY wait_until LIMIT $1`, limit); err != nil {
+		return nil, fmt.Errorf("list waiting tasks past their timeout: %w", err)
+	}
+	return out, nil
 }

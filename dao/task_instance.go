@@ -439,7 +439,7 @@ type NewTask struct {
 	Name               string
 	Type               string
 	Params             json.RawMessage
-	// State is TaskQueued; TaskSkipped for a task that does not run (its trigger or its
+	// State is TaskQueued, or TaskWaiting for a wait task; TaskSkipped for a task that does not run (its trigger or its
 	// condition said so); or TaskFailed for one whose condition could not be decided, with
 	// Error saying why (TaskCreateMany only: a root is always queued).
 	State         TaskState
@@ -457,9 +457,11 @@ type NewTask struct {
 // the same columns the same way; a root has no error.
 const insertManySQL = `
 		INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-			worker_group, pool, max_retries, retry_interval, timeout, error, ended_at)
+			worker_group, pool, max_retries, retry_interval, timeout, error, started_at, wait_until, ended_at)
 		SELECT w, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-			tm * interval '1 millisecond', er, CASE WHEN st IN ('skipped', 'failed') THEN now() END
+			tm * interval '1 millisecond', er, CASE WHEN st = 'waiting' THEN now() END,
+			CASE WHEN st = 'waiting' THEN now() + tm * interval '1 millisecond' END,
+			CASE WHEN st IN ('skipped', 'failed') THEN now() END
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
 			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[])
 			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er)

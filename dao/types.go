@@ -11,7 +11,10 @@ type TaskState string
 
 // The task states.
 const (
-	TaskQueued    TaskState = "queued"
+	TaskQueued TaskState = "queued"
+	// TaskWaiting is a wait task's state until it is signalled or times out: no worker
+	// claims it.
+	TaskWaiting   TaskState = "waiting"
 	TaskRunning   TaskState = "running"
 	TaskSucceeded TaskState = "succeeded"
 	TaskFailed    TaskState = "failed"

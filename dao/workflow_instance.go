@@ -56,9 +56,11 @@ const createSQL = `
 			SELECT array_agg(CASE WHEN started THEN id ELSE 0 END ORDER BY i) AS ids FROM c
 		), roots AS (
 			INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-				worker_group, pool, max_retries, retry_interval, timeout, ended_at)
+				worker_group, pool, max_retries, retry_interval, timeout, started_at, wait_until, ended_at)
 			SELECT s.ids[x.i], nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-				tm * interval '1 millisecond', CASE WHEN st = 'skipped' THEN now() END
+				tm * interval '1 millisecond', CASE WHEN st = 'waiting' THEN now() END,
+				CASE WHEN st = 'waiting' THEN now() + tm * interval '1 millisecond' END,
+				CASE WHEN st = 'skipped' THEN now() END
 			FROM unnest($6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], $11::int[],
 				$12::text[], $13::text[], $14::int[], $15::bigint[], $16::bigint[])
 				AS x(i, nm, ty, p, st, pr, g, pl, rt, rm, tm)
@@ -499,12 +501,12 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 	err := sqlxSelect(ctx, q, &running, `
 		WITH t AS (
 			UPDATE task_instance SET
-				state = CASE WHEN state = 'queued' THEN 'killed' ELSE state END,
+				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
 				kill_requested = true,
 				not_before = NULL,
-				ended_at = CASE WHEN state = 'queued' THEN now() ELSE ended_at END,
-				error = CASE WHEN state = 'queued' THEN $2 ELSE error END
-			WHERE workflow_instance_id = $1 AND state IN ('queued', 'running')
+				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
+				error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END
+			WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
 			RETURNING state, worker_id
 		)
 		SELECT worker_id FROM t WHERE state = 'running' AND worker_id IS NOT NULL`,

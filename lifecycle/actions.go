@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // The operators' transitions, shared by the API, the UI's forms and the command line. Each
@@ -110,8 +111,12 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audi
 	return db.TaskRerunIfFailedOrKilled(ctx, id, ids, append(recreate, below(spec, names)...), ev)
 }
 
-// neverRan reports whether t failed at its creation, before any attempt.
-func neverRan(t *dao.TaskInstance) bool { return t.State == dao.TaskFailed && t.Attempt == 0 }
+// neverRan reports whether t ended before any attempt: failed at its creation, or a wait
+// task (which no worker ever runs) timed out, failed by its signal or killed. A rerun creates
+// such a task again rather than queueing it.
+func neverRan(t *dao.TaskInstance) bool {
+	return t.Attempt == 0 && (t.State == dao.TaskFailed || (t.State == dao.TaskKilled && t.Type == workflow.TypeWait))
+}
 
 // Stop stops a submitted or running workflow instance: it ends stopped, its queued tasks are
 // killed and the workers of its running ones are asked to kill them (dao.WorkflowStopIfActive).

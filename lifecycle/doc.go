@@ -50,6 +50,8 @@
 //
 // # A task instance
 //
+//	created ──▶ waiting (a wait task) ──signalled (operator) · timed out (master)──▶ succeeded, failed
+//	   │
 //	created ──▶ queued ──claimed (worker)──▶ running ──attempt ended (worker)──▶ succeeded
 //	   │          ▲  │                          │                               failed
 //	   │          │  └──killed (operator, stop, │                               killed
@@ -58,6 +60,12 @@
 //	   ├──▶ skipped (its trigger or its when: condition says it does not run)
 //	   └──▶ failed (its when: condition could not be decided)
 //	failed, killed ──rerun (operator)──▶ queued
+//
+// A wait task is created waiting instead of queued: no worker claims it. A signal ends it,
+// succeeded with its output or failed (Signal); past its timeout a master ends it as its
+// on-timeout says (EndWaitsPastTimeout), both through one statement conditioned on waiting,
+// so a signal racing the timeout, or a second signal, never applies twice. A kill or a stop
+// kills it at once.
 //
 // A master creates task instances when their upstream is terminal: queued if their trigger
 // holds (by default: it all succeeded) and their when: condition renders true, skipped if
@@ -102,10 +110,13 @@
 //	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
 //	                                                                                TaskFinishIfRunning
 //	failed over  leader                 running on a fenced worker                  TaskRequeueIfRunningOnWorker
-//	killed       operator, stop,        queued (at once) or running (requested)     TaskKillIfQueuedOrRunning,
-//	             workflow timeout                                                   WorkflowStopIfActive,
+//	killed       operator, stop,        queued, waiting (at once); running          TaskKillIfQueuedOrRunning,
+//	             workflow timeout       (requested)                                 WorkflowStopIfActive,
 //	                                                                                WorkflowTimeOutIfOwned
 //	rerun        operator               failed or killed                            TaskRerunIfFailedOrKilled
+//	signalled    operator (API, CLI)    waiting                                     TaskEndIfWaiting
+//	wait timed   master                 waiting, past its wait_until (database      TaskEndIfWaiting
+//	out                                 clock)
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go), task_instance.go (claims, attempts' ends, task

@@ -170,8 +170,12 @@ func taskRow(wfID int64, wfPriority int, c Planned, params map[string]string, ta
 	if err != nil {
 		return dao.NewTask{}, err
 	}
+	state := c.State
+	if state == dao.TaskQueued && c.Task.Type == workflow.TypeWait {
+		state = dao.TaskWaiting
+	}
 	return dao.NewTask{WorkflowInstanceID: wfID, Name: c.Task.Name, Type: c.Task.Type, Params: raw,
-		State: c.State, Priority: c.Task.Priority + wfPriority, Group: c.Task.Group, Pool: c.Task.Pool,
+		State: state, Priority: c.Task.Priority + wfPriority, Group: c.Task.Group, Pool: c.Task.Pool,
 		MaxRetries: c.Task.Retries, RetryInterval: time.Duration(c.Task.RetryInterval),
 		Timeout: time.Duration(c.Task.Timeout), Error: c.Error}, nil
 }

@@ -31,7 +31,9 @@ var Transitions = []Transition{
 	{"workflow ended", "worker (in its attempt's end)", "unowned, running, one task, no cap, no timeout", "TaskFinishManyIfRunning"},
 	{"task failed over", "leader", "running on a fenced worker", "TaskRequeueIfRunningOnWorker"},
 	{"workflow released", "leader", "unfinished, owned by a fenced master", "WorkflowReleaseIfOwnedBy"},
-	{"task killed", "operator (API, UI)", "queued or running", "TaskKillIfQueuedOrRunning"},
+	{"task killed", "operator (API, UI)", "queued, waiting or running", "TaskKillIfQueuedOrRunning"},
+	{"task signalled", "operator (API, CLI, UI)", "waiting", "TaskEndIfWaiting"},
+	{"wait timed out", "master", "waiting, past its timeout by the database's clock", "TaskEndIfWaiting"},
 	{"task rerun", "operator (API, UI)", "failed or killed; workflow reopened if it ended", "TaskRerunIfFailedOrKilled"},
 	{"workflow stopped", "operator (API, UI)", "submitted or running", "WorkflowStopIfActive"},
 }

@@ -137,7 +137,8 @@ func (m *Master) Run(ctx context.Context) error {
 	// claim. sweep asks for a whole pass of the sweep (the unowned instances whose wake-ups
 	// may have been missed), sweepStep for one step of it.
 	rescan, claim, admit, sweep := true, true, true, true
-	sweepStep := false
+	// waits asks for a look at the waiting tasks past their timeout.
+	sweepStep, waits := false, true
 	// A whole pass at start or after a Rescan skips instances whose last task ended in the
 	// last dao.StrandedAfter (their wake-up may be on its way, or may have been what was
 	// missed): a second pass once that has passed takes those it missed.
@@ -190,7 +191,7 @@ func (m *Master) Run(ctx context.Context) error {
 		if polls++; polls%fullResyncEvery == 0 {
 			rescan = true
 		}
-		sweepStep = true
+		sweepStep, waits = true, true
 		m.markDue(dirty)
 	}
 	for ctx.Err() == nil {
@@ -219,8 +220,12 @@ func (m *Master) Run(ctx context.Context) error {
 				}
 				sweepStep = false
 			}
+			if waits {
+				// A failed look waits for the next poll, as a failed claim does.
+				waits = m.endWaits(ctx)
+			}
 			advanced := m.advanceRound(ctx, dirty)
-			busy = (advanced && len(dirty) > 0) || claim || sweep
+			busy = (advanced && len(dirty) > 0) || claim || sweep || waits
 		}
 		if !busy && m.waiting != nil {
 			m.waiting()
@@ -287,6 +292,26 @@ func (a *alarm) c() <-chan time.Time {
 		return nil
 	}
 	return a.t.Chan()
+}
+
+// waitsBatch is how many waiting tasks past their timeout one look ends at most.
+const waitsBatch = 1000
+
+// endWaits ends the waiting tasks past their timeout, a batch at a time; the ends wake the
+// masters as a signal does. It reports whether a full batch was ended, so more may be due.
+func (m *Master) endWaits(ctx context.Context) bool {
+	n, err := lifecycle.EndWaitsPastTimeout(ctx, m.db, waitsBatch)
+	if err != nil {
+		// The claim of the same poll has said the database is away; this says it at debug.
+		if ctx.Err() == nil {
+			m.cfg.Log.Debug().Err(err).Msg("could not end the waiting tasks past their timeout; trying again at the next poll")
+		}
+		return false
+	}
+	if n > 0 {
+		m.cfg.Log.Info().Int("tasks", n).Msg("ended waiting tasks past their timeout")
+	}
+	return n == waitsBatch
 }
 
 // ready is a channel a receive from never waits on.

@@ -177,6 +177,17 @@
 //
 // A noop task does nothing and succeeds at once; use it to start or join branches of the DAG.
 //
+// A wait task runs nowhere: it waits — holding no worker slot, no goroutine — until it is
+// signalled, by `zksched signal TASK_INSTANCE_ID --output TEXT [--fail]` or POST
+// /api/v1/task-instances/{id}/signal with {"output": "...", "fail": false}. The signal's
+// output is its output, which the tasks below read like any other; with fail it fails, the
+// output as its reason. A second signal is refused (409). Its timeout, measured from when it
+// began to wait, ends the wait: failed, or succeeded with an empty output with on-timeout:
+// succeed. Without a timeout it waits for its signal however long it takes. A rerun of a wait
+// task that failed or was killed makes it wait again. It has no retries and no pool.
+//
+//   - on-timeout: fail (the default) or succeed.
+//
 // An llm task makes one call to a language model; the completion is its output.
 //
 //   - provider (required): the name of a model provider configured under llm.providers in

@@ -111,6 +111,36 @@ type Task struct {
 	MaxTokens int `json:"max-tokens,omitempty" yaml:"max-tokens,omitempty"`
 	// Steps are the agent task's steps, run in order, each checkpointed when it finishes.
 	Steps []Step `json:"steps,omitempty" yaml:"steps,omitempty"`
+
+	// OnTimeout is what a wait task comes to at its timeout: OnTimeoutFail (the default,
+	// also for "") or OnTimeoutSucceed, with an empty output.
+	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
+}
+
+// TypeWait is the type of a task that runs nowhere: it waits, holding no slot, until it is
+// signalled or its timeout passes.
+const TypeWait = "wait"
+
+// What a wait task comes to at its timeout.
+const (
+	OnTimeoutFail    = "fail"
+	OnTimeoutSucceed = "succeed"
+)
+
+// checkWait checks a wait task: it runs on no worker, so retries and a pool mean nothing.
+func checkWait(t *Task) []problem {
+	var probs []problem
+	if t.OnTimeout != "" && t.OnTimeout != OnTimeoutFail && t.OnTimeout != OnTimeoutSucceed {
+		probs = append(probs, problem{field: "on-timeout", msg: fmt.Sprintf("on-timeout %s is unknown: use %s or %s",
+			quote(t.OnTimeout), OnTimeoutFail, OnTimeoutSucceed)})
+	}
+	if t.Retries != 0 {
+		probs = append(probs, problem{field: "retries", msg: "a wait task runs nowhere, so it has no retries"})
+	}
+	if t.Pool != "" {
+		probs = append(probs, problem{field: "pool", msg: "a wait task runs nowhere, so it takes no place in a pool"})
+	}
+	return probs
 }
 
 // Step is one step of an agent task: a named prompt whose completion later steps can use.

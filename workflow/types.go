@@ -32,6 +32,11 @@ var taskTypes = []taskType{
 		},
 	},
 	{name: "llm", fields: append([]field{promptField}, modelFields...), check: checkLLM},
+	{
+		name:   TypeWait,
+		fields: []field{stringField("on-timeout", func(t *Task) *string { return &t.OnTimeout })},
+		check:  checkWait,
+	},
 	{name: "agent", fields: append([]field{stepsField}, modelFields...), check: checkAgent},
 }
 
