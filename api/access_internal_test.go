@@ -138,6 +138,7 @@ func TestRouteTable(t *testing.T) {
 		"POST /api/v1/schedules/{name}/trigger":             RoleOperator,
 		"POST /tasks/{id}/kill":                             RoleOperator,
 		"POST /tasks/{id}/rerun":                            RoleOperator,
+		"POST /tasks/{id}/signal":                           RoleOperator,
 		"POST /workflows/{id}/stop":                         RoleOperator,
 		"POST /workflows/{id}/rerun":                        RoleOperator,
 		"GET /api/v1/task-instances/{id}/log":               RoleViewer,

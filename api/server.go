@@ -183,6 +183,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("GET /tasks/{id}", RoleViewer, s.pageTask)
 	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill, change{dao.AuditTaskKill, taskTarget})
 	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun, change{dao.AuditTaskRerun, taskTarget})
+	page("POST /tasks/{id}/signal", RoleOperator, s.formTaskSignal, change{dao.AuditTaskSignal, taskTarget})
 	page("GET /workflows", RoleViewer, s.pageWorkflows)
 	page("GET /workflows/{id}", RoleViewer, s.pageWorkflow)
 	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})

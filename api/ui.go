@@ -119,6 +119,8 @@ var flashes = map[string]string{
 	"killed":         "Killed: the task had not started yet.",
 	"kill-requested": "Kill requested: the worker is stopping the attempt; the task becomes killed when it has.",
 	"rerun":          "Rerun: the task is queued again.",
+	"approved":       "Approved: the task succeeded with your text as its output; the workflow goes on.",
+	"rejected":       "Rejected: the task failed with your text as its reason.",
 	"rerun-workflow": "Rerun: the failed and killed tasks are queued again.",
 	"stopped":        "Stopped: queued tasks were killed and the running ones are being stopped.",
 }
@@ -211,6 +213,7 @@ type taskPage struct {
 	MoreLogURL string
 	CanKill    bool
 	CanRerun   bool
+	CanSignal  bool
 }
 
 const maxTailBytes = 64 << 20
@@ -226,6 +229,7 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 	st := d.Task.State
 	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning) && s.may(r, "POST /tasks/{id}/kill")
 	p.CanRerun = (st == dao.TaskFailed || st == dao.TaskKilled) && s.may(r, "POST /tasks/{id}/rerun")
+	p.CanSignal = st == dao.TaskWaiting && s.may(r, "POST /tasks/{id}/signal")
 	if d.Task.Attempt > 0 {
 		if p.LogAttempt, err = q.intRange("attempt", d.Task.Attempt, 1, d.Task.Attempt); err != nil {
 			return err
@@ -279,6 +283,36 @@ func (s *Server) formTaskRerun(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	http.Redirect(w, r, fmt.Sprintf("/tasks/%d?done=rerun", id), http.StatusSeeOther)
+	return nil
+}
+
+// formTaskSignal is the task page's Approve and Reject: a signal of the waiting task with the
+// text box as its output (approve) or its reason (reject).
+func (s *Server) formTaskSignal(w http.ResponseWriter, r *http.Request) error {
+	if err := checkCSRF(r); err != nil {
+		return err
+	}
+	id, err := pathID(r, "task instance")
+	if err != nil {
+		return err
+	}
+	var body signalJSON
+	switch r.PostForm.Get("decision") {
+	case "approve":
+	case "reject":
+		body.Fail = true
+	default:
+		return badRequest("decision must be approve or reject")
+	}
+	body.Output = r.PostForm.Get("output")
+	if _, err := s.signalTask(r, id, body); err != nil {
+		return err
+	}
+	done := "approved"
+	if body.Fail {
+		done = "rejected"
+	}
+	http.Redirect(w, r, fmt.Sprintf("/tasks/%d?done=%s", id, done), http.StatusSeeOther)
 	return nil
 }
 

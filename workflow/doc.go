@@ -178,8 +178,9 @@
 // A noop task does nothing and succeeds at once; use it to start or join branches of the DAG.
 //
 // A wait task runs nowhere: it waits — holding no worker slot, no goroutine — until it is
-// signalled, by `zksched signal TASK_INSTANCE_ID --output TEXT [--fail]` or POST
-// /api/v1/task-instances/{id}/signal with {"output": "...", "fail": false}. The signal's
+// signalled, by `zksched signal TASK_INSTANCE_ID --output TEXT [--fail]`, Approve or Reject
+// on its page in the UI, or POST /api/v1/task-instances/{id}/signal with {"output": "...",
+// "fail": false}. The signal's
 // output is its output, which the tasks below read like any other; with fail it fails, the
 // output as its reason. A second signal is refused (409). Its timeout, measured from when it
 // began to wait, ends the wait: failed, or succeeded with an empty output with on-timeout:
