@@ -210,6 +210,22 @@ func TestRootsAreCreatedAsTasksAre(t *testing.T) {
 	}
 }
 
+// walkPages is walk over the pages page returns, each item known by id.
+func walkPages[T any](t *testing.T, page func(dao.PageCursor) (dao.Page[T], error), id func(T) int64) (down, up []int64) {
+	t.Helper()
+	return walk(t, func(c dao.PageCursor) ([]int64, int64, int64) {
+		p, err := page(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]int64, len(p.Items))
+		for i, r := range p.Items {
+			ids[i] = id(r)
+		}
+		return ids, p.Older, p.Newer
+	})
+}
+
 // walk pages through a keyset list with pages of two, from the newest to the oldest and then
 // back, and returns the ids each way read, newest first.
 func walk(t *testing.T, page func(dao.PageCursor) (items []int64, older, newer int64)) (down, up []int64) {
@@ -324,17 +340,9 @@ func TestListStatementsFilterAlike(t *testing.T) {
 			if len(want) < 1 {
 				t.Fatalf("the filter selects nothing of %d tasks", len(all))
 			}
-			down, up := walk(t, func(c dao.PageCursor) ([]int64, int64, int64) {
-				p, err := b.db.TaskListPage(b.ctx, f, c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids := make([]int64, len(p.Items))
-				for i, r := range p.Items {
-					ids[i] = r.ID
-				}
-				return ids, p.Older, p.Newer
-			})
+			down, up := walkPages(t, func(c dao.PageCursor) (dao.Page[dao.TaskRow], error) {
+				return b.db.TaskListPage(b.ctx, f, c)
+			}, func(r dao.TaskRow) int64 { return r.ID })
 			if !slices.Equal(down, want) || !slices.Equal(up, want) {
 				t.Errorf("down the pages %v, back up %v; want %v", down, up, want)
 			}
@@ -353,17 +361,9 @@ func TestListStatementsFilterAlike(t *testing.T) {
 	} {
 		f, want := c.f, c.want
 		t.Run(c.name, func(t *testing.T) {
-			down, up := walk(t, func(c dao.PageCursor) ([]int64, int64, int64) {
-				p, err := b.db.WorkflowListPage(b.ctx, f, c)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids := make([]int64, len(p.Items))
-				for i, r := range p.Items {
-					ids[i] = r.ID
-				}
-				return ids, p.Older, p.Newer
-			})
+			down, up := walkPages(t, func(c dao.PageCursor) (dao.Page[dao.WorkflowRow], error) {
+				return b.db.WorkflowListPage(b.ctx, f, c)
+			}, func(r dao.WorkflowRow) int64 { return r.ID })
 			if !slices.Equal(down, want) || !slices.Equal(up, want) {
 				t.Errorf("down the pages %v, back up %v; want %v", down, up, want)
 			}

@@ -20,14 +20,7 @@ func TestSingleTaskEndMatchesDecide(t *testing.T) {
 	db, _ := daotest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := workflow.Parse([]byte("name: single\ntasks:\n  - {name: only, type: noop}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := parse(t, "name: single\ntasks:\n  - {name: only, type: noop}\n")
 	for _, tc := range []struct {
 		name      string
 		outcome   dao.Outcome
@@ -40,18 +33,7 @@ func TestSingleTaskEndMatchesDecide(t *testing.T) {
 		{"killed", dao.OutcomeKilled, false, dao.TaskKilled},
 		{"handed back after a kill request", dao.OutcomeHandedBack, true, dao.TaskKilled},
 	} {
-		var id int64
-		err := db.Tx(ctx, func(q *dao.Queries) error {
-			v, err := q.DefinitionEnsure(ctx, spec.Name, raw, lifecycle.Facts(spec))
-			if err != nil {
-				return err
-			}
-			id, err = lifecycle.Submit(ctx, q, spec, v, nil, 0)
-			return err
-		})
-		if err != nil {
-			t.Fatalf("%s: submit: %v", tc.name, err)
-		}
+		id := submit(ctx, t, db, spec)
 		got, err := lifecycle.Claim(ctx, db, "w1", []string{"default"}, 1, true)
 		if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != id {
 			t.Fatalf("%s: claim = %+v, %v; want the task of instance %d", tc.name, got, err, id)
@@ -121,4 +103,35 @@ func TestNext(t *testing.T) {
 			t.Errorf("Next(%d of %d retries, %s) = %s, %v; want %s, %v", tc.task.Retries, tc.task.MaxRetries, tc.o, next, retry, tc.next, tc.retry)
 		}
 	}
+}
+
+// parse parses the workflow file src.
+func parse(t *testing.T, src string) *workflow.Spec {
+	t.Helper()
+	spec, err := workflow.Parse([]byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
+}
+
+// submit stores spec and submits an instance of it, as the command line does.
+func submit(ctx context.Context, t *testing.T, db *dao.DB, spec *workflow.Spec) int64 {
+	t.Helper()
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := db.Tx(ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(ctx, spec.Name, raw, lifecycle.Facts(spec))
+		if err != nil {
+			return err
+		}
+		id, err = lifecycle.Submit(ctx, q, spec, v, nil, 0)
+		return err
+	}); err != nil {
+		t.Fatalf("submit %s: %v", spec.Name, err)
+	}
+	return id
 }

@@ -49,7 +49,7 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 	}
 	ended := 0
 	for _, w := range due {
-		state, output, errMsg := WaitTimedOut(w.Params)
+		state, output, errMsg := waitTimedOut(w.Params)
 		_, err := db.TaskEndIfWaiting(ctx, w.ID, state, output, errMsg, nil)
 		var conflict *dao.ConflictError
 		switch {
@@ -63,8 +63,8 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 	return ended, nil
 }
 
-// WaitTimedOut is what a wait task whose params are params comes to at its timeout.
-func WaitTimedOut(params json.RawMessage) (dao.TaskState, *string, *string) {
+// waitTimedOut is what a wait task whose params are params comes to at its timeout.
+func waitTimedOut(params json.RawMessage) (dao.TaskState, *string, *string) {
 	var p workflow.TaskParams
 	if err := json.Unmarshal(params, &p); err == nil && p.Task.OnTimeout == workflow.OnTimeoutSucceed {
 		empty := ""

@@ -2,7 +2,6 @@ package lifecycle_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/lifecycle"
-	"github.com/zksched/zksched/workflow"
 )
 
 // TestSignalRacingTheTimeoutAppliesOnce: a signal and a master's timeout reaching a waiting
@@ -20,25 +18,11 @@ func TestSignalRacingTheTimeoutAppliesOnce(t *testing.T) {
 	db, _ := daotest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec, err := workflow.Parse([]byte("name: race\ntasks:\n  - {name: review, type: wait, timeout: 1ms}\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, _ := json.Marshal(spec)
+	spec := parse(t, "name: race\ntasks:\n  - {name: review, type: wait, timeout: 1ms}\n")
 	const rounds = 30
 	var signalled, timedOut int
 	for range rounds {
-		var wf int64
-		if err := db.Tx(ctx, func(q *dao.Queries) error {
-			v, err := q.DefinitionEnsure(ctx, spec.Name, raw, lifecycle.Facts(spec))
-			if err != nil {
-				return err
-			}
-			wf, err = lifecycle.Submit(ctx, q, spec, v, nil, 0)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		wf := submit(ctx, t, db, spec)
 		tasks, err := db.TaskListByWorkflow(ctx, wf)
 		if err != nil || len(tasks) != 1 || tasks[0].State != dao.TaskWaiting {
 			t.Fatalf("tasks = %+v, %v; want the review waiting", tasks, err)

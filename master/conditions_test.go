@@ -49,15 +49,8 @@ func claimOne(t *testing.T, m *masterRun, db *dao.DB, name string) dao.TaskInsta
 	return got
 }
 
-// TestConditionsAndTriggersEndToEnd: a master creates each task as its trigger and its when:
-// condition say — skipped below a false condition, the all-done clean-up run all the same,
-// the any-failed alert skipped when nothing failed — and the instance succeeds.
-func TestConditionsAndTriggersEndToEnd(t *testing.T) {
-	t.Parallel()
-	db, _ := daotest.New(t)
-	ctx := context.Background()
-	m := runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
-	id := submitFile(t, db, `
+// release deploys only with env=prod, alerts on a failure and cleans up whatever happened.
+const release = `
 name: release
 params: {env: dev}
 tasks:
@@ -66,7 +59,17 @@ tasks:
   - {name: notify, type: noop, depends-on: [deploy]}
   - {name: alert, type: noop, depends-on: [build, deploy], trigger: any-failed}
   - {name: cleanup, type: noop, depends-on: [notify, alert], trigger: all-done}
-`, nil)
+`
+
+// TestConditionsAndTriggersEndToEnd: a master creates each task as its trigger and its when:
+// condition say — skipped below a false condition, the all-done clean-up run all the same,
+// the any-failed alert skipped when nothing failed — and the instance succeeds.
+func TestConditionsAndTriggersEndToEnd(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
+	id := submitFile(t, db, release, nil)
 	succeed(t, db, claimOne(t, m, db, "build"))
 	cleanup := claimOne(t, m, db, "cleanup")
 	want := map[string]string{"build": "succeeded", "deploy": "skipped", "notify": "skipped", "alert": "skipped", "cleanup": "running"}
@@ -81,16 +84,7 @@ tasks:
 
 	// With env=prod the deploy runs; its failure runs the alert, skips notify, and the
 	// clean-up runs after both; the instance fails, naming the deploy only.
-	id = submitFile(t, db, `
-name: release
-params: {env: dev}
-tasks:
-  - {name: build, type: noop}
-  - {name: deploy, type: noop, depends-on: [build], when: '{{ eq .params.env "prod" }}'}
-  - {name: notify, type: noop, depends-on: [deploy]}
-  - {name: alert, type: noop, depends-on: [build, deploy], trigger: any-failed}
-  - {name: cleanup, type: noop, depends-on: [notify, alert], trigger: all-done}
-`, json.RawMessage(`{"env":"prod"}`))
+	id = submitFile(t, db, release, json.RawMessage(`{"env":"prod"}`))
 	succeed(t, db, claimOne(t, m, db, "build"))
 	deploy := claimOne(t, m, db, "deploy")
 	if err := db.TaskFinishIfRunning(ctx, deploy.Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); err != nil {

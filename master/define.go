@@ -55,18 +55,18 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 		return Stored{}, err
 	}
 	var params json.RawMessage
+	var runParams map[string]string
 	if d.Run != nil {
-		if d.Run.Params == nil {
-			d.Run.Params = map[string]string{}
+		if runParams = d.Run.Params; runParams == nil {
+			runParams = map[string]string{}
 		}
-		if params, err = json.Marshal(d.Run.Params); err != nil {
+		if params, err = json.Marshal(runParams); err != nil {
 			return Stored{}, err
 		}
 	}
 	name := d.Spec.Name
 	var out Stored
 	err = db.Tx(ctx, func(q *dao.Queries) error {
-		out = Stored{}
 		if out.Version, err = q.DefinitionEnsure(ctx, name, raw, lifecycle.Facts(d.Spec)); err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 		ev := *d.By
 		ev.Action, ev.Target = dao.AuditWorkflowSubmit, fmt.Sprintf("workflow-instance/%d", out.Instance)
 		ev.Params = dao.AuditParams(map[string]any{"name": name, "version": out.Version,
-			"params": d.Run.Params, "priority": d.Run.Priority})
+			"params": runParams, "priority": d.Run.Priority})
 		return q.AuditInsert(ctx, ev)
 	})
 	return out, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,14 +40,9 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	params := paramFlags{}
 	fs.Var(params, "param", "trigger: workflow parameter k=v (repeatable); overrides the fire's and the file's")
 	wait := fs.Bool("wait", false, "trigger: wait for the instance to finish, printing task state changes")
-	name, args := leadingName(args)
-	if err := parse(fs, args); err != nil {
+	name, args, err := parseNamed(fs, args)
+	if err != nil {
 		return err
-	}
-	if name == "" && fs.NArg() > 0 {
-		name, args = fs.Arg(0), fs.Args()[1:]
-	} else {
-		args = fs.Args()
 	}
 	switch {
 	case len(args) > 0:
@@ -111,14 +107,12 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	from := fs.String("from", "", "first fire time, included: 2026-11-01, 2026-11-01T02:00 (in the schedule's timezone) or RFC 3339")
 	to := fs.String("to", "", "last fire time, included; same forms as --from")
 	dryRun := fs.Bool("dry-run", false, "list the fire times and create nothing")
-	name, args := leadingName(args)
-	if err := parse(fs, args); err != nil {
+	name, args, err := parseNamed(fs, args)
+	if err != nil {
 		return err
 	}
-	if name == "" && fs.NArg() > 0 {
-		name = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		return usageError{fmt.Errorf("unexpected arguments %v", fs.Args())}
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %v", args)}
 	}
 	if name == "" || *from == "" || *to == "" {
 		return usageError{errors.New("want a workflow name, --from and --to")}
@@ -179,13 +173,20 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// leadingName takes a workflow name written before the flags, as in the usage lines (the
-// flag package stops at the first argument that is not a flag).
-func leadingName(args []string) (string, []string) {
+// parseNamed parses args with fs and returns the name they give (a workflow, a user, a task
+// instance id) written before the flags, as in the usage lines, or after them (the flag
+// package stops at the first argument that is not a flag), and the arguments after it.
+func parseNamed(fs *flag.FlagSet, args []string) (name string, rest []string, err error) {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		return args[0], args[1:]
+		name, args = args[0], args[1:]
 	}
-	return "", args
+	if err := parse(fs, args); err != nil {
+		return "", nil, err
+	}
+	if name == "" && fs.NArg() > 0 {
+		return fs.Arg(0), fs.Args()[1:], nil
+	}
+	return name, fs.Args(), nil
 }
 
 // scheduleError turns a missing schedule into a plain failure with a hint.

@@ -17,14 +17,9 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	config := configFlag(fs)
 	output := fs.String("output", "", "the task's output, which its downstream tasks read; with --fail, the reason")
 	fail := fs.Bool("fail", false, "fail the task instead of ending it succeeded")
-	idArg, args := leadingName(args)
-	if err := parse(fs, args); err != nil {
+	idArg, args, err := parseNamed(fs, args)
+	if err != nil {
 		return err
-	}
-	if idArg == "" && fs.NArg() > 0 {
-		idArg, args = fs.Arg(0), fs.Args()[1:]
-	} else {
-		args = fs.Args()
 	}
 	if len(args) > 0 {
 		return usageError{fmt.Errorf("unexpected arguments %v", args)}

@@ -41,14 +41,9 @@ func runUser(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	config := configFlag(fs)
 	file := fs.String("users-file", "", "the users file (default: api.users-file of the config)")
 	role := fs.String("role", "", "add: the user's role: viewer, operator or admin")
-	name, args := leadingName(args)
-	if err := parse(fs, args); err != nil {
+	name, args, err := parseNamed(fs, args)
+	if err != nil {
 		return err
-	}
-	if name == "" && fs.NArg() > 0 {
-		name, args = fs.Arg(0), fs.Args()[1:]
-	} else {
-		args = fs.Args()
 	}
 	switch {
 	case len(args) > 0:

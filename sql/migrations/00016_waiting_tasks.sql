@@ -2,15 +2,11 @@
 -- holds no slot; it ends when it is signalled (succeeded or failed, with the signal's output)
 -- or when a master finds it past its timeout. started_at is when it began to wait, and
 -- wait_until when its timeout ends the wait (NULL: it waits for its signal without end).
---
--- The new check is added NOT VALID and validated after: validating takes a lock that lets
--- the workers and masters go on reading and writing the table while it scans it.
 
 -- +goose Up
 ALTER TABLE task_instance DROP CONSTRAINT task_instance_state_check;
 ALTER TABLE task_instance ADD CONSTRAINT task_instance_state_check
-    CHECK (state IN ('queued', 'waiting', 'running', 'succeeded', 'failed', 'killed', 'skipped')) NOT VALID;
-ALTER TABLE task_instance VALIDATE CONSTRAINT task_instance_state_check;
+    CHECK (state IN ('queued', 'waiting', 'running', 'succeeded', 'failed', 'killed', 'skipped'));
 ALTER TABLE task_instance ADD COLUMN wait_until timestamptz;
 -- The masters look for the waiting tasks past their timeout at every poll.
 CREATE INDEX task_instance_waiting_until ON task_instance (wait_until)
