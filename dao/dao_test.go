@@ -1131,6 +1131,44 @@ func sweep(b *testBundle) func(ctx context.Context, owner string, limit int) ([]
 	}
 }
 
+// TestSweepLeavesWaitingInstances: an unowned running instance whose one task waits for a
+// signal is not stranded — the signal wakes a master — so the sweep leaves it, however long
+// it waits; once the task has ended and StrandedAfter passed with no wake-up heard, it is.
+func TestSweepLeavesWaitingInstances(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	raw := `{"name":"held"}`
+	var wf int64
+	err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		v, err := q.DefinitionEnsure(b.ctx, "held", []byte(raw), daotest.Facts(t, []byte(raw)))
+		if err != nil {
+			return err
+		}
+		wf, err = q.WorkflowCreate(b.ctx, "held", v, nil, 0, false,
+			[]dao.NewTask{{Name: "approve", Type: "wait", State: dao.TaskWaiting, Group: "default"}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, b, wf)
+	if got, err := sweep(b)(b.ctx, "m1", 100); err != nil || len(got) != 0 {
+		t.Fatalf("the sweep took %+v (%v), whose task is waiting", got, err)
+	}
+	var task int64
+	if err := b.db.SQL().GetContext(b.ctx, &task, `SELECT id FROM task_instance WHERE workflow_instance_id = $1`, wf); err != nil {
+		t.Fatal(err)
+	}
+	out := "yes"
+	if _, err := b.db.TaskEndIfWaiting(b.ctx, task, dao.TaskSucceeded, &out, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, b, wf)
+	if got, err := sweep(b)(b.ctx, "m1", 100); err != nil || len(got) != 1 || got[0].ID != wf {
+		t.Fatalf("the sweep took %+v (%v), want %d, whose signal no master heard", got, err, wf)
+	}
+}
+
 // TestReleaseWakesMastersWithTheIDs: a failover's release of a lost master's instances wakes
 // the masters with the released ids, as the end of a task of theirs would, so a master locks
 // and advances them at once (the claim of new instances no longer takes running ones).

@@ -306,6 +306,7 @@ const claimStrandedSQL = `
 			  AND w.started_at < now() - interval '5 seconds'
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
+			                       OR t.state IS NOT DISTINCT FROM 'waiting'
 			                       OR t.ended_at > now() - interval '5 seconds'))
 			FOR UPDATE SKIP LOCKED
 		)
@@ -324,7 +325,7 @@ const claimStrandedSQL = `
 const StrandedAfter = 5 * time.Second
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
-// (after, upto] that have had no task queued or running for StrandedAfter: those whose last
+// (after, upto] that have had no task queued, running or waiting for StrandedAfter: those whose last
 // task ended when no master heard of it (none was listening, or its worker died between its commit and the
 // wake-up). The masters sweep the unowned running instances with it a slice at a time (see
 // WorkflowSweepRange), so its cost per call is bounded whatever the backlog. An instance

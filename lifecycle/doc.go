@@ -88,8 +88,8 @@
 //	                                                                                WorkflowCreateMany
 //	claimed      master                 unowned; new without roots, or running      WorkflowClaimUnowned
 //	                                    with a timeout
-//	claimed      master (sweep)         unowned, running, nothing queued or         WorkflowClaimStranded
-//	                                    running for dao.StrandedAfter
+//	claimed      master (sweep)         unowned, running, nothing queued, running   WorkflowClaimStranded
+//	                                    or waiting for dao.StrandedAfter
 //	admitted     master                 unowned, submitted, capped, under the cap   WorkflowAdmitIfUnderCap
 //	taken        master (advance)       unowned, running, locked by the advance     WorkflowTakeIfUnowned
 //	ended        master (advance)       running; owned by it, or unowned and locked WorkflowFinishManyIfOwnedOrUnowned

@@ -17,7 +17,7 @@ var Transitions = []Transition{
 	{"workflow created", "submit on the pool, shared commit", "as WorkflowCreate", "WorkflowCreateGrouped"},
 	{"workflow created", "bulk submit (benchmark)", "as WorkflowCreate", "WorkflowCreateMany"},
 	{"workflow claimed", "master", "unowned; new without roots, or running with a timeout", "WorkflowClaimUnowned"},
-	{"workflow claimed", "master (sweep)", "unowned, running, no task queued or running for StrandedAfter", "WorkflowClaimStranded"},
+	{"workflow claimed", "master (sweep)", "unowned, running, no task queued, running or waiting for StrandedAfter", "WorkflowClaimStranded"},
 	{"workflow admitted", "master", "unowned, submitted, capped, under the cap (admission lock)", "WorkflowAdmitIfUnderCap"},
 	{"workflow taken", "master", "unowned, running, locked by this advance", "WorkflowTakeIfUnowned"},
 	{"task created", "master (advance)", "instance locked by its owner or unowned and locked", "TaskCreateMany"},
