@@ -309,7 +309,7 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 const endWaitingSQL = `
 		WITH t AS (
 			UPDATE task_instance SET state = $2, output = $3, error = $4, ended_at = now()
-			WHERE id = $1 AND state = 'waiting'
+			WHERE id = $1 AND state = 'waiting' AND type = 'wait'
 			RETURNING workflow_instance_id
 		), woken AS (
 			SELECT pg_notify($5, workflow_instance_id::text) FROM t
@@ -319,7 +319,8 @@ const endWaitingSQL = `
 // TaskEndIfWaiting is the transitions "signalled" (an operator, the API) and "wait timed out"
 // (a master): it ends the waiting task id as state (succeeded or failed) with output and
 // errMsg (nil for none), and wakes the masters with its workflow instance, which it returns.
-// A task that is not waiting (signalled already, timed out, killed) is a ConflictError.
+// A task that is not waiting (signalled already, timed out, killed), or one that waits but is
+// not a wait task, is a ConflictError.
 // ev, unless nil, is the change's audit_event row, written in its transaction.
 func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (int64, error) {
 	var wf int64
