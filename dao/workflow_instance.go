@@ -381,6 +381,21 @@ func (q *Queries) WorkflowTakeIfUnowned(ctx context.Context, owner string, ids [
 	return nil
 }
 
+// WorkflowReleaseIfOwned clears the owner of those of ids that owner drives and that still
+// run, in the transaction of the advance that found them only waiting: the end of a wait
+// wakes the masters with the instance, as the end of a task does, and any of them advances
+// it then (WorkflowLockUnowned).
+func (q *Queries) WorkflowReleaseIfOwned(ctx context.Context, owner string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET owner = NULL
+		WHERE id = ANY($2) AND owner = $1 AND state = 'running'`, owner, pq.Array(ids)); err != nil {
+		return fmt.Errorf("release %d waiting workflow instances of %s: %w", len(ids), owner, err)
+	}
+	return nil
+}
+
 // WorkflowAdmitIfUnderCap makes owner the master of the new instances of capped workflows
 // (max-active-instances) that fit under their caps: for each such workflow, under its
 // admission lock, the waiting instances in priority and then creation order while fewer than

@@ -36,6 +36,9 @@ type Stepped struct {
 	Ended []Ended
 	// Lost are the ids asked for (AdvanceOwned) that the owner no longer drives.
 	Lost []int64
+	// Released are the instances the step gave up (or did not take): they only wait, for a
+	// signal or a timeout, whose end wakes the masters as a task's end does.
+	Released []int64
 	// Deadlines holds when each instance with a workflow timeout that goes on times out, on
 	// this host's clock.
 	Deadlines map[int64]time.Time
@@ -58,7 +61,8 @@ func (d *Driver) AdvanceOwned(ctx context.Context, ids []int64) (Stepped, error)
 
 // AdvanceUnowned advances those of ids that run without an owner and that no other master
 // holds (dao.WorkflowLockUnowned): a task of theirs ended while no master drove them. Those
-// that finish are finished; the owner takes the others (Taken).
+// that finish are finished; the owner takes the others (Taken), but for those that only wait
+// (Released).
 func (d *Driver) AdvanceUnowned(ctx context.Context, ids []int64) (Stepped, error) {
 	return d.step(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
 		return q.WorkflowLockUnowned(ctx, ids)
@@ -99,7 +103,8 @@ func (d *Driver) Admit(ctx context.Context, limit int) ([]dao.WorkflowInstance, 
 // step advances, in one transaction, the instances pick returns locked: those of ids still
 // owned, or newly claimed ones (then ids is nil), or, with take, unowned ones pick locked
 // without claiming them: those that finish are finished in one update, and the owner takes
-// the others.
+// the others. An instance left with nothing live but waiting tasks and no workflow timeout
+// to enforce needs no master until a wait ends: it is released, or not taken.
 func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) (Stepped, error) {
 	var st Stepped
 	began := d.clock.Now()
@@ -188,6 +193,7 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 				}
 				return t.Runs(ctx, workflow.TemplateData{Params: params, Upstream: upstream(t, tasks)})
 			})
+			created := len(rows)
 			if len(p.Create) > 0 {
 				if err := paramsErr(); err != nil {
 					return err
@@ -200,15 +206,23 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 					rows = append(rows, row)
 				}
 			}
-			if p.Done {
+			switch {
+			case p.Done:
 				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error})
 				st.Ended = append(st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
-			} else if take {
+			case spec.Timeout == 0 && onlyWaiting(tasks, rows[created:]):
+				st.Released = append(st.Released, wf.ID)
+			case take:
 				st.Taken = append(st.Taken, *wf)
 			}
 		}
 		if _, err := q.TaskCreateMany(ctx, rows); err != nil {
 			return err
+		}
+		if !take {
+			if err := q.WorkflowReleaseIfOwned(ctx, d.owner, st.Released); err != nil {
+				return err
+			}
 		}
 		// The rows are locked and running, unowned or under this owner, so every one of them
 		// finishes.
@@ -225,4 +239,28 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 		return Stepped{}, err
 	}
 	return st, nil
+}
+
+// onlyWaiting reports whether an instance whose task instances are tasks, and which creates
+// rows, has something live and all of it waiting: nothing for a master to drive until a
+// signal or a timeout ends a wait, which wakes the masters with the instance.
+func onlyWaiting(tasks []dao.TaskOutcome, rows []dao.NewTask) bool {
+	live := 0
+	for _, t := range tasks {
+		if !t.State.Terminal() {
+			if t.State != dao.TaskWaiting {
+				return false
+			}
+			live++
+		}
+	}
+	for _, r := range rows {
+		if !r.State.Terminal() {
+			if r.State != dao.TaskWaiting {
+				return false
+			}
+			live++
+		}
+	}
+	return live > 0
 }

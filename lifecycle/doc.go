@@ -20,8 +20,8 @@
 //
 //	submit ─┬─ no cap: with its roots ──▶ running, unowned ──its one task ends (worker)──▶ ended
 //	        │                                 │          ▲
-//	        │              taken, claimed     │          │ released (leader: owner fenced)
-//	        │              (master)           ▼          │
+//	        │              taken, claimed     │          │ released (leader: owner fenced;
+//	        │              (master)           ▼          │ master: only waiting tasks live)
 //	        └─▶ submitted ──claimed──────▶ running, owned ──ended, timed out (master)──▶ ended
 //	            (no roots, or capped)  admitted (master, under the cap)
 //
@@ -65,7 +65,10 @@
 // succeeded with its output or failed (Signal); past its timeout a master ends it as its
 // on-timeout says (EndWaitsPastTimeout), both through one statement conditioned on waiting,
 // so a signal racing the timeout, or a second signal, never applies twice. A kill or a stop
-// kills it at once.
+// kills it at once. An instance with nothing live but waiting tasks and no workflow timeout
+// has no owner while it waits (an advance releases it, or does not take it): the end of a
+// wait wakes the masters with it as a task's end does, so instances waiting for people cost
+// the masters nothing while they wait.
 //
 // A master creates task instances when their upstream is terminal: queued if their trigger
 // holds (by default: it all succeeded) and their when: condition renders true, skipped if
@@ -92,6 +95,8 @@
 //	                                    or waiting for dao.StrandedAfter
 //	admitted     master                 unowned, submitted, capped, under the cap   WorkflowAdmitIfUnderCap
 //	taken        master (advance)       unowned, running, locked by the advance     WorkflowTakeIfUnowned
+//	released     master (advance)       running, owned by it; nothing live but      WorkflowReleaseIfOwned
+//	                                    waiting tasks, no workflow timeout
 //	ended        master (advance)       running; owned by it, or unowned and locked WorkflowFinishManyIfOwnedOrUnowned
 //	timed out    master                 running, owned by it                        WorkflowTimeOutIfOwned
 //	                                                                                (WorkflowFinishIfOwned)

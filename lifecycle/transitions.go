@@ -20,6 +20,7 @@ var Transitions = []Transition{
 	{"workflow claimed", "master (sweep)", "unowned, running, no task queued, running or waiting for StrandedAfter", "WorkflowClaimStranded"},
 	{"workflow admitted", "master", "unowned, submitted, capped, under the cap (admission lock)", "WorkflowAdmitIfUnderCap"},
 	{"workflow taken", "master", "unowned, running, locked by this advance", "WorkflowTakeIfUnowned"},
+	{"workflow released (only waiting)", "master", "running, owned by it, nothing live but waiting tasks, no workflow timeout", "WorkflowReleaseIfOwned"},
 	{"task created", "master (advance)", "instance locked by its owner or unowned and locked", "TaskCreateMany"},
 	{"workflow ended", "master (advance)", "running; owned by this master, or unowned and locked", "WorkflowFinishManyIfOwnedOrUnowned"},
 	{"workflow ended", "master", "running; owned by this master", "WorkflowFinishIfOwned"},
