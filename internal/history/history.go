@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // History is what zksched recorded and what the run log saw.
@@ -393,6 +394,13 @@ func frozen(opts Options, worker string, from, last time.Time) (Freeze, bool) {
 func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []dao.TaskAttempt, rs []Run, problem func(string, ...any)) {
 	name := fmt.Sprintf("task %d %q (workflow instance %d)", t.ID, t.Name, t.WorkflowInstanceID)
 	rep.AttemptsPerTask[len(as)]++
+	if t.Type == workflow.TypeWait {
+		// A wait task runs nowhere: a signal, its timeout or a kill ends it.
+		if len(as) > 0 || len(rs) > 0 || t.Attempt != 0 {
+			problem("a wait task ran: %s has %d attempt(s), %d run(s), attempt %d", name, len(as), len(rs), t.Attempt)
+		}
+		return
+	}
 	byAttempt := map[int]dao.TaskAttempt{}
 	var succeeded []int
 	for _, a := range as {
