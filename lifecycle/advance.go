@@ -193,6 +193,17 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 					return err
 				}
 				for _, c := range p.Create {
+					if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
+						// Created with its child, or failed if it cannot start one.
+						failed, err := d.startChild(ctx, q, wf, c, params, tasks)
+						if err != nil {
+							return err
+						}
+						if failed != nil {
+							rows = append(rows, *failed)
+						}
+						continue
+					}
 					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
 					if err != nil {
 						return err
@@ -201,7 +212,11 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 				}
 			}
 			if p.Done {
-				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error})
+				fin := dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error}
+				if p.State == dao.WorkflowSucceeded {
+					fin.Output = finalOutput(spec, tasks)
+				}
+				fins = append(fins, fin)
 				st.Ended = append(st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
 			} else if take {
 				st.Taken = append(st.Taken, *wf)
@@ -211,7 +226,7 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 			return err
 		}
 		// The rows are locked and running, unowned or under this owner, so every one of them
-		// finishes.
+		// finishes; a child's parent task ends with it.
 		if _, err := q.WorkflowFinishManyIfOwnedOrUnowned(ctx, d.owner, fins); err != nil {
 			return err
 		}

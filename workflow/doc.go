@@ -199,6 +199,7 @@
 // was killed, starts a new child. The child instance's page links to the task that started
 // it, and the task's page to the child.
 //
+//	tasks:
 //	  - name: publish
 //	    type: workflow
 //	    workflow: publish-digest
