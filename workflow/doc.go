@@ -199,13 +199,6 @@
 // was killed, starts a new child. The child instance's page links to the task that started
 // it, and the task's page to the child.
 //
-//	tasks:
-//	  - name: publish
-//	    type: workflow
-//	    workflow: publish-digest
-//	    params: {text: "{{ .upstream.review.output }}"}
-//	    depends-on: [review]
-//
 //   - workflow (required): the name of the stored workflow to start. It is looked up when
 //     the task starts, not at submit, so the two files may be submitted in any order; one
 //     that is not stored then fails the task, saying so. A task cannot name its own
@@ -217,6 +210,15 @@
 //     over .params and the outputs of the task's dependencies, rendered when the task
 //     starts; they override the child workflow's own defaults. A template that fails, or a
 //     value the params' bounds refuse, fails the task without starting a child.
+//
+// For example:
+//
+//	tasks:
+//	  - name: publish
+//	    type: workflow
+//	    workflow: publish-digest
+//	    params: {text: "{{ .upstream.review.output }}"}
+//	    depends-on: [review]
 //
 // The child runs at the priority of the task that started it (the parent instance's
 // priority plus the task's). A workflow task has no retries, pool or timeout: give the
