@@ -146,17 +146,29 @@ func (q *Queries) endParentsOf(ctx context.Context, ids []int64, outputs map[int
 	return err
 }
 
-// workflowStopChildren stops the active instances ids, children of tasks that were just
-// killed, with reason as their error, and their own children in turn: their queued and
-// waiting tasks are killed and the workers of their running ones are asked to stop them, as
-// WorkflowStopIfActive does. The workers to wake are added to workers. Call it in the
+// childStop is a child instance to stop (workflowStopChildren), with the error it is to end with.
+type childStop struct {
+	ID     int64
+	Reason string
+}
+
+// workflowStopChildren stops the active instances stops, children of tasks that were just
+// killed, each with its reason as its error, and their own children in turn: their queued
+// and waiting tasks are killed and the workers of their running ones are asked to stop them,
+// as WorkflowStopIfActive does. The workers to wake are added to workers. Call it in the
 // transaction that killed the parent tasks.
-func (q *Queries) workflowStopChildren(ctx context.Context, ids []int64, reason string, workers map[string]bool) (StopResult, error) {
+func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, workers map[string]bool) (StopResult, error) {
 	var res StopResult
-	for len(ids) > 0 {
+	for len(stops) > 0 {
+		ids, reasons := make([]int64, len(stops)), make([]string, len(stops))
+		for i, c := range stops {
+			ids[i], reasons[i] = c.ID, c.Reason
+		}
 		var stopped []int64
-		if err := sqlxSelect(ctx, q, &stopped, `UPDATE workflow_instance SET state = 'stopped', ended_at = now(),
-			error = $2 WHERE id = ANY($1) AND state IN ('submitted', 'running') RETURNING id`, pq.Array(ids), reason); err != nil {
+		if err := sqlxSelect(ctx, q, &stopped, `
+			UPDATE workflow_instance w SET state = 'stopped', ended_at = now(), error = x.reason
+			FROM unnest($1::bigint[], $2::text[]) AS x(id, reason)
+			WHERE w.id = x.id AND w.state IN ('submitted', 'running') RETURNING w.id`, pq.Array(ids), pq.Array(reasons)); err != nil {
 			return res, fmt.Errorf("stop child workflow instances %v: %w", ids, err)
 		}
 		if len(stopped) == 0 {
@@ -170,17 +182,28 @@ func (q *Queries) workflowStopChildren(ctx context.Context, ids []int64, reason 
 		for _, id := range stopped {
 			q.notify(q.ch.master, fmt.Sprint(id))
 		}
-		ids, reason = children, "stopped: its parent workflow instance was stopped"
+		stops = children
 	}
 	return res, nil
+}
+
+// stoppedWithParent is the childStop of each child in children (by the workflow instance
+// whose task started it), whose parent instance was stopped.
+func stoppedWithParent(children map[int64]int64) []childStop {
+	var out []childStop
+	for child, parent := range children {
+		out = append(out, childStop{ID: child, Reason: fmt.Sprintf("stopped: its parent workflow instance %d was stopped", parent)})
+	}
+	return out
 }
 
 // killTasksOf kills the queued and waiting tasks of the instances wfs with errMsg as their
 // error and asks the workers of their running ones to stop them (kill_requested), adding
 // those workers to workers. It returns what it did and the children of the workflow tasks it
-// killed, for the caller to stop.
-func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, workers map[string]bool) (StopResult, []int64, error) {
+// killed, to stop, with the reason that their parent was stopped.
+func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, workers map[string]bool) (StopResult, []childStop, error) {
 	var tasks []struct {
+		Workflow int64     `db:"workflow_instance_id"`
 		State    TaskState `db:"state"`
 		WorkerID *string   `db:"worker_id"`
 		Child    *int64    `db:"child_workflow_instance_id"`
@@ -193,15 +216,15 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 			ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
 			error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END
 		WHERE workflow_instance_id = ANY($1) AND state IN ('queued', 'waiting', 'running')
-		RETURNING state, worker_id, child_workflow_instance_id`, pq.Array(wfs), errMsg)
+		RETURNING workflow_instance_id, state, worker_id, child_workflow_instance_id`, pq.Array(wfs), errMsg)
 	if err != nil {
 		return StopResult{}, nil, fmt.Errorf("kill tasks of workflow instances %v: %w", wfs, err)
 	}
 	var res StopResult
-	var children []int64
+	children := map[int64]int64{}
 	for _, t := range tasks {
 		if t.Child != nil {
-			children = append(children, *t.Child)
+			children[*t.Child] = t.Workflow
 		}
 		if t.State == TaskKilled {
 			res.Killed++
@@ -212,7 +235,7 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 			workers[*t.WorkerID] = true
 		}
 	}
-	return res, children, nil
+	return res, stoppedWithParent(children), nil
 }
 
 // ParentLink is where a child workflow instance came from: the task that started it and that

@@ -86,7 +86,8 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 	if c := r[0].Child; c != nil && r[0].State == TaskKilled {
 		// A workflow task's child stops with it.
 		workers := map[string]bool{}
-		if _, err := q.workflowStopChildren(ctx, []int64{*c}, fmt.Sprintf("stopped: its parent task %d was killed", id), workers); err != nil {
+		stop := childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id)}
+		if _, err := q.workflowStopChildren(ctx, []childStop{stop}, workers); err != nil {
 			return KillResult{}, err
 		}
 		for w := range workers {
@@ -279,7 +280,7 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 			return err
 		}
 		// Its children stop with it, and a child's parent task ends with it.
-		sub, err := q.workflowStopChildren(ctx, children, fmt.Sprintf("stopped: its parent workflow instance %d was stopped", workflowID), workers)
+		sub, err := q.workflowStopChildren(ctx, children, workers)
 		if err != nil {
 			return err
 		}

@@ -513,7 +513,10 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 	if err != nil {
 		return 0, err
 	}
-	sub, err := q.workflowStopChildren(ctx, children, fmt.Sprintf("stopped: its parent workflow instance %d timed out", id), workers)
+	for i := range children {
+		children[i].Reason = fmt.Sprintf("stopped: its parent workflow instance %d timed out", id)
+	}
+	sub, err := q.workflowStopChildren(ctx, children, workers)
 	if err != nil {
 		return 0, err
 	}
