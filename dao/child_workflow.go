@@ -249,15 +249,18 @@ type ParentLink struct {
 	WorkflowName *string `db:"workflow_name"`
 }
 
-// WorkflowParent returns the parent of workflow instance id (ParentLink).
-func (q *Queries) WorkflowParent(ctx context.Context, id int64) (ParentLink, error) {
-	var p ParentLink
-	err := sqlxGet(ctx, q, &p, `
+// workflowParentSQL is WorkflowParent's statement: $1 the instance.
+const workflowParentSQL = `
 		SELECT c.parent_workflow_instance_id, t.id AS parent_task_instance_id, t.name AS task_name, w.workflow_name
 		FROM workflow_instance c
 		LEFT JOIN task_instance t ON t.id = c.parent_task_instance_id
 		LEFT JOIN workflow_instance w ON w.id = c.parent_workflow_instance_id
-		WHERE c.id = $1`, id)
+		WHERE c.id = $1`
+
+// WorkflowParent returns the parent of workflow instance id (ParentLink).
+func (q *Queries) WorkflowParent(ctx context.Context, id int64) (ParentLink, error) {
+	var p ParentLink
+	err := sqlxGet(ctx, q, &p, workflowParentSQL, id)
 	if err != nil {
 		return ParentLink{}, fmt.Errorf("parent of workflow instance %d: %w", id, err)
 	}
