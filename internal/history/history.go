@@ -294,6 +294,10 @@ func (h *History) Judge(opts Options) *Report {
 			continue
 		}
 		judged[t.ID] = true
+		if runsNowhere(t) {
+			// No worker ever runs it: no attempt to judge, no run to compare.
+			continue
+		}
 		h.judgeTask(rep, opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 		judgeKills(opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 	}
@@ -326,6 +330,12 @@ func (h *History) Timeline(opts Options, workflows ...int64) string {
 		opts.Workflows = workflows
 	}
 	return h.timeline(opts, attempts, runs)
+}
+
+// runsNowhere reports whether a task ends without any worker running it: a wait task (a
+// signal or its timeout ends it) or a workflow task (its child's end does).
+func runsNowhere(t dao.TaskInstance) bool {
+	return t.Type == "wait" || t.Type == "workflow"
 }
 
 // recorded reports whether a task runs a command, which can keep a run log: a shell task (or
