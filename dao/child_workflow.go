@@ -202,6 +202,9 @@ func stoppedWithParent(children map[int64]int64) []childStop {
 // those workers to workers. It returns what it did and the children of the workflow tasks it
 // killed, to stop, with the reason that their parent was stopped.
 func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, workers map[string]bool) (StopResult, []childStop, error) {
+	if err := q.lockChildren(ctx, wfs, nil); err != nil {
+		return StopResult{}, nil, err
+	}
 	var tasks []struct {
 		Workflow int64     `db:"workflow_instance_id"`
 		State    TaskState `db:"state"`
@@ -236,6 +239,27 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 		}
 	}
 	return res, stoppedWithParent(children), nil
+}
+
+// lockChildrenSQL is lockChildren's statement: $1 the workflow instances, $2 the tasks.
+const lockChildrenSQL = `
+		SELECT c.id FROM task_instance t
+		JOIN workflow_instance c ON c.id = t.child_workflow_instance_id
+		WHERE (t.workflow_instance_id = ANY($1) OR t.id = ANY($2)) AND t.state = 'waiting' AND t.type = 'workflow'
+		ORDER BY c.id
+		FOR NO KEY UPDATE OF c`
+
+// lockChildren locks, for the rest of the transaction, the children that the waiting workflow
+// tasks of the instances wfs, or the tasks tasks, wait on, before the caller kills those
+// tasks. A child's end locks the child and then ends its parent task: locking in that order
+// here too, a stop or kill racing the child's end waits for it (and then finds the task
+// ended) rather than deadlocking with it.
+func (q *Queries) lockChildren(ctx context.Context, wfs, tasks []int64) error {
+	var ids []int64
+	if err := sqlxSelect(ctx, q, &ids, lockChildrenSQL, pq.Array(wfs), pq.Array(tasks)); err != nil {
+		return fmt.Errorf("lock the children of workflow instances %v, tasks %v: %w", wfs, tasks, err)
+	}
+	return nil
 }
 
 // ParentLink is where a child workflow instance came from: the task that started it and that

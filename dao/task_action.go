@@ -52,6 +52,9 @@ type KillResult struct {
 // task was killed at once, so it skips the downstream tasks. A waiting workflow task's child
 // is stopped with it, and the child's own children in turn: call it in a transaction.
 func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
+	if err := q.lockChildren(ctx, nil, []int64{id}); err != nil {
+		return KillResult{}, err
+	}
 	var r []struct {
 		ID                 int64     `db:"id"`
 		WorkflowInstanceID int64     `db:"workflow_instance_id"`

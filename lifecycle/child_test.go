@@ -242,3 +242,62 @@ func TestSweepLeavesParentWaitingOnChild(t *testing.T) {
 		t.Errorf("parent = %+v, %v; want it succeeded with its child", wf, err)
 	}
 }
+
+// TestStopRacingTheChildsEnd: a stop of the parent and the master's end of its child at the
+// same moment both apply, in either order, without a deadlock: the task ends with the child
+// and the parent is stopped, or the task is killed and the child stopped.
+func TestStopRacingTheChildsEnd(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store(ctx, t, db, "name: inner\ntasks:\n  - {name: hold, type: noop}\n")
+	spec := parse(t, outer)
+	d := lifecycle.NewDriver(db, "m1", clockwork.NewRealClock())
+	const rounds = 20
+	var ended, stopped int
+	for range rounds {
+		id := submit(ctx, t, db, spec)
+		if _, err := d.ClaimAndAdvance(ctx, 10); err != nil {
+			t.Fatal(err)
+		}
+		kids := children(ctx, t, db, id)
+		got, err := lifecycle.Claim(ctx, db, "w1", []string{"default"}, 1, true)
+		if err != nil || len(kids) != 1 || len(got) != 1 {
+			t.Fatalf("children %v, claim %+v, %v", kids, got, err)
+		}
+		res := dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}
+		if _, err := lifecycle.Finish(ctx, db, []dao.Finish{{Token: got[0].Token(), Result: res}}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var stopErr, endErr error
+		wg.Go(func() { _, stopErr = lifecycle.Stop(ctx, db, id, nil) })
+		wg.Go(func() { _, endErr = d.AdvanceUnowned(ctx, kids) })
+		wg.Wait()
+		if stopErr != nil || endErr != nil {
+			t.Fatalf("stop: %v; the child's end: %v", stopErr, endErr)
+		}
+		task, err := db.TaskGet(ctx, got[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		child, err := db.WorkflowGet(ctx, kids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := db.TaskListByWorkflow(ctx, id)
+		if err != nil || len(tasks) != 1 {
+			t.Fatalf("parent's tasks = %+v, %v", tasks, err)
+		}
+		switch start := tasks[0]; {
+		case child.State == dao.WorkflowSucceeded && start.State == dao.TaskSucceeded:
+			ended++
+		case child.State == dao.WorkflowStopped && start.State == dao.TaskKilled:
+			stopped++
+		default:
+			t.Fatalf("child %s (its task %s), parent task %s: want both ended or both stopped", child.State, task.State, start.State)
+		}
+	}
+	t.Logf("%d rounds: the child's end first %d times, the stop %d", rounds, ended, stopped)
+}

@@ -70,7 +70,9 @@
 // task's end wakes the parent's master like any task's end (a lost wake-up is caught by the
 // resync, or by the sweep for an unowned parent). Stopping an instance, its timeout, or a
 // kill of its waiting workflow task stops its children, and theirs in turn, in the same
-// transaction. A rerun of a failed or killed workflow task creates it again, with a new child.
+// transaction; it locks the children before it kills the tasks waiting on them, the order a
+// child's end takes (the child, then its parent task), so the two racing never deadlock
+// (TestStopRacingTheChildsEnd). A rerun of a failed or killed workflow task creates it again, with a new child.
 //
 // # A task instance
 //
