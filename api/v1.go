@@ -77,6 +77,8 @@ type taskJSON struct {
 	QueuedAt  time.Time        `json:"queued_at"`
 	StartedAt *time.Time       `json:"started_at"`
 	EndedAt   *time.Time       `json:"ended_at"`
+	// ChildWorkflowInstanceID is the instance a workflow task started (details only).
+	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -140,6 +142,7 @@ func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := taskDetailJSON{taskJSON: taskToJSON(d.Task, d.Workflow.WorkflowName), Attempts: []attemptJSON{},
 		Checkpoints: []checkpointJSON{}, TokenUsage: d.Usage}
+	out.ChildWorkflowInstanceID = d.Child
 	for _, a := range d.Attempts {
 		aj := attemptJSON{Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
 			ExitCode: a.ExitCode, Error: a.Error, Usage: a.Usage}
@@ -291,6 +294,11 @@ type workflowJSON struct {
 	EndedAt         *time.Time        `json:"ended_at"`
 	// TaskStates counts the task instances by state (lists only).
 	TaskStates dao.TaskStateCounts `json:"task_states,omitempty"`
+	// ParentWorkflowInstanceID and ParentTaskInstanceID are where a child workflow instance
+	// came from: the workflow task that started it and that task's instance (details only).
+	// The task is left out once a rerun has replaced it.
+	ParentWorkflowInstanceID *int64 `json:"parent_workflow_instance_id,omitempty"`
+	ParentTaskInstanceID     *int64 `json:"parent_task_instance_id,omitempty"`
 }
 
 func workflowToJSON(w dao.WorkflowInstance) workflowJSON {
@@ -324,8 +332,13 @@ func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := workflowDetailJSON{workflowJSON: workflowToJSON(d.Workflow), Tasks: []taskJSON{}, Graph: d.Graph}
+	out.ParentWorkflowInstanceID, out.ParentTaskInstanceID = d.Parent.Workflow, d.Parent.Task
 	for _, t := range d.Tasks {
-		out.Tasks = append(out.Tasks, taskToJSON(t, d.Workflow.WorkflowName))
+		j := taskToJSON(t, d.Workflow.WorkflowName)
+		if c, ok := d.Children[t.ID]; ok {
+			j.ChildWorkflowInstanceID = &c
+		}
+		out.Tasks = append(out.Tasks, j)
 	}
 	if out.Graph.Edges == nil {
 		out.Graph.Edges = []graphEdge{}

@@ -35,6 +35,7 @@ const (
 	TaskGetSQL            = taskGetSQL
 	TaskListByWorkflowSQL = taskListByWorkflowSQL
 	WorkflowGetSQL        = workflowGetSQL
+	WorkflowParentSQL     = workflowParentSQL
 	LockIfOwnedSQL        = lockIfOwnedSQL
 	AdmitSQL              = admitSQL
 	WorkflowListOlderSQL  = workflowListOlderSQL

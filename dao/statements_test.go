@@ -83,6 +83,7 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"TaskListPage, older", dao.TaskListOlderSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
 		{"TaskListPage, newer", dao.TaskListNewerSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
 		{"WorkflowGet", dao.WorkflowGetSQL, []any{0}, plain},
+		{"WorkflowParent", dao.WorkflowParentSQL, []any{0}, dbTags(&dao.ParentLink{})},
 		{"WorkflowLockIfOwned", dao.LockIfOwnedSQL, []any{0, "m1"}, plain},
 		{"WorkflowAdmitIfUnderCap", dao.AdmitSQL, []any{"wf", "m1", 1, 0}, plain},
 		{"WorkflowLockManyIfOwned", dao.LockManySQL, []any{none, "m1"}, locked},

@@ -49,14 +49,19 @@ type KillResult struct {
 // it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
 // state, so a worker claiming or finishing the task at the same moment either sees the kill or
 // wins the race (the kill then reports a ConflictError). The owning master is woken when the
-// task was killed at once, so it skips the downstream tasks.
+// task was killed at once, so it skips the downstream tasks. A waiting workflow task's child
+// is stopped with it, and the child's own children in turn: call it in a transaction.
 func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
+	if err := q.lockChildren(ctx, nil, []int64{id}); err != nil {
+		return KillResult{}, err
+	}
 	var r []struct {
 		ID                 int64     `db:"id"`
 		WorkflowInstanceID int64     `db:"workflow_instance_id"`
 		State              TaskState `db:"state"`
 		WorkerID           *string   `db:"worker_id"`
 		Attempt            int       `db:"attempt"`
+		Child              *int64    `db:"child_workflow_instance_id"`
 	}
 	err := sqlxSelect(ctx, q, &r, `
 		WITH t AS (
@@ -67,18 +72,30 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
 				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed by an operator before it ran' ELSE error END
 			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING id, workflow_instance_id, state, worker_id, attempt
+			RETURNING id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
 		), woken AS (
 			SELECT pg_notify(CASE WHEN state = 'killed' THEN $2 ELSE $3 END,
 				CASE WHEN state = 'killed' THEN workflow_instance_id::text ELSE worker_id END) FROM t
 		)
-		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`,
+		SELECT id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
+		FROM t, (SELECT count(*) FROM woken) w`,
 		id, q.ch.master, q.ch.kill)
 	if err != nil {
 		return KillResult{}, fmt.Errorf("kill task instance %d: %w", id, err)
 	}
 	if len(r) == 0 {
 		return KillResult{}, q.taskConflict(ctx, id, "kill")
+	}
+	if c := r[0].Child; c != nil && r[0].State == TaskKilled {
+		// A workflow task's child stops with it.
+		workers := map[string]bool{}
+		stop := childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id)}
+		if _, err := q.workflowStopChildren(ctx, []childStop{stop}, workers); err != nil {
+			return KillResult{}, err
+		}
+		for w := range workers {
+			q.notify(q.ch.kill, w)
+		}
 	}
 	return KillResult{TaskID: r[0].ID, WorkflowInstanceID: r[0].WorkflowInstanceID, State: r[0].State,
 		WorkerID: r[0].WorkerID, Attempt: r[0].Attempt}, nil
@@ -130,7 +147,7 @@ type RerunResult struct {
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
 // the queue (retries reset, attempt numbers going on so every fencing token stays unique),
 // deletes the task instances named in recreate that ended without an attempt — skipped,
-// failed at their creation, a wait task failed or killed — so the master creates them again, deciding anew, once their
+// failed at their creation, a wait or workflow task failed or killed — so the master creates them again, deciding anew, once their
 // dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
 // that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
 // masters are woken with its id, as by the end of a task of it, so one locks it at once and
@@ -187,7 +204,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)
-				AND (state = 'skipped' OR (attempt = 0 AND (state = 'failed' OR (state = 'killed' AND type = 'wait'))))`, workflowID, pq.Array(recreate))
+				AND (state = 'skipped' OR (attempt = 0 AND (state = 'failed' OR (state = 'killed' AND type IN ('wait', 'workflow')))))`, workflowID, pq.Array(recreate))
 		if err != nil {
 			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}
@@ -232,8 +249,10 @@ type StopResult struct {
 }
 
 // WorkflowStopIfActive is the transition "stopped": it stops a submitted or running workflow instance: it becomes stopped, its queued
-// task instances are killed and the workers of its running ones are asked to kill them. The
-// owning master finds the instance no longer running at its next advance and lets go of it.
+// and waiting task instances are killed and the workers of its running ones are asked to kill
+// them. The children its workflow tasks started stop with it, and theirs in turn; if it is a
+// child itself, its parent task fails (TaskEndIfChildEnded). The owning master finds the
+// instance no longer running at its next advance and lets go of it.
 //
 // ev, unless nil, is the stop's audit_event row, written in its transaction: the stop
 // happens only if its record is written with it.
@@ -258,33 +277,20 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 			}
 			return &ConflictError{Kind: "workflow", ID: workflowID, State: state, Action: "stop"}
 		}
-		var tasks []struct {
-			State    TaskState `db:"state"`
-			WorkerID *string   `db:"worker_id"`
-		}
-		err = sqlxSelect(ctx, q, &tasks, `
-			UPDATE task_instance SET
-				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-				kill_requested = true,
-				not_before = NULL,
-				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed: the workflow was stopped' ELSE error END
-			WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING state, worker_id`, workflowID)
-		if err != nil {
-			return fmt.Errorf("kill tasks of workflow instance %d: %w", workflowID, err)
-		}
 		workers := map[string]bool{}
-		for _, t := range tasks {
-			if t.State == TaskKilled {
-				res.Killed++
-				continue
-			}
-			res.KillRequested++
-			if t.WorkerID != nil {
-				workers[*t.WorkerID] = true
-			}
+		r, children, err := q.killTasksOf(ctx, ids, "killed: the workflow was stopped", workers)
+		if err != nil {
+			return err
 		}
+		// Its children stop with it, and a child's parent task ends with it.
+		sub, err := q.workflowStopChildren(ctx, children, workers)
+		if err != nil {
+			return err
+		}
+		if err := q.endParentsOf(ctx, ids, nil); err != nil {
+			return err
+		}
+		res = StopResult{Killed: r.Killed + sub.Killed, KillRequested: r.KillRequested + sub.KillRequested}
 		for w := range workers {
 			if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
 				return fmt.Errorf("wake worker %s: %w", w, err)

@@ -481,66 +481,66 @@ func (q *Queries) WorkflowLockIfOwned(ctx context.Context, id int64, owner strin
 }
 
 // WorkflowFinishIfOwned moves a running workflow instance owned by owner to a terminal state.
+// If the instance is a child, its parent task ends with it (TaskEndIfChildEnded), with no
+// output.
 func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner string, state WorkflowState, errMsg string) error {
 	var e *string
 	if errMsg != "" {
 		e = &errMsg
 	}
 	// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
-	var n int
-	err := sqlxGet(ctx, q, &n, `
+	var res struct {
+		N     int  `db:"n"`
+		Child bool `db:"child"`
+	}
+	err := sqlxGet(ctx, q, &res, `
 		WITH u AS (
 			UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
-			WHERE id = $1 AND owner = $2 AND state = 'running' RETURNING max_active
+			WHERE id = $1 AND owner = $2 AND state = 'running' RETURNING max_active, parent_task_instance_id
 		)
-		SELECT count(*) FROM u, LATERAL (SELECT CASE WHEN u.max_active IS NOT NULL THEN pg_notify($5, '') END) n`,
+		SELECT count(*) AS n, coalesce(bool_or(u.parent_task_instance_id IS NOT NULL), false) AS child
+		FROM u, LATERAL (SELECT CASE WHEN u.max_active IS NOT NULL THEN pg_notify($5, '') END) n`,
 		id, owner, string(state), e, q.ch.master)
 	if err != nil {
 		return fmt.Errorf("finish workflow instance %d: %w", id, err)
 	}
-	if n == 0 {
+	if res.N == 0 {
 		return fmt.Errorf("finish workflow instance %d: %w", id, ErrNotOwner)
+	}
+	if res.Child {
+		return q.endParentsOf(ctx, []int64{id}, nil)
 	}
 	return nil
 }
 
 // WorkflowTimeOutIfOwned fails a running workflow instance owned by owner that has run past
 // its timeout, in the transaction of the master's advance: the instance ends failed with
-// errMsg, its queued task instances are killed and the workers of its running ones are asked
-// to kill them (kill_requested, as an operator's stop does). It returns how many running
-// tasks were asked to stop.
+// errMsg, its queued and waiting task instances are killed and the workers of its running
+// ones are asked to kill them (kill_requested, as an operator's stop does), and the children
+// its workflow tasks started are stopped. If it is a child, its parent task fails with it. It
+// returns how many running tasks were asked to stop.
 func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, errMsg string) (int, error) {
 	if err := q.WorkflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg); err != nil {
 		return 0, err
 	}
-	var running []string
-	err := sqlxSelect(ctx, q, &running, `
-		WITH t AS (
-			UPDATE task_instance SET
-				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-				kill_requested = true,
-				not_before = NULL,
-				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END
-			WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING state, worker_id
-		)
-		SELECT worker_id FROM t WHERE state = 'running' AND worker_id IS NOT NULL`,
-		id, "killed: "+errMsg)
+	workers := map[string]bool{}
+	r, children, err := q.killTasksOf(ctx, []int64{id}, "killed: "+errMsg, workers)
 	if err != nil {
-		return 0, fmt.Errorf("kill tasks of workflow instance %d: %w", id, err)
+		return 0, err
 	}
-	woken := map[string]bool{}
-	for _, w := range running {
-		if woken[w] {
-			continue
-		}
-		woken[w] = true
+	for i := range children {
+		children[i].Reason = fmt.Sprintf("stopped: its parent workflow instance %d timed out", id)
+	}
+	sub, err := q.workflowStopChildren(ctx, children, workers)
+	if err != nil {
+		return 0, err
+	}
+	for w := range workers {
 		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
 			return 0, fmt.Errorf("wake worker %s: %w", w, err)
 		}
 	}
-	return len(running), nil
+	return r.KillRequested + sub.KillRequested, nil
 }
 
 // workflowGetSQL is WorkflowGet's statement: $1 the instance.
@@ -589,6 +589,8 @@ type WorkflowFinish struct {
 	ID    int64
 	State WorkflowState
 	Error string
+	// Output is the output its parent task gets if the instance is a child that succeeded.
+	Output string
 }
 
 // finishManyWorkflowsSQL is WorkflowFinishManyIfOwnedOrUnowned's statement: $1 the owner, $2-$4 the
@@ -605,14 +607,16 @@ const finishManyWorkflowsSQL = `
 			WHERE w.id = ANY($2::bigint[])
 			  AND (w.owner IS NOT DISTINCT FROM $1 OR w.owner IS NOT DISTINCT FROM NULL)
 			  AND w.state IS NOT DISTINCT FROM 'running'
-			RETURNING w.max_active
+			RETURNING w.id, w.max_active, w.parent_task_instance_id
 		)
-		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped FROM u`
+		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped,
+			coalesce(array_agg(id) FILTER (WHERE parent_task_instance_id IS NOT NULL), '{}') AS children FROM u`
 
 // WorkflowFinishManyIfOwnedOrUnowned is WorkflowFinishIfOwned for many instances in one statement,
 // which also finishes unowned ones (locked by WorkflowLockUnowned) and makes owner the owner
-// of record of each. It returns how many it finished; call it in the transaction that locked
-// them, so that is all.
+// of record of each. The parent tasks of those that are children end with them
+// (TaskEndIfChildEnded), in the same transaction. It returns how many it finished; call it in
+// the transaction that locked them, so that is all.
 func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner string, fins []WorkflowFinish) (int, error) {
 	if len(fins) == 0 {
 		return 0, nil
@@ -625,8 +629,9 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 		}
 	}
 	var res struct {
-		N      int  `db:"n"`
-		Capped bool `db:"capped"`
+		N        int           `db:"n"`
+		Capped   bool          `db:"capped"`
+		Children pq.Int64Array `db:"children"`
 	}
 	err := getHot(ctx, q, &res, finishManyWorkflowsSQL, owner, pq.Array(ids), pq.Array(states), pq.Array(errs))
 	if err != nil {
@@ -635,6 +640,15 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 	if res.Capped {
 		// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
 		q.notify(q.ch.master, "")
+	}
+	if len(res.Children) > 0 {
+		outputs := make(map[int64]string, len(res.Children))
+		for _, f := range fins {
+			outputs[f.ID] = f.Output
+		}
+		if err := q.endParentsOf(ctx, res.Children, outputs); err != nil {
+			return 0, err
+		}
 	}
 	return res.N, nil
 }

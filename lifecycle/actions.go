@@ -14,8 +14,8 @@ import (
 // workflow, either applies whole or returns a dao.ConflictError; it never overwrites a result.
 // audit, unless nil, is the action's audit_event row, committed with it or not at all.
 
-// Kill kills a queued task instance at once, or asks the worker of a running one to stop it
-// (dao.TaskKillIfQueuedOrRunning).
+// Kill kills a queued or waiting task instance at once, or asks the worker of a running one to
+// stop it (dao.TaskKillIfQueuedOrRunning). A waiting workflow task's child is stopped with it.
 func Kill(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.KillResult, error) {
 	var res dao.KillResult
 	err := db.Tx(ctx, func(q *dao.Queries) error {
@@ -111,15 +111,18 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audi
 	return db.TaskRerunIfFailedOrKilled(ctx, id, ids, append(recreate, below(spec, names)...), ev)
 }
 
-// neverRan reports whether t ended before any attempt: failed at its creation, or a wait
-// task (which no worker ever runs) timed out, failed by its signal or killed. A rerun creates
-// such a task again rather than queueing it.
+// neverRan reports whether t ended before any attempt: failed at its creation, a wait task
+// (which no worker ever runs) timed out, failed by its signal or killed, or a workflow task
+// (which no worker runs either) failed or killed with its child. A rerun creates such a task
+// again rather than queueing it: a workflow task with a new child.
 func neverRan(t *dao.TaskInstance) bool {
-	return t.Attempt == 0 && (t.State == dao.TaskFailed || (t.State == dao.TaskKilled && t.Type == workflow.TypeWait))
+	runsNowhere := t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow
+	return t.Attempt == 0 && (t.State == dao.TaskFailed || (t.State == dao.TaskKilled && runsNowhere))
 }
 
-// Stop stops a submitted or running workflow instance: it ends stopped, its queued tasks are
-// killed and the workers of its running ones are asked to kill them (dao.WorkflowStopIfActive).
+// Stop stops a submitted or running workflow instance: it ends stopped, its queued and waiting
+// tasks are killed and the workers of its running ones are asked to kill them, its children
+// are stopped, and if it is a child its parent task fails (dao.WorkflowStopIfActive).
 func Stop(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.StopResult, error) {
 	return db.WorkflowStopIfActive(ctx, id, audit)
 }

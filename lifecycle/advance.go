@@ -193,12 +193,27 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 				}
 				return t.Runs(ctx, workflow.TemplateData{Params: params, Upstream: upstream(t, tasks)})
 			})
-			created := len(rows)
+			// rows[created:] are the rows this instance's advance creates; a task that started
+			// its child is created waiting on it, apart from them (children).
+			created, children := len(rows), 0
 			if len(p.Create) > 0 {
 				if err := paramsErr(); err != nil {
 					return err
 				}
 				for _, c := range p.Create {
+					if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
+						// Created with its child, or failed if it cannot start one.
+						failed, err := d.startChild(ctx, q, wf, c, params, tasks)
+						if err != nil {
+							return err
+						}
+						if failed != nil {
+							rows = append(rows, *failed)
+						} else {
+							children++
+						}
+						continue
+					}
 					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
 					if err != nil {
 						return err
@@ -208,9 +223,13 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 			}
 			switch {
 			case p.Done:
-				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error})
+				fin := dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error}
+				if p.State == dao.WorkflowSucceeded {
+					fin.Output = finalOutput(spec, tasks)
+				}
+				fins = append(fins, fin)
 				st.Ended = append(st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
-			case spec.Timeout == 0 && onlyWaiting(tasks, rows[created:]):
+			case spec.Timeout == 0 && onlyWaiting(tasks, rows[created:], children):
 				st.Released = append(st.Released, wf.ID)
 			case take:
 				st.Taken = append(st.Taken, *wf)
@@ -225,7 +244,7 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 			}
 		}
 		// The rows are locked and running, unowned or under this owner, so every one of them
-		// finishes.
+		// finishes; a child's parent task ends with it.
 		if _, err := q.WorkflowFinishManyIfOwnedOrUnowned(ctx, d.owner, fins); err != nil {
 			return err
 		}
@@ -242,10 +261,11 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 }
 
 // onlyWaiting reports whether an instance whose task instances are tasks, and which creates
-// rows, has something live and all of it waiting: nothing for a master to drive until a
-// signal or a timeout ends a wait, which wakes the masters with the instance.
-func onlyWaiting(tasks []dao.TaskOutcome, rows []dao.NewTask) bool {
-	live := 0
+// rows and children tasks waiting on their child, has something live and all of it waiting:
+// nothing for a master to drive until a wait ends (a signal, a timeout, a child's end), which
+// wakes the masters with the instance.
+func onlyWaiting(tasks []dao.TaskOutcome, rows []dao.NewTask, children int) bool {
+	live := children
 	for _, t := range tasks {
 		if !t.State.Terminal() {
 			if t.State != dao.TaskWaiting {

@@ -26,12 +26,13 @@
 //	            (no roots, or capped)  admitted (master, under the cap)
 //
 //	ended: succeeded | failed | stopped
-//	submitted, running ──stopped (operator)──▶ stopped
+//	submitted, running ──stopped (operator; a child: its parent stopped, timed out or its task killed)──▶ stopped
 //	ended ──rerun of its failed and killed tasks (operator)──▶ running, unowned
 //
 // An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
 // command line, the API, schedules, triggers, backfills and the benchmark all come in here).
-// A workflow file is stored by master.Define, the one way for a definition: the definition
+// A child workflow's instance is submitted the same way, by the master's advance of its
+// parent (below). A workflow file is stored by master.Define, the one way for a definition: the definition
 // with its facts, its schedule, the instance asked for (through Submit) and their audit rows,
 // in one transaction.
 // Without a cap it starts running at once with its root tasks queued and no owner: the first
@@ -40,7 +41,7 @@
 // until a master admits it under its workflow's max-active-instances (Driver.Admit). A master
 // that owns an instance advances it (Driver.AdvanceOwned): Decide says which tasks to create
 // and whether it has ended; it fails one past its workflow timeout and kills its tasks. A
-// single-task workflow without a cap or a timeout needs no master: the worker's statement
+// single-task workflow without a cap or a timeout, not a child, needs no master: the worker's statement
 // that records its task's end ends it too, with the end Decide would give
 // (TestSingleTaskEndMatchesDecide). When a master is fenced the leader releases its
 // instances (ReleaseLostMaster) and another master goes on; instances whose last task's
@@ -48,9 +49,35 @@
 // stops an active instance (Stop) or reruns the failed and killed tasks of one (RerunTask,
 // RerunWorkflow), which reopens it if it had ended: running, unowned.
 //
+// # A child workflow
+//
+//	workflow task ready ──child started (master)──▶ waiting ─┬─ child ended (succeeded) ──▶ succeeded
+//	                                                          ├─ child ended (failed, stopped) ──▶ failed
+//	                                                          └─ killed (operator, stop, timeout) ──▶ killed, child stopped
+//
+// A workflow task that Decide says runs starts its child in the master's advance, in the
+// transaction that holds its instance locked: the child is created by Submit, like any
+// submission, and the task is created waiting on it, the two linked both ways
+// (TaskCreateWaitingOnChild). A master killed in the middle commits neither; the next advance
+// creates both, once, since only the holder of the instance's lock creates its tasks. A task
+// whose params do not render, whose workflow or version is not stored, or whose child would
+// be more than MaxNesting levels below the instance submitted is created failed instead.
+// The child runs as any instance. Each statement that ends an instance ends its parent task
+// in the same transaction (TaskEndIfChildEnded): a master's end (WorkflowFinishManyIfOwnedOrUnowned,
+// with the child's final output), its timeout (WorkflowFinishIfOwned) and its stop
+// (WorkflowStopIfActive); the worker's statement that ends a one-task instance leaves a child
+// to a master. So a child never ends without its parent task, whatever fails when, and the
+// task's end wakes the parent's master like any task's end (a lost wake-up is caught by the
+// resync, or by the sweep for an unowned parent). Stopping an instance, its timeout, or a
+// kill of its waiting workflow task stops its children, and theirs in turn, in the same
+// transaction; it locks the children before it kills the tasks waiting on them, the order a
+// child's end takes (the child, then its parent task), so the two racing never deadlock
+// (TestStopRacingTheChildsEnd). A rerun of a failed or killed workflow task creates it again, with a new child.
+//
 // # A task instance
 //
 //	created ──▶ waiting (a wait task) ──signalled (operator) · timed out (master)──▶ succeeded, failed
+//	created ──▶ waiting (a workflow task) ──its child ended──▶ succeeded, failed
 //	   │
 //	created ──▶ queued ──claimed (worker)──▶ running ──attempt ended (worker)──▶ succeeded
 //	   │          ▲  │                          │                               failed
@@ -101,15 +128,24 @@
 //	timed out    master                 running, owned by it                        WorkflowTimeOutIfOwned
 //	                                                                                (WorkflowFinishIfOwned)
 //	ended        worker (attempt's end) unowned, running, one task, no cap, no      TaskFinishManyIfRunning
-//	                                    timeout
+//	                                    timeout, not a child
 //	released     leader                 unfinished, owned by a fenced master        WorkflowReleaseIfOwnedBy
 //	stopped      operator               submitted or running                        WorkflowStopIfActive
+//	child        operator (stop of the  submitted or running                        WorkflowStopIfActive,
+//	stopped      parent, kill of its                                                TaskKillIfQueuedOrRunning,
+//	             task), master (the                                                 WorkflowTimeOutIfOwned
+//	             parent's timeout)
 //	reopened     operator (rerun)       ended                                       TaskRerunIfFailedOrKilled
 //
 // Task instances:
 //
 //	created      master (advance)       its instance locked by the advance          TaskCreateMany,
 //	                                                                                WorkflowCreate (roots)
+//	child        master (advance)       its instance locked by the advance; the     TaskCreateWaitingOnChild
+//	started                             child created in the same transaction
+//	child ended  whoever ends the       waiting on the child, which has ended       TaskEndIfChildEnded
+//	             child, in its
+//	             transaction
 //	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueued,
 //	                                    free pool slot                              TaskClaimQueuedUnpooled
 //	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
@@ -125,6 +161,7 @@
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go), task_instance.go (claims, attempts' ends, task
-// creation), task_action.go (the operators'), failover_event.go (the leader's). Failover's
-// side of the protocol (who is fenced, and when) is package failover's.
+// creation), task_action.go (the operators'), child_workflow.go (child workflows),
+// failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
+// when) is package failover's.
 package lifecycle

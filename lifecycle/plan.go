@@ -136,14 +136,15 @@ func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
 
 // Roots returns the task instances a new instance of spec with params and priority starts
 // with: its tasks without dependencies; or none for a capped workflow, which starts them only
-// once admitted, and for one with a when: condition on a root, whose roots a master creates
-// once it has decided the condition.
+// once admitted, for one with a when: condition on a root, whose roots a master creates
+// once it has decided the condition, and for one with a workflow task as a root, whose child
+// a master starts.
 func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
 	if spec.MaxActiveInstances > 0 {
 		return nil, nil
 	}
 	for _, t := range spec.Tasks {
-		if len(t.DependsOn) == 0 && t.When != "" {
+		if len(t.DependsOn) == 0 && (t.When != "" || t.Type == workflow.TypeWorkflow) {
 			return nil, nil
 		}
 	}

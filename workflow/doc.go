@@ -189,6 +189,41 @@
 //
 //   - on-timeout: fail (the default) or succeed.
 //
+// A workflow task starts an instance of another stored workflow, its child, and ends as the
+// child ends: succeeded, with the child's output, when the child succeeded; failed, naming
+// the child instance and its error, when it failed or was stopped. Like a wait task it runs
+// nowhere and holds no slot while the child runs. The child's output is the output of its
+// final task: the task written last in its file among those no other task depends on. A
+// stop of the instance, its timeout or a kill of the task stops the child (and the child's
+// own children); a stop of the child fails the task. A rerun of the task, once it failed or
+// was killed, starts a new child. The child instance's page links to the task that started
+// it, and the task's page to the child.
+//
+//   - workflow (required): the name of the stored workflow to start. It is looked up when
+//     the task starts, not at submit, so the two files may be submitted in any order; one
+//     that is not stored then fails the task, saying so. A task cannot name its own
+//     workflow; a chain of workflows starting each other stops at 10 levels of children
+//     below the instance submitted (the task that would start the 11th fails).
+//   - version: the version of that workflow to run; default the latest stored when the task
+//     starts.
+//   - params: the child's params, a mapping of names to templates (see Prompt templates)
+//     over .params and the outputs of the task's dependencies, rendered when the task
+//     starts; they override the child workflow's own defaults. A template that fails, or a
+//     value the params' bounds refuse, fails the task without starting a child.
+//
+// For example:
+//
+//	tasks:
+//	  - name: publish
+//	    type: workflow
+//	    workflow: publish-digest
+//	    params: {text: "{{ .upstream.review.output }}"}
+//	    depends-on: [review]
+//
+// The child runs at the priority of the task that started it (the parent instance's
+// priority plus the task's). A workflow task has no retries, pool or timeout: give the
+// child's workflow its own.
+//
 // An llm task makes one call to a language model; the completion is its output.
 //
 //   - provider (required): the name of a model provider configured under llm.providers in
@@ -288,7 +323,8 @@
 // name, or two tasks with one name; an unknown type (the message lists the known ones); a
 // shell task without a command; an llm task without a provider or a prompt, an agent
 // without steps, a step without a name or with an empty prompt, a prompt template that does
-// not parse or refers to what the task cannot see; a field of another type; a dependency on a task that does not
+// not parse or refers to what the task cannot see; a workflow task without a workflow, naming
+// its own, with a negative version, or with retries, a pool or a timeout; a field of another type; a dependency on a task that does not
 // exist, on the task itself, or listed twice; a dependency cycle; a number out of its range; a
 // negative duration; an invalid param, env, group or pool name (names are at most 128 bytes);
 // more than 100 params, or a param value over 64 KiB or with a NUL (CheckParams, which also

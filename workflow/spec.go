@@ -115,6 +115,15 @@ type Task struct {
 	// OnTimeout is what a wait task comes to at its timeout: OnTimeoutFail (the default,
 	// also for "") or OnTimeoutSucceed, with an empty output.
 	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
+
+	// Workflow names the stored workflow a workflow task starts an instance of (a child).
+	Workflow string `json:"workflow,omitempty" yaml:"workflow,omitempty"`
+	// Version is the version of Workflow the child runs; 0 means the latest stored when the
+	// task starts.
+	Version int `json:"version,omitempty" yaml:"version,omitempty"`
+	// Params are the child's params, each a template over the params and the upstream outputs,
+	// rendered when the task starts.
+	Params map[string]string `json:"params,omitempty" yaml:"params,omitempty"`
 }
 
 // TypeWait is the type of a task that runs nowhere: it waits, holding no slot, until it is

@@ -38,6 +38,7 @@ var taskTypes = []taskType{
 		check:  checkWait,
 	},
 	{name: "agent", fields: append([]field{stepsField}, modelFields...), check: checkAgent},
+	{name: TypeWorkflow, fields: childFields, check: checkChild},
 }
 
 // commonFields are the task fields every type has.

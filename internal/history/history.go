@@ -329,6 +329,12 @@ func (h *History) Timeline(opts Options, workflows ...int64) string {
 	return h.timeline(opts, attempts, runs)
 }
 
+// runsNowhere reports whether a task ends without any worker running it: a wait task (a
+// signal or its timeout ends it) or a workflow task (its child's end does).
+func runsNowhere(t dao.TaskInstance) bool {
+	return t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow
+}
+
 // recorded reports whether a task runs a command, which can keep a run log: a shell task (or
 // one of a hand-written history, whose type is left empty). The others never leave a run.
 func recorded(t dao.TaskInstance) bool {
@@ -393,14 +399,14 @@ func frozen(opts Options, worker string, from, last time.Time) (Freeze, bool) {
 
 func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []dao.TaskAttempt, rs []Run, problem func(string, ...any)) {
 	name := fmt.Sprintf("task %d %q (workflow instance %d)", t.ID, t.Name, t.WorkflowInstanceID)
-	rep.AttemptsPerTask[len(as)]++
-	if t.Type == workflow.TypeWait {
-		// A wait task runs nowhere: a signal, its timeout or a kill ends it.
+	if runsNowhere(t) {
+		// No worker ever runs it: it has no attempt to judge, and one it has is a problem.
 		if len(as) > 0 || len(rs) > 0 || t.Attempt != 0 {
-			problem("a wait task ran: %s has %d attempt(s), %d run(s), attempt %d", name, len(as), len(rs), t.Attempt)
+			problem("a %s task ran: %s has %d attempt(s), %d run(s), attempt %d", t.Type, name, len(as), len(rs), t.Attempt)
 		}
 		return
 	}
+	rep.AttemptsPerTask[len(as)]++
 	byAttempt := map[int]dao.TaskAttempt{}
 	var succeeded []int
 	for _, a := range as {
