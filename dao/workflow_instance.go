@@ -506,7 +506,8 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 				kill_requested = true,
 				not_before = NULL,
 				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END
+				error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END,
+				paused_step = NULL
 			WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
 			RETURNING state, worker_id
 		)

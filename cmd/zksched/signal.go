@@ -38,7 +38,7 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer db.Close()
 	ev := cliAudit(dao.AuditTaskSignal, "", map[string]any{"fail": *fail, "output_bytes": len(*output)})
-	wf, err := lifecycle.Signal(ctx, db, id, *output, *fail, ev)
+	res, err := lifecycle.Signal(ctx, db, id, *output, *fail, ev)
 	var conflict *dao.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -50,10 +50,11 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err != nil:
 		return err
 	}
-	state := "succeeded"
-	if *fail {
-		state = "failed"
+	if res.State == dao.TaskQueued {
+		fmt.Fprintf(stdout, "task instance %d resumed at the step after %s; workflow instance %d goes on\n",
+			id, *res.PausedStep, res.WorkflowInstanceID)
+		return nil
 	}
-	fmt.Fprintf(stdout, "task instance %d %s; workflow instance %d goes on\n", id, state, wf)
+	fmt.Fprintf(stdout, "task instance %d %s; workflow instance %d goes on\n", id, res.State, res.WorkflowInstanceID)
 	return nil
 }
