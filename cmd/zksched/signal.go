@@ -11,11 +11,12 @@ import (
 	"github.com/zksched/zksched/lifecycle"
 )
 
-// runSignal ends a waiting task instance: succeeded with --output, or failed with --fail.
+// runSignal ends a waiting task instance: succeeded with --output, or failed with --fail. A
+// paused agent is resumed instead of succeeding: --output is its wait step's output.
 func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("signal", stdout)
 	config := configFlag(fs)
-	output := fs.String("output", "", "the task's output, which its downstream tasks read; with --fail, the reason")
+	output := fs.String("output", "", "the task's output, which its downstream tasks read (for a paused agent, its wait step's); with --fail, the reason")
 	fail := fs.Bool("fail", false, "fail the task instead of ending it succeeded")
 	idArg, args, err := parseNamed(fs, args)
 	if err != nil {
