@@ -331,8 +331,12 @@ func (h *History) Timeline(opts Options, workflows ...int64) string {
 // recorded reports whether a task runs a command, which can keep a run log: a shell task (or
 // one of a hand-written history, whose type is left empty). The others never leave a run.
 func recorded(t dao.TaskInstance) bool {
-	return t.Type != "noop" && t.Type != "llm" && t.Type != "agent"
+	return t.Type != "noop" && t.Type != "llm" && t.Type != "agent" && t.Type != "wait"
 }
+
+// signalled reports whether a task ends by a signal or its timeout, never by an attempt: a
+// wait task, which runs nowhere.
+func signalled(t dao.TaskInstance) bool { return t.Type == "wait" }
 
 // judgeKills checks that no attempt of t started after an operator killed it, or stopped its
 // workflow instance, unless a rerun came in between.
@@ -418,7 +422,10 @@ func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []
 	}
 
 	committed := 0
-	if t.State == dao.TaskSucceeded {
+	if signalled(t) && len(as) > 0 {
+		problem("%s ends by a signal, yet has attempts %v", name, outcomes(as))
+	}
+	if t.State == dao.TaskSucceeded && !signalled(t) {
 		committed = t.Attempt
 		if a, ok := byAttempt[committed]; !ok || a.Outcome == nil || *a.Outcome != dao.OutcomeSucceeded {
 			problem("%s succeeded under attempt %d, whose attempt record says %s", name, committed, outcomeOf(byAttempt, committed))
@@ -629,6 +636,15 @@ func (h *History) timeline(opts Options, attempts map[int64][]dao.TaskAttempt, r
 		}
 	}
 	return b.String()
+}
+
+// outcomes lists the outcome of each attempt.
+func outcomes(as []dao.TaskAttempt) []string {
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = outcomeOf(map[int]dao.TaskAttempt{a.Attempt: a}, a.Attempt)
+	}
+	return out
 }
 
 func outcomeOf(byAttempt map[int]dao.TaskAttempt, n int) string {

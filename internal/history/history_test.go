@@ -151,6 +151,15 @@ func TestJudge(t *testing.T) {
 				h.Attempts[0] = attempt(1, 1, "w1", -1, 0.5, dao.OutcomePaused)
 				h.Events = events(run(2, 1, "w2", -1, 2, true))
 			}},
+		{name: "a wait task, succeeded by its signal",
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "review", Type: "wait", State: dao.TaskSucceeded})
+			}},
+		{name: "a wait task with an attempt", wantOf: []string{`task 3 "review" (workflow instance 1) ends by a signal, yet has attempts [succeeded]`},
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "review", Type: "wait", State: dao.TaskSucceeded, Attempt: 1})
+				h.Attempts = append(h.Attempts, attempt(3, 1, "w1", 1, 2, dao.OutcomeSucceeded))
+			}},
 		{name: "failed and may fail",
 			edit: func(h *History, o *Options) { h.Workflows[0].State = dao.WorkflowFailed; o.MayFail = []int64{1} }},
 		{name: "overlap of a frozen worker", // w1 frozen whole from -0.5 s to 5.5 s, its run killed on waking
