@@ -6,7 +6,8 @@ import (
 )
 
 // TaskState is the state of a task instance: queued → running → succeeded | failed | killed;
-// running → queued on retry, failover or hand-back; skipped when an upstream task failed.
+// running → queued on retry, failover or hand-back; running → waiting → queued for an agent
+// paused at a wait step until its signal; skipped when an upstream task failed.
 type TaskState string
 
 // The task states.
