@@ -850,3 +850,56 @@ func TestSignalThroughTheAPI(t *testing.T) {
 		t.Errorf("%d committed signal rows, want 1", ok)
 	}
 }
+
+// TestSignalResumesAPausedAgentThroughTheAPI: a paused agent's JSON and page say which step
+// waits; a signal gives that step its output and queues the agent again (state queued,
+// paused_step in the answer), and a second signal is a 409.
+func TestSignalResumesAPausedAgentThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	f := b.seed(t, 6)
+	id := f.byName["t3"]
+	tok := dao.Token{TaskID: id, WorkerID: "w1", Attempt: 1}
+	if err := b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomePaused, Next: dao.TaskWaiting,
+		PausedStep: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	var task struct {
+		State      string  `json:"state"`
+		PausedStep *string `json:"paused_step"`
+		Attempts   []struct {
+			Outcome *string `json:"outcome"`
+		} `json:"attempts"`
+	}
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d", id), "").json(t, &task)
+	if task.State != "waiting" || task.PausedStep == nil || *task.PausedStep != "approve" || len(task.Attempts) != 1 ||
+		task.Attempts[0].Outcome == nil || *task.Attempts[0].Outcome != "paused" {
+		t.Fatalf("paused agent = %+v; want waiting at approve, its attempt paused", task)
+	}
+	page := b.do(t, "GET", fmt.Sprintf("/tasks/%d", id), "").body
+	if !strings.Contains(page, "is paused at its step <code>approve</code>") || !strings.Contains(page, `id="approve"`) {
+		t.Errorf("the page of the paused agent does not offer to approve its step approve:\n%s", page)
+	}
+
+	path := fmt.Sprintf("/api/v1/task-instances/%d/signal", id)
+	r := b.do(t, "POST", path, `{"output": "ship it"}`, "Content-Type", "application/json")
+	var out map[string]any
+	if r.status != 200 {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	if r.json(t, &out); out["state"] != "queued" || out["paused_step"] != "approve" || out["workflow_instance"] != float64(f.wf) {
+		t.Errorf("signal = %v; want the agent queued again from approve", out)
+	}
+	cps, err := b.db.CheckpointListForTask(b.ctx, id)
+	if err != nil || len(cps) != 1 || cps[0].Step != "approve" || cps[0].Output != "ship it" {
+		t.Errorf("checkpoints = %+v, %v; want the signal's output as approve's", cps, err)
+	}
+	task.PausedStep = nil
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d", id), "").json(t, &task)
+	if task.State != "queued" || task.PausedStep != nil {
+		t.Errorf("resumed agent = %+v; want queued, no longer paused", task)
+	}
+	if r := b.do(t, "POST", path, `{"fail": true}`); r.status != 409 || !strings.Contains(r.errorMessage(t), "it is queued") {
+		t.Errorf("second signal: %d %s; want 409", r.status, r.body)
+	}
+}

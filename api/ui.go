@@ -121,6 +121,7 @@ var flashes = map[string]string{
 	"rerun":          "Rerun: the task is queued again.",
 	"approved":       "Approved: the task succeeded with your text as its output; the workflow goes on.",
 	"rejected":       "Rejected: the task failed with your text as its reason.",
+	"resumed":        "Approved: your text is the output of the step that waited; the agent is queued to go on from the next step.",
 	"rerun-workflow": "Rerun: the failed and killed tasks are queued again.",
 	"stopped":        "Stopped: queued tasks were killed and the running ones are being stopped.",
 }
@@ -305,12 +306,16 @@ func (s *Server) formTaskSignal(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("decision must be approve or reject")
 	}
 	body.Output = r.PostForm.Get("output")
-	if _, err := s.signalTask(r, id, body); err != nil {
+	res, err := s.signalTask(r, id, body)
+	if err != nil {
 		return err
 	}
 	done := "approved"
-	if body.Fail {
+	switch {
+	case body.Fail:
 		done = "rejected"
+	case res.PausedStep != nil:
+		done = "resumed"
 	}
 	http.Redirect(w, r, fmt.Sprintf("/tasks/%d?done=%s", id, done), http.StatusSeeOther)
 	return nil

@@ -79,6 +79,8 @@ type taskJSON struct {
 	EndedAt   *time.Time       `json:"ended_at"`
 	// ChildWorkflowInstanceID is the instance a workflow task started (details only).
 	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
+	// PausedStep is the wait step a paused agent waits at for its signal.
+	PausedStep *string `json:"paused_step,omitempty"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -87,7 +89,7 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
-		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, PausedStep: t.PausedStep}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
 	}
@@ -236,8 +238,10 @@ type signalJSON struct {
 }
 
 // apiTaskSignal ends the waiting task instance {id} with the body's output, succeeded, or
-// failed with it as its error when fail is true: 200. A task that is not waiting (signalled
-// already, timed out, killed, or not a wait task) answers 409 and changes nothing.
+// failed with it as its error when fail is true: 200. A paused agent is resumed instead of
+// succeeding (state queued, paused_step the step the output was given to). A task that is
+// not waiting (signalled already, timed out, killed, or neither a wait task nor a paused
+// agent) answers 409 and changes nothing.
 func (s *Server) apiTaskSignal(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "task instance")
 	if err != nil {
@@ -247,15 +251,15 @@ func (s *Server) apiTaskSignal(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	wf, err := s.signalTask(r, id, body)
+	res, err := s.signalTask(r, id, body)
 	if err != nil {
 		return err
 	}
-	state := dao.TaskSucceeded
-	if body.Fail {
-		state = dao.TaskFailed
+	out := map[string]any{"task_instance": id, "workflow_instance": res.WorkflowInstanceID, "state": res.State}
+	if res.PausedStep != nil {
+		out["paused_step"] = *res.PausedStep
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"task_instance": id, "workflow_instance": wf, "state": state})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -217,7 +217,8 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 			kill_requested = true,
 			not_before = NULL,
 			ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-			error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END
+			error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END,
+			paused_step = NULL
 		WHERE workflow_instance_id = ANY($1) AND state IN ('queued', 'waiting', 'running')
 		RETURNING workflow_instance_id, state, worker_id, child_workflow_instance_id`, pq.Array(wfs), errMsg)
 	if err != nil {

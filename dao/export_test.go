@@ -25,6 +25,12 @@ var ClaimSettings = claimSettings
 // FinishManySQL is the worker's finish, for the plan test.
 const FinishManySQL = finishManySQL
 
+// The signal's statements, for the column test.
+const (
+	EndWaitingSQL         = endWaitingSQL
+	WaitingPastTimeoutSQL = waitingPastTimeoutSQL
+)
+
 // CreateSQL and CreateArgs are the bulk submission's statement and parameters.
 const CreateSQL = createSQL
 

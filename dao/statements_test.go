@@ -96,6 +96,8 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"ScheduleLock", dao.ScheduleLockSQL, []any{"wf"}, dbTags(&dao.Schedule{})},
 		{"ScheduleLockIfDue", dao.ScheduleLockIfDueSQL, []any{"wf", time.Now()}, dbTags(&dao.Schedule{})},
 		{"ScheduleList", dao.ScheduleListSQL, nil, dbTags(&dao.ScheduleRow{})},
+		{"TaskEndIfWaiting", dao.EndWaitingSQL, []any{0, "succeeded", "out", nil, "m", "t"}, dbTags(&dao.Signalled{})},
+		{"TaskListWaitingPastTimeout", dao.WaitingPastTimeoutSQL, []any{1}, dbTags(&dao.WaitingPastTimeout{})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// On an empty schema, in a transaction rolled back: the statements write nothing.

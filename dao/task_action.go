@@ -70,7 +70,9 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 				kill_requested = true,
 				not_before = NULL,
 				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed by an operator before it ran' ELSE error END
+				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran'
+					WHEN state = 'waiting' THEN 'killed by an operator while it waited' ELSE error END,
+				paused_step = NULL
 			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
 			RETURNING id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
 		), woken AS (
@@ -311,58 +313,98 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 }
 
 // endWaitingSQL is TaskEndIfWaiting's statement: $1 the task, $2 its end state, $3 its
-// output, $4 its error; $5 the masters' channel, woken with the task's workflow instance.
+// output, $4 its error; $5 the masters' channel, woken with the task's workflow instance,
+// $6 the workers', woken with the task's group when a paused agent is queued again.
+//
+// A wait task ends as $2 says. A paused agent (paused_step set) that $2 ends succeeded is
+// resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,
+// and the task is queued, for any worker to go on from the next step; one that $2 fails ends
+// failed, its error naming the step. w locks the row first, so a second signal, or a timeout
+// racing this one, waits for it and then finds the task no longer waiting.
 const endWaitingSQL = `
-		WITH t AS (
-			UPDATE task_instance SET state = $2, output = $3, error = $4, ended_at = now()
-			WHERE id = $1 AND state = 'waiting' AND type = 'wait'
-			RETURNING workflow_instance_id
+		WITH w AS (
+			SELECT id, paused_step FROM task_instance
+			WHERE id = $1 AND state = 'waiting' AND (type = 'wait' OR paused_step IS NOT NULL)
+			FOR UPDATE
+		), t AS (
+			UPDATE task_instance ti SET
+				state = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN 'queued' ELSE $2 END,
+				output = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN ti.output ELSE $3 END,
+				error = CASE WHEN w.paused_step IS NOT NULL THEN 'step ' || w.paused_step || ': ' || $4 ELSE $4 END,
+				ended_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN NULL ELSE now() END,
+				queued_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN now() ELSE ti.queued_at END,
+				wait_until = CASE WHEN w.paused_step IS NULL THEN ti.wait_until END,
+				paused_step = NULL
+			FROM w WHERE ti.id = w.id
+			RETURNING ti.id, ti.workflow_instance_id, ti.state, ti.worker_group, ti.attempt, w.paused_step
+		), cp AS (
+			INSERT INTO task_checkpoint (task_instance_id, step, attempt, output)
+			SELECT id, paused_step, attempt, $3 FROM t WHERE state = 'queued'
+			ON CONFLICT (task_instance_id, step) DO UPDATE
+				SET attempt = EXCLUDED.attempt, output = EXCLUDED.output, usage = DEFAULT, created_at = now()
 		), woken AS (
-			SELECT pg_notify($5, workflow_instance_id::text) FROM t
+			SELECT CASE WHEN state = 'queued' THEN pg_notify($6, worker_group)
+				ELSE pg_notify($5, workflow_instance_id::text) END FROM t
 		)
-		SELECT workflow_instance_id FROM t, (SELECT count(*) FROM woken) w`
+		SELECT workflow_instance_id, state, paused_step FROM t, (SELECT count(*) FROM woken) w`
+
+// Signalled is what TaskEndIfWaiting did with a waiting task.
+type Signalled struct {
+	WorkflowInstanceID int64 `db:"workflow_instance_id"`
+	// State is the task's state now: succeeded or failed, or queued for a paused agent
+	// resumed.
+	State TaskState `db:"state"`
+	// PausedStep is the wait step of a paused agent, nil for a wait task.
+	PausedStep *string `db:"paused_step"`
+}
 
 // TaskEndIfWaiting is the transitions "signalled" (an operator, the API) and "wait timed out"
 // (a master): it ends the waiting task id as state (succeeded or failed) with output and
-// errMsg (nil for none), and wakes the masters with its workflow instance, which it returns.
-// A task that is not waiting (signalled already, timed out, killed), or one that waits but is
-// not a wait task, is a ConflictError.
+// errMsg (nil for none), and wakes the masters with its workflow instance. A paused agent
+// that state succeeds is resumed instead: output is its wait step's checkpoint and it goes
+// back to the queue, waking the workers (see endWaitingSQL). A task that is not waiting
+// (signalled already, timed out, killed), or one that waits but is neither a wait task nor a
+// paused agent, is a ConflictError.
 // ev, unless nil, is the change's audit_event row, written in its transaction.
-func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (int64, error) {
-	var wf int64
+func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (Signalled, error) {
+	var res Signalled
 	err := db.Tx(ctx, func(q *Queries) error {
-		var ids []int64
-		if err := sqlxSelect(ctx, q, &ids, endWaitingSQL, id, state, output, errMsg, q.ch.master); err != nil {
+		var rows []Signalled
+		if err := sqlxSelect(ctx, q, &rows, endWaitingSQL, id, state, output, errMsg, q.ch.master, q.ch.task); err != nil {
 			return fmt.Errorf("end waiting task instance %d: %w", id, err)
 		}
-		if len(ids) == 0 {
+		if len(rows) == 0 {
 			return q.taskConflict(ctx, id, "signal")
 		}
-		wf = ids[0]
+		res = rows[0]
 		if ev != nil {
 			ev.Target = fmt.Sprintf("task-instance/%d", id)
 			return q.AuditInsert(ctx, *ev)
 		}
 		return nil
 	})
-	return wf, err
+	return res, err
 }
 
 // WaitingPastTimeout is a waiting task whose timeout has passed: its id and params (the task
-// as stored, which says what its timeout makes of it).
+// as stored, which says what its timeout makes of it), and a paused agent's wait step.
 type WaitingPastTimeout struct {
-	ID     int64           `db:"id"`
-	Params json.RawMessage `db:"params"`
+	ID         int64           `db:"id"`
+	Params     json.RawMessage `db:"params"`
+	PausedStep *string         `db:"paused_step"`
 }
+
+// waitingPastTimeoutSQL is TaskListWaitingPastTimeout's statement: $1 the limit.
+const waitingPastTimeoutSQL = `
+		SELECT id, params, paused_step FROM task_instance
+		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
+		ORDER BY wait_until LIMIT $1`
 
 // TaskListWaitingPastTimeout returns at most limit waiting tasks whose timeout has passed by
 // the database's clock, the longest past first.
 func (q *Queries) TaskListWaitingPastTimeout(ctx context.Context, limit int) ([]WaitingPastTimeout, error) {
 	var out []WaitingPastTimeout
-	if err := sqlxSelect(ctx, q, &out, `
-		SELECT id, params FROM task_instance
-		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
-		ORDER BY wait_until LIMIT $1`, limit); err != nil {
+	if err := sqlxSelect(ctx, q, &out, waitingPastTimeoutSQL, limit); err != nil {
 		return nil, fmt.Errorf("list waiting tasks past their timeout: %w", err)
 	}
 	return out, nil

@@ -14,7 +14,8 @@ import (
 func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
-		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage}
+		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage,
+		&t.PausedStep}
 }
 
 // queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
@@ -103,7 +104,8 @@ const claimSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step
 		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooled's statement: claimSQL without its pools.
@@ -133,7 +135,8 @@ const claimUnpooledSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step
 		FROM claimed ORDER BY priority DESC, id`
 
 // TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool (TaskPoolsExist
@@ -196,14 +199,19 @@ type AttemptResult struct {
 	// including those an earlier attempt checkpointed), stored on the task; nil keeps what
 	// the task has.
 	TaskUsage json.RawMessage
+	// PausedStep is, with Next TaskWaiting (outcome paused), the agent's wait step the task
+	// waits at; WaitFor bounds that wait (0: without end).
+	PausedStep string
+	WaitFor    time.Duration
 }
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
 // row records the outcome, both only if the task is still running under tok. It returns
 // ErrTokenRefused when it is not, and then writes nothing. A task whose kill was requested
-// (TaskKillIfQueuedOrRunning, WorkflowStopIfActive, a workflow's timeout) that res would put back in the queue ends
-// killed instead. The owning master is woken when the task reached a terminal state, the
-// workers of its group when it went back to the queue.
+// (TaskKillIfQueuedOrRunning, WorkflowStopIfActive, a workflow's timeout) that res would put back in the queue, or
+// make wait (a paused agent), ends killed instead. The owning master is woken when the task
+// reached a terminal state, the workers of its group when it went back to the queue; a task
+// that waits wakes no one.
 func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res AttemptResult) error {
 	done, err := q.TaskFinishManyIfRunning(ctx, []Finish{{Token: tok, Result: res}})
 	if err != nil {
@@ -234,7 +242,7 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const notifyIDsPerPayload = 300
 
-// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$11).
+// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$13).
 //
 // Its CTE pools locks, in name order, the pools of the tasks it ends, before any task row, in
 // the order the claim takes them: the row trigger that keeps task_pool.running (migration
@@ -245,8 +253,9 @@ const notifyIDsPerPayload = 300
 const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
-				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[])
-				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage)
+				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[])
+				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage,
+					paused_step, wait_ms)
 		), pools AS (
 			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
 				-- One probe of the primary key per task, whatever the statistics say (see
@@ -258,20 +267,27 @@ const finishManySQL = `
 			FOR UPDATE
 		), t AS (
 			-- A task whose kill was requested (by an operator, or by its workflow's stop or
-			-- timeout) never goes back to the queue: where the attempt's end would requeue it
-			-- (a retry, a hand-back, an interruption) it ends killed instead, the attempt
-			-- keeping its own outcome. Queued, it would wait for ever: the claim skips it
-			-- (claimSQL). Its retry is not counted: none is taken.
+			-- timeout) never goes back to the queue, nor waits: where the attempt's end would
+			-- requeue it (a retry, a hand-back, an interruption) or pause it (an agent at a
+			-- wait step) it ends killed instead, the attempt keeping its own outcome. Queued,
+			-- it would wait for ever: the claim skips it (claimSQL). Its retry is not counted:
+			-- none is taken. A paused agent waits from now, at its wait step, until its
+			-- wait_until if the step has a timeout.
 			UPDATE task_instance ti SET
-				state = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed' ELSE x.next END,
+				state = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed' ELSE x.next END,
 				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
 				not_before = CASE WHEN x.retry AND NOT ti.kill_requested THEN now() + ti.retry_interval END,
-				output = CASE WHEN x.next = 'queued' THEN ti.output ELSE x.output END,
-				error = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed by an operator' ELSE x.err END,
+				output = CASE WHEN x.next IN ('queued', 'waiting') THEN ti.output ELSE x.output END,
+				error = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed by an operator'
+					WHEN x.next = 'waiting' THEN NULL ELSE x.err END,
 				exit_code = x.exit_code,
-				ended_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN NULL ELSE now() END,
+				started_at = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested THEN now() ELSE ti.started_at END,
+				ended_at = CASE WHEN x.next IN ('queued', 'waiting') AND NOT ti.kill_requested THEN NULL ELSE now() END,
 				queued_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN now() ELSE ti.queued_at END,
-				usage = COALESCE(x.task_usage::jsonb, ti.usage)
+				usage = COALESCE(x.task_usage::jsonb, ti.usage),
+				paused_step = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested THEN x.paused_step END,
+				wait_until = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested
+					THEN now() + x.wait_ms * interval '1 millisecond' END
 			FROM x
 			-- The token's worker and attempt compared with IS NOT DISTINCT FROM (x.worker is
 			-- never NULL, and a running task always has a worker): as equalities, the generic
@@ -328,7 +344,7 @@ const finishManySQL = `
 // batching completer's write: each task moves to its result's next state, and its attempt row
 // records the outcome, only if the task still runs under that attempt's token. out[i] says
 // what became of fins[i]: not recorded is a refused token (nothing written for it). A
-// kill-requested task is never requeued: it ends killed, as in TaskFinishIfRunning. A task
+// kill-requested task is never requeued nor paused: it ends killed, as in TaskFinishIfRunning. A task
 // whose end ends its workflow instance (one task, no master driving it, no cap, no timeout)
 // ends the instance in the same statement, unless a workflow task started it (a master ends
 // a child, and its parent task with it). Once it has committed, the masters get one wake-up
@@ -343,8 +359,16 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	workers, nexts, outcomes := make([]string, n), make([]string, n), make([]string, n)
 	outputs, errs, attemptUsage, taskUsage := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	retry := make([]bool, n)
+	paused, waitMs := make([]*string, n), make([]*int64, n)
 	for i, f := range fins {
 		r := &fins[i].Result
+		if r.PausedStep != "" {
+			paused[i] = &r.PausedStep
+		}
+		if r.WaitFor > 0 {
+			ms := r.WaitFor.Milliseconds()
+			waitMs[i] = &ms
+		}
 		ids[i], workers[i], attempts[i] = f.Token.TaskID, f.Token.WorkerID, int64(f.Token.Attempt)
 		nexts[i], outcomes[i], retry[i], outputs[i] = string(r.Next), string(r.Outcome), r.Retry, r.Output
 		if r.Error != "" {
@@ -358,7 +382,7 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	}
 	recorded, err := queryRows(ctx, q, 2*n, (*finishRow).fields, finishManySQL, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
 		pq.Array(retry), pq.Array(outputs), pq.Array(errs), pq.Array(exits), pq.Array(outcomes),
-		pq.Array(attemptUsage), pq.Array(taskUsage))
+		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs))
 	if err != nil {
 		if n == 1 {
 			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)
@@ -384,6 +408,8 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 		f := Finished{Recorded: true, Workflow: endedWith[r.Workflow]}
 		switch {
 		case f.Workflow != "":
+		case *r.State == string(TaskWaiting):
+			// A paused agent: nothing for a master or a worker to do until it is signalled.
 		case *r.State == string(TaskQueued):
 			if !requeued[*r.Group] {
 				requeued[*r.Group] = true
@@ -542,7 +568,8 @@ const taskListByWorkflowSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step
 		FROM task_instance
 		WHERE workflow_instance_id = $1 ORDER BY id`
 
@@ -561,7 +588,8 @@ const taskGetSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step
 		FROM task_instance WHERE id = $1`
 
 // TaskGet returns one task instance.

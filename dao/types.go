@@ -6,14 +6,15 @@ import (
 )
 
 // TaskState is the state of a task instance: queued → running → succeeded | failed | killed;
-// running → queued on retry, failover or hand-back; skipped when an upstream task failed.
+// running → queued on retry, failover or hand-back; running → waiting → queued for an agent
+// paused at a wait step until its signal; skipped when an upstream task failed.
 type TaskState string
 
 // The task states.
 const (
 	TaskQueued TaskState = "queued"
-	// TaskWaiting is a wait task's state until it is signalled or times out: no worker
-	// claims it.
+	// TaskWaiting is a wait task's state until it is signalled or times out, and a paused
+	// agent's (PausedStep set) until a signal resumes or fails it: no worker claims it.
 	TaskWaiting   TaskState = "waiting"
 	TaskRunning   TaskState = "running"
 	TaskSucceeded TaskState = "succeeded"
@@ -61,6 +62,9 @@ const (
 	OutcomeInterrupted Outcome = "interrupted"
 	// OutcomeHandedBack: the worker was shutting down and gave the task back.
 	OutcomeHandedBack Outcome = "handed_back"
+	// OutcomePaused: an agent reached a wait step; its task waits for a signal, and the
+	// attempt after it goes on from the next step.
+	OutcomePaused Outcome = "paused"
 )
 
 // Token is a worker's fencing token for one attempt of a task. Every write a worker makes
@@ -101,6 +105,8 @@ type TaskInstance struct {
 	// Usage is the token usage of the task's result, as JSON (see AttemptResult.TaskUsage);
 	// nil for tasks that call no model.
 	Usage *json.RawMessage `db:"usage"`
+	// PausedStep is the wait step a paused agent waits at, while it waits; nil otherwise.
+	PausedStep *string `db:"paused_step"`
 }
 
 // Token returns the fencing token of the task's current attempt.

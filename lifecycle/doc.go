@@ -88,6 +88,11 @@
 //	   └──▶ failed (its when: condition could not be decided)
 //	failed, killed ──rerun (operator)──▶ queued
 //
+//	running ──paused (worker: an agent at a wait step)──▶ waiting (a paused agent)
+//	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
+//	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
+//	waiting ──killed (operator, stop, workflow timeout)──▶ killed
+//
 // A wait task is created waiting instead of queued: no worker claims it. A signal ends it,
 // succeeded with its output or failed (Signal); past its timeout a master ends it as its
 // on-timeout says (EndWaitsPastTimeout), both through one statement conditioned on waiting,
@@ -96,6 +101,15 @@
 // has no owner while it waits (an advance releases it, or does not take it): the end of a
 // wait wakes the masters with it as a task's end does, so instances waiting for people cost
 // the masters nothing while they wait.
+//
+// An agent task pauses at a wait step: its worker ends the attempt with the outcome paused
+// through the statement of any attempt's end, under the attempt's token (a stale token
+// changes nothing), and the task waits as a wait task does, paused_step naming the step, its
+// slot freed and no retry counted. The same statement that ends a wait task resumes it: an
+// approving signal stores its output as the wait step's checkpoint and queues the task, in
+// one statement, for any worker to claim as a new attempt that goes on from the next step;
+// a rejecting one fails it. The wait step's timeout ends the wait as its on-timeout says:
+// failed, or resumed with an empty output. A kill or a stop kills a paused agent at once.
 //
 // A master creates task instances when their upstream is terminal: queued if their trigger
 // holds (by default: it all succeeded) and their when: condition renders true, skipped if
@@ -155,9 +169,14 @@
 //	             workflow timeout       (requested)                                 WorkflowStopIfActive,
 //	                                                                                WorkflowTimeOutIfOwned
 //	rerun        operator               failed or killed                            TaskRerunIfFailedOrKilled
-//	signalled    operator (API, CLI)    waiting                                     TaskEndIfWaiting
+//	paused       worker                 running under the attempt's token (an      TaskFinishManyIfRunning
+//	                                    agent at a wait step); killed if a kill
+//	                                    was requested
+//	signalled    operator (API, CLI)    waiting, a wait task: ended                 TaskEndIfWaiting
+//	resumed,     operator (API, CLI)    waiting, a paused agent: queued with the    TaskEndIfWaiting
+//	rejected                            step's checkpoint, or failed
 //	wait timed   master                 waiting, past its wait_until (database      TaskEndIfWaiting
-//	out                                 clock)
+//	out                                 clock); a paused agent failed or resumed
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go), task_instance.go (claims, attempts' ends, task

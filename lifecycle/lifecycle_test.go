@@ -97,6 +97,7 @@ func TestNext(t *testing.T) {
 		{spent, dao.OutcomeHandedBack, dao.TaskQueued, false},
 		{spent, dao.OutcomeInterrupted, dao.TaskQueued, false},
 		{spent, dao.OutcomeFailedOver, dao.TaskQueued, false},
+		{withRetries, dao.OutcomePaused, dao.TaskWaiting, false},
 	} {
 		next, retry := lifecycle.Next(tc.task, tc.o)
 		if next != tc.next || retry != tc.retry {

@@ -250,7 +250,7 @@ func TestChildWorkflowStopped(t *testing.T) {
 			if res, err := lifecycle.Kill(ctx, db, run.ID, nil); err != nil || res.State != dao.TaskKilled {
 				t.Fatalf("kill = %+v, %v", res, err)
 			}
-		}, dao.WorkflowFailed, "killed:killed by an operator before it ran", "stopped: its parent task {run} was killed"},
+		}, dao.WorkflowFailed, "killed:killed by an operator while it waited", "stopped: its parent task {run} was killed"},
 		{"child stopped", func(t *testing.T, db *dao.DB, _ int64, _ dao.TaskInstance, middle *dao.WorkflowInstance) {
 			if _, err := lifecycle.Stop(ctx, db, middle.ID, nil); err != nil {
 				t.Fatal(err)

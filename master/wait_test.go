@@ -58,9 +58,9 @@ tasks:
 	if got, err := db.TaskClaimQueued(ctx, "w1", []string{"default"}, 10); err != nil || len(got) != 0 {
 		t.Fatalf("claim while the review waits = %+v, %v; want nothing", got, err)
 	}
-	wf, err := lifecycle.Signal(ctx, db, review.ID, "looks good", false, nil)
-	if err != nil || wf != id {
-		t.Fatalf("Signal = %d, %v", wf, err)
+	res, err := lifecycle.Signal(ctx, db, review.ID, "looks good", false, nil)
+	if err != nil || res.WorkflowInstanceID != id || res.State != dao.TaskSucceeded || res.PausedStep != nil {
+		t.Fatalf("Signal = %+v, %v", res, err)
 	}
 	var conflict *dao.ConflictError
 	if _, err := lifecycle.Signal(ctx, db, review.ID, "again", true, nil); !errors.As(err, &conflict) || conflict.State != "succeeded" {

@@ -463,7 +463,11 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 		switch {
 		case err == nil:
 			ev := log.Info()
-			if r.Outcome != dao.OutcomeSucceeded {
+			switch r.Outcome {
+			case dao.OutcomeSucceeded:
+			case dao.OutcomePaused:
+				ev = ev.Str("paused_step", r.PausedStep)
+			default:
 				ev = log.Warn().Str("error", r.Error)
 			}
 			ev.Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).Msg("attempt ended")

@@ -239,8 +239,9 @@
 //
 //   - provider (required), system, temperature, max-tokens: as for llm; system and the
 //     model settings apply to every step.
-//   - steps (required): 1 to 100 steps, each {name, prompt}. Names follow the rule of task
-//     names and are unique within the task; a prompt must not be empty.
+//   - steps (required): 1 to 100 steps, each {name, prompt} or a wait step {name, wait:
+//     true}. Names follow the rule of task names and are unique within the task; a prompt
+//     must not be empty, and a wait step has none.
 //
 // For example:
 //
@@ -258,6 +259,29 @@
 // database, under the attempt's fencing token. A later attempt of the task (a retry, or
 // another worker after a failover) starts from the first step without a checkpoint: a step
 // that finished is never sent to the model again, so a failover never pays for it twice.
+//
+// A wait step pauses the agent for a person: when the agent reaches it (every step before it
+// checkpointed), its attempt ends with the outcome paused and gives its worker slot back,
+// and the task waits as a wait task does — no worker, no slot — until it is signalled the same
+// ways (`zksched signal`, Approve or Reject on its page, the API). An approving signal's
+// output becomes the step's output, {{ .steps.<name> }} in the prompts after it, and the task
+// is queued again: any worker takes it up as a new attempt and goes on from the next step,
+// without calling the model again for the steps before. A rejecting signal fails the task,
+// its text as the reason. A wait step that is the last step gives the task the signal's
+// output. A rerun of an agent rejected at a wait step goes on from its checkpoints and waits
+// at that step again.
+//
+//   - timeout: how long the step waits, from when it began; without one it waits however
+//     long it takes. The task's own timeout bounds each attempt, never a wait.
+//   - on-timeout: what the step's timeout makes of it: fail (the default) fails the task;
+//     succeed goes on from the next step with an empty output for the wait step.
+//
+// For example, a draft a person approves, then polished with their remarks:
+//
+//	steps:
+//	  - {name: draft, prompt: "Draft a release note for: {{ .params.change }}"}
+//	  - {name: approve, wait: true, timeout: 48h}
+//	  - {name: polish, prompt: "Polish {{ .steps.draft }} with these remarks: {{ .steps.approve }}"}
 //
 // Every model call is retried inside the attempt when it fails with a rate limit (HTTP 429,
 // after its Retry-After), a server error, a timeout or a network error, with backoff and

@@ -152,13 +152,22 @@ func checkWait(t *Task) []problem {
 	return probs
 }
 
-// Step is one step of an agent task: a named prompt whose completion later steps can use.
+// Step is one step of an agent task: a named prompt whose completion later steps can use,
+// or a wait step, whose output is the signal that ends its wait.
 type Step struct {
 	// Name is unique within the task; later prompts refer to its output as .steps.<name>.
 	Name string `json:"name" yaml:"name"`
 	// Prompt is a template over the workflow's params, the upstream outputs and the outputs
-	// of the earlier steps.
+	// of the earlier steps. A wait step has none.
 	Prompt string `json:"prompt" yaml:"prompt"`
+	// Wait makes the step wait for a signal instead of calling the model: the agent's attempt
+	// ends there, paused, holding no slot, and a signal's output becomes the step's.
+	Wait bool `json:"wait,omitempty" yaml:"wait,omitempty"`
+	// Timeout bounds a wait step's wait, from when it began; 0 waits without end.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// OnTimeout is what a wait step comes to at its timeout: OnTimeoutFail (the default, also
+	// for "") fails the task, OnTimeoutSucceed goes on with an empty output.
+	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
 }
 
 // The triggers: what a task's dependencies must have come to, once all have ended, for it

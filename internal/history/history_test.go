@@ -156,6 +156,17 @@ func TestJudge(t *testing.T) {
 			}},
 		{name: "task zksched does not know", wantOf: []string{"task instance 9 ran (1 run(s) in the run log) but zksched has no such task"},
 			edit: func(h *History, o *Options) { h.Events = append(h.Events, run(9, 1, "w1", 1, 2, true)...) }},
+		{name: "an agent paused, then resumed elsewhere after its wait", // agents keep no run log
+			edit: func(h *History, o *Options) {
+				h.Tasks[0].Type = "agent"
+				h.Tasks[0].Output = nil
+				h.Attempts[0] = attempt(1, 1, "w1", -1, 0.5, dao.OutcomePaused)
+				h.Events = events(run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "a wait task, succeeded by its signal",
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "review", Type: "wait", State: dao.TaskSucceeded})
+			}},
 		{name: "failed and may fail",
 			edit: func(h *History, o *Options) { h.Workflows[0].State = dao.WorkflowFailed; o.MayFail = []int64{1} }},
 		{name: "overlap of a frozen worker", // w1 frozen whole from -0.5 s to 5.5 s, its run killed on waking

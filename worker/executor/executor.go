@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
@@ -74,6 +75,16 @@ type Result struct {
 	// TaskUsage is the token usage of the whole result: for an agent, every step, including
 	// those an earlier attempt checkpointed; nil when it is Usage or there is none.
 	TaskUsage *llm.Usage
+	// Paused is set when an agent reached a wait step with no signal yet: the attempt ends
+	// there, every step before it checkpointed, and the task waits for the signal.
+	Paused *Pause
+}
+
+// Pause is the wait step an agent's attempt ended at.
+type Pause struct {
+	Step string
+	// Timeout bounds the wait; 0 waits without end.
+	Timeout time.Duration
 }
 
 // Executor runs attempts of one task type.
