@@ -38,18 +38,61 @@ func (e *ConflictError) Error() string {
 type KillResult struct {
 	TaskID             int64
 	WorkflowInstanceID int64
-	// State is TaskKilled when the task was still queued and is now killed, or TaskRunning
-	// when its worker has been asked to stop it (the state becomes killed when it has).
+	// State is TaskKilled when the task was still queued (or waiting for a signal) and is
+	// now killed, TaskRunning when its worker has been asked to stop it (the state becomes
+	// killed when it has), or TaskWaiting for the parent of a for-each task's items: its
+	// queued items are killed, the workers of its running ones asked to stop them, and it
+	// ends killed once they have all ended.
 	State    TaskState
 	WorkerID *string
 	Attempt  int
 }
 
+// killSQL is TaskKillIfQueuedOrRunning's statement: $1 the task; $2 the masters' channel,
+// woken with its workflow instance; $3 the workers' kill channel, woken with a worker's id.
+const killSQL = `
+		WITH t AS (
+			-- A for-each task's parent waits for its items: it is not killed here but marked,
+			-- and its master ends it killed once they have ended (lifecycle.Driver).
+			UPDATE task_instance SET
+				state = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN 'killed' ELSE state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN now() ELSE ended_at END,
+				error = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL)
+					THEN 'killed by an operator before it ran' ELSE error END
+			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
+			RETURNING id, workflow_instance_id, name, state, worker_id, attempt, item_count
+		), items AS (
+			-- The parent's items (task names hold no '['): the queued ones killed at once, the
+			-- running ones asked to stop.
+			UPDATE task_instance i SET
+				state = CASE WHEN i.state = 'queued' THEN 'killed' ELSE i.state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN i.state = 'queued' THEN now() ELSE i.ended_at END,
+				error = CASE WHEN i.state = 'queued' THEN 'killed by an operator before it ran' ELSE i.error END
+			FROM t
+			WHERE t.item_count IS NOT NULL AND i.workflow_instance_id = t.workflow_instance_id
+			  AND starts_with(i.name, t.name || '[') AND i.state IN ('queued', 'running')
+			RETURNING i.state, i.worker_id
+		), woken AS (
+			SELECT pg_notify(CASE WHEN state = 'running' THEN $3 ELSE $2 END,
+				CASE WHEN state = 'running' THEN worker_id ELSE workflow_instance_id::text END) FROM t
+			UNION ALL
+			SELECT pg_notify($3, w.worker_id) FROM (SELECT DISTINCT worker_id FROM items
+				WHERE state = 'running' AND worker_id IS NOT NULL) w
+		)
+		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`
+
 // TaskKillIfQueuedOrRunning is the transition "killed": it kills a queued task instance at once, or asks the worker of a running one to stop
 // it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
 // state, so a worker claiming or finishing the task at the same moment either sees the kill or
 // wins the race (the kill then reports a ConflictError). The owning master is woken when the
-// task was killed at once, so it skips the downstream tasks.
+// task was killed at once, so it skips the downstream tasks. The parent of a for-each task's
+// items is marked kill_requested in the same statement that kills its queued items and asks
+// the workers of its running ones to stop them, and the masters are woken: no further item is
+// created, and the parent ends killed once its items have ended.
 func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
 	var r []struct {
 		ID                 int64     `db:"id"`
@@ -58,22 +101,7 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 		WorkerID           *string   `db:"worker_id"`
 		Attempt            int       `db:"attempt"`
 	}
-	err := sqlxSelect(ctx, q, &r, `
-		WITH t AS (
-			UPDATE task_instance SET
-				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-				kill_requested = true,
-				not_before = NULL,
-				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed by an operator before it ran' ELSE error END
-			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING id, workflow_instance_id, state, worker_id, attempt
-		), woken AS (
-			SELECT pg_notify(CASE WHEN state = 'killed' THEN $2 ELSE $3 END,
-				CASE WHEN state = 'killed' THEN workflow_instance_id::text ELSE worker_id END) FROM t
-		)
-		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`,
-		id, q.ch.master, q.ch.kill)
+	err := sqlxSelect(ctx, q, &r, killSQL, id, q.ch.master, q.ch.kill)
 	if err != nil {
 		return KillResult{}, fmt.Errorf("kill task instance %d: %w", id, err)
 	}
@@ -118,7 +146,8 @@ func (q *Queries) TaskListKillRequested(ctx context.Context, worker string) ([]T
 
 // RerunResult is what a rerun did.
 type RerunResult struct {
-	// Requeued are the task instances put back in the queue.
+	// Requeued are the task instances put back in the queue, and the for-each parents put
+	// back to waiting for their items.
 	Requeued []int64
 	// Deleted counts the skipped task instances removed for the master to create again.
 	Deleted int
@@ -128,9 +157,11 @@ type RerunResult struct {
 }
 
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
-// the queue (retries reset, attempt numbers going on so every fencing token stays unique),
+// the queue (retries reset, attempt numbers going on so every fencing token stays unique;
+// a for-each task's parent waiting again, for its master to create its items never created),
 // deletes the task instances named in recreate that ended without an attempt — skipped,
-// failed at their creation, a wait task failed or killed — so the master creates them again, deciding anew, once their
+// failed at their creation, a wait task failed or killed; never a for-each task's parent,
+// which keeps its items — so the master creates them again, deciding anew, once their
 // dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
 // that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
 // masters are woken with its id, as by the end of a task of it, so one locks it at once and
@@ -157,15 +188,19 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 			return fmt.Errorf("lock workflow instance %d: %w", workflowID, err)
 		}
 		var requeued []struct {
-			ID    int64  `db:"id"`
-			Group string `db:"worker_group"`
+			ID    int64     `db:"id"`
+			State TaskState `db:"state"`
+			Group string    `db:"worker_group"`
 		}
+		// A for-each task's parent waits again, for the items rerun with it and those never
+		// created, which its master creates.
 		err = sqlxSelect(ctx, q, &requeued, `
-			UPDATE task_instance SET state = 'queued', worker_id = NULL, retries = 0,
+			UPDATE task_instance SET state = CASE WHEN item_count IS NULL THEN 'queued' ELSE 'waiting' END,
+				worker_id = NULL, retries = 0,
 				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL,
-				started_at = NULL, ended_at = NULL, queued_at = now()
+				started_at = CASE WHEN item_count IS NULL THEN NULL ELSE now() END, ended_at = NULL, queued_at = now()
 			WHERE workflow_instance_id = $1 AND id = ANY($2) AND state IN ('failed', 'killed')
-			RETURNING id, worker_group`, workflowID, pq.Array(taskIDs))
+			RETURNING id, state, worker_group`, workflowID, pq.Array(taskIDs))
 		if err != nil {
 			return fmt.Errorf("requeue tasks of workflow instance %d: %w", workflowID, err)
 		}
@@ -183,11 +218,13 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		groups := map[string]bool{}
 		for _, r := range requeued {
 			res.Requeued = append(res.Requeued, r.ID)
-			groups[r.Group] = true
+			if r.State == TaskQueued {
+				groups[r.Group] = true
+			}
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)
-				AND (state = 'skipped' OR (attempt = 0 AND (state = 'failed' OR (state = 'killed' AND type = 'wait'))))`, workflowID, pq.Array(recreate))
+				AND (state = 'skipped' OR (attempt = 0 AND item_count IS NULL AND (state = 'failed' OR (state = 'killed' AND type = 'wait'))))`, workflowID, pq.Array(recreate))
 		if err != nil {
 			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}

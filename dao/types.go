@@ -6,14 +6,15 @@ import (
 )
 
 // TaskState is the state of a task instance: queued → running → succeeded | failed | killed;
-// running → queued on retry, failover or hand-back; skipped when an upstream task failed.
+// running → queued on retry, failover or hand-back; skipped when an upstream task failed;
+// waiting for a wait task and for the parent of a for-each task's items.
 type TaskState string
 
 // The task states.
 const (
 	TaskQueued TaskState = "queued"
-	// TaskWaiting is a wait task's state until it is signalled or times out: no worker
-	// claims it.
+	// TaskWaiting is a wait task's state until it is signalled or times out, and a for-each
+	// task's parent's until its items have ended: no worker claims it.
 	TaskWaiting   TaskState = "waiting"
 	TaskRunning   TaskState = "running"
 	TaskSucceeded TaskState = "succeeded"
@@ -101,6 +102,8 @@ type TaskInstance struct {
 	// Usage is the token usage of the task's result, as JSON (see AttemptResult.TaskUsage);
 	// nil for tasks that call no model.
 	Usage *json.RawMessage `db:"usage"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many items it has.
+	ItemCount *int `db:"item_count"`
 }
 
 // Token returns the fencing token of the task's current attempt.
