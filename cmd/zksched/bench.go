@@ -19,7 +19,7 @@ import (
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover|memory|soak [flags]")
+		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|foreach|failover|memory|soak [flags]")
 		if len(args) == 0 {
 			return usageError{fmt.Errorf("want a mode")}
 		}
@@ -28,7 +28,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mode := args[0]
 	fs := newFlags("bench "+mode, stdout)
 	config := configFlag(fs)
-	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory: 100000 unless set)")
+	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory: 100000 unless set); foreach: the for-each's items, 1000 unless set")
 	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set)")
 	duration := fs.Duration("duration", 20*time.Second,
 		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set; soak: how long the faults go on, 1m unless set")
@@ -64,6 +64,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "soak":
 		return runSoak(*config, soakOptions{seed: *seed, duration: *duration, faults: *faults, masters: *masters,
 			workers: *workers, slots: *slots, sessionTimeout: *sessionTimeout, failoverDelay: *failoverDelay, bin: *bin, set: set}, stdout)
+	case "foreach":
+		if !set["n"] {
+			*n = 1000
+		}
 	case "memory":
 		if !set["n"] {
 			*n = 100_000
@@ -128,6 +132,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printMemory(stdout, s)
 		return err
 	}
+	if s.ForEach != nil {
+		printForEach(stdout, s)
+		return err
+	}
 	nodes := fmt.Sprintf("%d master(s), %d worker(s) × %d slots in process", s.Masters, s.Workers, s.Slots)
 	if *external {
 		nodes = "the configured cluster's nodes"
@@ -176,6 +184,18 @@ func printMemory(w io.Writer, s *bench.Summary) {
 		fmt.Fprintf(w, "  %-9s RSS max %6.1f MB  HWM %6.1f MB  Go heap in use %6.1f MB  Go sys %6.1f MB  %d goroutines  (pid %d, %s)\n",
 			n.Name, n.RSSMBMax, n.HWMMB, n.HeapInuseMB, n.GoSysMB, n.Goroutines, n.PID, n.ID)
 	}
+}
+
+// printForEach prints the summary of a foreach run, beside the target.
+func printForEach(w io.Writer, s *bench.Summary) {
+	f := s.ForEach
+	fmt.Fprintf(w, "foreach: a for-each of %d noop items, %d runs one after another; %d master(s), %d worker(s) × %d slots in process\n",
+		f.Items, len(f.Runs), s.Masters, s.Workers, s.Slots)
+	for i, r := range f.Runs {
+		fmt.Fprintf(w, "run %d: submit → first item started %.0f ms, → every item ended %.0f ms, → instance succeeded %.0f ms\n",
+			i+1, r.FirstStartMs, r.ItemsEndedMs, r.FinishedMs)
+	}
+	fmt.Fprintf(w, "submit → instance succeeded: median %.0f ms, max %.0f ms (target: under 2000 ms for 1,000 items)\n", s.P50ms, s.P95ms)
 }
 
 // benchLog is the in-process nodes' log: none unless asked for.
