@@ -77,6 +77,8 @@ type taskJSON struct {
 	QueuedAt  time.Time        `json:"queued_at"`
 	StartedAt *time.Time       `json:"started_at"`
 	EndedAt   *time.Time       `json:"ended_at"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
+	ItemCount *int `json:"item_count,omitempty"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -85,7 +87,7 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
-		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, ItemCount: t.ItemCount}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
 	}
@@ -218,6 +220,12 @@ func (s *Server) apiTaskKill(w http.ResponseWriter, r *http.Request) error {
 	if res.State == dao.TaskKilled {
 		body["message"] = "killed before it ran"
 		writeJSON(w, http.StatusOK, body)
+		return nil
+	}
+	if res.State == dao.TaskWaiting {
+		body["message"] = "kill requested: the for-each's queued items are killed, the workers of its running ones stop them, " +
+			"no further item is created, and it becomes killed once they have ended"
+		writeJSON(w, http.StatusAccepted, body)
 		return nil
 	}
 	body["worker"] = res.WorkerID
