@@ -62,37 +62,44 @@ const killSQL = `
 				error = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL)
 					THEN 'killed by an operator before it ran' ELSE error END
 			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING id, workflow_instance_id, name, state, worker_id, attempt, item_count
-		), items AS (
-			-- The parent's items (task names hold no '['): the queued ones killed at once, the
-			-- running ones asked to stop.
+			RETURNING id, workflow_instance_id, state, worker_id, attempt
+		), woken AS (
+			SELECT pg_notify(CASE WHEN state = 'running' THEN $3 ELSE $2 END,
+				CASE WHEN state = 'running' THEN worker_id ELSE workflow_instance_id::text END) FROM t
+		)
+		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`
+
+// killItemsSQL is the statement TaskKillIfQueuedOrRunning runs after killSQL for a for-each
+// task's parent $1, marked: its items (task names hold no '['), the queued ones killed at
+// once, the running ones asked to stop; $2 the workers' kill channel.
+const killItemsSQL = `
+		WITH i AS (
 			UPDATE task_instance i SET
 				state = CASE WHEN i.state = 'queued' THEN 'killed' ELSE i.state END,
 				kill_requested = true,
 				not_before = NULL,
 				ended_at = CASE WHEN i.state = 'queued' THEN now() ELSE i.ended_at END,
 				error = CASE WHEN i.state = 'queued' THEN 'killed by an operator before it ran' ELSE i.error END
-			FROM t
-			WHERE t.item_count IS NOT NULL AND i.workflow_instance_id = t.workflow_instance_id
-			  AND starts_with(i.name, t.name || '[') AND i.state IN ('queued', 'running')
+			FROM task_instance p
+			WHERE p.id = $1 AND i.workflow_instance_id = p.workflow_instance_id
+			  AND starts_with(i.name, p.name || '[') AND i.state IN ('queued', 'running')
 			RETURNING i.state, i.worker_id
-		), woken AS (
-			SELECT pg_notify(CASE WHEN state = 'running' THEN $3 ELSE $2 END,
-				CASE WHEN state = 'running' THEN worker_id ELSE workflow_instance_id::text END) FROM t
-			UNION ALL
-			SELECT pg_notify($3, w.worker_id) FROM (SELECT DISTINCT worker_id FROM items
-				WHERE state = 'running' AND worker_id IS NOT NULL) w
 		)
-		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`
+		SELECT count(*) FROM (SELECT pg_notify($2, w.worker_id) FROM (SELECT DISTINCT worker_id FROM i
+			WHERE state = 'running' AND worker_id IS NOT NULL) w) n`
 
 // TaskKillIfQueuedOrRunning is the transition "killed": it kills a queued task instance at once, or asks the worker of a running one to stop
 // it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
 // state, so a worker claiming or finishing the task at the same moment either sees the kill or
 // wins the race (the kill then reports a ConflictError). The owning master is woken when the
-// task was killed at once, so it skips the downstream tasks. The parent of a for-each task's
-// items is marked kill_requested in the same statement that kills its queued items and asks
-// the workers of its running ones to stop them, and the masters are woken: no further item is
-// created, and the parent ends killed once its items have ended.
+// task was killed at once, so it skips the downstream tasks.
+//
+// The parent of a for-each task's items is marked kill_requested and the masters are woken,
+// so that no further item is created and the parent ends killed once its items have; a
+// second statement then kills its queued items and asks the workers of its running ones to
+// stop them. It comes after the mark, with a snapshot of its own: an advance creating items
+// holds the parent's row (TaskForEachItems), so the mark waits for it to commit and the
+// second statement sees what it created, while an advance after the mark creates nothing.
 func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
 	var r []struct {
 		ID                 int64     `db:"id"`
@@ -107,6 +114,11 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 	}
 	if len(r) == 0 {
 		return KillResult{}, q.taskConflict(ctx, id, "kill")
+	}
+	if r[0].State == TaskWaiting {
+		if _, err := q.q.ExecContext(ctx, killItemsSQL, id, q.ch.kill); err != nil {
+			return KillResult{}, fmt.Errorf("kill the items of task instance %d: %w", id, err)
+		}
 	}
 	return KillResult{TaskID: r[0].ID, WorkflowInstanceID: r[0].WorkflowInstanceID, State: r[0].State,
 		WorkerID: r[0].WorkerID, Attempt: r[0].Attempt}, nil

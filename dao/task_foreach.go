@@ -15,13 +15,19 @@ import (
 // forEachItemsSQL is TaskForEachItems's statement: $1 the parent, items $2 (from 0) on, at
 // most $3 of them.
 const forEachItemsSQL = `
-		SELECT e.item FROM task_instance t
+		SELECT e.item FROM (
+			SELECT items FROM task_instance
+			WHERE id = $1 AND state = 'waiting' AND NOT kill_requested
+			FOR SHARE) t
 		CROSS JOIN LATERAL jsonb_array_elements_text(t.items) WITH ORDINALITY AS e(item, n)
-		WHERE t.id = $1 AND e.n > $2
+		WHERE e.n > $2
 		ORDER BY e.n LIMIT $3`
 
 // TaskForEachItems returns the items of the for-each parent parent from index from on, at
-// most n of them, in index order: those max-parallel held back when it was created.
+// most n of them, in index order: those max-parallel held back when it was created. It
+// holds the parent's row until the transaction ends, and returns none once its kill was
+// asked for (TaskKillIfQueuedOrRunning), which then waits for the transaction: the advance
+// that calls it creates no item after a kill, and a kill sees every item created before it.
 func (q *Queries) TaskForEachItems(ctx context.Context, parent int64, from, n int) ([]string, error) {
 	var items []string
 	if err := sqlxSelect(ctx, q, &items, forEachItemsSQL, parent, from, n); err != nil {

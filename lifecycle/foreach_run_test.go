@@ -347,3 +347,48 @@ func TestForEachKillAndRerun(t *testing.T) {
 		t.Fatalf("instance %s; want succeeded", wf.State)
 	}
 }
+
+// TestForEachKillRacingAnAdvance: a kill of the parent that comes while an advance is
+// creating its next items (after their insert, before the commit) waits for that advance
+// and kills what it created; the advance after it creates nothing more.
+func TestForEachKillRacingAnAdvance(t *testing.T) {
+	t.Parallel()
+	b := setupForEach(t, 2, "a\nb\nc\nd\ne\n")
+	b.advance(t)
+	parent := b.tasks(t)["sum"].ID
+	b.run(t, "sum[0]", "0", dao.OutcomeSucceeded)
+	killed := make(chan error, 1)
+	lifecycle.SetMadeItems(b.d, func() error {
+		go func() {
+			_, err := lifecycle.Kill(b.ctx, b.db, parent, nil)
+			killed <- err
+		}()
+		// Until the kill waits for this transaction: the statement that marks the parent.
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			var waiting int
+			if err := b.db.SQL().GetContext(b.ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
+				WHERE wait_event_type = 'Lock' AND query LIKE '%item_count IS NULL) THEN ''killed''%'`); err != nil {
+				return err
+			}
+			if waiting > 0 {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return errors.New("the kill never waited for the advance")
+			}
+		}
+	})
+	b.advance(t) // creates sum[2], racing the kill
+	if err := <-killed; err != nil {
+		t.Fatal(err)
+	}
+	lifecycle.SetMadeItems(b.d, nil)
+	b.advance(t)
+	tasks := b.tasks(t)
+	if got := fmt.Sprintf("%v %d %v", items(tasks, dao.TaskKilled), len(tasks), tasks["sum"].KillRequested); got != "[sum[1] sum[2]] 6 true" {
+		t.Fatalf("killed items, task instances, parent's kill requested = %s; want [sum[1] sum[2]] 6 true", got)
+	}
+	if s := tasks["sum"]; s.State != dao.TaskKilled {
+		t.Fatalf("parent %s; want killed once its items ended", s.State)
+	}
+}
