@@ -211,6 +211,22 @@ func TestForEachEnds(t *testing.T) {
 		if err != nil || wf.State != dao.WorkflowFailed || deref(wf.Error) != "tasks did not succeed: sum failed" {
 			t.Fatalf("instance = %+v, %v; want failed, naming sum alone", wf, err)
 		}
+
+		// A rerun of the instance queues the failed item alone; the parent waits again and,
+		// once it has run, succeeds with both outputs.
+		var specs lifecycle.Specs
+		rr, err := lifecycle.RerunWorkflow(b.ctx, b.db, &specs, b.wf, nil)
+		if err != nil || !rr.Reopened || len(rr.Requeued) != 2 || rr.Deleted != 1 {
+			t.Fatalf("rerun = %+v, %v; want the parent and sum[0] back, after deleted, reopened", rr, err)
+		}
+		if got := b.tasks(t); got["sum"].State != dao.TaskWaiting || got["sum[1]"].State != dao.TaskSucceeded || got["sum[1]"].Attempt != 1 {
+			t.Fatalf("after the rerun: sum %s, sum[1] %s attempt %d; want waiting, and sum[1] kept", got["sum"].State, got["sum[1]"].State, got["sum[1]"].Attempt)
+		}
+		b.run(t, "sum[0]", "", dao.OutcomeSucceeded)
+		b.advance(t)
+		if s := b.tasks(t)["sum"]; s.State != dao.TaskSucceeded || deref(s.Output) != `["",""]` {
+			t.Fatalf("sum after the rerun = %s %q; want succeeded with both outputs", s.State, deref(s.Output))
+		}
 	})
 }
 
