@@ -28,9 +28,12 @@ func (s *Server) killTask(r *http.Request, id int64) (dao.KillResult, error) {
 	auditDone(r)
 	log := zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", res.WorkflowInstanceID).
 		Int("attempt", res.Attempt)
-	if res.State == dao.TaskKilled {
+	switch res.State {
+	case dao.TaskKilled:
 		log.Msg("killed a queued task instance")
-	} else {
+	case dao.TaskWaiting:
+		log.Msg("killing the items of a for-each")
+	default:
 		log.Str("worker", deref(res.WorkerID)).Msg("asked the worker to kill a running task instance")
 	}
 	return res, nil

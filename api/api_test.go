@@ -903,3 +903,47 @@ func TestSignalResumesAPausedAgentThroughTheAPI(t *testing.T) {
 		t.Errorf("second signal: %d %s; want 409", r.status, r.body)
 	}
 }
+
+// TestForEachThroughTheAPI: a for-each's parent shows how many items it has, offers a kill
+// and no signal; the kill answers 202 for the items, which the list shows like any task; a
+// signal to it is a 409.
+func TestForEachThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	f := b.seed(t, 6)
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{
+		{WorkflowInstanceID: f.wf, Name: "sum", Type: "noop", State: dao.TaskWaiting, Group: "g", Items: []string{"a", "b"}},
+		{WorkflowInstanceID: f.wf, Name: "sum[0]", Type: "noop", State: dao.TaskQueued, Group: "g", Params: []byte(`{"item": {"value": "a", "index": 0}}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := b.db.TaskListByWorkflow(b.ctx, f.wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int64{}
+	for _, ti := range all {
+		ids[ti.Name] = ti.ID
+	}
+	page := b.do(t, "GET", fmt.Sprintf("/tasks/%d", ids["sum"]), "").body
+	if !strings.Contains(page, `id="items">2 items`) || !strings.Contains(page, `id="kill"`) || strings.Contains(page, `id="approve"`) {
+		t.Errorf("the parent's page lacks its items or its kill, or offers a signal:\n%s", page)
+	}
+	if item := b.do(t, "GET", fmt.Sprintf("/tasks/%d", ids["sum[0]"]), "").body; !strings.Contains(item, `id="item">#0 of its for-each: a`) {
+		t.Errorf("the item's page does not show its item:\n%s", item)
+	}
+	if r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/signal", ids["sum"]), `{}`); r.status != 409 {
+		t.Errorf("signal of a for-each's parent: %d %s; want 409", r.status, r.body)
+	}
+	r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/kill", ids["sum"]), "")
+	var out map[string]any
+	if r.json(t, &out); r.status != 202 || out["state"] != "waiting" {
+		t.Errorf("kill of a for-each's parent: %d %v; want 202, waiting for its items", r.status, out)
+	}
+	if ti, err := b.db.TaskGet(b.ctx, ids["sum[0]"]); err != nil || ti.State != dao.TaskKilled {
+		t.Errorf("its queued item after the kill = %+v, %v; want killed", ti, err)
+	}
+	if list := b.do(t, "GET", fmt.Sprintf("/?workflow=%d", f.wf), "").body; !strings.Contains(list, "sum[0]") {
+		t.Errorf("the task list lacks the item")
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/workflow"
 )
 
 //go:embed templates/*.html
@@ -228,9 +229,14 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 	p := &taskPage{base: base{Title: fmt.Sprintf("Task %d %s", id, d.Task.Name), Nav: "tasks",
 		Flash: flashes[r.URL.Query().Get("done")]}, taskDetail: d}
 	st := d.Task.State
-	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning) && s.may(r, "POST /tasks/{id}/kill")
+	forEach := d.Task.ItemCount != nil
+	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning || (st == dao.TaskWaiting && forEach && !d.Task.KillRequested)) &&
+		s.may(r, "POST /tasks/{id}/kill")
 	p.CanRerun = (st == dao.TaskFailed || st == dao.TaskKilled) && s.may(r, "POST /tasks/{id}/rerun")
-	p.CanSignal = st == dao.TaskWaiting && s.may(r, "POST /tasks/{id}/signal")
+	// A wait task and a paused agent wait for a signal; a for-each's parent waits for its
+	// items, a workflow task for its child.
+	p.CanSignal = st == dao.TaskWaiting && (d.Task.Type == workflow.TypeWait || d.Task.PausedStep != nil) &&
+		s.may(r, "POST /tasks/{id}/signal")
 	if d.Task.Attempt > 0 {
 		if p.LogAttempt, err = q.intRange("attempt", d.Task.Attempt, 1, d.Task.Attempt); err != nil {
 			return err

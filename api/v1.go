@@ -81,6 +81,8 @@ type taskJSON struct {
 	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
 	// PausedStep is the wait step a paused agent waits at for its signal.
 	PausedStep *string `json:"paused_step,omitempty"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
+	ItemCount *int `json:"item_count,omitempty"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -89,7 +91,8 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
-		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, PausedStep: t.PausedStep}
+		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, PausedStep: t.PausedStep,
+		ItemCount: t.ItemCount}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
 	}
@@ -223,6 +226,12 @@ func (s *Server) apiTaskKill(w http.ResponseWriter, r *http.Request) error {
 	if res.State == dao.TaskKilled {
 		body["message"] = "killed before it ran"
 		writeJSON(w, http.StatusOK, body)
+		return nil
+	}
+	if res.State == dao.TaskWaiting {
+		body["message"] = "kill requested: the for-each's queued items are killed, the workers of its running ones stop them, " +
+			"no further item is created, and it becomes killed once they have ended"
+		writeJSON(w, http.StatusAccepted, body)
 		return nil
 	}
 	body["worker"] = res.WorkerID

@@ -79,6 +79,7 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"TaskClaimQueued", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
 		{"TaskClaimQueuedUnpooled", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
 		{"TaskGet", dao.TaskGetSQL, []any{0}, task},
+		{"TaskListByWorkflows", dao.ListByWorkflowsSQL, []any{none}, dbTags(&dao.TaskOutcome{})},
 		{"TaskListByWorkflow", dao.TaskListByWorkflowSQL, []any{0}, task},
 		{"TaskListPage, older", dao.TaskListOlderSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
 		{"TaskListPage, newer", dao.TaskListNewerSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},

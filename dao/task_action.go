@@ -38,12 +38,60 @@ func (e *ConflictError) Error() string {
 type KillResult struct {
 	TaskID             int64
 	WorkflowInstanceID int64
-	// State is TaskKilled when the task was still queued and is now killed, or TaskRunning
-	// when its worker has been asked to stop it (the state becomes killed when it has).
+	// State is TaskKilled when the task was still queued (or waiting for a signal) and is
+	// now killed, TaskRunning when its worker has been asked to stop it (the state becomes
+	// killed when it has), or TaskWaiting for the parent of a for-each task's items: its
+	// queued items are killed, the workers of its running ones asked to stop them, and it
+	// ends killed once they have all ended.
 	State    TaskState
 	WorkerID *string
 	Attempt  int
 }
+
+// killSQL is TaskKillIfQueuedOrRunning's statement: $1 the task; $2 the masters' channel,
+// woken with its workflow instance; $3 the workers' kill channel, woken with a worker's id.
+const killSQL = `
+		WITH t AS (
+			-- A for-each task's parent waits for its items: it is not killed here but marked,
+			-- and its master ends it killed once they have ended (lifecycle.Driver).
+			UPDATE task_instance SET
+				state = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN 'killed' ELSE state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN now() ELSE ended_at END,
+				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran'
+					WHEN state = 'waiting' AND item_count IS NULL THEN 'killed by an operator while it waited' ELSE error END,
+				paused_step = NULL
+			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
+			RETURNING id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
+		), woken AS (
+			SELECT pg_notify(CASE WHEN state = 'running' THEN $3 ELSE $2 END,
+				CASE WHEN state = 'running' THEN worker_id ELSE workflow_instance_id::text END) FROM t
+		)
+		SELECT id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
+		FROM t, (SELECT count(*) FROM woken) w`
+
+// killItemsSQL is the statement TaskKillIfQueuedOrRunning runs after killSQL for a for-each
+// task's parent $1, marked: its items (task names hold no '['), the queued ones and the
+// agents paused for a signal killed at once, the running ones asked to stop; $2 the workers'
+// kill channel.
+const killItemsSQL = `
+		WITH i AS (
+			UPDATE task_instance i SET
+				state = CASE WHEN i.state IN ('queued', 'waiting') THEN 'killed' ELSE i.state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN i.state IN ('queued', 'waiting') THEN now() ELSE i.ended_at END,
+				error = CASE WHEN i.state = 'queued' THEN 'killed by an operator before it ran'
+					WHEN i.state = 'waiting' THEN 'killed by an operator while it waited' ELSE i.error END,
+				paused_step = NULL
+			FROM task_instance p
+			WHERE p.id = $1 AND i.workflow_instance_id = p.workflow_instance_id
+			  AND starts_with(i.name, p.name || '[') AND i.state IN ('queued', 'waiting', 'running')
+			RETURNING i.state, i.worker_id
+		)
+		SELECT count(*) FROM (SELECT pg_notify($2, w.worker_id) FROM (SELECT DISTINCT worker_id FROM i
+			WHERE state = 'running' AND worker_id IS NOT NULL) w) n`
 
 // TaskKillIfQueuedOrRunning is the transition "killed": it kills a queued task instance at once, or asks the worker of a running one to stop
 // it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
@@ -51,6 +99,13 @@ type KillResult struct {
 // wins the race (the kill then reports a ConflictError). The owning master is woken when the
 // task was killed at once, so it skips the downstream tasks. A waiting workflow task's child
 // is stopped with it, and the child's own children in turn: call it in a transaction.
+//
+// The parent of a for-each task's items is marked kill_requested and the masters are woken,
+// so that no further item is created and the parent ends killed once its items have; a
+// second statement then kills its queued items and asks the workers of its running ones to
+// stop them. It comes after the mark, with a snapshot of its own: an advance creating items
+// holds the parent's row (TaskForEachItems), so the mark waits for it to commit and the
+// second statement sees what it created, while an advance after the mark creates nothing.
 func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
 	if err := q.lockChildren(ctx, nil, []int64{id}); err != nil {
 		return KillResult{}, err
@@ -63,25 +118,7 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 		Attempt            int       `db:"attempt"`
 		Child              *int64    `db:"child_workflow_instance_id"`
 	}
-	err := sqlxSelect(ctx, q, &r, `
-		WITH t AS (
-			UPDATE task_instance SET
-				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-				kill_requested = true,
-				not_before = NULL,
-				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran'
-					WHEN state = 'waiting' THEN 'killed by an operator while it waited' ELSE error END,
-				paused_step = NULL
-			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
-		), woken AS (
-			SELECT pg_notify(CASE WHEN state = 'killed' THEN $2 ELSE $3 END,
-				CASE WHEN state = 'killed' THEN workflow_instance_id::text ELSE worker_id END) FROM t
-		)
-		SELECT id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
-		FROM t, (SELECT count(*) FROM woken) w`,
-		id, q.ch.master, q.ch.kill)
+	err := sqlxSelect(ctx, q, &r, killSQL, id, q.ch.master, q.ch.kill)
 	if err != nil {
 		return KillResult{}, fmt.Errorf("kill task instance %d: %w", id, err)
 	}
@@ -97,6 +134,11 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 		}
 		for w := range workers {
 			q.notify(q.ch.kill, w)
+		}
+	}
+	if r[0].State == TaskWaiting {
+		if _, err := q.q.ExecContext(ctx, killItemsSQL, id, q.ch.kill); err != nil {
+			return KillResult{}, fmt.Errorf("kill the items of task instance %d: %w", id, err)
 		}
 	}
 	return KillResult{TaskID: r[0].ID, WorkflowInstanceID: r[0].WorkflowInstanceID, State: r[0].State,
@@ -137,7 +179,8 @@ func (q *Queries) TaskListKillRequested(ctx context.Context, worker string) ([]T
 
 // RerunResult is what a rerun did.
 type RerunResult struct {
-	// Requeued are the task instances put back in the queue.
+	// Requeued are the task instances put back in the queue, and the for-each parents put
+	// back to waiting for their items.
 	Requeued []int64
 	// Deleted counts the skipped task instances removed for the master to create again.
 	Deleted int
@@ -147,9 +190,11 @@ type RerunResult struct {
 }
 
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
-// the queue (retries reset, attempt numbers going on so every fencing token stays unique),
+// the queue (retries reset, attempt numbers going on so every fencing token stays unique;
+// a for-each task's parent waiting again, for its master to create its items never created),
 // deletes the task instances named in recreate that ended without an attempt — skipped,
-// failed at their creation, a wait or workflow task failed or killed — so the master creates them again, deciding anew, once their
+// failed at their creation, a wait or workflow task failed or killed; never a for-each
+// task's parent, which keeps its items — so the master creates them again, deciding anew, once their
 // dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
 // that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
 // masters are woken with its id, as by the end of a task of it, so one locks it at once and
@@ -176,15 +221,19 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 			return fmt.Errorf("lock workflow instance %d: %w", workflowID, err)
 		}
 		var requeued []struct {
-			ID    int64  `db:"id"`
-			Group string `db:"worker_group"`
+			ID    int64     `db:"id"`
+			State TaskState `db:"state"`
+			Group string    `db:"worker_group"`
 		}
+		// A for-each task's parent waits again, for the items rerun with it and those never
+		// created, which its master creates.
 		err = sqlxSelect(ctx, q, &requeued, `
-			UPDATE task_instance SET state = 'queued', worker_id = NULL, retries = 0,
+			UPDATE task_instance SET state = CASE WHEN item_count IS NULL THEN 'queued' ELSE 'waiting' END,
+				worker_id = NULL, retries = 0,
 				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL,
-				started_at = NULL, ended_at = NULL, queued_at = now()
+				started_at = CASE WHEN item_count IS NULL THEN NULL ELSE now() END, ended_at = NULL, queued_at = now()
 			WHERE workflow_instance_id = $1 AND id = ANY($2) AND state IN ('failed', 'killed')
-			RETURNING id, worker_group`, workflowID, pq.Array(taskIDs))
+			RETURNING id, state, worker_group`, workflowID, pq.Array(taskIDs))
 		if err != nil {
 			return fmt.Errorf("requeue tasks of workflow instance %d: %w", workflowID, err)
 		}
@@ -202,11 +251,13 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		groups := map[string]bool{}
 		for _, r := range requeued {
 			res.Requeued = append(res.Requeued, r.ID)
-			groups[r.Group] = true
+			if r.State == TaskQueued {
+				groups[r.Group] = true
+			}
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)
-				AND (state = 'skipped' OR (attempt = 0 AND (state = 'failed' OR (state = 'killed' AND type IN ('wait', 'workflow')))))`, workflowID, pq.Array(recreate))
+				AND (state = 'skipped' OR (attempt = 0 AND item_count IS NULL AND (state = 'failed' OR (state = 'killed' AND type IN ('wait', 'workflow')))))`, workflowID, pq.Array(recreate))
 		if err != nil {
 			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}

@@ -15,7 +15,7 @@ func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
 		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage,
-		&t.PausedStep}
+		&t.PausedStep, &t.ItemCount}
 }
 
 // queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
@@ -105,7 +105,7 @@ const claimSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step
+			paused_step, item_count
 		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooled's statement: claimSQL without its pools.
@@ -136,7 +136,7 @@ const claimUnpooledSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step
+			paused_step, item_count
 		FROM claimed ORDER BY priority DESC, id`
 
 // TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool (TaskPoolsExist
@@ -479,21 +479,31 @@ type NewTask struct {
 	RetryInterval time.Duration
 	Timeout       time.Duration
 	Error         string
+	// Output is the output of a task created succeeded: a for-each task with no items (TaskCreateMany only).
+	Output *string
+	// Items are the items of the parent of a for-each task's items, created waiting, or
+	// succeeded when there are none; nil for any other task (TaskCreateMany only). The parent
+	// records how many there are and keeps them, for the items max-parallel holds back.
+	Items []string
 }
 
 // insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays
-// (taskArrays), $12 their errors (NULL for none). The roots of createSQL are inserted from
-// the same columns the same way; a root has no error.
+// (taskArrays), $12 their errors and $13 their outputs (NULL for none), $14 the items of a
+// for-each task's parent as JSON arrays and $15 how many (NULL for every other task). The
+// roots of createSQL are inserted from the first eleven columns the same way; a root has none
+// of the others.
 const insertManySQL = `
 		INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-			worker_group, pool, max_retries, retry_interval, timeout, error, started_at, wait_until, ended_at)
+			worker_group, pool, max_retries, retry_interval, timeout, error, output, items, item_count,
+			started_at, wait_until, ended_at)
 		SELECT w, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-			tm * interval '1 millisecond', er, CASE WHEN st = 'waiting' THEN now() END,
+			tm * interval '1 millisecond', er, o, its::jsonb, ic, CASE WHEN st = 'waiting' THEN now() END,
 			CASE WHEN st = 'waiting' THEN now() + tm * interval '1 millisecond' END,
-			CASE WHEN st IN ('skipped', 'failed') THEN now() END
+			CASE WHEN st IN ('skipped', 'failed', 'succeeded') THEN now() END
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
-			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[])
-			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er)
+			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[], $13::text[],
+			$14::text[], $15::int[])
+			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er, o, its, ic)
 		ON CONFLICT (workflow_instance_id, name) DO NOTHING
 		RETURNING name, state, worker_group`
 
@@ -510,14 +520,25 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 		State string `db:"state"`
 		Group string `db:"worker_group"`
 	}
-	errs := make([]*string, len(tasks))
+	errs, outputs, items := make([]*string, len(tasks)), make([]*string, len(tasks)), make([]*string, len(tasks))
+	counts := make([]*int64, len(tasks))
 	for i := range tasks {
 		if tasks[i].Error != "" {
 			errs[i] = &tasks[i].Error
 		}
+		outputs[i] = tasks[i].Output
+		if tasks[i].Items != nil {
+			raw, err := json.Marshal(tasks[i].Items)
+			if err != nil {
+				return nil, fmt.Errorf("items of task %s: %w", tasks[i].Name, err)
+			}
+			n, text := int64(len(tasks[i].Items)), string(raw)
+			items[i], counts[i] = &text, &n
+		}
 	}
 	// Prepared: the master creates tasks in every claim and advance transaction.
-	err := selectHot(ctx, q, &created, insertManySQL, append(taskArrays(tasks), pq.Array(errs))...)
+	err := selectHot(ctx, q, &created, insertManySQL, append(taskArrays(tasks), pq.Array(errs), pq.Array(outputs),
+		pq.Array(items), pq.Array(counts))...)
 	if err != nil {
 		return nil, fmt.Errorf("create %d task instances: %w", len(tasks), err)
 	}
@@ -569,7 +590,7 @@ const taskListByWorkflowSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step
+			paused_step, item_count
 		FROM task_instance
 		WHERE workflow_instance_id = $1 ORDER BY id`
 
@@ -589,7 +610,7 @@ const taskGetSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step
+			paused_step, item_count
 		FROM task_instance WHERE id = $1`
 
 // TaskGet returns one task instance.
@@ -621,7 +642,7 @@ func (q *Queries) TaskListRunningOnWorker(ctx context.Context, worker string) ([
 }
 
 // listByWorkflowsSQL is TaskListByWorkflows's statement: $1 the workflow instance ids.
-const listByWorkflowsSQL = `SELECT t.id, t.workflow_instance_id, t.name, t.state, t.output
+const listByWorkflowsSQL = `SELECT t.id, t.workflow_instance_id, t.name, t.state, t.output, t.kill_requested, t.item_count
 	FROM unnest($1::bigint[]) AS w(wf)
 	CROSS JOIN LATERAL (SELECT * FROM task_instance WHERE workflow_instance_id = w.wf OFFSET 0) t
 	ORDER BY t.id`
@@ -634,6 +655,9 @@ type TaskOutcome struct {
 	Name               string    `db:"name"`
 	State              TaskState `db:"state"`
 	Output             *string   `db:"output"`
+	KillRequested      bool      `db:"kill_requested"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
+	ItemCount *int `db:"item_count"`
 }
 
 // TaskListByWorkflows returns the outcome of every task instance of the given workflow

@@ -302,11 +302,14 @@ const claimStrandedSQL = `
 			  -- its wake-up: taking its instance here would only race that, an extra write for
 			  -- an instance claimed twice over. An instance that started less than that ago
 			  -- has either a live task or one that ended since: its tasks need no probe, so a
-			  -- master that starts on a fresh backlog does not probe all of it.
+			  -- master that starts on a fresh backlog does not probe all of it. A for-each
+			  -- task's parent waits for its items, which its master creates and ends it after:
+			  -- it is live through its items alone, so an instance whose items' last wake-up
+			  -- was missed is taken here.
 			  AND w.started_at < now() - interval '5 seconds'
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
-			                       OR t.state IS NOT DISTINCT FROM 'waiting'
+			                       OR (t.state IS NOT DISTINCT FROM 'waiting' AND t.item_count IS NULL)
 			                       OR t.ended_at > now() - interval '5 seconds'))
 			FOR UPDATE SKIP LOCKED
 		)
@@ -325,7 +328,8 @@ const claimStrandedSQL = `
 const StrandedAfter = 5 * time.Second
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
-// (after, upto] that have had no task queued, running or waiting for StrandedAfter: those whose last
+// (after, upto] that have had no task queued, running or waiting (a for-each task's parent
+// counts through its items alone) for StrandedAfter: those whose last
 // task ended when no master heard of it (none was listening, or its worker died between its commit and the
 // wake-up). The masters sweep the unowned running instances with it a slice at a time (see
 // WorkflowSweepRange), so its cost per call is bounded whatever the backlog. An instance

@@ -8,6 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -19,6 +20,10 @@ type Driver struct {
 	db    *dao.DB
 	clock clockwork.Clock
 	specs Specs
+
+	// madeItems, nil outside tests, is called in an advance's transaction once it has created
+	// items of a for-each task, before it commits; an error aborts the transaction.
+	madeItems func() error
 }
 
 // NewDriver returns the Driver of master owner. clock is the one Stepped.Deadlines are on.
@@ -139,6 +144,8 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 		}
 		var rows []dao.NewTask
 		var fins []dao.WorkflowFinish
+		var forEachEnds []dao.ForEachEnd
+		madeItems := false // the items of a for-each task are among rows
 		for i := range st.Locked {
 			wf := &st.Locked[i]
 			spec, err := d.specs.Get(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
@@ -168,36 +175,60 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 				}
 			}
 			tasks := tasksOf[wf.ID]
+			// rows[created:] are the rows this instance's advance creates; a task that started
+			// its child is created waiting on it, apart from them (children).
+			created, children := len(rows), 0
+			// The params are read only for an instance that creates tasks.
+			var params map[string]string
+			readParams := func() (map[string]string, error) {
+				if params != nil {
+					return params, nil
+				}
+				var err error
+				if params, err = instanceParams(spec, wf.Params); err != nil {
+					return nil, fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+				}
+				return params, nil
+			}
+			items, ended, err := forEach(ctx, q, wf, spec, tasks, readParams)
+			if err != nil {
+				return err
+			}
+			rows, forEachEnds = append(rows, items...), append(forEachEnds, ended...)
+			madeItems = madeItems || len(items) > 0
 			states := make(map[string]dao.TaskState, len(tasks))
 			for _, t := range tasks {
 				states[t.Name] = t.State
 			}
-			// The params are read only for an instance that creates tasks.
-			var params map[string]string
-			paramsErr := func() error {
-				if params != nil {
-					return nil
-				}
-				var err error
-				if params, err = instanceParams(spec, wf.Params); err != nil {
-					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
-				}
-				return nil
+			data := func(t *workflow.Task) (workflow.TemplateData, error) {
+				p, err := readParams()
+				return workflow.TemplateData{Params: p, Upstream: upstream(t, tasks)}, err
 			}
 			p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
 				if t.When == "" {
 					return true, nil
 				}
-				if err := paramsErr(); err != nil {
+				d, err := data(t)
+				if err != nil {
 					return false, err
 				}
-				return t.Runs(ctx, workflow.TemplateData{Params: params, Upstream: upstream(t, tasks)})
+				return t.Runs(ctx, d)
+			}, func(t *workflow.Task) ([]string, error) {
+				d, err := data(t)
+				if err != nil {
+					return nil, err
+				}
+				items, err := t.Items(ctx, d)
+				if err == nil && len(items) == 0 {
+					// Created succeeded by this advance: the tasks it decides next see its output.
+					out := noItems
+					tasks = append(tasks, dao.TaskOutcome{WorkflowInstanceID: wf.ID, Name: t.Name, State: dao.TaskSucceeded, Output: &out})
+				}
+				return items, err
 			})
-			// rows[created:] are the rows this instance's advance creates; a task that started
-			// its child is created waiting on it, apart from them (children).
-			created, children := len(rows), 0
 			if len(p.Create) > 0 {
-				if err := paramsErr(); err != nil {
+				params, err := readParams()
+				if err != nil {
 					return err
 				}
 				for _, c := range p.Create {
@@ -219,6 +250,16 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 						return err
 					}
 					rows = append(rows, row)
+					if c.State != dao.TaskWaiting || c.Items == nil {
+						continue
+					}
+					first := c.Items[:firstItems(c.Task, len(c.Items))]
+					made, err := itemRows(wf, c.Task, params, upstream(c.Task, tasks), first, 0)
+					if err != nil {
+						return err
+					}
+					rows = append(rows, made...)
+					madeItems = true
 				}
 			}
 			switch {
@@ -235,12 +276,24 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 				st.Taken = append(st.Taken, *wf)
 			}
 		}
+		if _, err := q.TaskFinishManyForEachIfWaiting(ctx, forEachEnds); err != nil {
+			return err
+		}
 		if _, err := q.TaskCreateMany(ctx, rows); err != nil {
 			return err
 		}
 		if !take {
 			if err := q.WorkflowReleaseIfOwned(ctx, d.owner, st.Released); err != nil {
 				return err
+			}
+		}
+		if madeItems {
+			// Where the fault tests kill a master: the items exist in this transaction alone.
+			faultinject.Point("foreach-before-commit")
+			if d.madeItems != nil {
+				if err := d.madeItems(); err != nil {
+					return err
+				}
 			}
 		}
 		// The rows are locked and running, unowned or under this owner, so every one of them

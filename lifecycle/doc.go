@@ -79,6 +79,8 @@
 //	created ──▶ waiting (a wait task) ──signalled (operator) · timed out (master)──▶ succeeded, failed
 //	created ──▶ waiting (a workflow task) ──its child ended──▶ succeeded, failed
 //	   │
+//	created ──▶ waiting (a for-each's parent) ──its items ended (master)──▶ succeeded, failed, killed
+//	   │
 //	created ──▶ queued ──claimed (worker)──▶ running ──attempt ended (worker)──▶ succeeded
 //	   │          ▲  │                          │                               failed
 //	   │          │  └──killed (operator, stop, │                               killed
@@ -86,7 +88,7 @@
 //	   │          └── retry · hand-back · interrupted (worker) · failed over (leader)
 //	   ├──▶ skipped (its trigger or its when: condition says it does not run)
 //	   └──▶ failed (its when: condition could not be decided)
-//	failed, killed ──rerun (operator)──▶ queued
+//	failed, killed ──rerun (operator)──▶ queued (a for-each's parent: waiting)
 //
 //	running ──paused (worker: an agent at a wait step)──▶ waiting (a paused agent)
 //	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
@@ -110,6 +112,28 @@
 // one statement, for any worker to claim as a new attempt that goes on from the next step;
 // a rejecting one fails it. The wait step's timeout ends the wait as its on-timeout says:
 // failed, or resumed with an empty output. A kill or a stop kills a paused agent at once.
+//
+// A for-each task runs once per item. When it would be queued, the advance renders its items
+// (Decide) and creates, in its transaction, a parent task instance under the task's own name,
+// waiting like a wait task but for its items (it records them and their count, item_count),
+// and the item instances name[0], name[1], ..., queued, each with its item in its params: all
+// of them, or the first max-parallel. Every later advance of the instance (an item's end
+// wakes the masters) creates the next ones in index order while fewer than max-parallel are
+// unended, and once all have ended ends the parent (ForEach; TaskFinishManyForEachIfWaiting,
+// conditioned on the parent waiting): succeeded with the JSON array of their outputs, failed
+// naming the items that did not succeed, or killed after a kill. Without items it is created
+// succeeded, with the output "[]"; when its items cannot be had (a template error, text that
+// is not a JSON array, more than workflow.MaxItems) it is created failed, as a when:
+// condition that cannot be decided. The items are rows of the instance but no tasks of its
+// spec: Decide and Outcome look at the parent alone. An advance that dies midway leaves none
+// of what it created, and task instances are unique by name in their instance, so the next
+// advance creates each item once. A signal never ends a parent (TaskEndIfWaiting takes wait
+// tasks alone). A kill of the parent marks it and kills its items — the queued at once, the
+// running by request — and no further item is created; it ends killed once they have. A
+// rerun of a failed or killed for-each, named by its parent or one of its items, queues its
+// failed and killed items again (the succeeded keep their outputs) and makes the parent
+// wait again, for them and for the items never created. The sweep counts a parent as live
+// through its items alone, so an instance whose items' last wake-up was missed is taken up.
 //
 // A master creates task instances when their upstream is terminal: queued if their trigger
 // holds (by default: it all succeeded) and their when: condition renders true, skipped if
@@ -160,15 +184,18 @@
 //	child ended  whoever ends the       waiting on the child, which has ended       TaskEndIfChildEnded
 //	             child, in its
 //	             transaction
+//	for-each     master (advance)       a for-each's parent, waiting, its items     TaskFinishManyForEachIfWaiting
+//	ended                               all ended; its instance locked
 //	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueued,
 //	                                    free pool slot                              TaskClaimQueuedUnpooled
 //	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
 //	                                                                                TaskFinishIfRunning
 //	failed over  leader                 running on a fenced worker                  TaskRequeueIfRunningOnWorker
 //	killed       operator, stop,        queued, waiting (at once); running          TaskKillIfQueuedOrRunning,
-//	             workflow timeout       (requested)                                 WorkflowStopIfActive,
-//	                                                                                WorkflowTimeOutIfOwned
-//	rerun        operator               failed or killed                            TaskRerunIfFailedOrKilled
+//	             workflow timeout       (requested); a for-each's parent (marked)   WorkflowStopIfActive,
+//	                                    and its items, by an operator               WorkflowTimeOutIfOwned
+//	rerun        operator               failed or killed; a for-each's parent       TaskRerunIfFailedOrKilled
+//	                                    waits again
 //	paused       worker                 running under the attempt's token (an      TaskFinishManyIfRunning
 //	                                    agent at a wait step); killed if a kill
 //	                                    was requested
@@ -180,7 +207,7 @@
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go), task_instance.go (claims, attempts' ends, task
-// creation), task_action.go (the operators'), child_workflow.go (child workflows),
-// failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
-// when) is package failover's.
+// creation), task_foreach.go (a for-each's parent), task_action.go (the operators'),
+// child_workflow.go (child workflows), failover_event.go (the leader's). Failover's side of
+// the protocol (who is fenced, and when) is package failover's.
 package lifecycle

@@ -157,6 +157,49 @@
 //     anything else, or fails, fails the task with the reason, without running it; a rerun
 //     of such a task decides it again. A root task's condition is decided by a master, so
 //     an instance with one starts when a master takes it up, not at submit.
+//   - for-each: run the task once per item, a template (see Prompt templates) over .params
+//     and the outputs of the task's dependencies that renders the items: a JSON array —
+//     each string element is an item as it is, any other element its JSON text — or, when
+//     the text does not start with '[', one item a line (its non-empty lines, spaces around
+//     each removed). At most 10,000 items (MaxItems). For shell, noop, llm and agent tasks
+//     (not wait). A master renders it once the trigger holds and the condition is true, and
+//     creates the task as a parent, waiting, and one task instance per item, named
+//     name[0], name[1], ..., each run like any task with the task's retries, timeout,
+//     group and pool. A shell item reads its item as $ZKSCHED_ITEM and its index (from 0)
+//     as $ZKSCHED_INDEX; llm and agent prompts as {{ .item }} and {{ .index }} (for-each
+//     and when cannot use them: they are rendered before the items exist). The task ends
+//     once every item has: succeeded if all did, its output then the JSON array of their
+//     outputs in index order (each a JSON string), which the tasks below read like any
+//     output; failed otherwise, naming the items that did not succeed. Without items it
+//     succeeds at once with the output []. A for-each that fails to render, renders text
+//     starting with '[' that is not a JSON array, or more than 10,000 items fails the task
+//     with the reason, without running anything. A root task's for-each is rendered by a
+//     master, as a condition is. Items are created once, whatever master fails over midway.
+//     A kill of the task kills its items and creates no more; a rerun reruns its failed
+//     and killed items (the succeeded keep their outputs) and creates those never created.
+//   - max-parallel: with for-each, how many of its items may run at once; the next are
+//     created in index order as those end. 0 (the default) means no cap.
+//
+// For example, one summary per document, four at a time, and a report over all of them:
+//
+//	tasks:
+//	  - {name: list, type: shell, command: "ls docs/*.md | jq -R . | jq -sc ."}
+//	  - name: summarise
+//	    type: agent
+//	    provider: main
+//	    depends-on: [list]
+//	    for-each: "{{ .upstream.list.output }}"
+//	    max-parallel: 4
+//	    steps:
+//	      - {name: read, prompt: "Summarise {{ .item }}"}
+//	  - name: report
+//	    type: llm
+//	    provider: main
+//	    depends-on: [summarise]
+//	    prompt: "Write a report from these summaries (a JSON array): {{ .upstream.summarise.output }}"
+//
+// Each item's task instance carries the outputs of the task's dependencies, as any task
+// does: a for-each over a large upstream output stores it once per item.
 //
 // Each type has fields of its own; a field of one type on a task of another is an error.
 //
@@ -297,7 +340,8 @@
 //   - .params.<name>: the workflow instance's params;
 //   - .upstream.<task>.output: the output of a task this one depends on (depends-on); for a
 //     name with '-' or '.', write {{ index .upstream "fetch-data" "output" }};
-//   - .steps.<step>: in an agent's step prompts, the completion of an earlier step.
+//   - .steps.<step>: in an agent's step prompts, the completion of an earlier step;
+//   - .item and .index: in the prompts of a for-each task, its item and the item's index.
 //
 // Template actions work as usual ({{ if }}, {{ range $name, $u := .upstream }}). A reference
 // to anything else is an error, never an empty string: a template that does not parse, that
@@ -348,7 +392,10 @@
 // shell task without a command; an llm task without a provider or a prompt, an agent
 // without steps, a step without a name or with an empty prompt, a prompt template that does
 // not parse or refers to what the task cannot see; a workflow task without a workflow, naming
-// its own, with a negative version, or with retries, a pool or a timeout; a field of another type; a dependency on a task that does not
+// its own, with a negative version, or with retries, a pool or a timeout; a for-each on a
+// wait or workflow task, or that does not parse, .item or .index outside a for-each task's
+// prompts, a negative max-parallel or one without for-each; a field of another type; a
+// dependency on a task that does not
 // exist, on the task itself, or listed twice; a dependency cycle; a number out of its range; a
 // negative duration; an invalid param, env, group or pool name (names are at most 128 bytes);
 // more than 100 params, or a param value over 64 KiB or with a NUL (CheckParams, which also

@@ -209,18 +209,31 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 		return []problem{{field: field, msg: fmt.Sprintf("%s: %v", what, err)}}
 	}
 	var probs []problem
+	// A for-each task's items are rendered before they exist: only what the task runs on
+	// each item sees one.
+	items := t.ForEach != "" && field != "when" && field != "for-each"
 	for _, ref := range templateRefs(tmpl) {
-		if msg := checkRef(t, ref, steps); msg != "" {
+		if msg := checkRef(t, ref, steps, items); msg != "" {
 			probs = append(probs, problem{field: field, msg: fmt.Sprintf("%s: %s", what, msg)})
 		}
 	}
 	return probs
 }
 
-func checkRef(t *Task, path []string, steps []string) string {
+func checkRef(t *Task, path []string, steps []string, items bool) string {
 	ref := clip("." + strings.Join(path, "."))
 	switch path[0] {
 	case "params":
+		return ""
+	case "item", "index":
+		switch {
+		case t.ForEach == "":
+			return fmt.Sprintf("%s: only a task with for-each has .item and .index", ref)
+		case !items:
+			return fmt.Sprintf("%s: the items do not exist yet where for-each and when are rendered; the prompts of each item see them", ref)
+		case len(path) > 1:
+			return fmt.Sprintf("%s: .%s has no fields", ref, path[0])
+		}
 		return ""
 	case "upstream":
 		switch {
@@ -253,6 +266,10 @@ func checkRef(t *Task, path []string, steps []string) string {
 			return fmt.Sprintf("%s: a step's output is a string, it has no fields", ref)
 		}
 		return ""
+	}
+	if t.ForEach != "" {
+		return fmt.Sprintf("%s is unknown: a prompt can use .params.<name>, .upstream.<task>.output, in an agent's steps "+
+			".steps.<step> and, in a for-each task's prompts, .item and .index", ref)
 	}
 	return fmt.Sprintf("%s is unknown: a prompt can use .params.<name>, .upstream.<task>.output and, in an agent's steps, .steps.<step>", ref)
 }

@@ -89,6 +89,13 @@ type Task struct {
 	// When is a template over the params and the upstream outputs that renders true or
 	// false; false skips the task. Empty means true.
 	When string `json:"when,omitempty" yaml:"when,omitempty"`
+	// ForEach is a template over the params and the upstream outputs that renders the task's
+	// items: a JSON array, or one item a line. The task then runs once per item, each run a
+	// task instance of its own (name[0], name[1], ...) that sees its item; see Items. Empty
+	// means the task runs once.
+	ForEach string `json:"for-each,omitempty" yaml:"for-each,omitempty"`
+	// MaxParallel caps how many of a for-each task's items run at once, 0 for no cap.
+	MaxParallel int `json:"max-parallel,omitempty" yaml:"max-parallel,omitempty"`
 
 	// Command is the shell task's script, run with bash -c.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`

@@ -295,6 +295,14 @@ func (h *History) Judge(opts Options) *Report {
 			continue
 		}
 		judged[t.ID] = true
+		if t.ItemCount != nil {
+			// A for-each task's parent runs nowhere: its items, judged each, are what ran.
+			if n := len(runs[t.ID]) + len(attempts[t.ID]); n > 0 {
+				problemOf(t.WorkflowInstanceID)("task %d %q (workflow instance %d), a for-each's parent, ran: %d run(s) and attempt(s)",
+					t.ID, t.Name, t.WorkflowInstanceID, n)
+			}
+			continue
+		}
 		h.judgeTask(rep, opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 		judgeKills(opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 	}
