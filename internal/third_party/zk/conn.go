@@ -76,8 +76,12 @@ type Conn struct {
 	sessionTimeoutMs int32 // session timeout in milliseconds
 	passwd           []byte
 
-	dialer         Dialer
-	hostProvider   HostProvider
+	dialer       Dialer
+	hostProvider HostProvider
+	// sessionUp says the last connection established its session; quickAt is when connect
+	// last retried without its pause. Only the connect loop's goroutine touches them.
+	sessionUp      bool
+	quickAt        time.Time
 	serverMu       sync.Mutex // protects server
 	server         string     // remember the address/port of the current server
 	conn           net.Conn
@@ -373,6 +377,13 @@ func (c *Conn) sendEvent(evt Event) {
 
 func (c *Conn) connect() error {
 	var retryStart bool
+	// The first try after a connection whose session was up goes at once, at most once a
+	// second.
+	quick := c.sessionUp && time.Since(c.quickAt) >= time.Second
+	c.sessionUp = false
+	if quick {
+		c.quickAt = time.Now()
+	}
 	for {
 		c.serverMu.Lock()
 		c.server, retryStart = c.hostProvider.Next()
@@ -380,7 +391,12 @@ func (c *Conn) connect() error {
 
 		c.setState(StateConnecting)
 
-		if retryStart {
+		// Every server tried: wait a second before another round, but not before the first
+		// try after a connection whose session was up. With one server every reconnect
+		// starts a new round, and a session whose connection just broke (a reset, a server
+		// restarting) must be resumed at once: a second's wait outlives a short session. A
+		// server that refuses sessions is still tried once a second.
+		if retryStart && !quick {
 			c.flushUnsentRequests(ErrNoServer)
 			select {
 			case <-time.After(time.Second):
@@ -392,6 +408,7 @@ func (c *Conn) connect() error {
 			}
 		}
 
+		quick = false
 		zkConn, err := c.dialer("tcp", c.Server(), c.connectTimeout)
 		if err == nil {
 			c.conn = zkConn
@@ -447,6 +464,7 @@ func (c *Conn) loop(ctx context.Context) {
 			c.logger.Printf("authentication failed: %s", err)
 			c.conn.Close()
 		case err == nil:
+			c.sessionUp = true
 			if c.logInfo {
 				c.logger.Printf("authenticated: id=%d, timeout=%d", c.SessionID(), c.sessionTimeoutMs)
 			}
