@@ -61,11 +61,8 @@
 //     recorded as skipped, `zksched submit` is refused and says so. Only with
 //     max-active-instances.
 //   - concurrency: runs that share a key run one at a time (or max at a time), in submit
-//     order — a conversation's runs never overlap and never reorder:
-//
-//     concurrency: {key: "{{ .params.thread }}", max: 1, when-full: queue}
-//
-//     key (required) is a template over the params alone, rendered once when an instance is
+//     order — a conversation's runs never overlap and never reorder, as with
+//     `concurrency: {key: "{{ .params.thread }}", max: 1}`. key (required) is a template over the params alone, rendered once when an instance is
 //     submitted (a key that renders empty refuses the submission: give the params it uses a
 //     value); keys are the workflow's own, so two workflows never share one. max, 1 to
 //     10,000 (default 1), is how many instances with one key may run at once: an instance
