@@ -524,8 +524,8 @@ func createStarted(t *testing.T, db *dao.DB, name string, n int) {
 		if _, err := q.DefinitionEnsure(ctx, name, raw, daotest.Facts(t, raw)); err != nil {
 			return err
 		}
-		return q.WorkflowCreateMany(ctx, name, 1, nil, n,
-			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}})
+		return q.WorkflowCreateMany(ctx, dao.Submission{Name: name, Version: 1,
+			Roots: []dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}}}, n)
 	}); err != nil {
 		t.Fatal(err)
 	}

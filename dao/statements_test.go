@@ -178,7 +178,7 @@ func TestRootsAreCreatedAsTasksAre(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		fromCreate, err = q.WorkflowCreate(b.ctx, "roots", v, nil, 0, false, tasks)
+		fromCreate, err = q.WorkflowCreate(b.ctx, dao.Submission{Name: "roots", Version: v, Roots: tasks})
 		return err
 	})
 	if err != nil {

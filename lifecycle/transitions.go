@@ -28,7 +28,7 @@ var Transitions = []Transition{
 	{"task claimed", "worker (no pool known)", "queued; retry wait passed; group", "TaskClaimQueuedUnpooled"},
 	{"attempt ended", "worker", "running under the attempt's token", "TaskFinishManyIfRunning"},
 	{"attempt ended", "worker (one attempt)", "running under the attempt's token", "TaskFinishIfRunning"},
-	{"workflow ended", "worker (in its attempt's end)", "unowned, running, one task, no cap, no timeout", "TaskFinishManyIfRunning"},
+	{"workflow ended", "worker (in its attempt's end)", "unowned, running, one task, no cap, no key, no timeout", "TaskFinishManyIfRunning"},
 	{"task failed over", "leader", "running on a fenced worker", "TaskRequeueIfRunningOnWorker"},
 	{"workflow released", "leader", "unfinished, owned by a fenced master", "WorkflowReleaseIfOwnedBy"},
 	{"task killed", "operator (API, UI)", "queued, waiting or running", "TaskKillIfQueuedOrRunning"},
