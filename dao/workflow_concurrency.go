@@ -168,8 +168,11 @@ const admitKeyedSQL = `
 				OVER (ORDER BY id) AS ok
 			FROM ranked
 		)
+		-- started_at by the clock, not the transaction's start, which came before the locks:
+		-- it is after the end of the instance whose slot it takes (whose ended_at is the
+		-- start of the transaction that ended it), so a key's history reads as it happened.
 		UPDATE workflow_instance w
-		SET owner = $3, state = 'running', started_at = coalesce(w.started_at, now())
+		SET owner = $3, state = 'running', started_at = coalesce(w.started_at, clock_timestamp())
 		FROM fits WHERE w.id = fits.id AND fits.ok
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
 			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at`
