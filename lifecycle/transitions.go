@@ -13,12 +13,13 @@ type Transition struct {
 
 // Transitions lists every state change of an instance.
 var Transitions = []Transition{
-	{"workflow created", "submit (CLI, API, schedule, trigger, backfill)", "definition stored; under the cap or queued unless when-full: skip", "WorkflowCreate"},
+	{"workflow created", "submit (CLI, API, schedule, trigger, backfill)", "definition stored; under the cap or queued unless when-full: skip; its key under its max or queued unless when-full: skip (key lock)", "WorkflowCreate"},
 	{"workflow created", "submit on the pool, shared commit", "as WorkflowCreate", "WorkflowCreateGrouped"},
 	{"workflow created", "bulk submit (benchmark)", "as WorkflowCreate", "WorkflowCreateMany"},
 	{"workflow claimed", "master", "unowned; new without roots, or running with a timeout", "WorkflowClaimUnowned"},
 	{"workflow claimed", "master (sweep)", "unowned, running, no task queued, running or waiting for StrandedAfter", "WorkflowClaimStranded"},
-	{"workflow admitted", "master", "unowned, submitted, capped, under the cap (admission lock)", "WorkflowAdmitIfUnderCap"},
+	{"workflow admitted", "master", "unowned, submitted, capped, no key, under the cap (admission lock)", "WorkflowAdmitIfUnderCap"},
+	{"workflow admitted", "master", "unowned, submitted, keyed, first of its key waiting, under its key's max and the cap (admission and key locks)", "WorkflowAdmitKeyedIfUnderMax"},
 	{"workflow taken", "master", "unowned, running, locked by this advance", "WorkflowTakeIfUnowned"},
 	{"task created", "master (advance)", "instance locked by its owner or unowned and locked", "TaskCreateMany"},
 	{"workflow ended", "master (advance)", "running; owned by this master, or unowned and locked", "WorkflowFinishManyIfOwnedOrUnowned"},
@@ -34,6 +35,7 @@ var Transitions = []Transition{
 	{"task killed", "operator (API, UI)", "queued, waiting or running", "TaskKillIfQueuedOrRunning"},
 	{"task signalled", "operator (API, CLI, UI)", "waiting", "TaskEndIfWaiting"},
 	{"wait timed out", "master", "waiting, past its timeout by the database's clock", "TaskEndIfWaiting"},
-	{"task rerun", "operator (API, UI)", "failed or killed; workflow reopened if it ended", "TaskRerunIfFailedOrKilled"},
+	{"task rerun", "operator (API, UI)", "failed or killed; workflow reopened if it ended (a keyed one: its key free, none waiting; key lock)", "TaskRerunIfFailedOrKilled"},
 	{"workflow stopped", "operator (API, UI)", "submitted or running", "WorkflowStopIfActive"},
+	{"workflow stopped", "submit (when-full: cancel-oldest)", "submitted or running, the oldest active of a full key (key lock)", "WorkflowStopIfActive"},
 }

@@ -15,7 +15,9 @@
 // ones without roots, and running ones whose workflow has a timeout, which their owner
 // enforces. A sweep, a slice of the unowned running instances every poll and a whole pass at
 // start and after a reconnect, takes those whose last task's wake-up nobody heard. Instances
-// of workflows with max-active-instances wait for admission, which creates their roots.
+// of workflows with max-active-instances wait for admission, which creates their roots; so do
+// those with a concurrency key, admitted key by key in submit order: the end of one wakes the
+// masters with its id, and the admission looks at its key alone.
 //
 // Retries and timeouts of tasks are decided where the attempt ends, by the worker, from the
 // policy the master copied onto the task instance (max_retries, retry_interval, timeout). The
