@@ -22,6 +22,13 @@ const (
 // ClaimSettings are the claim connections' run-time parameters.
 var ClaimSettings = claimSettings
 
+// The statements of the concurrency keys' admission, for the plan test.
+const (
+	KeyCountSQL          = keyCountSQL
+	KeysAdmittableSQL    = keysAdmittableSQL
+	OldestActiveOfKeySQL = oldestActiveOfKeySQL
+)
+
 // FinishManySQL is the worker's finish, for the plan test.
 const FinishManySQL = finishManySQL
 
@@ -37,6 +44,7 @@ const (
 	WorkflowGetSQL        = workflowGetSQL
 	LockIfOwnedSQL        = lockIfOwnedSQL
 	AdmitSQL              = admitSQL
+	AdmitKeyedSQL         = admitKeyedSQL
 	WorkflowListOlderSQL  = workflowListOlderSQL
 	WorkflowListNewerSQL  = workflowListNewerSQL
 	ScheduleGetSQL        = scheduleGetSQL

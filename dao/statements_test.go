@@ -85,6 +85,7 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"WorkflowGet", dao.WorkflowGetSQL, []any{0}, plain},
 		{"WorkflowLockIfOwned", dao.LockIfOwnedSQL, []any{0, "m1"}, plain},
 		{"WorkflowAdmitIfUnderCap", dao.AdmitSQL, []any{"wf", "m1", 1, 0}, plain},
+		{"WorkflowAdmitKeyedIfUnderMax", dao.AdmitKeyedSQL, []any{"wf", "k", "m1", 0, nil, 1}, plain},
 		{"WorkflowLockManyIfOwned", dao.LockManySQL, []any{none, "m1"}, locked},
 		{"WorkflowLockUnowned", dao.LockUnownedSQL, []any{none}, locked},
 		{"WorkflowClaimUnowned", dao.ClaimUnownedSQL, []any{"m1", 1}, workflow},

@@ -59,13 +59,14 @@ type keyCount struct {
 }
 
 // keyCountSQL counts the instances of workflow $1 with key $2 that wait or run, through
-// workflow_instance_key_active: its entries of the key alone.
+// workflow_instance_key_active: its entries of the key alone. The key's statements test the
+// workflow with IS NOT DISTINCT FROM so that no other index serves them (migration 00018).
 const keyCountSQL = `
 		SELECT count(*) AS active, count(*) FILTER (WHERE state = 'running') AS running,
 			count(*) FILTER (WHERE state = 'submitted') AS waiting,
 			coalesce(bool_or(state = 'submitted' AND max_active IS NOT NULL), false) AS capped
 		FROM workflow_instance
-		WHERE workflow_name = $1 AND concurrency_key = $2 AND state IN ('submitted', 'running')`
+		WHERE concurrency_key = $2 AND workflow_name IS NOT DISTINCT FROM $1 AND state IN ('submitted', 'running')`
 
 // keyLockAndCount takes the admission lock of workflow name's key for the rest of the
 // transaction, then counts its instances (as workflowLockAndCount does for a workflow). Keys
@@ -91,7 +92,7 @@ func (q *Queries) keyCount(ctx context.Context, name, key string) (keyCount, err
 // $3 how many of its oldest active instances to stop.
 const oldestActiveOfKeySQL = `
 		SELECT id FROM workflow_instance
-		WHERE workflow_name = $1 AND concurrency_key = $2 AND state IN ('submitted', 'running')
+		WHERE concurrency_key = $2 AND workflow_name IS NOT DISTINCT FROM $1 AND state IN ('submitted', 'running')
 		ORDER BY id LIMIT $3`
 
 // Key is a workflow's concurrency key, with whether an instance of it that waits belongs to a
@@ -122,15 +123,16 @@ func (q *Queries) WorkflowKeysOf(ctx context.Context, ids []int64) ([]Key, error
 // same index per key that waits.
 const keysAdmittableSQL = `
 		SELECT h.workflow_name, h.concurrency_key, h.max_active IS NOT NULL AS capped FROM (
-			SELECT DISTINCT ON (workflow_name, concurrency_key) workflow_name, concurrency_key, concurrency_max, max_active
+			SELECT DISTINCT ON (concurrency_key, workflow_name) workflow_name, concurrency_key, concurrency_max, max_active
 			FROM workflow_instance
-			WHERE concurrency_key IS NOT NULL AND state = 'submitted' AND ($1 = '' OR workflow_name = $1)
-			ORDER BY workflow_name, concurrency_key, id
+			WHERE concurrency_key IS NOT NULL AND state = 'submitted'
+			  AND ($1 = '' OR workflow_name IS NOT DISTINCT FROM $1)
+			ORDER BY concurrency_key, workflow_name, id
 		) h
 		WHERE (SELECT count(*) FROM workflow_instance r
-			WHERE r.workflow_name = h.workflow_name AND r.concurrency_key = h.concurrency_key
+			WHERE r.concurrency_key = h.concurrency_key AND r.workflow_name IS NOT DISTINCT FROM h.workflow_name
 			  AND r.state = 'running') < h.concurrency_max
-		ORDER BY h.workflow_name, h.concurrency_key
+		ORDER BY h.concurrency_key, h.workflow_name
 		LIMIT $2`
 
 // WorkflowKeysAdmittable returns up to limit keys (of workflow, or of every workflow for "")
@@ -156,7 +158,7 @@ func (q *Queries) WorkflowKeysAdmittable(ctx context.Context, workflow string, l
 const admitKeyedSQL = `
 		WITH waiting AS (
 			SELECT id, max_active, concurrency_max FROM workflow_instance
-			WHERE workflow_name = $1 AND concurrency_key = $2 AND state = 'submitted' AND owner IS NULL
+			WHERE concurrency_key = $2 AND workflow_name IS NOT DISTINCT FROM $1 AND state = 'submitted' AND owner IS NULL
 			ORDER BY id
 			LIMIT $6
 			FOR UPDATE

@@ -5,10 +5,13 @@
 -- admits it while fewer than concurrency_max instances of its workflow and key run, in id
 -- (submit) order within the key.
 --
--- workflow_instance_key_active holds the waiting and running instances of every key, by key
--- and id: an admission reads its key's entries alone (how many run, which waits first),
--- whatever the number of keys, and so do a when-full: skip or cancel-oldest submission and a
--- rerun. The claim of new instances leaves keyed ones to the admission, so
+-- workflow_instance_key_active holds the waiting and running instances of every key, by key,
+-- workflow and id: an admission reads its key's entries alone (how many run, which waits
+-- first), whatever the number of keys, and so do a when-full: skip or cancel-oldest
+-- submission and a rerun. The key comes first, and the statements test the workflow with IS
+-- NOT DISTINCT FROM, which no index serves: with "workflow_name =", a planner without
+-- statistics takes workflow_instance_active (by workflow alone) as cheap, and reads every
+-- active instance of the workflow, every key's, for each. The claim of new instances leaves keyed ones to the admission, so
 -- workflow_instance_claimable is rebuilt with that condition.
 
 -- +goose Up
@@ -16,7 +19,7 @@ ALTER TABLE workflow_instance
     ADD COLUMN concurrency_key text,
     ADD COLUMN concurrency_max integer CHECK (concurrency_max > 0),
     ADD CONSTRAINT workflow_instance_concurrency_check CHECK ((concurrency_key IS NULL) = (concurrency_max IS NULL));
-CREATE INDEX workflow_instance_key_active ON workflow_instance (workflow_name, concurrency_key, id)
+CREATE INDEX workflow_instance_key_active ON workflow_instance (concurrency_key, workflow_name, id)
     WHERE concurrency_key IS NOT NULL AND state IN ('submitted', 'running');
 DROP INDEX workflow_instance_claimable;
 CREATE INDEX workflow_instance_claimable ON workflow_instance (priority DESC, id)
