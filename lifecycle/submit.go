@@ -51,7 +51,7 @@ func submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version in
 
 // Key is the concurrency key of an instance of spec with params, nil for a workflow without
 // concurrency:. It is rendered over the definition's params overridden by the instance's,
-// the params its tasks see.
+// the params its tasks see; a key that cannot be rendered, or renders empty, is a *KeyError.
 func Key(ctx context.Context, spec *workflow.Spec, params json.RawMessage) (*dao.Concurrency, error) {
 	c := spec.Concurrency
 	if c == nil {
@@ -63,10 +63,18 @@ func Key(ctx context.Context, spec *workflow.Spec, params json.RawMessage) (*dao
 	}
 	key, err := c.RenderKey(ctx, merged)
 	if err != nil {
-		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
+		return nil, &KeyError{fmt.Errorf("submit %s: %w", spec.Name, err)}
 	}
 	return &dao.Concurrency{Key: key, Max: c.Max, WhenFull: c.WhenFull}, nil
 }
+
+// KeyError is a submission refused because its params do not render its workflow's
+// concurrency key: a mistake of the request, not of the system.
+type KeyError struct{ err error }
+
+func (e *KeyError) Error() string { return e.err.Error() }
+
+func (e *KeyError) Unwrap() error { return e.err }
 
 // SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
 // created in a statement, and a commit, shared with the submissions of the same moment from
