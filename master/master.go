@@ -455,8 +455,9 @@ func (m *Master) admitKeys(ctx context.Context, keyed map[int64]struct{}, all bo
 	}
 	got, err := m.drive.AdmitKeys(ctx, nil, claimBatch)
 	m.own(got, dirty)
-	if err != nil {
-		m.warn(ctx, err, "admit waiting workflow instances of concurrency keys")
+	// The claim of the same poll has said the database is away; this says it at debug.
+	if err != nil && ctx.Err() == nil {
+		m.cfg.Log.Debug().Err(err).Msg("could not admit the waiting instances of concurrency keys; trying again at the next poll")
 	}
 	return false
 }
