@@ -28,31 +28,34 @@ func (s *Server) killTask(r *http.Request, id int64) (dao.KillResult, error) {
 	auditDone(r)
 	log := zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", res.WorkflowInstanceID).
 		Int("attempt", res.Attempt)
-	if res.State == dao.TaskKilled {
+	switch res.State {
+	case dao.TaskKilled:
 		log.Msg("killed a queued task instance")
-	} else {
+	case dao.TaskWaiting:
+		log.Msg("killing the items of a for-each")
+	default:
 		log.Str("worker", deref(res.WorkerID)).Msg("asked the worker to kill a running task instance")
 	}
 	return res, nil
 }
 
-func (s *Server) signalTask(r *http.Request, id int64, body signalJSON) (int64, error) {
+func (s *Server) signalTask(r *http.Request, id int64, body signalJSON) (dao.Signalled, error) {
 	ctx := r.Context()
 	// The audit row keeps whether the signal failed the task and its output's size, never the
 	// output itself: it may hold what only the workflow's later tasks should read.
 	auditOf(r).setParams(map[string]any{"fail": body.Fail, "output_bytes": len(body.Output)})
 	ev := s.auditEvent(r)
-	wf, err := lifecycle.Signal(ctx, s.db, id, body.Output, body.Fail, &ev)
+	res, err := lifecycle.Signal(ctx, s.db, id, body.Output, body.Fail, &ev)
 	if err != nil {
 		if errors.Is(err, lifecycle.ErrSignalTooLarge) {
-			return 0, badRequest("%v", err)
+			return res, badRequest("%v", err)
 		}
-		return 0, err
+		return res, err
 	}
 	auditDone(r)
-	zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", wf).Bool("fail", body.Fail).
-		Msg("signalled a waiting task instance")
-	return wf, nil
+	zerolog.Ctx(ctx).Info().Int64("task_instance", id).Int64("workflow_instance", res.WorkflowInstanceID).Bool("fail", body.Fail).
+		Str("state", string(res.State)).Msg("signalled a waiting task instance")
+	return res, nil
 }
 
 func (s *Server) rerunTask(r *http.Request, id int64) (dao.RerunResult, int64, error) {

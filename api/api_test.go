@@ -892,3 +892,100 @@ func TestConcurrencyKeyThroughTheAPI(t *testing.T) {
 		t.Errorf("submission without the key's param: %d %q; want 400 saying the key cannot be rendered", r.status, msg)
 	}
 }
+
+// TestSignalResumesAPausedAgentThroughTheAPI: a paused agent's JSON and page say which step
+// waits; a signal gives that step its output and queues the agent again (state queued,
+// paused_step in the answer), and a second signal is a 409.
+func TestSignalResumesAPausedAgentThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	f := b.seed(t, 6)
+	id := f.byName["t3"]
+	tok := dao.Token{TaskID: id, WorkerID: "w1", Attempt: 1}
+	if err := b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomePaused, Next: dao.TaskWaiting,
+		PausedStep: "approve"}); err != nil {
+		t.Fatal(err)
+	}
+	var task struct {
+		State      string  `json:"state"`
+		PausedStep *string `json:"paused_step"`
+		Attempts   []struct {
+			Outcome *string `json:"outcome"`
+		} `json:"attempts"`
+	}
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d", id), "").json(t, &task)
+	if task.State != "waiting" || task.PausedStep == nil || *task.PausedStep != "approve" || len(task.Attempts) != 1 ||
+		task.Attempts[0].Outcome == nil || *task.Attempts[0].Outcome != "paused" {
+		t.Fatalf("paused agent = %+v; want waiting at approve, its attempt paused", task)
+	}
+	page := b.do(t, "GET", fmt.Sprintf("/tasks/%d", id), "").body
+	if !strings.Contains(page, "is paused at its step <code>approve</code>") || !strings.Contains(page, `id="approve"`) {
+		t.Errorf("the page of the paused agent does not offer to approve its step approve:\n%s", page)
+	}
+
+	path := fmt.Sprintf("/api/v1/task-instances/%d/signal", id)
+	r := b.do(t, "POST", path, `{"output": "ship it"}`, "Content-Type", "application/json")
+	var out map[string]any
+	if r.status != 200 {
+		t.Fatalf("signal: %d %s", r.status, r.body)
+	}
+	if r.json(t, &out); out["state"] != "queued" || out["paused_step"] != "approve" || out["workflow_instance"] != float64(f.wf) {
+		t.Errorf("signal = %v; want the agent queued again from approve", out)
+	}
+	cps, err := b.db.CheckpointListForTask(b.ctx, id)
+	if err != nil || len(cps) != 1 || cps[0].Step != "approve" || cps[0].Output != "ship it" {
+		t.Errorf("checkpoints = %+v, %v; want the signal's output as approve's", cps, err)
+	}
+	task.PausedStep = nil
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d", id), "").json(t, &task)
+	if task.State != "queued" || task.PausedStep != nil {
+		t.Errorf("resumed agent = %+v; want queued, no longer paused", task)
+	}
+	if r := b.do(t, "POST", path, `{"fail": true}`); r.status != 409 || !strings.Contains(r.errorMessage(t), "it is queued") {
+		t.Errorf("second signal: %d %s; want 409", r.status, r.body)
+	}
+}
+
+// TestForEachThroughTheAPI: a for-each's parent shows how many items it has, offers a kill
+// and no signal; the kill answers 202 for the items, which the list shows like any task; a
+// signal to it is a 409.
+func TestForEachThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	f := b.seed(t, 6)
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{
+		{WorkflowInstanceID: f.wf, Name: "sum", Type: "noop", State: dao.TaskWaiting, Group: "g", Items: []string{"a", "b"}},
+		{WorkflowInstanceID: f.wf, Name: "sum[0]", Type: "noop", State: dao.TaskQueued, Group: "g", Params: []byte(`{"item": {"value": "a", "index": 0}}`)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	all, err := b.db.TaskListByWorkflow(b.ctx, f.wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int64{}
+	for _, ti := range all {
+		ids[ti.Name] = ti.ID
+	}
+	page := b.do(t, "GET", fmt.Sprintf("/tasks/%d", ids["sum"]), "").body
+	if !strings.Contains(page, `id="items">2 items`) || !strings.Contains(page, `id="kill"`) || strings.Contains(page, `id="approve"`) {
+		t.Errorf("the parent's page lacks its items or its kill, or offers a signal:\n%s", page)
+	}
+	if item := b.do(t, "GET", fmt.Sprintf("/tasks/%d", ids["sum[0]"]), "").body; !strings.Contains(item, `id="item">#0 of its for-each: a`) {
+		t.Errorf("the item's page does not show its item:\n%s", item)
+	}
+	if r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/signal", ids["sum"]), `{}`); r.status != 409 {
+		t.Errorf("signal of a for-each's parent: %d %s; want 409", r.status, r.body)
+	}
+	r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/kill", ids["sum"]), "")
+	var out map[string]any
+	if r.json(t, &out); r.status != 202 || out["state"] != "waiting" {
+		t.Errorf("kill of a for-each's parent: %d %v; want 202, waiting for its items", r.status, out)
+	}
+	if ti, err := b.db.TaskGet(b.ctx, ids["sum[0]"]); err != nil || ti.State != dao.TaskKilled {
+		t.Errorf("its queued item after the kill = %+v, %v; want killed", ti, err)
+	}
+	if list := b.do(t, "GET", fmt.Sprintf("/?workflow=%d", f.wf), "").body; !strings.Contains(list, "sum[0]") {
+		t.Errorf("the task list lacks the item")
+	}
+}

@@ -55,7 +55,8 @@ func (graph) NodeH() int { return nodeH }
 const statePending = "pending"
 
 // buildGraph lays out spec's tasks with the states of the task instances. Task instances the
-// spec does not name (or all of them, when spec is nil) get a column of their own.
+// spec does not name (or all of them, when spec is nil) get a column of their own, but for
+// the items of its for-each tasks, which their task's node stands for.
 func buildGraph(spec *workflow.Spec, tasks []dao.TaskInstance) graph {
 	byName := map[string]dao.TaskInstance{}
 	for _, t := range tasks {
@@ -87,9 +88,16 @@ func buildGraph(spec *workflow.Spec, tasks []dao.TaskInstance) graph {
 	}
 	extra := len(layers)
 	for _, t := range tasks {
-		if _, ok := layerOf[t.Name]; !ok {
-			place(t.Name, extra)
+		if _, ok := layerOf[t.Name]; ok {
+			continue
 		}
+		// A for-each's items are drawn as its one node, the parent's: there may be thousands.
+		if name, _, item := workflow.ParseItemName(t.Name); item && spec != nil {
+			if ft, ok := spec.Task(name); ok && ft.ForEach != "" {
+				continue
+			}
+		}
+		place(t.Name, extra)
 	}
 	// Order each column by the mean row of each task's dependencies in the column before.
 	row := map[string]float64{}

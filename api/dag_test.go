@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/zksched/zksched/dao"
@@ -60,5 +61,25 @@ func TestLogTextShowsControlCharacters(t *testing.T) {
 		if got := logText(in); got != want {
 			t.Errorf("logText(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestBuildGraphDrawsAForEachAsOneNode: a for-each's items are no nodes of their own; its
+// parent's node carries its state.
+func TestBuildGraphDrawsAForEachAsOneNode(t *testing.T) {
+	t.Parallel()
+	spec := &workflow.Spec{Name: "w", Tasks: []workflow.Task{
+		{Name: "sum", Type: "noop", ForEach: "a"},
+		{Name: "after", Type: "noop", DependsOn: []string{"sum"}},
+	}}
+	tasks := []dao.TaskInstance{{ID: 1, Name: "sum", State: dao.TaskWaiting}, {ID: 2, Name: "sum[0]", State: dao.TaskRunning},
+		{ID: 3, Name: "sum[1]", State: dao.TaskQueued}}
+	g := buildGraph(spec, tasks)
+	var got []string
+	for _, n := range g.Nodes {
+		got = append(got, n.Name+"="+n.State)
+	}
+	if want := "[sum=waiting after=pending]"; fmt.Sprint(got) != want {
+		t.Errorf("nodes %v, want %s", got, want)
 	}
 }

@@ -35,6 +35,8 @@ type taskDetail struct {
 	// Usage is the token usage of the task's result (LLM and agent tasks): the task's own
 	// record, or else the sum of its checkpoints.
 	Usage tokenUsage
+	// Child is the instance a workflow task started; nil for none.
+	Child *int64
 }
 
 // attemptView is one attempt with what its failover, if any, was.
@@ -162,6 +164,15 @@ func (s *Server) taskByID(ctx context.Context, id int64) (*taskDetail, error) {
 	if t.Usage != nil {
 		d.Usage = parseUsage(*t.Usage)
 	}
+	if t.Type == workflow.TypeWorkflow {
+		children, err := s.db.TaskChildren(ctx, t.WorkflowInstanceID)
+		if err != nil {
+			return nil, err
+		}
+		if c, ok := children[t.ID]; ok {
+			d.Child = &c
+		}
+	}
 	return d, nil
 }
 
@@ -177,6 +188,10 @@ type workflowDetail struct {
 	Graph    graph
 	// Spec is nil when the definition does not parse.
 	Spec *workflow.Spec
+	// Parent is the task that started the instance, if a workflow task did.
+	Parent dao.ParentLink
+	// Children are the instances its workflow tasks started, by task instance.
+	Children map[int64]int64
 }
 
 // loadWorkflow loads the workflow instance named by the request's path, after checking that
@@ -205,6 +220,12 @@ func (s *Server) workflowByID(ctx context.Context, id int64) (*workflowDetail, e
 		return nil, err
 	}
 	d := &workflowDetail{Workflow: *wf, Tasks: tasks}
+	if d.Parent, err = s.db.WorkflowParent(ctx, id); err != nil {
+		return nil, err
+	}
+	if d.Children, err = s.db.TaskChildren(ctx, id); err != nil {
+		return nil, err
+	}
 	spec, err := s.spec(ctx, wf)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Int64("workflow_instance", id).Msg("definition does not parse; no graph")

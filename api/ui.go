@@ -15,6 +15,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/workflow"
 )
 
 //go:embed templates/*.html
@@ -121,6 +122,7 @@ var flashes = map[string]string{
 	"rerun":          "Rerun: the task is queued again.",
 	"approved":       "Approved: the task succeeded with your text as its output; the workflow goes on.",
 	"rejected":       "Rejected: the task failed with your text as its reason.",
+	"resumed":        "Approved: your text is the output of the step that waited; the agent is queued to go on from the next step.",
 	"rerun-workflow": "Rerun: the failed and killed tasks are queued again.",
 	"stopped":        "Stopped: queued tasks were killed and the running ones are being stopped.",
 }
@@ -227,9 +229,14 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 	p := &taskPage{base: base{Title: fmt.Sprintf("Task %d %s", id, d.Task.Name), Nav: "tasks",
 		Flash: flashes[r.URL.Query().Get("done")]}, taskDetail: d}
 	st := d.Task.State
-	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning) && s.may(r, "POST /tasks/{id}/kill")
+	forEach := d.Task.ItemCount != nil
+	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning || (st == dao.TaskWaiting && forEach && !d.Task.KillRequested)) &&
+		s.may(r, "POST /tasks/{id}/kill")
 	p.CanRerun = (st == dao.TaskFailed || st == dao.TaskKilled) && s.may(r, "POST /tasks/{id}/rerun")
-	p.CanSignal = st == dao.TaskWaiting && s.may(r, "POST /tasks/{id}/signal")
+	// A wait task and a paused agent wait for a signal; a for-each's parent waits for its
+	// items, a workflow task for its child.
+	p.CanSignal = st == dao.TaskWaiting && (d.Task.Type == workflow.TypeWait || d.Task.PausedStep != nil) &&
+		s.may(r, "POST /tasks/{id}/signal")
 	if d.Task.Attempt > 0 {
 		if p.LogAttempt, err = q.intRange("attempt", d.Task.Attempt, 1, d.Task.Attempt); err != nil {
 			return err
@@ -305,12 +312,16 @@ func (s *Server) formTaskSignal(w http.ResponseWriter, r *http.Request) error {
 		return badRequest("decision must be approve or reject")
 	}
 	body.Output = r.PostForm.Get("output")
-	if _, err := s.signalTask(r, id, body); err != nil {
+	res, err := s.signalTask(r, id, body)
+	if err != nil {
 		return err
 	}
 	done := "approved"
-	if body.Fail {
+	switch {
+	case body.Fail:
 		done = "rejected"
+	case res.PausedStep != nil:
+		done = "resumed"
 	}
 	http.Redirect(w, r, fmt.Sprintf("/tasks/%d?done=%s", id, done), http.StatusSeeOther)
 	return nil

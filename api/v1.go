@@ -77,6 +77,12 @@ type taskJSON struct {
 	QueuedAt  time.Time        `json:"queued_at"`
 	StartedAt *time.Time       `json:"started_at"`
 	EndedAt   *time.Time       `json:"ended_at"`
+	// ChildWorkflowInstanceID is the instance a workflow task started (details only).
+	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
+	// PausedStep is the wait step a paused agent waits at for its signal.
+	PausedStep *string `json:"paused_step,omitempty"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
+	ItemCount *int `json:"item_count,omitempty"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -85,7 +91,8 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
-		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt}
+		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, PausedStep: t.PausedStep,
+		ItemCount: t.ItemCount}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
 	}
@@ -140,6 +147,7 @@ func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := taskDetailJSON{taskJSON: taskToJSON(d.Task, d.Workflow.WorkflowName), Attempts: []attemptJSON{},
 		Checkpoints: []checkpointJSON{}, TokenUsage: d.Usage}
+	out.ChildWorkflowInstanceID = d.Child
 	for _, a := range d.Attempts {
 		aj := attemptJSON{Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
 			ExitCode: a.ExitCode, Error: a.Error, Usage: a.Usage}
@@ -220,6 +228,12 @@ func (s *Server) apiTaskKill(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, body)
 		return nil
 	}
+	if res.State == dao.TaskWaiting {
+		body["message"] = "kill requested: the for-each's queued items are killed, the workers of its running ones stop them, " +
+			"no further item is created, and it becomes killed once they have ended"
+		writeJSON(w, http.StatusAccepted, body)
+		return nil
+	}
 	body["worker"] = res.WorkerID
 	body["message"] = "kill requested: the worker stops the attempt and the task becomes killed"
 	writeJSON(w, http.StatusAccepted, body)
@@ -233,8 +247,10 @@ type signalJSON struct {
 }
 
 // apiTaskSignal ends the waiting task instance {id} with the body's output, succeeded, or
-// failed with it as its error when fail is true: 200. A task that is not waiting (signalled
-// already, timed out, killed, or not a wait task) answers 409 and changes nothing.
+// failed with it as its error when fail is true: 200. A paused agent is resumed instead of
+// succeeding (state queued, paused_step the step the output was given to). A task that is
+// not waiting (signalled already, timed out, killed, or neither a wait task nor a paused
+// agent) answers 409 and changes nothing.
 func (s *Server) apiTaskSignal(w http.ResponseWriter, r *http.Request) error {
 	id, err := pathID(r, "task instance")
 	if err != nil {
@@ -244,15 +260,15 @@ func (s *Server) apiTaskSignal(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	wf, err := s.signalTask(r, id, body)
+	res, err := s.signalTask(r, id, body)
 	if err != nil {
 		return err
 	}
-	state := dao.TaskSucceeded
-	if body.Fail {
-		state = dao.TaskFailed
+	out := map[string]any{"task_instance": id, "workflow_instance": res.WorkflowInstanceID, "state": res.State}
+	if res.PausedStep != nil {
+		out["paused_step"] = *res.PausedStep
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"task_instance": id, "workflow_instance": wf, "state": state})
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
@@ -293,6 +309,11 @@ type workflowJSON struct {
 	EndedAt        *time.Time `json:"ended_at"`
 	// TaskStates counts the task instances by state (lists only).
 	TaskStates dao.TaskStateCounts `json:"task_states,omitempty"`
+	// ParentWorkflowInstanceID and ParentTaskInstanceID are where a child workflow instance
+	// came from: the workflow task that started it and that task's instance (details only).
+	// The task is left out once a rerun has replaced it.
+	ParentWorkflowInstanceID *int64 `json:"parent_workflow_instance_id,omitempty"`
+	ParentTaskInstanceID     *int64 `json:"parent_task_instance_id,omitempty"`
 }
 
 func workflowToJSON(w dao.WorkflowInstance) workflowJSON {
@@ -326,8 +347,13 @@ func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	out := workflowDetailJSON{workflowJSON: workflowToJSON(d.Workflow), Tasks: []taskJSON{}, Graph: d.Graph}
+	out.ParentWorkflowInstanceID, out.ParentTaskInstanceID = d.Parent.Workflow, d.Parent.Task
 	for _, t := range d.Tasks {
-		out.Tasks = append(out.Tasks, taskToJSON(t, d.Workflow.WorkflowName))
+		j := taskToJSON(t, d.Workflow.WorkflowName)
+		if c, ok := d.Children[t.ID]; ok {
+			j.ChildWorkflowInstanceID = &c
+		}
+		out.Tasks = append(out.Tasks, j)
 	}
 	if out.Graph.Edges == nil {
 		out.Graph.Edges = []graphEdge{}

@@ -49,15 +49,17 @@ admin.enableServer=false
 CFG
   cat > "$zk_dir/log4j.properties" <<'CFG'
 log4j.rootLogger=INFO, FILE
-log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE=org.apache.log4j.RollingFileAppender
 log4j.appender.FILE.File=${zookeeper.log.file}
+log4j.appender.FILE.MaxFileSize=16MB
+log4j.appender.FILE.MaxBackupIndex=2
 log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
 log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
 CFG
   log "starting zookeeper on 127.0.0.1:$zk_port (data in $zk_dir)"
   ( cd "$zk_dir" && exec setsid java -Xmx512m \
       -Dzookeeper.log.file="$zk_dir/zookeeper.log" -Dlog4j.configuration="file:$zk_dir/log4j.properties" \
-      -cp "/usr/share/java/zookeeper.jar:/usr/share/java/*" \
+      -cp /usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar \
       org.apache.zookeeper.server.quorum.QuorumPeerMain "$zk_dir/zoo.cfg" \
       >"$zk_dir/stdout.log" 2>&1 </dev/null & echo $! > "$zk_dir/pid" )
   for _ in $(seq 1 120); do zk_ok && { log "zookeeper up"; return; }; sleep 0.25; done

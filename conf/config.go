@@ -345,7 +345,7 @@ type Worker struct {
 	// TaskEnv names the variables of the worker's environment that shell tasks inherit
 	// besides [DefaultTaskEnv] (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR):
 	// names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
-	// own ZKSCHED_TASK_*, ZKSCHED_PARAM_* and ZKSCHED_UPSTREAM_* variables, and nothing else
+	// own ZKSCHED_TASK_*, ZKSCHED_PARAM_*, ZKSCHED_UPSTREAM_*, ZKSCHED_ITEM and ZKSCHED_INDEX variables, and nothing else
 	// the worker holds, so neither its database DSN, its API token nor a model key. An entry
 	// that would let through a ZKSCHED_* variable or a provider's api-key-env is refused
 	// ([Config.SecretEnvNames]).

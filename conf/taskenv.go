@@ -27,8 +27,8 @@ func MatchEnvPattern(pattern, name string) bool {
 // SecretEnvNames are the names of the variables of the worker's environment no shell task
 // ever inherits, whatever [Worker.TaskEnv] says: every variable starting with ZKSCHED_ (the
 // config overrides, ZKSCHED_DB_DSN and ZKSCHED_API_TOKEN among them, as the patterns
-// "ZKSCHED_*") and each provider's api-key-env. A task's own ZKSCHED_TASK_*, ZKSCHED_PARAM_*
-// and ZKSCHED_UPSTREAM_* variables are given to it by the worker, never inherited.
+// "ZKSCHED_*") and each provider's api-key-env. A task's own ZKSCHED_TASK_*, ZKSCHED_PARAM_*,
+// ZKSCHED_UPSTREAM_*, ZKSCHED_ITEM and ZKSCHED_INDEX variables are given to it by the worker, never inherited.
 func (c *Config) SecretEnvNames() []string {
 	names := []string{envPrefix + "*"}
 	for _, name := range sortedKeys(c.LLM.Providers) {
@@ -146,7 +146,7 @@ func (v *validation) taskEnv(c *Config) {
 			if spattern {
 				v.problem(key, "%q would pass ZKSCHED_* variables to tasks: they hold the worker's configuration, its database "+
 					"DSN and API token among them, and are never given to tasks; a task gets its own ZKSCHED_TASK_*, "+
-					"ZKSCHED_PARAM_* and ZKSCHED_UPSTREAM_* variables without being listed", entry)
+					"ZKSCHED_PARAM_*, ZKSCHED_UPSTREAM_*, ZKSCHED_ITEM and ZKSCHED_INDEX variables without being listed", entry)
 			} else {
 				v.problem(key, "%q would pass %s, a model provider's API key (llm.providers.*.api-key-env), to every task; "+
 					"keys are never given to tasks: list only the variables tasks need", entry, sname)

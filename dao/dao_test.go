@@ -1167,6 +1167,37 @@ func TestSweepLeavesWaitingInstances(t *testing.T) {
 	}
 }
 
+// TestSweepTakesAForEachWithoutLiveItems: a for-each task's parent waits for its items, not
+// for a signal: an unowned instance whose parent has a queued item is live, but once its
+// items have ended, and StrandedAfter passed with no wake-up heard, the sweep takes it, for a
+// master to create the next items or end the parent.
+func TestSweepTakesAForEachWithoutLiveItems(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := daotest.Submit(t, b.db, "each", map[string]any{"name": "each"})
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{
+		{WorkflowInstanceID: wf, Name: "sum", Type: "noop", State: dao.TaskWaiting, Group: "default", Items: []string{"a", "b"}},
+		{WorkflowInstanceID: wf, Name: "sum[0]", Type: "noop", State: dao.TaskQueued, Group: "default"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE workflow_instance SET state = 'running' WHERE id = $1`, wf); err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, b, wf)
+	if got, err := sweep(b)(b.ctx, "m1", 100); err != nil || len(got) != 0 {
+		t.Fatalf("the sweep took %+v (%v), whose item is queued", got, err)
+	}
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE task_instance SET state = 'succeeded', ended_at = now()
+		WHERE workflow_instance_id = $1 AND name = 'sum[0]'`, wf); err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, b, wf)
+	if got, err := sweep(b)(b.ctx, "m1", 100); err != nil || len(got) != 1 || got[0].ID != wf {
+		t.Fatalf("the sweep took %+v (%v), want %d, whose parent waits on no live item", got, err, wf)
+	}
+}
+
 // TestReleaseWakesMastersWithTheIDs: a failover's release of a lost master's instances wakes
 // the masters with the released ids, as the end of a task of theirs would, so a master locks
 // and advances them at once (the claim of new instances no longer takes running ones).

@@ -32,6 +32,12 @@ const (
 // FinishManySQL is the worker's finish, for the plan test.
 const FinishManySQL = finishManySQL
 
+// The signal's statements, for the column test.
+const (
+	EndWaitingSQL         = endWaitingSQL
+	WaitingPastTimeoutSQL = waitingPastTimeoutSQL
+)
+
 // CreateSQL and CreateArgs are the bulk submission's statement and parameters.
 const CreateSQL = createSQL
 
@@ -42,6 +48,7 @@ const (
 	TaskGetSQL            = taskGetSQL
 	TaskListByWorkflowSQL = taskListByWorkflowSQL
 	WorkflowGetSQL        = workflowGetSQL
+	WorkflowParentSQL     = workflowParentSQL
 	LockIfOwnedSQL        = lockIfOwnedSQL
 	AdmitSQL              = admitSQL
 	AdmitKeyedSQL         = admitKeyedSQL

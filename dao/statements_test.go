@@ -79,10 +79,12 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"TaskClaimQueued", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
 		{"TaskClaimQueuedUnpooled", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
 		{"TaskGet", dao.TaskGetSQL, []any{0}, task},
+		{"TaskListByWorkflows", dao.ListByWorkflowsSQL, []any{none}, dbTags(&dao.TaskOutcome{})},
 		{"TaskListByWorkflow", dao.TaskListByWorkflowSQL, []any{0}, task},
 		{"TaskListPage, older", dao.TaskListOlderSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
 		{"TaskListPage, newer", dao.TaskListNewerSQL, []any{"", 0, "", "", nil, nil, 0, 1}, dbTags(&dao.TaskRow{})},
 		{"WorkflowGet", dao.WorkflowGetSQL, []any{0}, plain},
+		{"WorkflowParent", dao.WorkflowParentSQL, []any{0}, dbTags(&dao.ParentLink{})},
 		{"WorkflowLockIfOwned", dao.LockIfOwnedSQL, []any{0, "m1"}, plain},
 		{"WorkflowAdmitIfUnderCap", dao.AdmitSQL, []any{"wf", "m1", 1, 0}, plain},
 		{"WorkflowAdmitKeyedIfUnderMax", dao.AdmitKeyedSQL, []any{"wf", "k", "m1", 0, nil, 1}, plain},
@@ -96,6 +98,8 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"ScheduleLock", dao.ScheduleLockSQL, []any{"wf"}, dbTags(&dao.Schedule{})},
 		{"ScheduleLockIfDue", dao.ScheduleLockIfDueSQL, []any{"wf", time.Now()}, dbTags(&dao.Schedule{})},
 		{"ScheduleList", dao.ScheduleListSQL, nil, dbTags(&dao.ScheduleRow{})},
+		{"TaskEndIfWaiting", dao.EndWaitingSQL, []any{0, "succeeded", "out", nil, "m", "t"}, dbTags(&dao.Signalled{})},
+		{"TaskListWaitingPastTimeout", dao.WaitingPastTimeoutSQL, []any{1}, dbTags(&dao.WaitingPastTimeout{})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// On an empty schema, in a transaction rolled back: the statements write nothing.

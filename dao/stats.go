@@ -177,3 +177,72 @@ const (
 			  AND ($2 = '' OR w.workflow_name = $2)
 			GROUP BY w.id, w.created_at) x`
 )
+
+// SignalLatencyFrom measures the signalled wait tasks tasks from when their signals were
+// called: sent[i] is when the signal of tasks[i] was, in microseconds since the Unix epoch
+// (on the database host's clock: the benchmark runs there). Queued is signal → the next task
+// of its workflow instance created, Start signal → it started, Finish signal → the instance
+// finished. The next task is the first one of the instance created after the wait ended.
+func (q *Queries) SignalLatencyFrom(ctx context.Context, tasks []int64, sent []int64) (*LatencyStats, error) {
+	var st LatencyStats
+	for _, c := range []struct {
+		into  *Percentiles
+		query string
+	}{{&st.Finish, signalFinishLatencySQL}, {&st.Start, signalStartLatencySQL}, {&st.Queued, signalQueuedLatencySQL}} {
+		if err := sqlxGet(ctx, q, c.into, c.query, pq.Array(tasks), pq.Array(sent)); err != nil {
+			return nil, fmt.Errorf("signal latency: %w", err)
+		}
+	}
+	return &st, nil
+}
+
+// signalFinishLatencySQL, signalStartLatencySQL and signalQueuedLatencySQL are
+// SignalLatencyFrom's statements: $1 the signalled tasks, $2 when each signal was called.
+const (
+	signalFinishLatencySQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM w.ended_at - to_timestamp(x.sent / 1e6)) * 1000 AS ms
+			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
+			JOIN task_instance t ON t.id = x.id
+			JOIN workflow_instance w ON w.id = t.workflow_instance_id) m
+		WHERE ms IS NOT NULL`
+	signalStartLatencySQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM (SELECT n.started_at FROM task_instance n
+					WHERE n.workflow_instance_id = t.workflow_instance_id AND n.queued_at >= t.ended_at
+					ORDER BY n.queued_at, n.id LIMIT 1)
+				- to_timestamp(x.sent / 1e6)) * 1000 AS ms
+			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
+			JOIN task_instance t ON t.id = x.id) m
+		WHERE ms IS NOT NULL`
+	signalQueuedLatencySQL = `
+		SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), 0) AS p50,
+			coalesce(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms), 0) AS p95,
+			coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms), 0) AS p99,
+			coalesce(max(ms), 0) AS max
+		FROM (
+			SELECT extract(epoch FROM (SELECT min(n.queued_at) FROM task_instance n
+					WHERE n.workflow_instance_id = t.workflow_instance_id AND n.queued_at >= t.ended_at)
+				- to_timestamp(x.sent / 1e6)) * 1000 AS ms
+			FROM unnest($1::bigint[], $2::bigint[]) AS x(id, sent)
+			JOIN task_instance t ON t.id = x.id) m
+		WHERE ms IS NOT NULL`
+)
+
+// SignalledUnfinished counts the unfinished workflow instances of the tasks tasks.
+func (q *Queries) SignalledUnfinished(ctx context.Context, tasks []int64) (int, error) {
+	var n int
+	if err := sqlxGet(ctx, q, &n, `SELECT count(*) FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id
+		WHERE t.id = ANY($1) AND w.ended_at IS NULL`, pq.Array(tasks)); err != nil {
+		return 0, fmt.Errorf("count unfinished signalled workflow instances: %w", err)
+	}
+	return n, nil
+}

@@ -43,47 +43,108 @@ func (e *ConflictError) Error() string {
 type KillResult struct {
 	TaskID             int64
 	WorkflowInstanceID int64
-	// State is TaskKilled when the task was still queued and is now killed, or TaskRunning
-	// when its worker has been asked to stop it (the state becomes killed when it has).
+	// State is TaskKilled when the task was still queued (or waiting for a signal) and is
+	// now killed, TaskRunning when its worker has been asked to stop it (the state becomes
+	// killed when it has), or TaskWaiting for the parent of a for-each task's items: its
+	// queued items are killed, the workers of its running ones asked to stop them, and it
+	// ends killed once they have all ended.
 	State    TaskState
 	WorkerID *string
 	Attempt  int
 }
 
+// killSQL is TaskKillIfQueuedOrRunning's statement: $1 the task; $2 the masters' channel,
+// woken with its workflow instance; $3 the workers' kill channel, woken with a worker's id.
+const killSQL = `
+		WITH t AS (
+			-- A for-each task's parent waits for its items: it is not killed here but marked,
+			-- and its master ends it killed once they have ended (lifecycle.Driver).
+			UPDATE task_instance SET
+				state = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN 'killed' ELSE state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN now() ELSE ended_at END,
+				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran'
+					WHEN state = 'waiting' AND item_count IS NULL THEN 'killed by an operator while it waited' ELSE error END,
+				paused_step = NULL
+			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
+			RETURNING id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
+		), woken AS (
+			SELECT pg_notify(CASE WHEN state = 'running' THEN $3 ELSE $2 END,
+				CASE WHEN state = 'running' THEN worker_id ELSE workflow_instance_id::text END) FROM t
+		)
+		SELECT id, workflow_instance_id, state, worker_id, attempt, child_workflow_instance_id
+		FROM t, (SELECT count(*) FROM woken) w`
+
+// killItemsSQL is the statement TaskKillIfQueuedOrRunning runs after killSQL for a for-each
+// task's parent $1, marked: its items (task names hold no '['), the queued ones and the
+// agents paused for a signal killed at once, the running ones asked to stop; $2 the workers'
+// kill channel.
+const killItemsSQL = `
+		WITH i AS (
+			UPDATE task_instance i SET
+				state = CASE WHEN i.state IN ('queued', 'waiting') THEN 'killed' ELSE i.state END,
+				kill_requested = true,
+				not_before = NULL,
+				ended_at = CASE WHEN i.state IN ('queued', 'waiting') THEN now() ELSE i.ended_at END,
+				error = CASE WHEN i.state = 'queued' THEN 'killed by an operator before it ran'
+					WHEN i.state = 'waiting' THEN 'killed by an operator while it waited' ELSE i.error END,
+				paused_step = NULL
+			FROM task_instance p
+			WHERE p.id = $1 AND i.workflow_instance_id = p.workflow_instance_id
+			  AND starts_with(i.name, p.name || '[') AND i.state IN ('queued', 'waiting', 'running')
+			RETURNING i.state, i.worker_id
+		)
+		SELECT count(*) FROM (SELECT pg_notify($2, w.worker_id) FROM (SELECT DISTINCT worker_id FROM i
+			WHERE state = 'running' AND worker_id IS NOT NULL) w) n`
+
 // TaskKillIfQueuedOrRunning is the transition "killed": it kills a queued task instance at once, or asks the worker of a running one to stop
 // it: kill_requested is set and the worker is woken. Both in one statement conditioned on the
 // state, so a worker claiming or finishing the task at the same moment either sees the kill or
 // wins the race (the kill then reports a ConflictError). The owning master is woken when the
-// task was killed at once, so it skips the downstream tasks.
+// task was killed at once, so it skips the downstream tasks. A waiting workflow task's child
+// is stopped with it, and the child's own children in turn: call it in a transaction.
+//
+// The parent of a for-each task's items is marked kill_requested and the masters are woken,
+// so that no further item is created and the parent ends killed once its items have; a
+// second statement then kills its queued items and asks the workers of its running ones to
+// stop them. It comes after the mark, with a snapshot of its own: an advance creating items
+// holds the parent's row (TaskForEachItems), so the mark waits for it to commit and the
+// second statement sees what it created, while an advance after the mark creates nothing.
 func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (KillResult, error) {
+	if err := q.lockChildren(ctx, nil, []int64{id}); err != nil {
+		return KillResult{}, err
+	}
 	var r []struct {
 		ID                 int64     `db:"id"`
 		WorkflowInstanceID int64     `db:"workflow_instance_id"`
 		State              TaskState `db:"state"`
 		WorkerID           *string   `db:"worker_id"`
 		Attempt            int       `db:"attempt"`
+		Child              *int64    `db:"child_workflow_instance_id"`
 	}
-	err := sqlxSelect(ctx, q, &r, `
-		WITH t AS (
-			UPDATE task_instance SET
-				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-				kill_requested = true,
-				not_before = NULL,
-				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed by an operator before it ran' ELSE error END
-			WHERE id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING id, workflow_instance_id, state, worker_id, attempt
-		), woken AS (
-			SELECT pg_notify(CASE WHEN state = 'killed' THEN $2 ELSE $3 END,
-				CASE WHEN state = 'killed' THEN workflow_instance_id::text ELSE worker_id END) FROM t
-		)
-		SELECT id, workflow_instance_id, state, worker_id, attempt FROM t, (SELECT count(*) FROM woken) w`,
-		id, q.ch.master, q.ch.kill)
+	err := sqlxSelect(ctx, q, &r, killSQL, id, q.ch.master, q.ch.kill)
 	if err != nil {
 		return KillResult{}, fmt.Errorf("kill task instance %d: %w", id, err)
 	}
 	if len(r) == 0 {
 		return KillResult{}, q.taskConflict(ctx, id, "kill")
+	}
+	if c := r[0].Child; c != nil && r[0].State == TaskKilled {
+		// A workflow task's child stops with it.
+		workers := map[string]bool{}
+		stop := childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id)}
+		if _, err := q.workflowStopChildren(ctx, []childStop{stop}, workers); err != nil {
+			return KillResult{}, err
+		}
+		for w := range workers {
+			q.notify(q.ch.kill, w)
+		}
+	}
+	if r[0].State == TaskWaiting {
+		if _, err := q.q.ExecContext(ctx, killItemsSQL, id, q.ch.kill); err != nil {
+			return KillResult{}, fmt.Errorf("kill the items of task instance %d: %w", id, err)
+		}
 	}
 	return KillResult{TaskID: r[0].ID, WorkflowInstanceID: r[0].WorkflowInstanceID, State: r[0].State,
 		WorkerID: r[0].WorkerID, Attempt: r[0].Attempt}, nil
@@ -123,7 +184,8 @@ func (q *Queries) TaskListKillRequested(ctx context.Context, worker string) ([]T
 
 // RerunResult is what a rerun did.
 type RerunResult struct {
-	// Requeued are the task instances put back in the queue.
+	// Requeued are the task instances put back in the queue, and the for-each parents put
+	// back to waiting for their items.
 	Requeued []int64
 	// Deleted counts the skipped task instances removed for the master to create again.
 	Deleted int
@@ -133,9 +195,11 @@ type RerunResult struct {
 }
 
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
-// the queue (retries reset, attempt numbers going on so every fencing token stays unique),
+// the queue (retries reset, attempt numbers going on so every fencing token stays unique;
+// a for-each task's parent waiting again, for its master to create its items never created),
 // deletes the task instances named in recreate that ended without an attempt — skipped,
-// failed at their creation, a wait task failed or killed — so the master creates them again, deciding anew, once their
+// failed at their creation, a wait or workflow task failed or killed; never a for-each
+// task's parent, which keeps its items — so the master creates them again, deciding anew, once their
 // dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
 // that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
 // masters are woken with its id, as by the end of a task of it, so one locks it at once and
@@ -186,15 +250,19 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 			return &ConflictError{Kind: "workflow", ID: workflowID, State: string(wf.State), Action: "rerun", Reason: keyFull}
 		}
 		var requeued []struct {
-			ID    int64  `db:"id"`
-			Group string `db:"worker_group"`
+			ID    int64     `db:"id"`
+			State TaskState `db:"state"`
+			Group string    `db:"worker_group"`
 		}
+		// A for-each task's parent waits again, for the items rerun with it and those never
+		// created, which its master creates.
 		err = sqlxSelect(ctx, q, &requeued, `
-			UPDATE task_instance SET state = 'queued', worker_id = NULL, retries = 0,
+			UPDATE task_instance SET state = CASE WHEN item_count IS NULL THEN 'queued' ELSE 'waiting' END,
+				worker_id = NULL, retries = 0,
 				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL,
-				started_at = NULL, ended_at = NULL, queued_at = now()
+				started_at = CASE WHEN item_count IS NULL THEN NULL ELSE now() END, ended_at = NULL, queued_at = now()
 			WHERE workflow_instance_id = $1 AND id = ANY($2) AND state IN ('failed', 'killed')
-			RETURNING id, worker_group`, workflowID, pq.Array(taskIDs))
+			RETURNING id, state, worker_group`, workflowID, pq.Array(taskIDs))
 		if err != nil {
 			return fmt.Errorf("requeue tasks of workflow instance %d: %w", workflowID, err)
 		}
@@ -212,11 +280,13 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		groups := map[string]bool{}
 		for _, r := range requeued {
 			res.Requeued = append(res.Requeued, r.ID)
-			groups[r.Group] = true
+			if r.State == TaskQueued {
+				groups[r.Group] = true
+			}
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)
-				AND (state = 'skipped' OR (attempt = 0 AND (state = 'failed' OR (state = 'killed' AND type = 'wait'))))`, workflowID, pq.Array(recreate))
+				AND (state = 'skipped' OR (attempt = 0 AND item_count IS NULL AND (state = 'failed' OR (state = 'killed' AND type IN ('wait', 'workflow')))))`, workflowID, pq.Array(recreate))
 		if err != nil {
 			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}
@@ -261,10 +331,12 @@ type StopResult struct {
 }
 
 // WorkflowStopIfActive is the transition "stopped": it stops a submitted or running workflow instance: it becomes stopped, its queued
-// task instances are killed and the workers of its running ones are asked to kill them. The
-// owning master finds the instance no longer running at its next advance and lets go of it.
-// A stopped instance of a capped workflow or with a concurrency key frees its slot: the
-// masters are woken to admit the next.
+// and waiting task instances are killed and the workers of its running ones are asked to kill
+// them. The children its workflow tasks started stop with it, and theirs in turn; if it is a
+// child itself, its parent task fails (TaskEndIfChildEnded). The owning master finds the
+// instance no longer running at its next advance and lets go of it. A stopped instance of a
+// capped workflow or with a concurrency key frees its slot: the masters are woken to admit
+// the next.
 //
 // ev, unless nil, is the stop's audit_event row, written in its transaction: the stop
 // happens only if its record is written with it.
@@ -285,56 +357,44 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 // error being errMsg: an operator's stop, or a submission's when-full: cancel-oldest
 // (WorkflowCreate).
 func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, errMsg string, ev *AuditEvent) (StopResult, error) {
-	var res StopResult
 	var stopped []struct {
-		Capped bool `db:"capped"`
-		Keyed  bool `db:"keyed"`
+		ID     int64 `db:"id"`
+		Capped bool  `db:"capped"`
+		Keyed  bool  `db:"keyed"`
 	}
 	err := sqlxSelect(ctx, q, &stopped, `UPDATE workflow_instance SET state = 'stopped', ended_at = now(),
 		error = $2
 		WHERE id = $1 AND state IN ('submitted', 'running')
-		RETURNING max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed`, workflowID, errMsg)
+		RETURNING id, max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed`, workflowID, errMsg)
 	if err != nil {
-		return res, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
+		return StopResult{}, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
 	}
 	if len(stopped) == 0 {
 		var state string
 		err := sqlxGet(ctx, q, &state, `SELECT state FROM workflow_instance WHERE id = $1`, workflowID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return res, fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
+			return StopResult{}, fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
 		}
 		if err != nil {
-			return res, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
+			return StopResult{}, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
 		}
-		return res, &ConflictError{Kind: "workflow", ID: workflowID, State: state, Action: "stop"}
+		return StopResult{}, &ConflictError{Kind: "workflow", ID: workflowID, State: state, Action: "stop"}
 	}
-	var tasks []struct {
-		State    TaskState `db:"state"`
-		WorkerID *string   `db:"worker_id"`
-	}
-	err = sqlxSelect(ctx, q, &tasks, `
-		UPDATE task_instance SET
-			state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-			kill_requested = true,
-			not_before = NULL,
-			ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-			error = CASE WHEN state IN ('queued', 'waiting') THEN 'killed: the workflow was stopped' ELSE error END
-		WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
-		RETURNING state, worker_id`, workflowID)
-	if err != nil {
-		return res, fmt.Errorf("kill tasks of workflow instance %d: %w", workflowID, err)
-	}
+	ids := []int64{workflowID}
 	workers := map[string]bool{}
-	for _, t := range tasks {
-		if t.State == TaskKilled {
-			res.Killed++
-			continue
-		}
-		res.KillRequested++
-		if t.WorkerID != nil {
-			workers[*t.WorkerID] = true
-		}
+	r, children, err := q.killTasksOf(ctx, ids, "killed: the workflow was stopped", workers)
+	if err != nil {
+		return StopResult{}, err
 	}
+	// Its children stop with it, and a child's parent task ends with it.
+	sub, err := q.workflowStopChildren(ctx, children, workers)
+	if err != nil {
+		return StopResult{}, err
+	}
+	if err := q.endParentsOf(ctx, ids, nil); err != nil {
+		return StopResult{}, err
+	}
+	res := StopResult{Killed: r.Killed + sub.Killed, KillRequested: r.KillRequested + sub.KillRequested}
 	for w := range workers {
 		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
 			return res, fmt.Errorf("wake worker %s: %w", w, err)
@@ -345,7 +405,7 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 	}
 	// The slot it held, or would have taken, is free.
 	if stopped[0].Keyed {
-		q.notifyKeys([]int64{workflowID})
+		q.notifyKeys(ids)
 	}
 	if stopped[0].Capped {
 		q.notify(q.ch.master, "")
@@ -357,58 +417,98 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 }
 
 // endWaitingSQL is TaskEndIfWaiting's statement: $1 the task, $2 its end state, $3 its
-// output, $4 its error; $5 the masters' channel, woken with the task's workflow instance.
+// output, $4 its error; $5 the masters' channel, woken with the task's workflow instance,
+// $6 the workers', woken with the task's group when a paused agent is queued again.
+//
+// A wait task ends as $2 says. A paused agent (paused_step set) that $2 ends succeeded is
+// resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,
+// and the task is queued, for any worker to go on from the next step; one that $2 fails ends
+// failed, its error naming the step. w locks the row first, so a second signal, or a timeout
+// racing this one, waits for it and then finds the task no longer waiting.
 const endWaitingSQL = `
-		WITH t AS (
-			UPDATE task_instance SET state = $2, output = $3, error = $4, ended_at = now()
-			WHERE id = $1 AND state = 'waiting' AND type = 'wait'
-			RETURNING workflow_instance_id
+		WITH w AS (
+			SELECT id, paused_step FROM task_instance
+			WHERE id = $1 AND state = 'waiting' AND (type = 'wait' OR paused_step IS NOT NULL)
+			FOR UPDATE
+		), t AS (
+			UPDATE task_instance ti SET
+				state = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN 'queued' ELSE $2 END,
+				output = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN ti.output ELSE $3 END,
+				error = CASE WHEN w.paused_step IS NOT NULL THEN 'step ' || w.paused_step || ': ' || $4 ELSE $4 END,
+				ended_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN NULL ELSE now() END,
+				queued_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN now() ELSE ti.queued_at END,
+				wait_until = CASE WHEN w.paused_step IS NULL THEN ti.wait_until END,
+				paused_step = NULL
+			FROM w WHERE ti.id = w.id
+			RETURNING ti.id, ti.workflow_instance_id, ti.state, ti.worker_group, ti.attempt, w.paused_step
+		), cp AS (
+			INSERT INTO task_checkpoint (task_instance_id, step, attempt, output)
+			SELECT id, paused_step, attempt, $3 FROM t WHERE state = 'queued'
+			ON CONFLICT (task_instance_id, step) DO UPDATE
+				SET attempt = EXCLUDED.attempt, output = EXCLUDED.output, usage = DEFAULT, created_at = now()
 		), woken AS (
-			SELECT pg_notify($5, workflow_instance_id::text) FROM t
+			SELECT CASE WHEN state = 'queued' THEN pg_notify($6, worker_group)
+				ELSE pg_notify($5, workflow_instance_id::text) END FROM t
 		)
-		SELECT workflow_instance_id FROM t, (SELECT count(*) FROM woken) w`
+		SELECT workflow_instance_id, state, paused_step FROM t, (SELECT count(*) FROM woken) w`
+
+// Signalled is what TaskEndIfWaiting did with a waiting task.
+type Signalled struct {
+	WorkflowInstanceID int64 `db:"workflow_instance_id"`
+	// State is the task's state now: succeeded or failed, or queued for a paused agent
+	// resumed.
+	State TaskState `db:"state"`
+	// PausedStep is the wait step of a paused agent, nil for a wait task.
+	PausedStep *string `db:"paused_step"`
+}
 
 // TaskEndIfWaiting is the transitions "signalled" (an operator, the API) and "wait timed out"
 // (a master): it ends the waiting task id as state (succeeded or failed) with output and
-// errMsg (nil for none), and wakes the masters with its workflow instance, which it returns.
-// A task that is not waiting (signalled already, timed out, killed), or one that waits but is
-// not a wait task, is a ConflictError.
+// errMsg (nil for none), and wakes the masters with its workflow instance. A paused agent
+// that state succeeds is resumed instead: output is its wait step's checkpoint and it goes
+// back to the queue, waking the workers (see endWaitingSQL). A task that is not waiting
+// (signalled already, timed out, killed), or one that waits but is neither a wait task nor a
+// paused agent, is a ConflictError.
 // ev, unless nil, is the change's audit_event row, written in its transaction.
-func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (int64, error) {
-	var wf int64
+func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (Signalled, error) {
+	var res Signalled
 	err := db.Tx(ctx, func(q *Queries) error {
-		var ids []int64
-		if err := sqlxSelect(ctx, q, &ids, endWaitingSQL, id, state, output, errMsg, q.ch.master); err != nil {
+		var rows []Signalled
+		if err := sqlxSelect(ctx, q, &rows, endWaitingSQL, id, state, output, errMsg, q.ch.master, q.ch.task); err != nil {
 			return fmt.Errorf("end waiting task instance %d: %w", id, err)
 		}
-		if len(ids) == 0 {
+		if len(rows) == 0 {
 			return q.taskConflict(ctx, id, "signal")
 		}
-		wf = ids[0]
+		res = rows[0]
 		if ev != nil {
 			ev.Target = fmt.Sprintf("task-instance/%d", id)
 			return q.AuditInsert(ctx, *ev)
 		}
 		return nil
 	})
-	return wf, err
+	return res, err
 }
 
 // WaitingPastTimeout is a waiting task whose timeout has passed: its id and params (the task
-// as stored, which says what its timeout makes of it).
+// as stored, which says what its timeout makes of it), and a paused agent's wait step.
 type WaitingPastTimeout struct {
-	ID     int64           `db:"id"`
-	Params json.RawMessage `db:"params"`
+	ID         int64           `db:"id"`
+	Params     json.RawMessage `db:"params"`
+	PausedStep *string         `db:"paused_step"`
 }
+
+// waitingPastTimeoutSQL is TaskListWaitingPastTimeout's statement: $1 the limit.
+const waitingPastTimeoutSQL = `
+		SELECT id, params, paused_step FROM task_instance
+		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
+		ORDER BY wait_until LIMIT $1`
 
 // TaskListWaitingPastTimeout returns at most limit waiting tasks whose timeout has passed by
 // the database's clock, the longest past first.
 func (q *Queries) TaskListWaitingPastTimeout(ctx context.Context, limit int) ([]WaitingPastTimeout, error) {
 	var out []WaitingPastTimeout
-	if err := sqlxSelect(ctx, q, &out, `
-		SELECT id, params FROM task_instance
-		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
-		ORDER BY wait_until LIMIT $1`, limit); err != nil {
+	if err := sqlxSelect(ctx, q, &out, waitingPastTimeoutSQL, limit); err != nil {
 		return nil, fmt.Errorf("list waiting tasks past their timeout: %w", err)
 	}
 	return out, nil

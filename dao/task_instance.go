@@ -14,7 +14,8 @@ import (
 func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
-		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage}
+		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage,
+		&t.PausedStep, &t.ItemCount}
 }
 
 // queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
@@ -103,7 +104,8 @@ const claimSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step, item_count
 		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooled's statement: claimSQL without its pools.
@@ -133,7 +135,8 @@ const claimUnpooledSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step, item_count
 		FROM claimed ORDER BY priority DESC, id`
 
 // TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool (TaskPoolsExist
@@ -196,14 +199,19 @@ type AttemptResult struct {
 	// including those an earlier attempt checkpointed), stored on the task; nil keeps what
 	// the task has.
 	TaskUsage json.RawMessage
+	// PausedStep is, with Next TaskWaiting (outcome paused), the agent's wait step the task
+	// waits at; WaitFor bounds that wait (0: without end).
+	PausedStep string
+	WaitFor    time.Duration
 }
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
 // row records the outcome, both only if the task is still running under tok. It returns
 // ErrTokenRefused when it is not, and then writes nothing. A task whose kill was requested
-// (TaskKillIfQueuedOrRunning, WorkflowStopIfActive, a workflow's timeout) that res would put back in the queue ends
-// killed instead. The owning master is woken when the task reached a terminal state, the
-// workers of its group when it went back to the queue.
+// (TaskKillIfQueuedOrRunning, WorkflowStopIfActive, a workflow's timeout) that res would put back in the queue, or
+// make wait (a paused agent), ends killed instead. The owning master is woken when the task
+// reached a terminal state, the workers of its group when it went back to the queue; a task
+// that waits wakes no one.
 func (q *Queries) TaskFinishIfRunning(ctx context.Context, tok Token, res AttemptResult) error {
 	done, err := q.TaskFinishManyIfRunning(ctx, []Finish{{Token: tok, Result: res}})
 	if err != nil {
@@ -234,7 +242,7 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const notifyIDsPerPayload = 300
 
-// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$11).
+// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$13).
 //
 // Its CTE pools locks, in name order, the pools of the tasks it ends, before any task row, in
 // the order the claim takes them: the row trigger that keeps task_pool.running (migration
@@ -245,8 +253,9 @@ const notifyIDsPerPayload = 300
 const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
-				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[])
-				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage)
+				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[])
+				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage,
+					paused_step, wait_ms)
 		), pools AS (
 			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
 				-- One probe of the primary key per task, whatever the statistics say (see
@@ -258,20 +267,27 @@ const finishManySQL = `
 			FOR UPDATE
 		), t AS (
 			-- A task whose kill was requested (by an operator, or by its workflow's stop or
-			-- timeout) never goes back to the queue: where the attempt's end would requeue it
-			-- (a retry, a hand-back, an interruption) it ends killed instead, the attempt
-			-- keeping its own outcome. Queued, it would wait for ever: the claim skips it
-			-- (claimSQL). Its retry is not counted: none is taken.
+			-- timeout) never goes back to the queue, nor waits: where the attempt's end would
+			-- requeue it (a retry, a hand-back, an interruption) or pause it (an agent at a
+			-- wait step) it ends killed instead, the attempt keeping its own outcome. Queued,
+			-- it would wait for ever: the claim skips it (claimSQL). Its retry is not counted:
+			-- none is taken. A paused agent waits from now, at its wait step, until its
+			-- wait_until if the step has a timeout.
 			UPDATE task_instance ti SET
-				state = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed' ELSE x.next END,
+				state = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed' ELSE x.next END,
 				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
 				not_before = CASE WHEN x.retry AND NOT ti.kill_requested THEN now() + ti.retry_interval END,
-				output = CASE WHEN x.next = 'queued' THEN ti.output ELSE x.output END,
-				error = CASE WHEN x.next = 'queued' AND ti.kill_requested THEN 'killed by an operator' ELSE x.err END,
+				output = CASE WHEN x.next IN ('queued', 'waiting') THEN ti.output ELSE x.output END,
+				error = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed by an operator'
+					WHEN x.next = 'waiting' THEN NULL ELSE x.err END,
 				exit_code = x.exit_code,
-				ended_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN NULL ELSE now() END,
+				started_at = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested THEN now() ELSE ti.started_at END,
+				ended_at = CASE WHEN x.next IN ('queued', 'waiting') AND NOT ti.kill_requested THEN NULL ELSE now() END,
 				queued_at = CASE WHEN x.next = 'queued' AND NOT ti.kill_requested THEN now() ELSE ti.queued_at END,
-				usage = COALESCE(x.task_usage::jsonb, ti.usage)
+				usage = COALESCE(x.task_usage::jsonb, ti.usage),
+				paused_step = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested THEN x.paused_step END,
+				wait_until = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested
+					THEN now() + x.wait_ms * interval '1 millisecond' END
 			FROM x
 			-- The token's worker and attempt compared with IS NOT DISTINCT FROM (x.worker is
 			-- never NULL, and a running task always has a worker): as equalities, the generic
@@ -287,7 +303,8 @@ const finishManySQL = `
 			FROM t WHERE ta.task_instance_id = t.id AND ta.attempt = t.attempt
 		), ending AS (
 			-- The instances these ends end by themselves (migration 00007): of one task, which
-			-- is terminal now, driven by no master, without a cap, a key or a timeout. SKIP LOCKED:
+			-- is terminal now, driven by no master, without a cap, a key or a timeout, started
+			-- by no task (a child's end ends its parent task: a master's, TaskEndIfChildEnded). SKIP LOCKED:
 			-- whoever holds one (a stop, a master) locked it before its tasks, and waiting here
 			-- for it while holding the task rows could deadlock. A skipped one is the masters'.
 			-- One probe of the primary key per task (a lateral subquery that locks is never
@@ -302,6 +319,7 @@ const finishManySQL = `
 				  AND w.state IS NOT DISTINCT FROM 'running' AND w.task_count IS NOT DISTINCT FROM 1
 				  AND w.max_active IS NOT DISTINCT FROM NULL AND w.concurrency_key IS NOT DISTINCT FROM NULL
 				  AND w.has_timeout IS NOT DISTINCT FROM false
+				  AND w.parent_task_instance_id IS NOT DISTINCT FROM NULL
 				FOR NO KEY UPDATE SKIP LOCKED) w
 			WHERE y.state IN ('succeeded', 'failed', 'killed')
 		), ended AS (
@@ -327,9 +345,10 @@ const finishManySQL = `
 // batching completer's write: each task moves to its result's next state, and its attempt row
 // records the outcome, only if the task still runs under that attempt's token. out[i] says
 // what became of fins[i]: not recorded is a refused token (nothing written for it). A
-// kill-requested task is never requeued: it ends killed, as in TaskFinishIfRunning. A task
+// kill-requested task is never requeued nor paused: it ends killed, as in TaskFinishIfRunning. A task
 // whose end ends its workflow instance (one task, no master driving it, no cap, key or timeout)
-// ends the instance in the same statement. Once it has committed, the masters get one wake-up
+// ends the instance in the same statement, unless a workflow task started it (a master ends
+// a child, and its parent task with it). Once it has committed, the masters get one wake-up
 // per 300 workflow instances whose tasks ended (those it ended need none), the workers one per
 // group whose tasks went back to the queue.
 func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (out []Finished, err error) {
@@ -341,8 +360,16 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	workers, nexts, outcomes := make([]string, n), make([]string, n), make([]string, n)
 	outputs, errs, attemptUsage, taskUsage := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	retry := make([]bool, n)
+	paused, waitMs := make([]*string, n), make([]*int64, n)
 	for i, f := range fins {
 		r := &fins[i].Result
+		if r.PausedStep != "" {
+			paused[i] = &r.PausedStep
+		}
+		if r.WaitFor > 0 {
+			ms := r.WaitFor.Milliseconds()
+			waitMs[i] = &ms
+		}
 		ids[i], workers[i], attempts[i] = f.Token.TaskID, f.Token.WorkerID, int64(f.Token.Attempt)
 		nexts[i], outcomes[i], retry[i], outputs[i] = string(r.Next), string(r.Outcome), r.Retry, r.Output
 		if r.Error != "" {
@@ -356,7 +383,7 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	}
 	recorded, err := queryRows(ctx, q, 2*n, (*finishRow).fields, finishManySQL, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
 		pq.Array(retry), pq.Array(outputs), pq.Array(errs), pq.Array(exits), pq.Array(outcomes),
-		pq.Array(attemptUsage), pq.Array(taskUsage))
+		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs))
 	if err != nil {
 		if n == 1 {
 			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)
@@ -382,6 +409,8 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 		f := Finished{Recorded: true, Workflow: endedWith[r.Workflow]}
 		switch {
 		case f.Workflow != "":
+		case *r.State == string(TaskWaiting):
+			// A paused agent: nothing for a master or a worker to do until it is signalled.
 		case *r.State == string(TaskQueued):
 			if !requeued[*r.Group] {
 				requeued[*r.Group] = true
@@ -451,21 +480,31 @@ type NewTask struct {
 	RetryInterval time.Duration
 	Timeout       time.Duration
 	Error         string
+	// Output is the output of a task created succeeded: a for-each task with no items (TaskCreateMany only).
+	Output *string
+	// Items are the items of the parent of a for-each task's items, created waiting, or
+	// succeeded when there are none; nil for any other task (TaskCreateMany only). The parent
+	// records how many there are and keeps them, for the items max-parallel holds back.
+	Items []string
 }
 
 // insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays
-// (taskArrays), $12 their errors (NULL for none). The roots of createSQL are inserted from
-// the same columns the same way; a root has no error.
+// (taskArrays), $12 their errors and $13 their outputs (NULL for none), $14 the items of a
+// for-each task's parent as JSON arrays and $15 how many (NULL for every other task). The
+// roots of createSQL are inserted from the first eleven columns the same way; a root has none
+// of the others.
 const insertManySQL = `
 		INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
-			worker_group, pool, max_retries, retry_interval, timeout, error, started_at, wait_until, ended_at)
+			worker_group, pool, max_retries, retry_interval, timeout, error, output, items, item_count,
+			started_at, wait_until, ended_at)
 		SELECT w, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
-			tm * interval '1 millisecond', er, CASE WHEN st = 'waiting' THEN now() END,
+			tm * interval '1 millisecond', er, o, its::jsonb, ic, CASE WHEN st = 'waiting' THEN now() END,
 			CASE WHEN st = 'waiting' THEN now() + tm * interval '1 millisecond' END,
-			CASE WHEN st IN ('skipped', 'failed') THEN now() END
+			CASE WHEN st IN ('skipped', 'failed', 'succeeded') THEN now() END
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
-			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[])
-			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er)
+			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[], $13::text[],
+			$14::text[], $15::int[])
+			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er, o, its, ic)
 		ON CONFLICT (workflow_instance_id, name) DO NOTHING
 		RETURNING name, state, worker_group`
 
@@ -482,14 +521,25 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 		State string `db:"state"`
 		Group string `db:"worker_group"`
 	}
-	errs := make([]*string, len(tasks))
+	errs, outputs, items := make([]*string, len(tasks)), make([]*string, len(tasks)), make([]*string, len(tasks))
+	counts := make([]*int64, len(tasks))
 	for i := range tasks {
 		if tasks[i].Error != "" {
 			errs[i] = &tasks[i].Error
 		}
+		outputs[i] = tasks[i].Output
+		if tasks[i].Items != nil {
+			raw, err := json.Marshal(tasks[i].Items)
+			if err != nil {
+				return nil, fmt.Errorf("items of task %s: %w", tasks[i].Name, err)
+			}
+			n, text := int64(len(tasks[i].Items)), string(raw)
+			items[i], counts[i] = &text, &n
+		}
 	}
 	// Prepared: the master creates tasks in every claim and advance transaction.
-	err := selectHot(ctx, q, &created, insertManySQL, append(taskArrays(tasks), pq.Array(errs))...)
+	err := selectHot(ctx, q, &created, insertManySQL, append(taskArrays(tasks), pq.Array(errs), pq.Array(outputs),
+		pq.Array(items), pq.Array(counts))...)
 	if err != nil {
 		return nil, fmt.Errorf("create %d task instances: %w", len(tasks), err)
 	}
@@ -540,7 +590,8 @@ const taskListByWorkflowSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step, item_count
 		FROM task_instance
 		WHERE workflow_instance_id = $1 ORDER BY id`
 
@@ -559,7 +610,8 @@ const taskGetSQL = `
 			pool, worker_id, attempt, retries, max_retries,
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
-			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step, item_count
 		FROM task_instance WHERE id = $1`
 
 // TaskGet returns one task instance.
@@ -591,7 +643,7 @@ func (q *Queries) TaskListRunningOnWorker(ctx context.Context, worker string) ([
 }
 
 // listByWorkflowsSQL is TaskListByWorkflows's statement: $1 the workflow instance ids.
-const listByWorkflowsSQL = `SELECT t.id, t.workflow_instance_id, t.name, t.state, t.output
+const listByWorkflowsSQL = `SELECT t.id, t.workflow_instance_id, t.name, t.state, t.output, t.kill_requested, t.item_count
 	FROM unnest($1::bigint[]) AS w(wf)
 	CROSS JOIN LATERAL (SELECT * FROM task_instance WHERE workflow_instance_id = w.wf OFFSET 0) t
 	ORDER BY t.id`
@@ -604,6 +656,9 @@ type TaskOutcome struct {
 	Name               string    `db:"name"`
 	State              TaskState `db:"state"`
 	Output             *string   `db:"output"`
+	KillRequested      bool      `db:"kill_requested"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
+	ItemCount *int `db:"item_count"`
 }
 
 // TaskListByWorkflows returns the outcome of every task instance of the given workflow

@@ -6,14 +6,17 @@ import (
 )
 
 // TaskState is the state of a task instance: queued → running → succeeded | failed | killed;
-// running → queued on retry, failover or hand-back; skipped when an upstream task failed.
+// running → queued on retry, failover or hand-back; running → waiting → queued for an agent
+// paused at a wait step until its signal; skipped when an upstream task failed; waiting for a
+// wait task, a workflow task's child and the parent of a for-each task's items.
 type TaskState string
 
 // The task states.
 const (
 	TaskQueued TaskState = "queued"
-	// TaskWaiting is a wait task's state until it is signalled or times out: no worker
-	// claims it.
+	// TaskWaiting is a wait task's state until it is signalled or times out, a paused agent's
+	// (PausedStep set) until a signal resumes or fails it, a workflow task's until its child
+	// ends, and a for-each task's parent's until its items have ended: no worker claims it.
 	TaskWaiting   TaskState = "waiting"
 	TaskRunning   TaskState = "running"
 	TaskSucceeded TaskState = "succeeded"
@@ -61,6 +64,9 @@ const (
 	OutcomeInterrupted Outcome = "interrupted"
 	// OutcomeHandedBack: the worker was shutting down and gave the task back.
 	OutcomeHandedBack Outcome = "handed_back"
+	// OutcomePaused: an agent reached a wait step; its task waits for a signal, and the
+	// attempt after it goes on from the next step.
+	OutcomePaused Outcome = "paused"
 )
 
 // Token is a worker's fencing token for one attempt of a task. Every write a worker makes
@@ -101,6 +107,10 @@ type TaskInstance struct {
 	// Usage is the token usage of the task's result, as JSON (see AttemptResult.TaskUsage);
 	// nil for tasks that call no model.
 	Usage *json.RawMessage `db:"usage"`
+	// PausedStep is the wait step a paused agent waits at, while it waits; nil otherwise.
+	PausedStep *string `db:"paused_step"`
+	// ItemCount is set on the parent of a for-each task's items alone: how many items it has.
+	ItemCount *int `db:"item_count"`
 }
 
 // Token returns the fencing token of the task's current attempt.

@@ -389,11 +389,14 @@ const claimStrandedSQL = `
 			  -- its wake-up: taking its instance here would only race that, an extra write for
 			  -- an instance claimed twice over. An instance that started less than that ago
 			  -- has either a live task or one that ended since: its tasks need no probe, so a
-			  -- master that starts on a fresh backlog does not probe all of it.
+			  -- master that starts on a fresh backlog does not probe all of it. A for-each
+			  -- task's parent waits for its items, which its master creates and ends it after:
+			  -- it is live through its items alone, so an instance whose items' last wake-up
+			  -- was missed is taken here.
 			  AND w.started_at < now() - interval '5 seconds'
 			  AND NOT EXISTS (SELECT 1 FROM task_instance t WHERE t.workflow_instance_id = w.id
 			                  AND (t.state IS NOT DISTINCT FROM 'queued' OR t.state IS NOT DISTINCT FROM 'running'
-			                       OR t.state IS NOT DISTINCT FROM 'waiting'
+			                       OR (t.state IS NOT DISTINCT FROM 'waiting' AND t.item_count IS NULL)
 			                       OR t.ended_at > now() - interval '5 seconds'))
 			FOR UPDATE SKIP LOCKED
 		)
@@ -412,7 +415,8 @@ const claimStrandedSQL = `
 const StrandedAfter = 5 * time.Second
 
 // WorkflowClaimStranded makes owner the master of the unowned running instances with ids in
-// (after, upto] that have had no task queued, running or waiting for StrandedAfter: those whose last
+// (after, upto] that have had no task queued, running or waiting (a for-each task's parent
+// counts through its items alone) for StrandedAfter: those whose last
 // task ended when no master heard of it (none was listening, or its worker died between its commit and the
 // wake-up). The masters sweep the unowned running instances with it a slice at a time (see
 // WorkflowSweepRange), so its cost per call is bounded whatever the backlog. An instance
@@ -464,6 +468,21 @@ func (q *Queries) WorkflowTakeIfUnowned(ctx context.Context, owner string, ids [
 	if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET owner = $1
 		WHERE id = ANY($2) AND owner IS NOT DISTINCT FROM NULL`, owner, pq.Array(ids)); err != nil {
 		return fmt.Errorf("take %d workflow instances for %s: %w", len(ids), owner, err)
+	}
+	return nil
+}
+
+// WorkflowReleaseIfOwned clears the owner of those of ids that owner drives and that still
+// run, in the transaction of the advance that found them only waiting: the end of a wait
+// wakes the masters with the instance, as the end of a task does, and any of them advances
+// it then (WorkflowLockUnowned).
+func (q *Queries) WorkflowReleaseIfOwned(ctx context.Context, owner string, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET owner = NULL
+		WHERE id = ANY($2) AND owner = $1 AND state = 'running'`, owner, pq.Array(ids)); err != nil {
+		return fmt.Errorf("release %d waiting workflow instances of %s: %w", len(ids), owner, err)
 	}
 	return nil
 }
@@ -555,6 +574,8 @@ func (q *Queries) WorkflowLockIfOwned(ctx context.Context, id int64, owner strin
 }
 
 // WorkflowFinishIfOwned moves a running workflow instance owned by owner to a terminal state.
+// If the instance is a child, its parent task ends with it (TaskEndIfChildEnded), with no
+// output.
 func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner string, state WorkflowState, errMsg string) error {
 	var e *string
 	if errMsg != "" {
@@ -563,11 +584,13 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 	var ended []struct {
 		Capped bool `db:"capped"`
 		Keyed  bool `db:"keyed"`
+		Child  bool `db:"child"`
 	}
 	err := sqlxSelect(ctx, q, &ended, `
 		UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
 		WHERE id = $1 AND owner = $2 AND state = 'running'
-		RETURNING max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed`,
+		RETURNING max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed,
+			parent_task_instance_id IS NOT NULL AS child`,
 		id, owner, string(state), e)
 	if err != nil {
 		return fmt.Errorf("finish workflow instance %d: %w", id, err)
@@ -583,46 +606,40 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 	if ended[0].Capped {
 		q.notify(q.ch.master, "")
 	}
+	if ended[0].Child {
+		return q.endParentsOf(ctx, []int64{id}, nil)
+	}
 	return nil
 }
 
 // WorkflowTimeOutIfOwned fails a running workflow instance owned by owner that has run past
 // its timeout, in the transaction of the master's advance: the instance ends failed with
-// errMsg, its queued task instances are killed and the workers of its running ones are asked
-// to kill them (kill_requested, as an operator's stop does). It returns how many running
-// tasks were asked to stop.
+// errMsg, its queued and waiting task instances are killed and the workers of its running
+// ones are asked to kill them (kill_requested, as an operator's stop does), and the children
+// its workflow tasks started are stopped. If it is a child, its parent task fails with it. It
+// returns how many running tasks were asked to stop.
 func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, errMsg string) (int, error) {
 	if err := q.WorkflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg); err != nil {
 		return 0, err
 	}
-	var running []string
-	err := sqlxSelect(ctx, q, &running, `
-		WITH t AS (
-			UPDATE task_instance SET
-				state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
-				kill_requested = true,
-				not_before = NULL,
-				ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
-				error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END
-			WHERE workflow_instance_id = $1 AND state IN ('queued', 'waiting', 'running')
-			RETURNING state, worker_id
-		)
-		SELECT worker_id FROM t WHERE state = 'running' AND worker_id IS NOT NULL`,
-		id, "killed: "+errMsg)
+	workers := map[string]bool{}
+	r, children, err := q.killTasksOf(ctx, []int64{id}, "killed: "+errMsg, workers)
 	if err != nil {
-		return 0, fmt.Errorf("kill tasks of workflow instance %d: %w", id, err)
+		return 0, err
 	}
-	woken := map[string]bool{}
-	for _, w := range running {
-		if woken[w] {
-			continue
-		}
-		woken[w] = true
+	for i := range children {
+		children[i].Reason = fmt.Sprintf("stopped: its parent workflow instance %d timed out", id)
+	}
+	sub, err := q.workflowStopChildren(ctx, children, workers)
+	if err != nil {
+		return 0, err
+	}
+	for w := range workers {
 		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
 			return 0, fmt.Errorf("wake worker %s: %w", w, err)
 		}
 	}
-	return len(running), nil
+	return r.KillRequested + sub.KillRequested, nil
 }
 
 // workflowGetSQL is WorkflowGet's statement: $1 the instance.
@@ -671,6 +688,8 @@ type WorkflowFinish struct {
 	ID    int64
 	State WorkflowState
 	Error string
+	// Output is the output its parent task gets if the instance is a child that succeeded.
+	Output string
 }
 
 // finishManyWorkflowsSQL is WorkflowFinishManyIfOwnedOrUnowned's statement: $1 the owner, $2-$4 the
@@ -687,15 +706,17 @@ const finishManyWorkflowsSQL = `
 			WHERE w.id = ANY($2::bigint[])
 			  AND (w.owner IS NOT DISTINCT FROM $1 OR w.owner IS NOT DISTINCT FROM NULL)
 			  AND w.state IS NOT DISTINCT FROM 'running'
-			RETURNING w.id, w.max_active, w.concurrency_key
+			RETURNING w.id, w.max_active, w.concurrency_key, w.parent_task_instance_id
 		)
 		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped,
-			coalesce(array_agg(id) FILTER (WHERE concurrency_key IS NOT NULL), '{}') AS keyed FROM u`
+			coalesce(array_agg(id) FILTER (WHERE concurrency_key IS NOT NULL), '{}') AS keyed,
+			coalesce(array_agg(id) FILTER (WHERE parent_task_instance_id IS NOT NULL), '{}') AS children FROM u`
 
 // WorkflowFinishManyIfOwnedOrUnowned is WorkflowFinishIfOwned for many instances in one statement,
 // which also finishes unowned ones (locked by WorkflowLockUnowned) and makes owner the owner
-// of record of each. It returns how many it finished; call it in the transaction that locked
-// them, so that is all.
+// of record of each. The parent tasks of those that are children end with them
+// (TaskEndIfChildEnded), in the same transaction. It returns how many it finished; call it in
+// the transaction that locked them, so that is all.
 func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner string, fins []WorkflowFinish) (int, error) {
 	if len(fins) == 0 {
 		return 0, nil
@@ -708,9 +729,10 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 		}
 	}
 	var res struct {
-		N      int           `db:"n"`
-		Capped bool          `db:"capped"`
-		Keyed  pq.Int64Array `db:"keyed"`
+		N        int           `db:"n"`
+		Capped   bool          `db:"capped"`
+		Keyed    pq.Int64Array `db:"keyed"`
+		Children pq.Int64Array `db:"children"`
 	}
 	err := getHot(ctx, q, &res, finishManyWorkflowsSQL, owner, pq.Array(ids), pq.Array(states), pq.Array(errs))
 	if err != nil {
@@ -721,6 +743,15 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 	q.notifyKeys(res.Keyed)
 	if res.Capped {
 		q.notify(q.ch.master, "")
+	}
+	if len(res.Children) > 0 {
+		outputs := make(map[int64]string, len(res.Children))
+		for _, f := range fins {
+			outputs[f.ID] = f.Output
+		}
+		if err := q.endParentsOf(ctx, res.Children, outputs); err != nil {
+			return 0, err
+		}
 	}
 	return res.N, nil
 }

@@ -14,8 +14,8 @@ import (
 // workflow, either applies whole or returns a dao.ConflictError; it never overwrites a result.
 // audit, unless nil, is the action's audit_event row, committed with it or not at all.
 
-// Kill kills a queued task instance at once, or asks the worker of a running one to stop it
-// (dao.TaskKillIfQueuedOrRunning).
+// Kill kills a queued or waiting task instance at once, or asks the worker of a running one to
+// stop it (dao.TaskKillIfQueuedOrRunning). A waiting workflow task's child is stopped with it.
 func Kill(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.KillResult, error) {
 	var res dao.KillResult
 	err := db.Tx(ctx, func(q *dao.Queries) error {
@@ -40,7 +40,10 @@ func Kill(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao
 // task does not exist. specs is the caller's cache of definitions, read on db. audit, unless
 // nil, gives the rerun's audit_event row once the workflow instance is known. A task that
 // failed at its creation (its when: condition could not be decided) never ran: it is created
-// again instead, and its condition decided anew.
+// again instead, and its condition decided anew. A for-each task is rerun whole, whether its
+// parent or one of its items is named: its failed and killed items go back to the queue (the
+// succeeded ones keep their outputs) and its parent waits again, for them and for the items
+// never created, which a master creates.
 func RerunTask(ctx context.Context, db *dao.DB, specs *Specs, id int64, audit func(workflow int64) *dao.AuditEvent) (dao.RerunResult, int64, error) {
 	t, err := db.TaskGet(ctx, id)
 	if err != nil {
@@ -65,8 +68,38 @@ func RerunTask(ctx context.Context, db *dao.DB, specs *Specs, id int64, audit fu
 	if neverRan(t) {
 		ids, recreate = nil, append(recreate, t.Name)
 	}
+	if parent, ok := forEachOf(spec, t.Name); ok || t.ItemCount != nil {
+		// A for-each task is rerun whole: its parent waits again, with every failed or
+		// killed item of it queued.
+		if !ok {
+			parent = t.Name
+		}
+		tasks, err := db.TaskListByWorkflow(ctx, wf.ID)
+		if err != nil {
+			return dao.RerunResult{}, wf.ID, err
+		}
+		ids, recreate = nil, below(spec, []string{parent})
+		for _, ti := range tasks {
+			if p, _, item := workflow.ParseItemName(ti.Name); (ti.Name == parent || item && p == parent) &&
+				(ti.State == dao.TaskFailed || ti.State == dao.TaskKilled) {
+				ids = append(ids, ti.ID)
+			}
+		}
+	}
 	res, err := db.TaskRerunIfFailedOrKilled(ctx, wf.ID, ids, recreate, ev)
 	return res, wf.ID, err
+}
+
+// forEachOf returns the for-each task of spec whose item name names, if it names one.
+func forEachOf(spec *workflow.Spec, name string) (string, bool) {
+	task, _, ok := workflow.ParseItemName(name)
+	if !ok {
+		return "", false
+	}
+	if t, ok := spec.Task(task); !ok || t.ForEach == "" {
+		return "", false
+	}
+	return task, true
 }
 
 // ErrNothingToRerun is returned by RerunWorkflow for an instance without a failed or killed
@@ -111,15 +144,19 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audi
 	return db.TaskRerunIfFailedOrKilled(ctx, id, ids, append(recreate, below(spec, names)...), ev)
 }
 
-// neverRan reports whether t ended before any attempt: failed at its creation, or a wait
-// task (which no worker ever runs) timed out, failed by its signal or killed. A rerun creates
-// such a task again rather than queueing it.
+// neverRan reports whether t ended before any attempt: failed at its creation, a wait task
+// (which no worker ever runs) timed out, failed by its signal or killed, or a workflow task
+// (which no worker runs either) failed or killed with its child. A rerun creates such a task
+// again rather than queueing it: a workflow task with a new child. A for-each task's parent,
+// which never runs itself, ended with its items: a rerun has it wait again for them.
 func neverRan(t *dao.TaskInstance) bool {
-	return t.Attempt == 0 && (t.State == dao.TaskFailed || (t.State == dao.TaskKilled && t.Type == workflow.TypeWait))
+	runsNowhere := t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow
+	return t.Attempt == 0 && t.ItemCount == nil && (t.State == dao.TaskFailed || (t.State == dao.TaskKilled && runsNowhere))
 }
 
-// Stop stops a submitted or running workflow instance: it ends stopped, its queued tasks are
-// killed and the workers of its running ones are asked to kill them (dao.WorkflowStopIfActive).
+// Stop stops a submitted or running workflow instance: it ends stopped, its queued and waiting
+// tasks are killed and the workers of its running ones are asked to kill them, its children
+// are stopped, and if it is a child its parent task fails (dao.WorkflowStopIfActive).
 func Stop(ctx context.Context, db *dao.DB, id int64, audit *dao.AuditEvent) (dao.StopResult, error) {
 	return db.WorkflowStopIfActive(ctx, id, audit)
 }

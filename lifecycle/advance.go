@@ -8,6 +8,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -19,6 +20,10 @@ type Driver struct {
 	db    *dao.DB
 	clock clockwork.Clock
 	specs Specs
+
+	// madeItems, nil outside tests, is called in an advance's transaction once it has created
+	// items of a for-each task, before it commits; an error aborts the transaction.
+	madeItems func() error
 }
 
 // NewDriver returns the Driver of master owner. clock is the one Stepped.Deadlines are on.
@@ -36,6 +41,9 @@ type Stepped struct {
 	Ended []Ended
 	// Lost are the ids asked for (AdvanceOwned) that the owner no longer drives.
 	Lost []int64
+	// Released are the instances the step gave up (or did not take): they only wait, for a
+	// signal or a timeout, whose end wakes the masters as a task's end does.
+	Released []int64
 	// Deadlines holds when each instance with a workflow timeout that goes on times out, on
 	// this host's clock.
 	Deadlines map[int64]time.Time
@@ -58,7 +66,8 @@ func (d *Driver) AdvanceOwned(ctx context.Context, ids []int64) (Stepped, error)
 
 // AdvanceUnowned advances those of ids that run without an owner and that no other master
 // holds (dao.WorkflowLockUnowned): a task of theirs ended while no master drove them. Those
-// that finish are finished; the owner takes the others (Taken).
+// that finish are finished; the owner takes the others (Taken), but for those that only wait
+// (Released).
 func (d *Driver) AdvanceUnowned(ctx context.Context, ids []int64) (Stepped, error) {
 	return d.step(ctx, nil, func(q *dao.Queries) ([]dao.WorkflowInstance, error) {
 		return q.WorkflowLockUnowned(ctx, ids)
@@ -155,7 +164,8 @@ func (d *Driver) keysToAdmit(ctx context.Context, ids []int64, limit int) ([]dao
 // step advances, in one transaction, the instances pick returns locked: those of ids still
 // owned, or newly claimed ones (then ids is nil), or, with take, unowned ones pick locked
 // without claiming them: those that finish are finished in one update, and the owner takes
-// the others.
+// the others. An instance left with nothing live but waiting tasks and no workflow timeout
+// to enforce needs no master until a wait ends: it is released, or not taken.
 func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries) ([]dao.WorkflowInstance, error), take bool) (Stepped, error) {
 	var st Stepped
 	began := d.clock.Now()
@@ -190,6 +200,8 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 		}
 		var rows []dao.NewTask
 		var fins []dao.WorkflowFinish
+		var forEachEnds []dao.ForEachEnd
+		madeItems := false // the items of a for-each task are among rows
 		for i := range st.Locked {
 			wf := &st.Locked[i]
 			spec, err := d.specs.Get(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
@@ -219,55 +231,129 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 				}
 			}
 			tasks := tasksOf[wf.ID]
+			// rows[created:] are the rows this instance's advance creates; a task that started
+			// its child is created waiting on it, apart from them (children).
+			created, children := len(rows), 0
+			// The params are read only for an instance that creates tasks.
+			var params map[string]string
+			readParams := func() (map[string]string, error) {
+				if params != nil {
+					return params, nil
+				}
+				var err error
+				if params, err = instanceParams(spec, wf.Params); err != nil {
+					return nil, fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+				}
+				return params, nil
+			}
+			items, ended, err := forEach(ctx, q, wf, spec, tasks, readParams)
+			if err != nil {
+				return err
+			}
+			rows, forEachEnds = append(rows, items...), append(forEachEnds, ended...)
+			madeItems = madeItems || len(items) > 0
 			states := make(map[string]dao.TaskState, len(tasks))
 			for _, t := range tasks {
 				states[t.Name] = t.State
 			}
-			// The params are read only for an instance that creates tasks.
-			var params map[string]string
-			paramsErr := func() error {
-				if params != nil {
-					return nil
-				}
-				var err error
-				if params, err = instanceParams(spec, wf.Params); err != nil {
-					return fmt.Errorf("workflow instance %d: %w", wf.ID, err)
-				}
-				return nil
+			data := func(t *workflow.Task) (workflow.TemplateData, error) {
+				p, err := readParams()
+				return workflow.TemplateData{Params: p, Upstream: upstream(t, tasks)}, err
 			}
 			p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
 				if t.When == "" {
 					return true, nil
 				}
-				if err := paramsErr(); err != nil {
+				d, err := data(t)
+				if err != nil {
 					return false, err
 				}
-				return t.Runs(ctx, workflow.TemplateData{Params: params, Upstream: upstream(t, tasks)})
+				return t.Runs(ctx, d)
+			}, func(t *workflow.Task) ([]string, error) {
+				d, err := data(t)
+				if err != nil {
+					return nil, err
+				}
+				items, err := t.Items(ctx, d)
+				if err == nil && len(items) == 0 {
+					// Created succeeded by this advance: the tasks it decides next see its output.
+					out := noItems
+					tasks = append(tasks, dao.TaskOutcome{WorkflowInstanceID: wf.ID, Name: t.Name, State: dao.TaskSucceeded, Output: &out})
+				}
+				return items, err
 			})
 			if len(p.Create) > 0 {
-				if err := paramsErr(); err != nil {
+				params, err := readParams()
+				if err != nil {
 					return err
 				}
 				for _, c := range p.Create {
+					if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
+						// Created with its child, or failed if it cannot start one.
+						failed, err := d.startChild(ctx, q, wf, c, params, tasks)
+						if err != nil {
+							return err
+						}
+						if failed != nil {
+							rows = append(rows, *failed)
+						} else {
+							children++
+						}
+						continue
+					}
 					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
 					if err != nil {
 						return err
 					}
 					rows = append(rows, row)
+					if c.State != dao.TaskWaiting || c.Items == nil {
+						continue
+					}
+					first := c.Items[:firstItems(c.Task, len(c.Items))]
+					made, err := itemRows(wf, c.Task, params, upstream(c.Task, tasks), first, 0)
+					if err != nil {
+						return err
+					}
+					rows = append(rows, made...)
+					madeItems = true
 				}
 			}
-			if p.Done {
-				fins = append(fins, dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error})
+			switch {
+			case p.Done:
+				fin := dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error}
+				if p.State == dao.WorkflowSucceeded {
+					fin.Output = finalOutput(spec, tasks)
+				}
+				fins = append(fins, fin)
 				st.Ended = append(st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
-			} else if take {
+			case spec.Timeout == 0 && onlyWaiting(tasks, rows[created:], children):
+				st.Released = append(st.Released, wf.ID)
+			case take:
 				st.Taken = append(st.Taken, *wf)
 			}
+		}
+		if _, err := q.TaskFinishManyForEachIfWaiting(ctx, forEachEnds); err != nil {
+			return err
 		}
 		if _, err := q.TaskCreateMany(ctx, rows); err != nil {
 			return err
 		}
+		if !take {
+			if err := q.WorkflowReleaseIfOwned(ctx, d.owner, st.Released); err != nil {
+				return err
+			}
+		}
+		if madeItems {
+			// Where the fault tests kill a master: the items exist in this transaction alone.
+			faultinject.Point("foreach-before-commit")
+			if d.madeItems != nil {
+				if err := d.madeItems(); err != nil {
+					return err
+				}
+			}
+		}
 		// The rows are locked and running, unowned or under this owner, so every one of them
-		// finishes.
+		// finishes; a child's parent task ends with it.
 		if _, err := q.WorkflowFinishManyIfOwnedOrUnowned(ctx, d.owner, fins); err != nil {
 			return err
 		}
@@ -281,4 +367,29 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 		return Stepped{}, err
 	}
 	return st, nil
+}
+
+// onlyWaiting reports whether an instance whose task instances are tasks, and which creates
+// rows and children tasks waiting on their child, has something live and all of it waiting:
+// nothing for a master to drive until a wait ends (a signal, a timeout, a child's end), which
+// wakes the masters with the instance.
+func onlyWaiting(tasks []dao.TaskOutcome, rows []dao.NewTask, children int) bool {
+	live := children
+	for _, t := range tasks {
+		if !t.State.Terminal() {
+			if t.State != dao.TaskWaiting {
+				return false
+			}
+			live++
+		}
+	}
+	for _, r := range rows {
+		if !r.State.Terminal() {
+			if r.State != dao.TaskWaiting {
+				return false
+			}
+			live++
+		}
+	}
+	return live > 0
 }

@@ -20,20 +20,22 @@
 //
 //	submit ─┬─ no cap: with its roots ──▶ running, unowned ──its one task ends (worker)──▶ ended
 //	        │                                 │          ▲
-//	        │              taken, claimed     │          │ released (leader: owner fenced)
-//	        │              (master)           ▼          │
+//	        │              taken, claimed     │          │ released (leader: owner fenced;
+//	        │              (master)           ▼          │ master: only waiting tasks live)
 //	        └─▶ submitted ──claimed──────▶ running, owned ──ended, timed out (master)──▶ ended
 //	            (no roots,   admitted (master, under the cap;
 //	            capped or    a keyed one: first of its key, under its max)
 //	            keyed)
 //
 //	ended: succeeded | failed | stopped
-//	submitted, running ──stopped (operator; a submission's when-full: cancel-oldest)──▶ stopped
+//	submitted, running ──stopped (operator; a submission's when-full: cancel-oldest;
+//	                     a child: its parent stopped, timed out or its task killed)──▶ stopped
 //	ended ──rerun of its failed and killed tasks (operator)──▶ running, unowned
 //
 // An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
 // command line, the API, schedules, triggers, backfills and the benchmark all come in here).
-// A workflow file is stored by master.Define, the one way for a definition: the definition
+// A child workflow's instance is submitted the same way, by the master's advance of its
+// parent (below). A workflow file is stored by master.Define, the one way for a definition: the definition
 // with its facts, its schedule, the instance asked for (through Submit) and their audit rows,
 // in one transaction.
 // Without a cap it starts running at once with its root tasks queued and no owner: the first
@@ -56,7 +58,8 @@
 // keyed instance is never ended by its worker's statement (it always has a master to wake). A master
 // that owns an instance advances it (Driver.AdvanceOwned): Decide says which tasks to create
 // and whether it has ended; it fails one past its workflow timeout and kills its tasks. A
-// single-task workflow without a cap or a timeout needs no master: the worker's statement
+// single-task workflow without a cap, a key or a timeout, not a child, needs no master: the
+// worker's statement
 // that records its task's end ends it too, with the end Decide would give
 // (TestSingleTaskEndMatchesDecide). When a master is fenced the leader releases its
 // instances (ReleaseLostMaster) and another master goes on; instances whose last task's
@@ -64,9 +67,37 @@
 // stops an active instance (Stop) or reruns the failed and killed tasks of one (RerunTask,
 // RerunWorkflow), which reopens it if it had ended: running, unowned.
 //
+// # A child workflow
+//
+//	workflow task ready ──child started (master)──▶ waiting ─┬─ child ended (succeeded) ──▶ succeeded
+//	                                                          ├─ child ended (failed, stopped) ──▶ failed
+//	                                                          └─ killed (operator, stop, timeout) ──▶ killed, child stopped
+//
+// A workflow task that Decide says runs starts its child in the master's advance, in the
+// transaction that holds its instance locked: the child is created by Submit, like any
+// submission, and the task is created waiting on it, the two linked both ways
+// (TaskCreateWaitingOnChild). A master killed in the middle commits neither; the next advance
+// creates both, once, since only the holder of the instance's lock creates its tasks. A task
+// whose params do not render, whose workflow or version is not stored, or whose child would
+// be more than MaxNesting levels below the instance submitted is created failed instead.
+// The child runs as any instance. Each statement that ends an instance ends its parent task
+// in the same transaction (TaskEndIfChildEnded): a master's end (WorkflowFinishManyIfOwnedOrUnowned,
+// with the child's final output), its timeout (WorkflowFinishIfOwned) and its stop
+// (WorkflowStopIfActive); the worker's statement that ends a one-task instance leaves a child
+// to a master. So a child never ends without its parent task, whatever fails when, and the
+// task's end wakes the parent's master like any task's end (a lost wake-up is caught by the
+// resync, or by the sweep for an unowned parent). Stopping an instance, its timeout, or a
+// kill of its waiting workflow task stops its children, and theirs in turn, in the same
+// transaction; it locks the children before it kills the tasks waiting on them, the order a
+// child's end takes (the child, then its parent task), so the two racing never deadlock
+// (TestStopRacingTheChildsEnd). A rerun of a failed or killed workflow task creates it again, with a new child.
+//
 // # A task instance
 //
 //	created ──▶ waiting (a wait task) ──signalled (operator) · timed out (master)──▶ succeeded, failed
+//	created ──▶ waiting (a workflow task) ──its child ended──▶ succeeded, failed
+//	   │
+//	created ──▶ waiting (a for-each's parent) ──its items ended (master)──▶ succeeded, failed, killed
 //	   │
 //	created ──▶ queued ──claimed (worker)──▶ running ──attempt ended (worker)──▶ succeeded
 //	   │          ▲  │                          │                               failed
@@ -75,13 +106,52 @@
 //	   │          └── retry · hand-back · interrupted (worker) · failed over (leader)
 //	   ├──▶ skipped (its trigger or its when: condition says it does not run)
 //	   └──▶ failed (its when: condition could not be decided)
-//	failed, killed ──rerun (operator)──▶ queued
+//	failed, killed ──rerun (operator)──▶ queued (a for-each's parent: waiting)
+//
+//	running ──paused (worker: an agent at a wait step)──▶ waiting (a paused agent)
+//	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
+//	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
+//	waiting ──killed (operator, stop, workflow timeout)──▶ killed
 //
 // A wait task is created waiting instead of queued: no worker claims it. A signal ends it,
 // succeeded with its output or failed (Signal); past its timeout a master ends it as its
 // on-timeout says (EndWaitsPastTimeout), both through one statement conditioned on waiting,
 // so a signal racing the timeout, or a second signal, never applies twice. A kill or a stop
-// kills it at once.
+// kills it at once. An instance with nothing live but waiting tasks and no workflow timeout
+// has no owner while it waits (an advance releases it, or does not take it): the end of a
+// wait wakes the masters with it as a task's end does, so instances waiting for people cost
+// the masters nothing while they wait.
+//
+// An agent task pauses at a wait step: its worker ends the attempt with the outcome paused
+// through the statement of any attempt's end, under the attempt's token (a stale token
+// changes nothing), and the task waits as a wait task does, paused_step naming the step, its
+// slot freed and no retry counted. The same statement that ends a wait task resumes it: an
+// approving signal stores its output as the wait step's checkpoint and queues the task, in
+// one statement, for any worker to claim as a new attempt that goes on from the next step;
+// a rejecting one fails it. The wait step's timeout ends the wait as its on-timeout says:
+// failed, or resumed with an empty output. A kill or a stop kills a paused agent at once.
+//
+// A for-each task runs once per item. When it would be queued, the advance renders its items
+// (Decide) and creates, in its transaction, a parent task instance under the task's own name,
+// waiting like a wait task but for its items (it records them and their count, item_count),
+// and the item instances name[0], name[1], ..., queued, each with its item in its params: all
+// of them, or the first max-parallel. Every later advance of the instance (an item's end
+// wakes the masters) creates the next ones in index order while fewer than max-parallel are
+// unended, and once all have ended ends the parent (ForEach; TaskFinishManyForEachIfWaiting,
+// conditioned on the parent waiting): succeeded with the JSON array of their outputs, failed
+// naming the items that did not succeed, or killed after a kill. Without items it is created
+// succeeded, with the output "[]"; when its items cannot be had (a template error, text that
+// is not a JSON array, more than workflow.MaxItems) it is created failed, as a when:
+// condition that cannot be decided. The items are rows of the instance but no tasks of its
+// spec: Decide and Outcome look at the parent alone. An advance that dies midway leaves none
+// of what it created, and task instances are unique by name in their instance, so the next
+// advance creates each item once. A signal never ends a parent (TaskEndIfWaiting takes wait
+// tasks alone). A kill of the parent marks it and kills its items — the queued at once, the
+// running by request — and no further item is created; it ends killed once they have. A
+// rerun of a failed or killed for-each, named by its parent or one of its items, queues its
+// failed and killed items again (the succeeded keep their outputs) and makes the parent
+// wait again, for them and for the items never created. The sweep counts a parent as live
+// through its items alone, so an instance whose items' last wake-up was missed is taken up.
 //
 // A master creates task instances when their upstream is terminal: queued if their trigger
 // holds (by default: it all succeeded) and their when: condition renders true, skipped if
@@ -112,15 +182,21 @@
 //	                                    key waiting, under its max and the cap
 //	                                    (workflow and key locks)
 //	taken        master (advance)       unowned, running, locked by the advance     WorkflowTakeIfUnowned
+//	released     master (advance)       running, owned by it; nothing live but      WorkflowReleaseIfOwned
+//	                                    waiting tasks, no workflow timeout
 //	ended        master (advance)       running; owned by it, or unowned and locked WorkflowFinishManyIfOwnedOrUnowned
 //	timed out    master                 running, owned by it                        WorkflowTimeOutIfOwned
 //	                                                                                (WorkflowFinishIfOwned)
 //	ended        worker (attempt's end) unowned, running, one task, no cap, no      TaskFinishManyIfRunning
-//	                                    key, no timeout
+//	                                    key, no timeout, not a child
 //	released     leader                 unfinished, owned by a fenced master        WorkflowReleaseIfOwnedBy
 //	stopped      operator               submitted or running                        WorkflowStopIfActive
 //	stopped      submit (when-full:     submitted or running, the oldest active of  WorkflowStopIfActive
 //	             cancel-oldest)         a full key (key lock)
+//	child        operator (stop of the  submitted or running                        WorkflowStopIfActive,
+//	stopped      parent, kill of its                                                TaskKillIfQueuedOrRunning,
+//	             task), master (the                                                 WorkflowTimeOutIfOwned
+//	             parent's timeout)
 //	reopened     operator (rerun)       ended; with a key: the key not full and     TaskRerunIfFailedOrKilled
 //	                                    none of it waiting (key lock)
 //
@@ -128,21 +204,36 @@
 //
 //	created      master (advance)       its instance locked by the advance          TaskCreateMany,
 //	                                                                                WorkflowCreate (roots)
+//	child        master (advance)       its instance locked by the advance; the     TaskCreateWaitingOnChild
+//	started                             child created in the same transaction
+//	child ended  whoever ends the       waiting on the child, which has ended       TaskEndIfChildEnded
+//	             child, in its
+//	             transaction
+//	for-each     master (advance)       a for-each's parent, waiting, its items     TaskFinishManyForEachIfWaiting
+//	ended                               all ended; its instance locked
 //	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueued,
 //	                                    free pool slot                              TaskClaimQueuedUnpooled
 //	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
 //	                                                                                TaskFinishIfRunning
 //	failed over  leader                 running on a fenced worker                  TaskRequeueIfRunningOnWorker
 //	killed       operator, stop,        queued, waiting (at once); running          TaskKillIfQueuedOrRunning,
-//	             workflow timeout       (requested)                                 WorkflowStopIfActive,
-//	                                                                                WorkflowTimeOutIfOwned
-//	rerun        operator               failed or killed                            TaskRerunIfFailedOrKilled
-//	signalled    operator (API, CLI)    waiting                                     TaskEndIfWaiting
+//	             workflow timeout       (requested); a for-each's parent (marked)   WorkflowStopIfActive,
+//	                                    and its items, by an operator               WorkflowTimeOutIfOwned
+//	rerun        operator               failed or killed; a for-each's parent       TaskRerunIfFailedOrKilled
+//	                                    waits again
+//	paused       worker                 running under the attempt's token (an      TaskFinishManyIfRunning
+//	                                    agent at a wait step); killed if a kill
+//	                                    was requested
+//	signalled    operator (API, CLI)    waiting, a wait task: ended                 TaskEndIfWaiting
+//	resumed,     operator (API, CLI)    waiting, a paused agent: queued with the    TaskEndIfWaiting
+//	rejected                            step's checkpoint, or failed
 //	wait timed   master                 waiting, past its wait_until (database      TaskEndIfWaiting
-//	out                                 clock)
+//	out                                 clock); a paused agent failed or resumed
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
-// pool in workflow_create_grouped.go; concurrency keys in workflow_concurrency.go), task_instance.go (claims, attempts' ends, task
-// creation), task_action.go (the operators'), failover_event.go (the leader's). Failover's
-// side of the protocol (who is fenced, and when) is package failover's.
+// pool in workflow_create_grouped.go; concurrency keys in workflow_concurrency.go),
+// task_instance.go (claims, attempts' ends, task creation), task_foreach.go (a for-each's
+// parent), task_action.go (the operators'), child_workflow.go (child workflows),
+// failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
+// when) is package failover's.
 package lifecycle

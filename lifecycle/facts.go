@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"slices"
+
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/workflow"
 )
@@ -12,13 +14,16 @@ import (
 // Each fact is what migration 00015 computed from json.Marshal(spec) for the definitions stored
 // before it, so old and new definitions agree: a timeout is any non-zero one, a cap any
 // non-zero max-active-instances (Validate refuses a negative one), and a spec without tasks
-// has no task count rather than a count of 0.
+// has no task count rather than a count of 0. A spec with a for-each task, which came after
+// that migration, has no task count either.
 func Facts(spec *workflow.Spec) dao.DefinitionFacts {
 	f := dao.DefinitionFacts{
 		HasTimeout:   spec.Timeout != 0,
 		WhenFullSkip: spec.WhenFull == workflow.WhenFullSkip,
 	}
-	if n := len(spec.Tasks); n > 0 {
+	// An instance with a for-each task has more task instances than its spec has tasks: only
+	// a master ends it, so it has no task count for the worker's statement to go by.
+	if n := len(spec.Tasks); n > 0 && !slices.ContainsFunc(spec.Tasks, func(t workflow.Task) bool { return t.ForEach != "" }) {
 		f.TaskCount = &n
 	}
 	if n := spec.MaxActiveInstances; n != 0 {

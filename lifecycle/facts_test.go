@@ -127,3 +127,13 @@ func show(f dao.DefinitionFacts) string {
 	return fmt.Sprintf("{task_count %s, has_timeout %t, max_active %s, when_full_skip %t}",
 		count(f.TaskCount), f.HasTimeout, count(f.MaxActive), f.WhenFullSkip)
 }
+
+// TestFactsOfAForEach: a workflow with a for-each task has no task count, even of one task:
+// its items are task instances of its own, and no worker's end of one may end the instance.
+func TestFactsOfAForEach(t *testing.T) {
+	t.Parallel()
+	spec := parse(t, "name: each\ntasks:\n  - {name: sum, type: noop, for-each: \"a\\nb\"}\n")
+	if f := lifecycle.Facts(spec); f.TaskCount != nil {
+		t.Errorf("task count %d, want none", *f.TaskCount)
+	}
+}

@@ -62,7 +62,7 @@ func TestSingleTaskEndMatchesDecide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := lifecycle.Decide(spec, map[string]dao.TaskState{"only": tc.wantState}, nil)
+		want := lifecycle.Decide(spec, map[string]dao.TaskState{"only": tc.wantState}, nil, nil)
 		if !want.Done || wf.State != want.State || deref(wf.Error) != want.Error || done[0].Workflow != want.State {
 			t.Errorf("%s: the task's end ended the workflow %s %q (reported %q); Decide says %s %q",
 				tc.name, wf.State, deref(wf.Error), done[0].Workflow, want.State, want.Error)
@@ -97,6 +97,7 @@ func TestNext(t *testing.T) {
 		{spent, dao.OutcomeHandedBack, dao.TaskQueued, false},
 		{spent, dao.OutcomeInterrupted, dao.TaskQueued, false},
 		{spent, dao.OutcomeFailedOver, dao.TaskQueued, false},
+		{withRetries, dao.OutcomePaused, dao.TaskWaiting, false},
 	} {
 		next, retry := lifecycle.Next(tc.task, tc.o)
 		if next != tc.next || retry != tc.retry {

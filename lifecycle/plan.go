@@ -30,11 +30,22 @@ type Planned struct {
 	State dao.TaskState
 	// Error says why a task is created failed.
 	Error string
+	// Items are a for-each task's items, non-nil for the parent of its items alone: created
+	// waiting for them, or succeeded with Output "[]" when there are none.
+	Items  []string
+	Output *string
 }
 
 // Runs says whether a task whose trigger holds runs: its when: condition, rendered over the
 // instance's params and the outputs of the task's dependencies. An error fails the task.
 type Runs func(t *workflow.Task) (bool, error)
+
+// Expand returns the items of a for-each task that runs (workflow.Task.Items, over the
+// instance's params and the outputs of the task's dependencies). An error fails the task.
+type Expand func(t *workflow.Task) ([]string, error)
+
+// noItems is the output of a for-each task without items: the JSON array of no outputs.
+const noItems = "[]"
 
 // Decide is the rule of a workflow instance's progress: from its spec and the states of the
 // task instances it has so far, the next step. A task instance is created only when all of
@@ -42,12 +53,18 @@ type Runs func(t *workflow.Task) (bool, error)
 // it run — by default only if they all succeeded, so a failure skips its whole downstream in
 // one step while independent branches go on — and then runs, its when: condition, whether it
 // does: queued if so, skipped if not, failed if the condition cannot be decided. runs nil
-// runs every task whose trigger holds. When every task is terminal the instance ends:
+// runs every task whose trigger holds. A for-each task that runs is expanded (expand): it is
+// created as the parent of its items, waiting for them (the items are created by the advance,
+// and the parent ended once they have ended, see ForEach); succeeded at once, with the output
+// "[]", without items; failed when its items cannot be had. expand nil leaves a for-each task
+// queued: only Roots passes none, and a root with for-each is never among its tasks. The
+// task instances of its items are no tasks of spec, and Decide looks at none of them. When
+// every task is terminal the instance ends:
 // succeeded if none failed or was killed, failed otherwise, with the failed and killed tasks
 // named in its error (Outcome). The worker's statement that ends a single-task workflow
 // (dao.TaskFinishManyIfRunning) gives the same end; TestSingleTaskEndMatchesDecide holds the
 // two together.
-func Decide(spec *workflow.Spec, states map[string]dao.TaskState, runs Runs) Plan {
+func Decide(spec *workflow.Spec, states map[string]dao.TaskState, runs Runs, expand Expand) Plan {
 	var p Plan
 	known := make(map[string]dao.TaskState, len(spec.Tasks))
 	maps.Copy(known, states)
@@ -79,6 +96,17 @@ func Decide(spec *workflow.Spec, states map[string]dao.TaskState, runs Runs) Pla
 					c.State, c.Error = dao.TaskFailed, err.Error()
 				case !yes:
 					c.State = dao.TaskSkipped
+				}
+			}
+			if c.State == dao.TaskQueued && t.ForEach != "" && expand != nil {
+				switch items, err := expand(t); {
+				case err != nil:
+					c.State, c.Error = dao.TaskFailed, err.Error()
+				case len(items) == 0:
+					out := noItems
+					c.State, c.Items, c.Output = dao.TaskSucceeded, []string{}, &out
+				default:
+					c.State, c.Items = dao.TaskWaiting, items
 				}
 			}
 		}
@@ -136,14 +164,16 @@ func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
 
 // Roots returns the task instances a new instance of spec with params and priority starts
 // with: its tasks without dependencies; or none for a capped workflow or one with a
-// concurrency key, which starts them only once admitted, and for one with a when: condition
-// on a root, whose roots a master creates once it has decided the condition.
+// concurrency key, which starts them only once admitted, for one with a when: condition or
+// a for-each on a root, whose roots a master creates once it has decided the condition and
+// rendered the items, and for one with a workflow task as a root, whose child a master
+// starts.
 func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
 	if spec.MaxActiveInstances > 0 || spec.Concurrency != nil {
 		return nil, nil
 	}
 	for _, t := range spec.Tasks {
-		if len(t.DependsOn) == 0 && t.When != "" {
+		if len(t.DependsOn) == 0 && (t.When != "" || t.ForEach != "" || t.Type == workflow.TypeWorkflow) {
 			return nil, nil
 		}
 	}
@@ -151,7 +181,7 @@ func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.New
 	if err != nil {
 		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
 	}
-	p := Decide(spec, nil, nil)
+	p := Decide(spec, nil, nil, nil)
 	rows := make([]dao.NewTask, 0, len(p.Create))
 	for _, c := range p.Create {
 		row, err := taskRow(0, priority, c, merged, nil)
@@ -164,20 +194,38 @@ func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.New
 }
 
 // taskRow is the task instance c of the workflow instance wfID (of priority wfPriority) whose
-// params are params and whose task instances so far are tasks.
+// params are params and whose task instances so far are tasks. The parent of a for-each
+// task's items runs nowhere: it has no pool, no retries and no timeout of its own (its items
+// have the task's).
 func taskRow(wfID int64, wfPriority int, c Planned, params map[string]string, tasks []dao.TaskOutcome) (dao.NewTask, error) {
-	raw, err := json.Marshal(workflow.TaskParams{Task: *c.Task, Params: params, Upstream: upstream(c.Task, tasks)})
-	if err != nil {
-		return dao.NewTask{}, err
-	}
 	state := c.State
 	if state == dao.TaskQueued && c.Task.Type == workflow.TypeWait {
 		state = dao.TaskWaiting
 	}
-	return dao.NewTask{WorkflowInstanceID: wfID, Name: c.Task.Name, Type: c.Task.Type, Params: raw,
-		State: state, Priority: c.Task.Priority + wfPriority, Group: c.Task.Group, Pool: c.Task.Pool,
-		MaxRetries: c.Task.Retries, RetryInterval: time.Duration(c.Task.RetryInterval),
-		Timeout: time.Duration(c.Task.Timeout), Error: c.Error}, nil
+	row, err := newTask(wfID, wfPriority, c.Task, c.Task.Name, state,
+		workflow.TaskParams{Task: *c.Task, Params: params, Upstream: upstream(c.Task, tasks)})
+	if err != nil {
+		return dao.NewTask{}, err
+	}
+	row.Error = c.Error
+	if c.Items != nil {
+		row.Items, row.Output = c.Items, c.Output
+		row.Pool, row.MaxRetries, row.RetryInterval, row.Timeout = "", 0, 0, 0
+	}
+	return row, nil
+}
+
+// newTask is the task instance name, in state, of task t of the workflow instance wfID (of
+// priority wfPriority), with params: t's own or one of its items'.
+func newTask(wfID int64, wfPriority int, t *workflow.Task, name string, state dao.TaskState, params workflow.TaskParams) (dao.NewTask, error) {
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return dao.NewTask{}, err
+	}
+	return dao.NewTask{WorkflowInstanceID: wfID, Name: name, Type: t.Type, Params: raw,
+		State: state, Priority: t.Priority + wfPriority, Group: t.Group, Pool: t.Pool,
+		MaxRetries: t.Retries, RetryInterval: time.Duration(t.RetryInterval),
+		Timeout: time.Duration(t.Timeout)}, nil
 }
 
 // upstream returns the outputs of t's dependencies among the workflow instance's tasks,

@@ -58,7 +58,7 @@ func TestDecide(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			p := Decide(diamond(t), tc.states, nil)
+			p := Decide(diamond(t), tc.states, nil, nil)
 			var got []string
 			for _, c := range p.Create {
 				got = append(got, c.Task.Name+"="+string(c.State))
@@ -109,7 +109,7 @@ tasks:
 				return false, errors.New("no such param")
 			}
 			return true, nil
-		})
+		}, nil)
 		var got []string
 		for _, c := range p.Create {
 			got = append(got, c.Task.Name+"="+string(c.State)+c.Error)

@@ -22,15 +22,18 @@ func Claim(ctx context.Context, db *dao.DB, worker string, groups []string, limi
 // Next is the rule of an attempt's end: the state a task instance t goes to when an attempt
 // of it ended with outcome o, and whether the attempt counts against its retries. A failure
 // or a timeout is retried, after the task's retry interval, while the task has retries left;
-// a hand-back or an interruption goes back to the queue without counting; a kill ends it. A
-// task whose kill was requested is never queued again: the statement that records the end
-// makes queued killed (dao.TaskFinishManyIfRunning).
+// a hand-back or an interruption goes back to the queue without counting; a kill ends it; an
+// agent paused at a wait step waits for its signal, without counting either. A task whose
+// kill was requested is never queued again nor waits: the statement that records the end
+// makes queued and waiting killed (dao.TaskFinishManyIfRunning).
 func Next(t *dao.TaskInstance, o dao.Outcome) (next dao.TaskState, retry bool) {
 	switch o {
 	case dao.OutcomeSucceeded:
 		return dao.TaskSucceeded, false
 	case dao.OutcomeKilled:
 		return dao.TaskKilled, false
+	case dao.OutcomePaused:
+		return dao.TaskWaiting, false
 	case dao.OutcomeHandedBack, dao.OutcomeInterrupted, dao.OutcomeFailedOver:
 		return dao.TaskQueued, false
 	}

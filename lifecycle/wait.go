@@ -19,13 +19,15 @@ var ErrSignalTooLarge = errors.New("the signal's output is too large")
 
 // Signal is the transition "signalled": it ends the waiting task instance id, succeeded with
 // output, or failed with output as its error when fail is set, and wakes the masters, which
-// go on with its workflow instance (dao.TaskEndIfWaiting). A task that is not waiting — one
+// go on with its workflow instance (dao.TaskEndIfWaiting). A paused agent is resumed instead
+// of succeeding: output becomes its wait step's output and the task is queued again for any
+// worker to go on from the next step; fail fails it. A task that is not waiting — one
 // signalled already, timed out or killed — is a *dao.ConflictError: a second signal never
 // applies. audit, unless nil, is the signal's audit_event row, committed with it; its target
-// is set to the task. It returns the task's workflow instance.
-func Signal(ctx context.Context, db *dao.DB, id int64, output string, fail bool, audit *dao.AuditEvent) (int64, error) {
+// is set to the task.
+func Signal(ctx context.Context, db *dao.DB, id int64, output string, fail bool, audit *dao.AuditEvent) (dao.Signalled, error) {
 	if len(output) > MaxSignalOutput {
-		return 0, fmt.Errorf("%w: %d bytes; the limit is %d", ErrSignalTooLarge, len(output), MaxSignalOutput)
+		return dao.Signalled{}, fmt.Errorf("%w: %d bytes; the limit is %d", ErrSignalTooLarge, len(output), MaxSignalOutput)
 	}
 	state, out, errMsg := dao.TaskSucceeded, &output, (*string)(nil)
 	if fail {
@@ -39,9 +41,11 @@ func Signal(ctx context.Context, db *dao.DB, id int64, output string, fail bool,
 }
 
 // EndWaitsPastTimeout is the transition "wait timed out": it ends at most limit waiting task
-// instances whose timeout has passed, as their task's on-timeout says — failed (the default)
-// or succeeded with an empty output — and returns how many it ended. A task signalled
-// meanwhile is left as its signal ended it, so any master may call it at any time.
+// instances whose timeout has passed, as their on-timeout says — failed (the default) or
+// succeeded with an empty output — and returns how many it ended. For a paused agent the
+// timeout and on-timeout are its wait step's, and succeeding resumes it with an empty output
+// for the step. A task signalled meanwhile is left as its signal ended it, so any master may
+// call it at any time.
 func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error) {
 	due, err := db.TaskListWaitingPastTimeout(ctx, limit)
 	if err != nil {
@@ -49,7 +53,7 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 	}
 	ended := 0
 	for _, w := range due {
-		state, output, errMsg := waitTimedOut(w.Params)
+		state, output, errMsg := waitTimedOut(w.Params, w.PausedStep)
 		_, err := db.TaskEndIfWaiting(ctx, w.ID, state, output, errMsg, nil)
 		var conflict *dao.ConflictError
 		switch {
@@ -63,13 +67,24 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 	return ended, nil
 }
 
-// waitTimedOut is what a wait task whose params are params comes to at its timeout.
-func waitTimedOut(params json.RawMessage) (dao.TaskState, *string, *string) {
+// waitTimedOut is what a waiting task whose params are params comes to at its timeout: a wait
+// task as its on-timeout says, a paused agent as its wait step pausedStep's does.
+func waitTimedOut(params json.RawMessage, pausedStep *string) (dao.TaskState, *string, *string) {
 	var p workflow.TaskParams
-	if err := json.Unmarshal(params, &p); err == nil && p.Task.OnTimeout == workflow.OnTimeoutSucceed {
+	err := json.Unmarshal(params, &p)
+	onTimeout, timeout := p.Task.OnTimeout, p.Task.Timeout
+	if pausedStep != nil {
+		onTimeout, timeout = "", 0
+		for _, st := range p.Task.Steps {
+			if st.Name == *pausedStep {
+				onTimeout, timeout = st.OnTimeout, st.Timeout
+			}
+		}
+	}
+	if err == nil && onTimeout == workflow.OnTimeoutSucceed {
 		empty := ""
 		return dao.TaskSucceeded, &empty, nil
 	}
-	msg := fmt.Sprintf("no signal within its timeout of %s", time.Duration(p.Task.Timeout))
+	msg := fmt.Sprintf("no signal within its timeout of %s", time.Duration(timeout))
 	return dao.TaskFailed, nil, &msg
 }

@@ -623,6 +623,10 @@ func (m *Master) record(st lifecycle.Stepped, claimed bool) {
 		m.cfg.Log.Info().Int64("workflow_instance", id).Msg("no longer the owner, or finished; stopped driving it")
 		m.forget(id)
 	}
+	for _, id := range st.Released {
+		m.cfg.Log.Debug().Int64("workflow_instance", id).Msg("only waiting; released until a wait ends")
+		m.forget(id)
+	}
 	for _, e := range st.Ended {
 		m.forget(e.ID)
 		ev := m.cfg.Log.Info()

@@ -58,9 +58,9 @@ tasks:
 	if got, err := db.TaskClaimQueued(ctx, "w1", []string{"default"}, 10); err != nil || len(got) != 0 {
 		t.Fatalf("claim while the review waits = %+v, %v; want nothing", got, err)
 	}
-	wf, err := lifecycle.Signal(ctx, db, review.ID, "looks good", false, nil)
-	if err != nil || wf != id {
-		t.Fatalf("Signal = %d, %v", wf, err)
+	res, err := lifecycle.Signal(ctx, db, review.ID, "looks good", false, nil)
+	if err != nil || res.WorkflowInstanceID != id || res.State != dao.TaskSucceeded || res.PausedStep != nil {
+		t.Fatalf("Signal = %+v, %v", res, err)
 	}
 	var conflict *dao.ConflictError
 	if _, err := lifecycle.Signal(ctx, db, review.ID, "again", true, nil); !errors.As(err, &conflict) || conflict.State != "succeeded" {
@@ -127,4 +127,52 @@ tasks:
 	if r := taskNamed(t, db, stopped, "review"); r.State != dao.TaskKilled {
 		t.Errorf("review of a stopped instance is %s, want killed", r.State)
 	}
+}
+
+// TestWaitingInstancesHaveNoOwner: an instance whose only live task waits for a signal is
+// released by the advance that made it wait, so no master holds it (nor advances it on a
+// resync) for as long as the wait lasts; the signal wakes a master, which goes on with it. One
+// with a workflow timeout stays owned: its owner enforces the timeout.
+func TestWaitingInstancesHaveNoOwner(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
+	file := func(name, timeout string) string {
+		return "name: " + name + "\n" + timeout + `tasks:
+  - {name: build, type: noop}
+  - {name: review, type: wait, depends-on: [build], timeout: 1h}
+  - {name: ship, type: noop, depends-on: [review]}
+`
+	}
+	free, timed := submitFile(t, db, file("free", ""), nil), submitFile(t, db, file("timed", "timeout: 1h\n"), nil)
+	succeed(t, db, claimOne(t, m, db, "build"))
+	succeed(t, db, claimOne(t, m, db, "build"))
+	m.waitFor(t, "both reviews to wait", func() bool {
+		return len(tasksOf(t, db, free)) == 2 && len(tasksOf(t, db, timed)) == 2 && m.Owned() == 1
+	})
+	if got, err := db.WorkflowGet(ctx, free); err != nil || got.Owner != nil || got.State != dao.WorkflowRunning {
+		t.Fatalf("waiting instance = %+v, %v; want running without an owner", got, err)
+	}
+	if got, err := db.WorkflowGet(ctx, timed); err != nil || got.Owner == nil || *got.Owner != "m1" {
+		t.Fatalf("waiting instance with a timeout = %+v, %v; want owned by m1", got, err)
+	}
+	if _, err := lifecycle.Signal(ctx, db, taskNamed(t, db, free, "review").ID, "ok", false, nil); err != nil {
+		t.Fatal(err)
+	}
+	succeed(t, db, claimOne(t, m, db, "ship"))
+	m.waitFor(t, "the signalled instance to succeed", func() bool {
+		got, err := db.WorkflowGet(ctx, free)
+		return err == nil && got.State == dao.WorkflowSucceeded
+	})
+}
+
+// tasksOf returns the task instances of wf.
+func tasksOf(t *testing.T, db *dao.DB, wf int64) []dao.TaskInstance {
+	t.Helper()
+	tasks, err := db.TaskListByWorkflow(context.Background(), wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tasks
 }

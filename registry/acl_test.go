@@ -182,7 +182,12 @@ func TestACLCredentialsSurviveReconnectAndNewSession(t *testing.T) {
 	// A new session: cut until the server expires the old one.
 	expired := deleted(t, zc, node)
 	p.Cut()
-	waitClosed(t, expired, 15*time.Second, "the server to expire the session")
+	select {
+	case <-expired:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("timed out after 15s waiting for the server to expire session %#x; its log then:\n%s", first,
+			testenv.SharedZKLog(fmt.Sprintf("%x", first), "fsync", "WARN", "ERROR"))
+	}
 	p.Heal()
 	st := waitReg(t, w, 15*time.Second, "registered under a new session", func(s RegState) bool {
 		return s.Kind == Registered && s.SessionID != first

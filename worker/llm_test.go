@@ -19,8 +19,9 @@ import (
 )
 
 // startLLMWorker runs a worker with every executor, whose provider "test" is the test
-// server and "offline" the offline model; it stops when the test ends.
-func (b *testBundle) startLLMWorker(t testing.TB, id string, srv *llmtest.Server, slots int) {
+// server and "offline" the offline model; it stops when the test ends, or at stop, which
+// returns once its shutdown is over.
+func (b *testBundle) startLLMWorker(t testing.TB, id string, srv *llmtest.Server, slots int) (stop func()) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -38,7 +39,9 @@ func (b *testBundle) startLLMWorker(t testing.TB, id string, srv *llmtest.Server
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stop = func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return stop
 }
 
 func usageOf(t *testing.T, raw *json.RawMessage) llm.Usage {

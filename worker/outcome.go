@@ -24,8 +24,8 @@ var (
 )
 
 // decide turns how an attempt ended into its outcome and the task's next state, by the rule
-// of lifecycle.Next. A stop that came after the attempt had succeeded by itself does not undo
-// the success.
+// of lifecycle.Next. A stop that came after the attempt had succeeded or paused by itself
+// does not undo it.
 func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptResult {
 	r := dao.AttemptResult{ExitCode: res.ExitCode, AttemptUsage: usageJSON(res.Usage), TaskUsage: usageJSON(res.TaskUsage)}
 	if r.TaskUsage == nil {
@@ -49,6 +49,8 @@ func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptRe
 		r.Outcome, r.Error = dao.OutcomeTimedOut, "timed out after "+t.Timeout().String()
 	case res.Err != nil:
 		r.Outcome, r.Error = dao.OutcomeFailed, res.Err.Error()
+	case res.Paused != nil:
+		r.Outcome, r.PausedStep, r.WaitFor = dao.OutcomePaused, res.Paused.Step, res.Paused.Timeout
 	default:
 		out := res.Output
 		r.Outcome, r.Output = dao.OutcomeSucceeded, &out

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/worker/executor"
@@ -12,6 +13,7 @@ import (
 func TestDecide(t *testing.T) {
 	t.Parallel()
 	failed := executor.Result{Err: errors.New("exit status 1")}
+	paused := executor.Result{Paused: &executor.Pause{Step: "approve", Timeout: time.Hour}}
 	for _, tc := range []struct {
 		name           string
 		retries, max   int
@@ -34,6 +36,8 @@ func TestDecide(t *testing.T) {
 		{"success before the hand-back stands", 0, 0, errHandBack, executor.Result{Output: "done"}, dao.OutcomeSucceeded, dao.TaskSucceeded, false, false},
 		{"a stopped clean exit is still a hand-back", 0, 0, errHandBack, executor.Result{Stopped: true}, dao.OutcomeHandedBack, dao.TaskQueued, false, true},
 		{"kill is never retried", 0, 3, errKilled, failed, dao.OutcomeKilled, dao.TaskKilled, false, true},
+		{"an agent at a wait step pauses", 2, 2, nil, paused, dao.OutcomePaused, dao.TaskWaiting, false, false},
+		{"a pause before the hand-back stands", 0, 0, errHandBack, paused, dao.OutcomePaused, dao.TaskWaiting, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -45,6 +49,9 @@ func TestDecide(t *testing.T) {
 			}
 			if (got.Error != "") != tc.wantsErrorText {
 				t.Errorf("error text %q; want one: %v", got.Error, tc.wantsErrorText)
+			}
+			if p := tc.res.Paused; p != nil && (got.PausedStep != p.Step || got.WaitFor != p.Timeout || got.Output != nil) {
+				t.Errorf("paused at %q for %s, output %v; want %q for %s, no output", got.PausedStep, got.WaitFor, got.Output, p.Step, p.Timeout)
 			}
 			if got.Outcome == dao.OutcomeSucceeded && (got.Output == nil || *got.Output != tc.res.Output) {
 				t.Errorf("output = %v, want %q", got.Output, tc.res.Output)

@@ -432,7 +432,7 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		sink := newLogSink(w.db, tok, w.cfg.LogLimit, w.cfg.Clock, func() { a.cancel(errRefused) })
 		logw := w.mask.writer(sink)
 		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
-			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params, Upstream: params.Upstream,
+			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item,
 			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
 				clock: w.cfg.Clock}}, logw)
 		_ = logw.Close()
@@ -463,7 +463,11 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 		switch {
 		case err == nil:
 			ev := log.Info()
-			if r.Outcome != dao.OutcomeSucceeded {
+			switch r.Outcome {
+			case dao.OutcomeSucceeded:
+			case dao.OutcomePaused:
+				ev = ev.Str("paused_step", r.PausedStep)
+			default:
 				ev = log.Warn().Str("error", r.Error)
 			}
 			ev.Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).Msg("attempt ended")

@@ -172,6 +172,49 @@
 //     anything else, or fails, fails the task with the reason, without running it; a rerun
 //     of such a task decides it again. A root task's condition is decided by a master, so
 //     an instance with one starts when a master takes it up, not at submit.
+//   - for-each: run the task once per item, a template (see Prompt templates) over .params
+//     and the outputs of the task's dependencies that renders the items: a JSON array —
+//     each string element is an item as it is, any other element its JSON text — or, when
+//     the text does not start with '[', one item a line (its non-empty lines, spaces around
+//     each removed). At most 10,000 items (MaxItems). For shell, noop, llm and agent tasks
+//     (not wait). A master renders it once the trigger holds and the condition is true, and
+//     creates the task as a parent, waiting, and one task instance per item, named
+//     name[0], name[1], ..., each run like any task with the task's retries, timeout,
+//     group and pool. A shell item reads its item as $ZKSCHED_ITEM and its index (from 0)
+//     as $ZKSCHED_INDEX; llm and agent prompts as {{ .item }} and {{ .index }} (for-each
+//     and when cannot use them: they are rendered before the items exist). The task ends
+//     once every item has: succeeded if all did, its output then the JSON array of their
+//     outputs in index order (each a JSON string), which the tasks below read like any
+//     output; failed otherwise, naming the items that did not succeed. Without items it
+//     succeeds at once with the output []. A for-each that fails to render, renders text
+//     starting with '[' that is not a JSON array, or more than 10,000 items fails the task
+//     with the reason, without running anything. A root task's for-each is rendered by a
+//     master, as a condition is. Items are created once, whatever master fails over midway.
+//     A kill of the task kills its items and creates no more; a rerun reruns its failed
+//     and killed items (the succeeded keep their outputs) and creates those never created.
+//   - max-parallel: with for-each, how many of its items may run at once; the next are
+//     created in index order as those end. 0 (the default) means no cap.
+//
+// For example, one summary per document, four at a time, and a report over all of them:
+//
+//	tasks:
+//	  - {name: list, type: shell, command: "ls docs/*.md | jq -R . | jq -sc ."}
+//	  - name: summarise
+//	    type: agent
+//	    provider: main
+//	    depends-on: [list]
+//	    for-each: "{{ .upstream.list.output }}"
+//	    max-parallel: 4
+//	    steps:
+//	      - {name: read, prompt: "Summarise {{ .item }}"}
+//	  - name: report
+//	    type: llm
+//	    provider: main
+//	    depends-on: [summarise]
+//	    prompt: "Write a report from these summaries (a JSON array): {{ .upstream.summarise.output }}"
+//
+// Each item's task instance carries the outputs of the task's dependencies, as any task
+// does: a for-each over a large upstream output stores it once per item.
 //
 // Each type has fields of its own; a field of one type on a task of another is an error.
 //
@@ -204,6 +247,41 @@
 //
 //   - on-timeout: fail (the default) or succeed.
 //
+// A workflow task starts an instance of another stored workflow, its child, and ends as the
+// child ends: succeeded, with the child's output, when the child succeeded; failed, naming
+// the child instance and its error, when it failed or was stopped. Like a wait task it runs
+// nowhere and holds no slot while the child runs. The child's output is the output of its
+// final task: the task written last in its file among those no other task depends on. A
+// stop of the instance, its timeout or a kill of the task stops the child (and the child's
+// own children); a stop of the child fails the task. A rerun of the task, once it failed or
+// was killed, starts a new child. The child instance's page links to the task that started
+// it, and the task's page to the child.
+//
+//   - workflow (required): the name of the stored workflow to start. It is looked up when
+//     the task starts, not at submit, so the two files may be submitted in any order; one
+//     that is not stored then fails the task, saying so. A task cannot name its own
+//     workflow; a chain of workflows starting each other stops at 10 levels of children
+//     below the instance submitted (the task that would start the 11th fails).
+//   - version: the version of that workflow to run; default the latest stored when the task
+//     starts.
+//   - params: the child's params, a mapping of names to templates (see Prompt templates)
+//     over .params and the outputs of the task's dependencies, rendered when the task
+//     starts; they override the child workflow's own defaults. A template that fails, or a
+//     value the params' bounds refuse, fails the task without starting a child.
+//
+// For example:
+//
+//	tasks:
+//	  - name: publish
+//	    type: workflow
+//	    workflow: publish-digest
+//	    params: {text: "{{ .upstream.review.output }}"}
+//	    depends-on: [review]
+//
+// The child runs at the priority of the task that started it (the parent instance's
+// priority plus the task's). A workflow task has no retries, pool or timeout: give the
+// child's workflow its own.
+//
 // An llm task makes one call to a language model; the completion is its output.
 //
 //   - provider (required): the name of a model provider configured under llm.providers in
@@ -219,8 +297,9 @@
 //
 //   - provider (required), system, temperature, max-tokens: as for llm; system and the
 //     model settings apply to every step.
-//   - steps (required): 1 to 100 steps, each {name, prompt}. Names follow the rule of task
-//     names and are unique within the task; a prompt must not be empty.
+//   - steps (required): 1 to 100 steps, each {name, prompt} or a wait step {name, wait:
+//     true}. Names follow the rule of task names and are unique within the task; a prompt
+//     must not be empty, and a wait step has none.
 //
 // For example:
 //
@@ -239,6 +318,29 @@
 // another worker after a failover) starts from the first step without a checkpoint: a step
 // that finished is never sent to the model again, so a failover never pays for it twice.
 //
+// A wait step pauses the agent for a person: when the agent reaches it (every step before it
+// checkpointed), its attempt ends with the outcome paused and gives its worker slot back,
+// and the task waits as a wait task does — no worker, no slot — until it is signalled the same
+// ways (`zksched signal`, Approve or Reject on its page, the API). An approving signal's
+// output becomes the step's output, {{ .steps.<name> }} in the prompts after it, and the task
+// is queued again: any worker takes it up as a new attempt and goes on from the next step,
+// without calling the model again for the steps before. A rejecting signal fails the task,
+// its text as the reason. A wait step that is the last step gives the task the signal's
+// output. A rerun of an agent rejected at a wait step goes on from its checkpoints and waits
+// at that step again.
+//
+//   - timeout: how long the step waits, from when it began; without one it waits however
+//     long it takes. The task's own timeout bounds each attempt, never a wait.
+//   - on-timeout: what the step's timeout makes of it: fail (the default) fails the task;
+//     succeed goes on from the next step with an empty output for the wait step.
+//
+// For example, a draft a person approves, then polished with their remarks:
+//
+//	steps:
+//	  - {name: draft, prompt: "Draft a release note for: {{ .params.change }}"}
+//	  - {name: approve, wait: true, timeout: 48h}
+//	  - {name: polish, prompt: "Polish {{ .steps.draft }} with these remarks: {{ .steps.approve }}"}
+//
 // Every model call is retried inside the attempt when it fails with a rate limit (HTTP 429,
 // after its Retry-After), a server error, a timeout or a network error, with backoff and
 // jitter, up to the provider's max-attempts and never past the task's timeout; a bad request
@@ -253,7 +355,8 @@
 //   - .params.<name>: the workflow instance's params;
 //   - .upstream.<task>.output: the output of a task this one depends on (depends-on); for a
 //     name with '-' or '.', write {{ index .upstream "fetch-data" "output" }};
-//   - .steps.<step>: in an agent's step prompts, the completion of an earlier step.
+//   - .steps.<step>: in an agent's step prompts, the completion of an earlier step;
+//   - .item and .index: in the prompts of a for-each task, its item and the item's index.
 //
 // Template actions work as usual ({{ if }}, {{ range $name, $u := .upstream }}). A reference
 // to anything else is an error, never an empty string: a template that does not parse, that
@@ -303,7 +406,11 @@
 // name, or two tasks with one name; an unknown type (the message lists the known ones); a
 // shell task without a command; an llm task without a provider or a prompt, an agent
 // without steps, a step without a name or with an empty prompt, a prompt template that does
-// not parse or refers to what the task cannot see; a field of another type; a dependency on a task that does not
+// not parse or refers to what the task cannot see; a workflow task without a workflow, naming
+// its own, with a negative version, or with retries, a pool or a timeout; a for-each on a
+// wait or workflow task, or that does not parse, .item or .index outside a for-each task's
+// prompts, a negative max-parallel or one without for-each; a field of another type; a
+// dependency on a task that does not
 // exist, on the task itself, or listed twice; a dependency cycle; a number out of its range; a
 // negative duration; an invalid param, env, group or pool name (names are at most 128 bytes);
 // more than 100 params, or a param value over 64 KiB or with a NUL (CheckParams, which also

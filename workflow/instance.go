@@ -10,6 +10,10 @@ type TaskParams struct {
 	// name: shell tasks read them as environment variables (see UpstreamEnv), llm and agent
 	// prompts as .upstream.<name>.output.
 	Upstream map[string]Upstream `json:"upstream,omitempty"`
+	// Item is the item of a for-each task's instance (Task.ForEach), nil for any other task:
+	// shell tasks read it as $ZKSCHED_ITEM and $ZKSCHED_INDEX, llm and agent prompts as
+	// .item and .index.
+	Item *Item `json:"item,omitempty"`
 }
 
 // Upstream is the result of one finished upstream task.

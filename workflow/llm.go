@@ -59,9 +59,10 @@ func floatField(name string, p func(*Task) **float64) field {
 }
 
 // stepFields are the keys of one agent step.
-var stepFields = []string{"name", "prompt"}
+var stepFields = []string{"name", "prompt", "wait", "timeout", "on-timeout"}
 
-// steps reads an agent task's list of steps, each a mapping with name and prompt.
+// steps reads an agent task's list of steps, each a mapping with name and prompt, or name and
+// wait: true (with timeout and on-timeout).
 func (d *decoder) steps(v *yaml.Node, what string) []Step {
 	v = d.resolve(v)
 	if v.Tag == "!!null" {
@@ -89,9 +90,20 @@ func (d *decoder) steps(v *yaml.Node, what string) []Step {
 				st.Name, _ = d.scalar(kv.value, where+": name", "a string")
 			case "prompt":
 				st.Prompt, _ = d.scalar(kv.value, where+": prompt", "a string")
+			case "wait":
+				n := d.resolve(kv.value)
+				if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&st.Wait) != nil {
+					d.errorf(n.Line, "%s: wait must be true or false, not %s", where, kindName(n))
+				}
+			case "timeout":
+				if v, ok := d.durationValue(kv.value, where+": timeout"); ok {
+					st.Timeout = Duration(v)
+				}
+			case "on-timeout":
+				st.OnTimeout, _ = d.scalar(kv.value, where+": on-timeout", "a string")
 			default:
-				d.errorf(kv.key.Line, "unknown field %s in %s (a step has name and prompt)%s", quote(key), where,
-					didYouMean(key, stepFields))
+				d.errorf(kv.key.Line, "unknown field %s in %s (a step has name and prompt, or name and wait: true "+
+					"with timeout and on-timeout)%s", quote(key), where, didYouMean(key, stepFields))
 			}
 		}
 		steps = append(steps, st)
@@ -158,10 +170,22 @@ func checkAgent(t *Task) []problem {
 		default:
 			seen[st.Name] = i
 		}
-		if strings.TrimSpace(st.Prompt) == "" {
-			add("the prompt is empty")
-		} else {
+		switch {
+		case st.Wait && st.Prompt != "":
+			add("a wait step has no prompt: the signal that ends its wait gives its output")
+		case st.Wait:
+		case strings.TrimSpace(st.Prompt) == "":
+			add("the prompt is empty (a step that waits for a signal instead says wait: true)")
+		default:
 			probs = append(probs, checkTemplate(t, "steps", label+" prompt", st.Prompt, append([]string{}, earlier...))...)
+		}
+		switch {
+		case !st.Wait && (st.Timeout != 0 || st.OnTimeout != ""):
+			add("timeout and on-timeout belong to wait steps (wait: true); the task's timeout bounds each attempt")
+		case st.Timeout < 0:
+			add("timeout %s is negative", st.Timeout)
+		case st.OnTimeout != "" && st.OnTimeout != OnTimeoutFail && st.OnTimeout != OnTimeoutSucceed:
+			add("on-timeout %s is unknown: use %s or %s", quote(st.OnTimeout), OnTimeoutFail, OnTimeoutSucceed)
 		}
 		if st.Name != "" {
 			earlier = append(earlier, st.Name)
@@ -185,18 +209,31 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 		return []problem{{field: field, msg: fmt.Sprintf("%s: %v", what, err)}}
 	}
 	var probs []problem
+	// A for-each task's items are rendered before they exist: only what the task runs on
+	// each item sees one.
+	items := t.ForEach != "" && field != "when" && field != "for-each"
 	for _, ref := range templateRefs(tmpl) {
-		if msg := checkRef(t, ref, steps); msg != "" {
+		if msg := checkRef(t, ref, steps, items); msg != "" {
 			probs = append(probs, problem{field: field, msg: fmt.Sprintf("%s: %s", what, msg)})
 		}
 	}
 	return probs
 }
 
-func checkRef(t *Task, path []string, steps []string) string {
+func checkRef(t *Task, path []string, steps []string, items bool) string {
 	ref := clip("." + strings.Join(path, "."))
 	switch path[0] {
 	case "params":
+		return ""
+	case "item", "index":
+		switch {
+		case t.ForEach == "":
+			return fmt.Sprintf("%s: only a task with for-each has .item and .index", ref)
+		case !items:
+			return fmt.Sprintf("%s: the items do not exist yet where for-each and when are rendered; the prompts of each item see them", ref)
+		case len(path) > 1:
+			return fmt.Sprintf("%s: .%s has no fields", ref, path[0])
+		}
 		return ""
 	case "upstream":
 		switch {
@@ -229,6 +266,10 @@ func checkRef(t *Task, path []string, steps []string) string {
 			return fmt.Sprintf("%s: a step's output is a string, it has no fields", ref)
 		}
 		return ""
+	}
+	if t.ForEach != "" {
+		return fmt.Sprintf("%s is unknown: a prompt can use .params.<name>, .upstream.<task>.output, in an agent's steps "+
+			".steps.<step> and, in a for-each task's prompts, .item and .index", ref)
 	}
 	return fmt.Sprintf("%s is unknown: a prompt can use .params.<name>, .upstream.<task>.output and, in an agent's steps, .steps.<step>", ref)
 }

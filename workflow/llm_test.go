@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseLLMAndAgent(t *testing.T) {
@@ -68,6 +69,52 @@ tasks:
 	}
 }
 
+// TestParseAgentWaitSteps: a wait step has a name and wait: true, with an optional timeout
+// and on-timeout; later prompts read its output as any step's, and the stored form reads back
+// the same.
+func TestParseAgentWaitSteps(t *testing.T) {
+	t.Parallel()
+	s, err := Parse([]byte(`
+name: review
+tasks:
+  - name: draft
+    type: agent
+    provider: offline
+    steps:
+      - {name: first-look, wait: true}
+      - {name: write, prompt: "Draft a note on {{ index .steps \"first-look\" }}"}
+      - {name: approve, wait: true, timeout: 48h, on-timeout: succeed}
+      - {name: polish, prompt: "Polish {{ .steps.write }} as asked: {{ .steps.approve }}"}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dig, _ := s.Task("draft")
+	want := []Step{
+		{Name: "first-look", Wait: true},
+		{Name: "write", Prompt: "Draft a note on {{ index .steps \"first-look\" }}"},
+		{Name: "approve", Wait: true, Timeout: Duration(48 * time.Hour), OnTimeout: OnTimeoutSucceed},
+		{Name: "polish", Prompt: "Polish {{ .steps.write }} as asked: {{ .steps.approve }}"},
+	}
+	if !reflect.DeepEqual(dig.Steps, want) {
+		t.Errorf("steps = %+v\nwant %+v", dig.Steps, want)
+	}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Spec
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, s) {
+		t.Errorf("JSON round trip changed the spec:\n%s", raw)
+	}
+	if err := back.Validate(); err != nil {
+		t.Errorf("Validate of the stored spec: %v", err)
+	}
+}
+
 func TestParseRejectsLLMAndAgent(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -87,7 +134,33 @@ func TestParseRejectsLLMAndAgent(t *testing.T) {
 			"    steps:",
 			"      - {name: one, prompt: 'say hi'}",
 			"      - {name: two, prompt: '  '}"), []string{
-			`line 6: task "a": step "two": the prompt is empty`}},
+			`line 6: task "a": step "two": the prompt is empty (a step that waits for a signal instead says wait: true)`}},
+		{"wait steps: with a prompt, fields of wait steps on a prompt step, bad values", wf(
+			"  - name: a",
+			"    type: agent",
+			"    provider: p",
+			"    steps:",
+			"      - {name: one, wait: true, prompt: 'say hi'}",
+			"      - {name: two, prompt: hi, timeout: 1h}",
+			"      - {name: three, prompt: hi, on-timeout: succeed}",
+			"      - {name: four, wait: true, timeout: -1s}",
+			"      - {name: five, wait: true, on-timeout: retry}",
+			"      - {name: six, wait: false}"), []string{
+			`line 6: task "a": step "one": a wait step has no prompt: the signal that ends its wait gives its output`,
+			`line 6: task "a": step "two": timeout and on-timeout belong to wait steps (wait: true); the task's timeout bounds each attempt`,
+			`line 6: task "a": step "three": timeout and on-timeout belong to wait steps (wait: true); the task's timeout bounds each attempt`,
+			`line 6: task "a": step "four": timeout -1s is negative`,
+			`line 6: task "a": step "five": on-timeout "retry" is unknown: use fail or succeed`,
+			`line 6: task "a": step "six": the prompt is empty (a step that waits for a signal instead says wait: true)`}},
+		{"wait steps: values that do not read", wf(
+			"  - name: a",
+			"    type: agent",
+			"    provider: p",
+			"    steps:",
+			"      - {name: one, wait: yes please}",
+			"      - {name: two, wait: true, timeout: soon}"), []string{
+			`line 7: task "a": steps #1: wait must be true or false, not "yes please"`,
+			`line 8: task "a": steps #2: timeout "soon" is not a duration: write a Go duration such as "30s", "10m" or "1h30m"`}},
 		{"steps: names missing, invalid, twice", wf(
 			"  - name: a",
 			"    type: agent",
@@ -106,7 +179,7 @@ func TestParseRejectsLLMAndAgent(t *testing.T) {
 			"    provider: p",
 			"    steps:",
 			"      - {name: one, promt: x}"), []string{
-			`line 7: unknown field "promt" in task "a": steps #1 (a step has name and prompt) (did you mean "prompt"?)`}},
+			`line 7: unknown field "promt" in task "a": steps #1 (a step has name and prompt, or name and wait: true with timeout and on-timeout) (did you mean "prompt"?)`}},
 		{"steps not a list", wf("  - {name: a, type: agent, provider: p, steps: {name: x}}"), []string{
 			`line 3: task "a": steps must be a list of steps, like [{name: a, prompt: "..."}], not a mapping`}},
 		{"template that does not parse", wf("  - {name: a, type: llm, provider: p, prompt: 'hi {{ .params.x '}"), []string{

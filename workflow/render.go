@@ -34,13 +34,16 @@ const (
 	maxArgs = 100
 )
 
-// TemplateData is what a prompt template sees: .params.<name>, .upstream.<task>.output and,
-// in an agent's steps, .steps.<step>.
+// TemplateData is what a prompt template sees: .params.<name>, .upstream.<task>.output, in
+// an agent's steps .steps.<step>, and in the prompts of a for-each task's items .item and
+// .index.
 type TemplateData struct {
 	Params   map[string]string
 	Upstream map[string]Upstream
 	// Steps are the outputs of the agent's earlier steps; nil outside an agent.
 	Steps map[string]string
+	// Item is the item a for-each task's instance runs on; nil outside one.
+	Item *Item
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -91,6 +94,9 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	m := map[string]any{"params": nonNil(data.Params), "upstream": upstream}
 	if data.Steps != nil {
 		m["steps"] = data.Steps
+	}
+	if data.Item != nil {
+		m["item"], m["index"] = data.Item.Value, data.Item.Index
 	}
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()

@@ -92,6 +92,13 @@ type Task struct {
 	// When is a template over the params and the upstream outputs that renders true or
 	// false; false skips the task. Empty means true.
 	When string `json:"when,omitempty" yaml:"when,omitempty"`
+	// ForEach is a template over the params and the upstream outputs that renders the task's
+	// items: a JSON array, or one item a line. The task then runs once per item, each run a
+	// task instance of its own (name[0], name[1], ...) that sees its item; see Items. Empty
+	// means the task runs once.
+	ForEach string `json:"for-each,omitempty" yaml:"for-each,omitempty"`
+	// MaxParallel caps how many of a for-each task's items run at once, 0 for no cap.
+	MaxParallel int `json:"max-parallel,omitempty" yaml:"max-parallel,omitempty"`
 
 	// Command is the shell task's script, run with bash -c.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`
@@ -118,6 +125,15 @@ type Task struct {
 	// OnTimeout is what a wait task comes to at its timeout: OnTimeoutFail (the default,
 	// also for "") or OnTimeoutSucceed, with an empty output.
 	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
+
+	// Workflow names the stored workflow a workflow task starts an instance of (a child).
+	Workflow string `json:"workflow,omitempty" yaml:"workflow,omitempty"`
+	// Version is the version of Workflow the child runs; 0 means the latest stored when the
+	// task starts.
+	Version int `json:"version,omitempty" yaml:"version,omitempty"`
+	// Params are the child's params, each a template over the params and the upstream outputs,
+	// rendered when the task starts.
+	Params map[string]string `json:"params,omitempty" yaml:"params,omitempty"`
 }
 
 // TypeWait is the type of a task that runs nowhere: it waits, holding no slot, until it is
@@ -146,13 +162,22 @@ func checkWait(t *Task) []problem {
 	return probs
 }
 
-// Step is one step of an agent task: a named prompt whose completion later steps can use.
+// Step is one step of an agent task: a named prompt whose completion later steps can use,
+// or a wait step, whose output is the signal that ends its wait.
 type Step struct {
 	// Name is unique within the task; later prompts refer to its output as .steps.<name>.
 	Name string `json:"name" yaml:"name"`
 	// Prompt is a template over the workflow's params, the upstream outputs and the outputs
-	// of the earlier steps.
+	// of the earlier steps. A wait step has none.
 	Prompt string `json:"prompt" yaml:"prompt"`
+	// Wait makes the step wait for a signal instead of calling the model: the agent's attempt
+	// ends there, paused, holding no slot, and a signal's output becomes the step's.
+	Wait bool `json:"wait,omitempty" yaml:"wait,omitempty"`
+	// Timeout bounds a wait step's wait, from when it began; 0 waits without end.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// OnTimeout is what a wait step comes to at its timeout: OnTimeoutFail (the default, also
+	// for "") fails the task, OnTimeoutSucceed goes on with an empty output.
+	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
 }
 
 // The triggers: what a task's dependencies must have come to, once all have ended, for it

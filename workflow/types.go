@@ -38,6 +38,7 @@ var taskTypes = []taskType{
 		check:  checkWait,
 	},
 	{name: "agent", fields: append([]field{stepsField}, modelFields...), check: checkAgent},
+	{name: TypeWorkflow, fields: childFields, check: checkChild},
 }
 
 // commonFields are the task fields every type has.
@@ -54,6 +55,8 @@ var commonFields = []field{
 	stringMapField("env", func(t *Task) *map[string]string { return &t.Env }),
 	stringField("trigger", func(t *Task) *string { return &t.Trigger }),
 	stringField("when", func(t *Task) *string { return &t.When }),
+	stringField("for-each", func(t *Task) *string { return &t.ForEach }),
+	intField("max-parallel", func(t *Task) *int { return &t.MaxParallel }),
 }
 
 // Types returns the known task types, sorted.

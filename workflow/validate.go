@@ -111,6 +111,9 @@ func (s *Spec) problems() []problem {
 				addTask(f, "%s is a field of %s tasks, not of a %s task",
 					f, strings.Join(typesWithField(f), " and "), tt.name)
 			}
+			if t.Type == TypeWorkflow && t.Workflow != "" && t.Workflow == s.Name {
+				addTask("workflow", "workflow %s is this workflow: a workflow cannot start an instance of itself", quote(t.Workflow))
+			}
 		}
 
 		if t.Retries < 0 || t.Retries > MaxRetries {
@@ -150,6 +153,9 @@ func (s *Spec) problems() []problem {
 			for _, p := range checkTemplate(t, "when", "when", t.When, nil) {
 				addTask(p.field, "%s", p.msg)
 			}
+		}
+		for _, p := range checkForEach(t) {
+			addTask(p.field, "%s", p.msg)
 		}
 	}
 

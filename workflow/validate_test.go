@@ -36,7 +36,7 @@ func TestValidate(t *testing.T) {
 			s.Tasks[1].DependsOn = []string{"a"}
 		}, []string{
 			`task "a": retries 1000 is out of range 0..100`,
-			`task "b": type is required (known types: agent, llm, noop, shell, wait)`,
+			`task "b": type is required (known types: agent, llm, noop, shell, wait, workflow)`,
 			`task "a" depends on "nope", which is not a task of this workflow`,
 			"dependency cycle: a -> b -> a (each task depends on the one before it)",
 		}},
@@ -55,6 +55,35 @@ func TestValidate(t *testing.T) {
 			`task "a": when: .upstream.b.output refers to task "b", but the task has no depends-on: only the outputs of its dependencies are available`,
 			`task "b": unknown trigger "one-failed" (known triggers: all-succeeded, all-done, any-failed)`,
 			`task "b": when is not a valid template: when:1: missing value for if`,
+		}},
+		{"for-each", func(s *Spec) {
+			s.Tasks[1].DependsOn = []string{"a"}
+			s.Tasks[1].ForEach, s.Tasks[1].MaxParallel = `{{ .upstream.a.output }}`, 4
+			s.Tasks[0].ForEach = `{{ range 3 }}{{ . }}
+{{ end }}`
+			s.Tasks[0].Command = `echo "$ZKSCHED_ITEM"`
+		}, nil},
+		{"items in a for-each task's prompts", func(s *Spec) {
+			s.Tasks[1] = Task{Name: "b", Type: "agent", Group: DefaultGroup, Provider: "p", ForEach: `{{ .params.docs }}`,
+				System: "Item {{ .index }}.", Steps: []Step{{Name: "read", Prompt: "Summarise {{ .item }}"}}}
+		}, nil},
+		{"bad for-each", func(s *Spec) {
+			s.Tasks[0].ForEach, s.Tasks[0].MaxParallel = `{{ .item }}`, -1
+			s.Tasks[0].When = `{{ eq .index 0 }}`
+			s.Tasks[1] = Task{Name: "b", Type: "wait", Group: DefaultGroup, ForEach: `{{ if }}`, MaxParallel: 2}
+		}, []string{
+			`task "a": when: .index: the items do not exist yet where for-each and when are rendered; the prompts of each item see them`,
+			`task "a": max-parallel -1 is negative; 0 means no cap`,
+			`task "a": for-each: .item: the items do not exist yet where for-each and when are rendered; the prompts of each item see them`,
+			`task "b": for-each is for tasks that run on workers (agent, llm, noop, shell), not for a wait task`,
+			`task "b": for-each is not a valid template: for-each:1: missing value for if`,
+		}},
+		{"max-parallel and items without for-each", func(s *Spec) {
+			s.Tasks[0].MaxParallel = 3
+			s.Tasks[1] = Task{Name: "b", Type: "llm", Group: DefaultGroup, Provider: "p", Prompt: "{{ .item }}"}
+		}, []string{
+			`task "a": max-parallel caps the items of a for-each: the task has no for-each`,
+			`task "b": prompt: .item: only a task with for-each has .item and .index`,
 		}},
 		{"no tasks", func(s *Spec) { s.Tasks = nil }, []string{"the workflow has no tasks"}},
 		{"too many tasks", func(s *Spec) { s.Tasks = make([]Task, MaxTasks+1) }, []string{

@@ -13,13 +13,14 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/bench"
 	"github.com/zksched/zksched/internal/soak"
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|failover|memory|soak [flags]")
+		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|foreach|failover|memory|signal|soak [flags]")
 		if len(args) == 0 {
 			return usageError{fmt.Errorf("want a mode")}
 		}
@@ -28,16 +29,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	mode := args[0]
 	fs := newFlags("bench "+mode, stdout)
 	config := configFlag(fs)
-	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory: 100000 unless set)")
-	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set)")
+	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory, signal: 100000 unless set); foreach: the for-each's items, 1000 unless set")
+	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set); signal: signals per second, 200 unless set")
 	duration := fs.Duration("duration", 20*time.Second,
-		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set; soak: how long the faults go on, 1m unless set")
+		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set; signal: how long to signal; soak: how long the faults go on, 1m unless set")
 	masters := fs.Int("masters", 1, "masters (in process; failover, memory: processes; soak: processes, 2 unless set)")
 	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed; memory: processes; soak: processes, 3 unless set)")
 	slots := fs.Int("slots", 64, "slots per worker (soak: 2 unless set)")
 	sleep := fs.Duration("sleep", time.Second, "how long each task sleeps (failover; memory: 30s unless set)")
 	killAfter := fs.Duration("kill-after", 3*time.Second, "when, into the load, to kill -9 a worker (failover)")
-	hold := fs.Duration("hold", 10*time.Second, "how long to go on sampling once the queue is full (memory)")
+	hold := fs.Duration("hold", 10*time.Second, "how long to go on sampling once the queue is full (memory) or every task waits (signal)")
 	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover; memory: 10s unless set)")
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
 	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, soak; default: this one)")
@@ -64,6 +65,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "soak":
 		return runSoak(*config, soakOptions{seed: *seed, duration: *duration, faults: *faults, masters: *masters,
 			workers: *workers, slots: *slots, sessionTimeout: *sessionTimeout, failoverDelay: *failoverDelay, bin: *bin, set: set}, stdout)
+	case "foreach":
+		if !set["n"] {
+			*n = 1000
+		}
 	case "memory":
 		if !set["n"] {
 			*n = 100_000
@@ -76,6 +81,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		// Longer than failover's short one: the master creating 100,000 task instances on a
 		// small machine must not lose its session on the way.
+		if !set["session-timeout"] {
+			*sessionTimeout = 10 * time.Second
+		}
+	case "signal":
+		if !set["n"] {
+			*n = 100_000
+		}
+		if !set["rate"] {
+			*rate = 200
+		}
 		if !set["session-timeout"] {
 			*sessionTimeout = 10 * time.Second
 		}
@@ -128,6 +143,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printMemory(stdout, s)
 		return err
 	}
+	if s.Signal != nil {
+		printSignal(stdout, s)
+		return err
+	}
+	if s.ForEach != nil {
+		printForEach(stdout, s)
+		return err
+	}
 	nodes := fmt.Sprintf("%d master(s), %d worker(s) × %d slots in process", s.Masters, s.Workers, s.Slots)
 	if *external {
 		nodes = "the configured cluster's nodes"
@@ -176,6 +199,40 @@ func printMemory(w io.Writer, s *bench.Summary) {
 		fmt.Fprintf(w, "  %-9s RSS max %6.1f MB  HWM %6.1f MB  Go heap in use %6.1f MB  Go sys %6.1f MB  %d goroutines  (pid %d, %s)\n",
 			n.Name, n.RSSMBMax, n.HWMMB, n.HeapInuseMB, n.GoSysMB, n.Goroutines, n.PID, n.ID)
 	}
+}
+
+// printSignal prints the summary of a signal run, beside the targets.
+func printSignal(w io.Writer, s *bench.Summary) {
+	g := s.Signal
+	fmt.Fprintf(w, "signal: %d workflows waiting (noop → wait → noop) after %.1fs; %d master(s), %d worker(s) × %d slots\n",
+		g.Waiting, g.FillMs/1000, s.Masters, s.Workers, s.Slots)
+	fmt.Fprintf(w, "while they waited: master RSS max %.1f MB (target: under 100 MB), worker RSS max %.1f MB (target: under 50 MB)\n",
+		g.MasterRSSMBMax, g.WorkerRSSMBMax)
+	for i, n := range g.Held {
+		idle := g.Idle[i]
+		fmt.Fprintf(w, "  %-9s goroutines %d idle, %d waiting; Go heap in use %.1f MB idle, %.1f MB waiting\n",
+			n.Name, idle.Goroutines, n.Goroutines, idle.HeapInuseMB, n.HeapInuseMB)
+	}
+	fmt.Fprintf(w, "%d signals at %g/s:\n", g.Signals, g.Rate)
+	for _, l := range []struct {
+		what string
+		p    dao.Percentiles
+	}{{"signal → next task created ", g.Queued}, {"signal → next task started ", g.Start}, {"signal → workflow finished ", g.Finish}} {
+		fmt.Fprintf(w, "  %s p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n", l.what, l.p.P50, l.p.P95, l.p.P99, l.p.Max)
+	}
+	fmt.Fprintln(w, "  (target: signal → next task started p50 under 10 ms, p99 under 50 ms at 200/s)")
+}
+
+// printForEach prints the summary of a foreach run, beside the target.
+func printForEach(w io.Writer, s *bench.Summary) {
+	f := s.ForEach
+	fmt.Fprintf(w, "foreach: a for-each of %d noop items, %d runs one after another; %d master(s), %d worker(s) × %d slots in process\n",
+		f.Items, len(f.Runs), s.Masters, s.Workers, s.Slots)
+	for i, r := range f.Runs {
+		fmt.Fprintf(w, "run %d: submit → first item started %.0f ms, → every item ended %.0f ms, → instance succeeded %.0f ms\n",
+			i+1, r.FirstStartMs, r.ItemsEndedMs, r.FinishedMs)
+	}
+	fmt.Fprintf(w, "submit → instance succeeded: median %.0f ms, max %.0f ms (target: under 2000 ms for 1,000 items)\n", s.P50ms, s.P95ms)
 }
 
 // benchLog is the in-process nodes' log: none unless asked for.

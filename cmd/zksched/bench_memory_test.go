@@ -138,3 +138,44 @@ func leftNothingBehind(t *testing.T, schema, root string) {
 		t.Errorf("the bench's ZooKeeper root %q: exists %v (%v), want it deleted", root, ok, err)
 	}
 }
+
+// TestBenchSignal runs the signal benchmark end to end on a small load: every instance comes
+// to wait, the nodes hold no goroutine per waiting task, every signal moves its instance on to
+// the end, and the run leaves nothing behind. It asserts no speed.
+func TestBenchSignal(t *testing.T) {
+	t.Parallel()
+	const n, signals = 1000, 200
+	stdout, stderr, code := benchProcesses(t, "signal", "--json", "-n", "1000", "--slots", "8", "--hold", "1s",
+		"--rate", "100", "--duration", "2s")
+	t.Logf("progress:\n%s", stderr)
+	if code != 0 {
+		t.Fatalf("exit code %d, want 0\nstdout:\n%s", code, stdout)
+	}
+	var s bench.Summary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("the summary is not JSON: %v\n%s", err, stdout)
+	}
+	g := s.Signal
+	if s.Mode != "signal" || g == nil {
+		t.Fatalf("summary = %s, want a signal summary", stdout)
+	}
+	if g.Waiting != n || g.Signals != signals || s.Tasks != signals {
+		t.Errorf("%d waiting, %d signals (summary: %d tasks); want %d and %d", g.Waiting, g.Signals, s.Tasks, n, signals)
+	}
+	if len(g.Idle) != 3 || len(g.Held) != 3 {
+		t.Fatalf("idle %+v, held %+v: want the three nodes in each", g.Idle, g.Held)
+	}
+	for i, h := range g.Held {
+		// A goroutine per waiting task would be a thousand more; a few come and go with
+		// connections and timers.
+		if idle := g.Idle[i]; h.Goroutines <= 0 || h.Goroutines > idle.Goroutines+20 {
+			t.Errorf("%s: %d goroutines with %d tasks waiting, %d idle", h.Name, h.Goroutines, n, idle.Goroutines)
+		}
+	}
+	if g.Queued.P50 <= 0 || g.Start.P50 < g.Queued.P50 || g.Finish.P50 < g.Start.P50 || g.Finish.Max < g.Finish.P99 {
+		t.Errorf("latency: created %+v, started %+v, finished %+v; want 0 < created ≤ started ≤ finished", g.Queued, g.Start, g.Finish)
+	}
+	t.Logf("figures (-race build): signal → next started p50 %.1f ms p99 %.1f ms; master RSS max %.1f MB, worker %.1f MB",
+		g.Start.P50, g.Start.P99, g.MasterRSSMBMax, g.WorkerRSSMBMax)
+	leftNothingBehind(t, g.Schema, g.ZKRoot)
+}

@@ -45,7 +45,16 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 		}
 		return i
 	}
-	// Each fault, then the server back and the ensemble whole again.
+	// Each fault, then the server back and the ensemble whole again: a server just restarted
+	// is no member yet until it has caught up with the leader (until then it would notice a
+	// frozen leader only after initLimit, not syncLimit), and a fault then would be a second
+	// one on an ensemble that has lost one already.
+	whole := func() {
+		t.Helper()
+		if err := ens.WaitServing(30 * time.Second); err != nil {
+			t.Fatalf("the ensemble is not whole again: %v\n%s", err, ens.Logs())
+		}
+	}
 	follower := (leader() + 1) % 3
 	t.Logf("fault: kill -9 of follower %d", follower)
 	ens.Stop(follower)
@@ -53,6 +62,7 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 	if err := ens.Start(follower); err != nil {
 		t.Fatal(err)
 	}
+	whole()
 
 	l := leader()
 	t.Logf("fault: kill -9 of leader %d", l)
@@ -61,6 +71,7 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 	if err := ens.Start(l); err != nil {
 		t.Fatal(err)
 	}
+	whole()
 
 	l = leader()
 	t.Logf("fault: leader %d frozen for 10 s, past the session timeout", l)
@@ -90,6 +101,7 @@ func TestFaultOneZooKeeperServerLost(t *testing.T) {
 		}
 	}
 	t.Logf("figure: %s", rep.Summary())
+	t.Logf("figure: the ensemble's elections:\n%s", strings.Join(ens.Elections(), "\n"))
 }
 
 // grepLines returns the lines of s that contain substr.

@@ -122,9 +122,16 @@ func (f *fault) submit(t *testing.T, name string, tasks ...task) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := workflow.Parse(raw)
+	return f.submitFile(t, string(raw))
+}
+
+// submitFile stores the workflow file src and creates an instance of it, as `zksched submit`
+// does.
+func (f *fault) submitFile(t *testing.T, src string) int64 {
+	t.Helper()
+	spec, err := workflow.Parse([]byte(src))
 	if err != nil {
-		t.Fatalf("workflow %s: %v\n%s", name, err, raw)
+		t.Fatalf("workflow: %v\n%s", err, src)
 	}
 	// As a user's submission is made (CLI, API): the root tasks are queued with the instance,
 	// which no master drives until one of them ends.
@@ -142,7 +149,7 @@ func (f *fault) submit(t *testing.T, name string, tasks ...task) int64 {
 		return err
 	})
 	if err != nil {
-		t.Fatalf("submit %s: %v", name, err)
+		t.Fatalf("submit %s: %v", spec.Name, err)
 	}
 	return id
 }

@@ -11,11 +11,12 @@ import (
 	"github.com/zksched/zksched/lifecycle"
 )
 
-// runSignal ends a waiting task instance: succeeded with --output, or failed with --fail.
+// runSignal ends a waiting task instance: succeeded with --output, or failed with --fail. A
+// paused agent is resumed instead of succeeding: --output is its wait step's output.
 func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("signal", stdout)
 	config := configFlag(fs)
-	output := fs.String("output", "", "the task's output, which its downstream tasks read; with --fail, the reason")
+	output := fs.String("output", "", "the task's output, which its downstream tasks read (for a paused agent, its wait step's); with --fail, the reason")
 	fail := fs.Bool("fail", false, "fail the task instead of ending it succeeded")
 	idArg, args, err := parseNamed(fs, args)
 	if err != nil {
@@ -38,7 +39,7 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	defer db.Close()
 	ev := cliAudit(dao.AuditTaskSignal, "", map[string]any{"fail": *fail, "output_bytes": len(*output)})
-	wf, err := lifecycle.Signal(ctx, db, id, *output, *fail, ev)
+	res, err := lifecycle.Signal(ctx, db, id, *output, *fail, ev)
 	var conflict *dao.ConflictError
 	switch {
 	case errors.As(err, &conflict):
@@ -50,10 +51,11 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case err != nil:
 		return err
 	}
-	state := "succeeded"
-	if *fail {
-		state = "failed"
+	if res.State == dao.TaskQueued {
+		fmt.Fprintf(stdout, "task instance %d resumed at the step after %s; workflow instance %d goes on\n",
+			id, *res.PausedStep, res.WorkflowInstanceID)
+		return nil
 	}
-	fmt.Fprintf(stdout, "task instance %d %s; workflow instance %d goes on\n", id, state, wf)
+	fmt.Fprintf(stdout, "task instance %d %s; workflow instance %d goes on\n", id, res.State, res.WorkflowInstanceID)
 	return nil
 }

@@ -39,21 +39,27 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	priority := fs.Int("priority", 0, "priority of this instance, added to each task's priority (default: the workflow's priority)")
 	wait := fs.Bool("wait", false, "wait for the instance to finish, printing task state changes; exit 1 if it fails")
 	timeout := fs.Duration("connect-timeout", 30*time.Second, "how long to wait for PostgreSQL")
-	if err := parse(fs, args); err != nil {
+	// The file may come before the flags or after them.
+	path, rest, err := parseNamed(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("want one workflow file, got %d arguments", fs.NArg())}
+	if path == "" || len(rest) > 0 {
+		n := len(rest)
+		if path != "" {
+			n++
+		}
+		return usageError{fmt.Errorf("want one workflow file, got %d arguments", n)}
 	}
 	if err := workflow.CheckParams(params); err != nil {
 		return exitError{code: exitFailed, msg: "--param rejected, nothing stored:\n" + err.Error()}
 	}
-	spec, err := workflow.ParseFile(fs.Arg(0))
+	spec, err := workflow.ParseFile(path)
 	if err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
 	// Read again for its audit record's hash, now that the parse has bounded its size.
-	file, err := os.ReadFile(fs.Arg(0))
+	file, err := os.ReadFile(path)
 	if err != nil {
 		return exitError{code: exitFailed, msg: fmt.Sprintf("read workflow file: %v", err)}
 	}
@@ -78,7 +84,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if spec.Schedule != nil && (*wait || len(params) > 0 || flagSet(fs, "priority")) {
 		return usageError{fmt.Errorf("%s has a schedule: submit stores it and runs nothing; "+
-			"run it now with zksched schedule trigger %s (which takes --param and --wait)", fs.Arg(0), spec.Name)}
+			"run it now with zksched schedule trigger %s (which takes --param and --wait)", path, spec.Name)}
 	}
 	stored, err := master.Define(ctx, db, master.Definition{Spec: spec, File: file,
 		Run: &master.Run{Params: params, Priority: *priority}, By: cliActor()}, time.Now())
@@ -132,7 +138,8 @@ func printStoredSchedule(w io.Writer, spec *workflow.Spec, version int, s *dao.S
 
 // waitFor prints every task state change of a workflow instance until it finishes. A queued
 // task whose group has no live worker (groups says which have one, nil when unknown) is shown
-// as waiting for one: it stays queued, it does not fail.
+// as waiting for one: it stays queued, it does not fail. A task that waits for a person (a
+// wait task, a paused agent) is shown with the command that signals it.
 func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string]bool, w io.Writer) error {
 	seen := map[string]string{}
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -149,6 +156,11 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 					line = fmt.Sprintf("queued: waiting for a worker of group %s (none is running)", t.WorkerGroup)
 				case t.State == dao.TaskQueued && t.Attempt > 0:
 					line = fmt.Sprintf("queued again after attempt %d", t.Attempt)
+				case t.State == dao.TaskWaiting && t.PausedStep != nil:
+					line = fmt.Sprintf("waiting at its step %s: zksched signal %d --output TEXT [--fail], or Approve on its page",
+						*t.PausedStep, t.ID)
+				case t.State == dao.TaskWaiting && t.Type == workflow.TypeWait:
+					line = fmt.Sprintf("waiting: zksched signal %d --output TEXT [--fail], or Approve on its page", t.ID)
 				case t.State.Terminal() && t.Error != nil:
 					line = fmt.Sprintf("%s: %s", t.State, *t.Error)
 				}

@@ -1,12 +1,14 @@
 // Package bench measures zksched: how fast a cluster works down a backlog (burn-down), how
 // long a workflow waits at a steady submit rate (latency), how long a fan-out/fan-in DAG
-// takes above its tasks' own time (dag), how long a killed worker's tasks take to run again
-// (failover), and how much memory the nodes hold with a large queue (memory). Each run gets a
-// PostgreSQL schema of its own, dropped at the end. The first three run their master and
-// workers in process: the figures are those of zksched's scheduling path, the same code the
-// nodes run, without ZooKeeper in the loop (which only decides membership, never the path of
-// a task). Failover and memory need real processes, to kill and to measure: they run the
-// zksched binary as their nodes, on a ZooKeeper root of their own.
+// takes above its tasks' own time (dag), how long a for-each over N items takes from submit
+// to its end (foreach), how long a killed worker's tasks take to run again (failover), how
+// much memory the nodes hold with a large queue (memory), and what waiting tasks cost and how
+// fast a signal moves their workflows on (signal). Each run gets a PostgreSQL schema of its
+// own, dropped at the end. The first four run their master and workers in process: the
+// figures are those of zksched's scheduling path, the same code the nodes run, without
+// ZooKeeper in the loop (which only decides membership, never the path of a task). Failover,
+// memory and signal need real processes, to kill and to measure: they run the zksched binary
+// as their nodes, on a ZooKeeper root of their own.
 package bench
 
 import (
@@ -31,12 +33,14 @@ import (
 
 // Options configure a run.
 type Options struct {
-	// Mode is burn-down, latency, dag, failover or memory.
+	// Mode is burn-down, latency, dag, foreach, failover, memory or signal.
 	Mode string
-	// N is the number of workflows (burn-down, dag, memory).
+	// N is the number of workflows (burn-down, dag, memory, signal), or of a for-each's items
+	// (foreach).
 	N int
 	// Rate is the submit rate in workflows per second (latency, failover), for Duration. The
-	// memory mode submits N at once and waits at most Duration for the queue to fill.
+	// memory mode submits N at once and waits at most Duration for the queue to fill. The
+	// signal mode signals Rate waiting tasks a second for Duration.
 	Rate     float64
 	Duration time.Duration
 	// Masters, Workers and Slots size the cluster: in process, or processes for failover and
@@ -93,6 +97,10 @@ type Summary struct {
 	// failover figures are: the two share field names (zk_root, schema), which JSON would
 	// then drop from both.
 	Memory *MemoryFigures `json:"memory,omitempty"`
+	// Signal holds the signal mode's figures, nil in the others.
+	Signal *SignalFigures `json:"signal,omitempty"`
+	// ForEach holds the foreach mode's figures, nil in the others.
+	ForEach *ForEachFigures `json:"foreach,omitempty"`
 }
 
 // openGate lets the in-process nodes work: there is no ZooKeeper membership to lose.
@@ -128,12 +136,16 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return latency(ctx, db, o)
 	case "dag":
 		return dag(ctx, db, o)
+	case "foreach":
+		return forEach(ctx, db, o)
 	case "failover":
 		return failover(ctx, db, o)
 	case "memory":
 		return memory(ctx, db, o)
+	case "signal":
+		return signalBench(ctx, db, o)
 	}
-	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, failover or memory)", o.Mode)
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory or signal)", o.Mode)
 }
 
 // scratch makes a migrated schema of the run's own and returns a function that drops it.

@@ -28,6 +28,7 @@ func TestModesRun(t *testing.T) {
 		{Mode: "burn-down", N: 200},
 		{Mode: "latency", Rate: 50, Duration: time.Second},
 		{Mode: "dag", N: 2},
+		{Mode: "foreach", N: 50},
 	} {
 		t.Run(o.Mode, func(t *testing.T) {
 			t.Parallel()
@@ -37,6 +38,21 @@ func TestModesRun(t *testing.T) {
 			s, err := Run(ctx, o)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if o.Mode == "foreach" {
+				f := s.ForEach
+				if f == nil || f.Items != 50 || len(f.Runs) != forEachRuns || s.P50ms <= 0 {
+					t.Fatalf("summary = %+v, foreach %+v", s, f)
+				}
+				// The times are the database's now() of the transactions that wrote them, each
+				// its transaction's start: the master's end of the instance may have begun
+				// before the worker's end of the last item, which it then read.
+				for _, r := range f.Runs {
+					if r.FirstStartMs <= 0 || r.ItemsEndedMs < r.FirstStartMs || r.FinishedMs < r.FirstStartMs {
+						t.Fatalf("run = %+v", r)
+					}
+				}
+				return
 			}
 			if s.Workflows == 0 || s.Tasks < s.Workflows || s.Seconds <= 0 || s.TasksPerSec <= 0 {
 				t.Fatalf("summary = %+v", s)

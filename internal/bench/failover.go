@@ -215,7 +215,7 @@ type failoverRun struct {
 
 // failover runs the failover mode on db, the run's scratch schema.
 func failover(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
-	return runOnProcesses(ctx, db, o, "failover", checkFailoverOptions,
+	return runOnProcesses(ctx, db, o, "failover", nil, checkFailoverOptions,
 		func(c *procCluster, spec *workflow.Spec, v int) (*Summary, error) {
 			r := &failoverRun{procCluster: c}
 			var err error
@@ -234,12 +234,13 @@ func failover(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		})
 }
 
-// runOnProcesses runs a mode on real processes (mode names it in errors, the workflow and
-// the ZooKeeper root): it fills and checks o with check, starts the cluster, defines the
-// mode's workflow (one shell task that sleeps o.TaskSleep) and hands them to run. The
+// runOnProcesses runs a mode on real processes (mode names it in errors and the ZooKeeper
+// root): it fills and checks o with check, starts the cluster, defines the mode's workflow
+// spec (nil: one shell task that sleeps o.TaskSleep, named for the mode) and hands them to
+// run. The
 // cluster is closed when run returns; the nodes' logs are printed for a failure, not after
 // a verdict (it has a summary) or an interruption: they say nothing then.
-func runOnProcesses(ctx context.Context, db *dao.DB, o Options, mode string, check func(*Options) error,
+func runOnProcesses(ctx context.Context, db *dao.DB, o Options, mode string, spec *workflow.Spec, check func(*Options) error,
 	run func(c *procCluster, spec *workflow.Spec, version int) (*Summary, error)) (s *Summary, err error) {
 	if err := check(&o); err != nil {
 		return nil, err
@@ -254,8 +255,9 @@ func runOnProcesses(ctx context.Context, db *dao.DB, o Options, mode string, che
 	if err != nil {
 		return nil, err
 	}
-	spec := &workflow.Spec{Name: "bench-" + mode, Tasks: []workflow.Task{{Name: "t", Type: "shell",
-		Group: workflow.DefaultGroup, Command: fmt.Sprintf("sleep %g", o.TaskSleep.Seconds())}}}
+	if spec == nil {
+		spec = sleepSpec(mode, o.TaskSleep)
+	}
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -956,3 +958,9 @@ func clock(t time.Time) string { return t.Local().Format("15:04:05.000") }
 type nopZKLogger struct{}
 
 func (nopZKLogger) Printf(string, ...any) {}
+
+// sleepSpec is the workflow of the failover and memory modes: one shell task that sleeps.
+func sleepSpec(mode string, sleep time.Duration) *workflow.Spec {
+	return &workflow.Spec{Name: "bench-" + mode, Tasks: []workflow.Task{{Name: "t", Type: "shell",
+		Group: workflow.DefaultGroup, Command: fmt.Sprintf("sleep %g", sleep.Seconds())}}}
+}

@@ -98,7 +98,7 @@ type memoryRun struct {
 
 // memory runs the memory mode on db, the run's scratch schema.
 func memory(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
-	return runOnProcesses(ctx, db, o, "memory", checkMemoryOptions,
+	return runOnProcesses(ctx, db, o, "memory", nil, checkMemoryOptions,
 		func(c *procCluster, spec *workflow.Spec, v int) (*Summary, error) {
 			r := &memoryRun{procCluster: c}
 			for _, n := range c.nodes {

@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // History is what zksched recorded and what the run log saw.
@@ -294,6 +295,14 @@ func (h *History) Judge(opts Options) *Report {
 			continue
 		}
 		judged[t.ID] = true
+		if t.ItemCount != nil {
+			// A for-each task's parent runs nowhere: its items, judged each, are what ran.
+			if n := len(runs[t.ID]) + len(attempts[t.ID]); n > 0 {
+				problemOf(t.WorkflowInstanceID)("task %d %q (workflow instance %d), a for-each's parent, ran: %d run(s) and attempt(s)",
+					t.ID, t.Name, t.WorkflowInstanceID, n)
+			}
+			continue
+		}
 		h.judgeTask(rep, opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 		judgeKills(opts, t, attempts[t.ID], runs[t.ID], problemOf(t.WorkflowInstanceID))
 	}
@@ -326,6 +335,12 @@ func (h *History) Timeline(opts Options, workflows ...int64) string {
 		opts.Workflows = workflows
 	}
 	return h.timeline(opts, attempts, runs)
+}
+
+// runsNowhere reports whether a task ends without any worker running it: a wait task (a
+// signal or its timeout ends it) or a workflow task (its child's end does).
+func runsNowhere(t dao.TaskInstance) bool {
+	return t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow
 }
 
 // recorded reports whether a task runs a command, which can keep a run log: a shell task (or
@@ -392,6 +407,13 @@ func frozen(opts Options, worker string, from, last time.Time) (Freeze, bool) {
 
 func (h *History) judgeTask(rep *Report, opts Options, t dao.TaskInstance, as []dao.TaskAttempt, rs []Run, problem func(string, ...any)) {
 	name := fmt.Sprintf("task %d %q (workflow instance %d)", t.ID, t.Name, t.WorkflowInstanceID)
+	if runsNowhere(t) {
+		// No worker ever runs it: it has no attempt to judge, and one it has is a problem.
+		if len(as) > 0 || len(rs) > 0 || t.Attempt != 0 {
+			problem("a %s task ran: %s has %d attempt(s), %d run(s), attempt %d", t.Type, name, len(as), len(rs), t.Attempt)
+		}
+		return
+	}
 	rep.AttemptsPerTask[len(as)]++
 	byAttempt := map[int]dao.TaskAttempt{}
 	var succeeded []int

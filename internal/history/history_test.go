@@ -16,7 +16,7 @@ var t0 = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 // at is t0 plus s seconds, to the microsecond.
 func at(s float64) time.Time { return t0.Add(time.Duration(math.Round(s*1e6)) * time.Microsecond) }
 
-func workflow(id int64, state dao.WorkflowState) dao.WorkflowInstance {
+func instance(id int64, state dao.WorkflowState) dao.WorkflowInstance {
 	return dao.WorkflowInstance{ID: id, WorkflowName: "wf", State: state}
 }
 
@@ -69,7 +69,7 @@ func events(runs ...[]Event) []Event {
 // 0 s stopped it at 0.5 s, and again on w2 from 4.5 s to 7 s; task 2 ran once on w2.
 func failedOver() History {
 	return History{
-		Workflows: []dao.WorkflowInstance{workflow(1, dao.WorkflowSucceeded)},
+		Workflows: []dao.WorkflowInstance{instance(1, dao.WorkflowSucceeded)},
 		Tasks:     []dao.TaskInstance{task(1, dao.TaskSucceeded, 2, "w2"), task(2, dao.TaskSucceeded, 1, "w2")},
 		Attempts: []dao.TaskAttempt{
 			attempt(1, 1, "w1", -1, 4.4, dao.OutcomeFailedOver),
@@ -136,6 +136,18 @@ func TestJudge(t *testing.T) {
 				out := resultOf(1, 1, "w1")
 				h.Tasks[0].Output = &out
 			}},
+		{name: "a wait task, signalled",
+			edit: func(h *History, o *Options) {
+				out := "approved"
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "gate", Type: "wait",
+					State: dao.TaskSucceeded, Output: &out})
+			}},
+		{name: "a wait task that ran", wantOf: []string{`a wait task ran: task 3 "gate" (workflow instance 1) has 1 attempt(s), 0 run(s), attempt 1`},
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "gate", Type: "wait",
+					State: dao.TaskSucceeded, Attempt: 1})
+				h.Attempts = append(h.Attempts, attempt(3, 1, "w1", 1, 2, dao.OutcomeSucceeded))
+			}},
 		{name: "run zksched never gave", wantOf: []string{"attempt 3 ran on w3 but zksched never recorded that attempt"},
 			edit: func(h *History, o *Options) { h.Events = append(h.Events, run(1, 3, "w3", 8, 8.5, false)...) }},
 		{name: "run on another worker than its attempt's", wantOf: []string{"attempt 1 ran on w3 but zksched gave it to w2"},
@@ -144,6 +156,17 @@ func TestJudge(t *testing.T) {
 			}},
 		{name: "task zksched does not know", wantOf: []string{"task instance 9 ran (1 run(s) in the run log) but zksched has no such task"},
 			edit: func(h *History, o *Options) { h.Events = append(h.Events, run(9, 1, "w1", 1, 2, true)...) }},
+		{name: "an agent paused, then resumed elsewhere after its wait", // agents keep no run log
+			edit: func(h *History, o *Options) {
+				h.Tasks[0].Type = "agent"
+				h.Tasks[0].Output = nil
+				h.Attempts[0] = attempt(1, 1, "w1", -1, 0.5, dao.OutcomePaused)
+				h.Events = events(run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "a wait task, succeeded by its signal",
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "review", Type: "wait", State: dao.TaskSucceeded})
+			}},
 		{name: "failed and may fail",
 			edit: func(h *History, o *Options) { h.Workflows[0].State = dao.WorkflowFailed; o.MayFail = []int64{1} }},
 		{name: "overlap of a frozen worker", // w1 frozen whole from -0.5 s to 5.5 s, its run killed on waking
@@ -233,7 +256,7 @@ func TestJudge(t *testing.T) {
 func TestJudgeSuspects(t *testing.T) {
 	t.Parallel()
 	h := failedOver()
-	h.Workflows = append(h.Workflows, workflow(2, dao.WorkflowRunning))
+	h.Workflows = append(h.Workflows, instance(2, dao.WorkflowRunning))
 	rep := h.Judge(Options{Kills: []Kill{{TaskID: 1, WorkflowID: 1, Attempt: 1, At: at(0)}}})
 	if want := []int64{1, 2}; !slices.Equal(rep.Suspects, want) {
 		t.Errorf("suspects = %v, want %v", rep.Suspects, want)

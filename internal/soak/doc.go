@@ -11,7 +11,8 @@
 //
 // The workload submits workflows through the masters' API: DAGs, shell tasks that fail their
 // first attempts and retry with no interval, timeouts, pools, agent tasks on a test model
-// server, and, acting as an operator, kills, stops and reruns. Every shell task records its
+// server, wait tasks, and, acting as an operator, kills, stops, reruns and signals (approve,
+// reject, a second signal, none at all). Every shell task records its
 // runs in the history's run log, which lives on another database than the one the nemesis
 // restarts.
 //

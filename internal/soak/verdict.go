@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -217,6 +218,7 @@ func (v *verdict) judgeHistory(h *history.History) {
 	}
 	v.judgeOrphans(h)
 	v.judgePools(h)
+	v.judgeSignals(h)
 	for _, k := range v.nm.kills {
 		for _, f := range h.Moved(k.worker, k.at) {
 			v.res.Elsewhere = append(v.res.Elsewhere, f.Elsewhere)
@@ -523,4 +525,61 @@ func spread(ds []time.Duration) string {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 	return fmt.Sprintf("%d: min %v, median %v, max %v", len(ds), r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
+}
+
+// judgeSignals checks the operator's signals against the wait tasks' ends: a signal a master
+// accepted (200) is applied, once: its task ended as it said, with its output, and no other
+// signal of the task was accepted. A signal no master answered may have been applied or not,
+// but only it may explain an end the accepted ones do not.
+func (v *verdict) judgeSignals(h *history.History) {
+	tasks := map[int64]dao.TaskInstance{}
+	for _, t := range h.Tasks {
+		tasks[t.ID] = t
+	}
+	byTask := map[int64][]signalSent{}
+	for _, s := range v.w.signals {
+		byTask[s.TaskID] = append(byTask[s.TaskID], s)
+	}
+	for id, sigs := range byTask {
+		t, ok := tasks[id]
+		if !ok {
+			v.anomaly("signals: task %d was signalled but is not in the history", id)
+			continue
+		}
+		var accepted, unanswered []signalSent
+		for _, s := range sigs {
+			switch s.Status {
+			case http.StatusOK:
+				accepted = append(accepted, s)
+			case 0:
+				unanswered = append(unanswered, s)
+			}
+		}
+		matches := func(s signalSent) bool {
+			if s.Fail {
+				return t.State == dao.TaskFailed && t.Error != nil && strings.HasSuffix(*t.Error, s.Output)
+			}
+			return t.State == dao.TaskSucceeded && t.Output != nil && *t.Output == s.Output
+		}
+		switch {
+		case len(accepted) > 1:
+			v.anomaly("signals: task %d (workflow instance %d) accepted %d signals: %+v", id, t.WorkflowInstanceID, len(accepted), accepted)
+			v.suspects = append(v.suspects, t.WorkflowInstanceID)
+		case len(accepted) == 1 && !matches(accepted[0]):
+			v.anomaly("signals: task %d (workflow instance %d) ended %s (output %s, error %s), not as its accepted signal %+v said",
+				id, t.WorkflowInstanceID, t.State, deref(t.Output), deref(t.Error), accepted[0])
+			v.suspects = append(v.suspects, t.WorkflowInstanceID)
+		case len(accepted) == 0 && (t.State == dao.TaskSucceeded || (t.Error != nil && strings.HasPrefix(*t.Error, "failed by a signal"))) &&
+			!slices.ContainsFunc(unanswered, matches):
+			v.anomaly("signals: task %d (workflow instance %d) ended %s by a signal no master accepted", id, t.WorkflowInstanceID, t.State)
+			v.suspects = append(v.suspects, t.WorkflowInstanceID)
+		}
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "none"
+	}
+	return fmt.Sprintf("%q", *s)
 }

@@ -134,3 +134,45 @@ func TestFencedByServers(t *testing.T) {
 		t.Errorf("anomalies %q, want none: every exit was fenced", v.res.Anomalies)
 	}
 }
+
+func TestJudgeSignals(t *testing.T) {
+	str := func(s string) *string { return &s }
+	gate := func(state dao.TaskState, output, errMsg *string) dao.TaskInstance {
+		return dao.TaskInstance{ID: 7, WorkflowInstanceID: 3, Name: "gate", Type: "wait", State: state, Output: output, Error: errMsg}
+	}
+	ok := signalSent{TaskID: 7, WorkflowID: 3, Output: "soak 3/0", Status: 200}
+	no := signalSent{TaskID: 7, WorkflowID: 3, Output: "soak 3/0", Fail: true, Status: 200}
+	again := signalSent{TaskID: 7, WorkflowID: 3, Output: "soak 3/1", Status: 409}
+	tests := []struct {
+		name    string
+		task    dao.TaskInstance
+		signals []signalSent
+		want    string
+	}{
+		{name: "approved", task: gate(dao.TaskSucceeded, str("soak 3/0"), nil), signals: []signalSent{ok, again}},
+		{name: "rejected", task: gate(dao.TaskFailed, nil, str("failed by a signal: soak 3/0")), signals: []signalSent{no}},
+		{name: "timed out", task: gate(dao.TaskFailed, nil, str("no signal within its timeout of 6s")),
+			signals: []signalSent{{TaskID: 7, Output: "late", Status: 409}}},
+		{name: "applied twice", want: "accepted 2 signals", task: gate(dao.TaskSucceeded, str("soak 3/0"), nil),
+			signals: []signalSent{ok, {TaskID: 7, Output: "soak 3/1", Status: 200}}},
+		{name: "lost", want: "not as its accepted signal", task: gate(dao.TaskFailed, nil, str("no signal within its timeout of 6s")),
+			signals: []signalSent{ok}},
+		{name: "another output", want: "not as its accepted signal", task: gate(dao.TaskSucceeded, str("soak 3/1"), nil),
+			signals: []signalSent{ok}},
+		{name: "applied though refused", want: "by a signal no master accepted", task: gate(dao.TaskSucceeded, str("soak 3/1"), nil),
+			signals: []signalSent{again}},
+		{name: "applied while unanswered", task: gate(dao.TaskSucceeded, str("soak 3/1"), nil),
+			signals: []signalSent{{TaskID: 7, Output: "soak 3/1", Status: 0}, again}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := newVerdict()
+			v.w = &workload{signals: tt.signals}
+			v.judgeSignals(&history.History{Tasks: []dao.TaskInstance{tt.task}})
+			got := strings.Join(v.res.Anomalies, "\n")
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("anomalies %q, want one with %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -88,6 +88,11 @@ func kinds(cmd func(body string) string) []kind {
 			shell("x2", "sleep 2.5"),
 			shell("x3", "sleep 1", "depends-on", []string{"x1", "x2"}),
 		}},
+		{name: "soak-wait", weight: 1, mayFail: true, operate: (*workload).signalGate, tasks: []map[string]any{
+			shell("before", "sleep 0.3"),
+			{"name": "gate", "type": "wait", "depends-on": []string{"before"}, "timeout": "6s"},
+			shell("after", "sleep 0.2", "depends-on", []string{"gate"}),
+		}},
 		{name: "soak-rerun", weight: 1, mayFail: true, operate: (*workload).rerunFailed, tasks: []map[string]any{
 			shell("once", failFirst(1, "sleep 0.3")),
 			shell("after", "sleep 0.2", "depends-on", []string{"once"}),
@@ -133,6 +138,7 @@ type workload struct {
 	mu        sync.Mutex
 	kills     []history.Kill
 	reruns    []history.Rerun
+	signals   []signalSent
 	submitted map[string]int
 	failures  int
 	actions   map[string]int
@@ -292,6 +298,46 @@ func (w *workload) stop(r *rand.Rand, wf int64) {
 	w.count("stop")
 }
 
+// signalSent is a signal the operator sent a wait task and the answer it had: Status 0 when
+// no master answered, or one failed to before another did (the signal may or may not have
+// been applied).
+type signalSent struct {
+	TaskID, WorkflowID int64
+	Output             string
+	Fail               bool
+	Status             int
+}
+
+// signalGate signals the wait task gate once it waits, as a person would: most often
+// approving, sometimes rejecting, sometimes twice (the second must be refused), sometimes
+// never (its timeout fails it).
+func (w *workload) signalGate(r *rand.Rand, wf int64) {
+	delay, pick := jitter(r, time.Second), r.Intn(10)
+	t, ok := w.task(wf, "gate", func(t dao.TaskInstance) bool { return t.State == dao.TaskWaiting || terminal(t) })
+	if !ok || terminal(t) || pick >= 8 {
+		return
+	}
+	time.Sleep(delay)
+	times, fail := 1, pick >= 6
+	if pick == 0 {
+		times = 2
+	}
+	for i := range times {
+		sig := signalSent{TaskID: t.ID, WorkflowID: wf, Output: fmt.Sprintf("soak %d/%d", wf, i), Fail: fail}
+		status, sent, err := w.api.send(r.Perm(len(w.api.masters)), fmt.Sprintf("/api/v1/task-instances/%d/signal", t.ID),
+			map[string]any{"output": sig.Output, "fail": fail}, nil)
+		if status != http.StatusOK && (err != nil || sent > 1) {
+			// A master that failed to answer may have applied it.
+			status = 0
+		}
+		sig.Status = status
+		w.mu.Lock()
+		w.signals = append(w.signals, sig)
+		w.mu.Unlock()
+		w.count(fmt.Sprintf("signal answered %d", status))
+	}
+}
+
 // rerunFailed reruns the workflow instance from its failed task once it has failed.
 func (w *workload) rerunFailed(r *rand.Rand, wf int64) {
 	delay := jitter(r, 500*time.Millisecond)
@@ -313,15 +359,23 @@ type apiClient struct {
 // post sends body as JSON to path on the masters in order and decodes the first answer into
 // out (if not nil). An error means no master answered.
 func (a *apiClient) post(order []int, path string, body any, out any) (int, error) {
+	status, _, err := a.send(order, path, body, out)
+	return status, err
+}
+
+// send is post that also says how many masters it sent the request to: a request that one
+// master failed to answer may have been carried out by it all the same.
+func (a *apiClient) send(order []int, path string, body any, out any) (status, sent int, err error) {
 	raw, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var last error
 	for _, i := range order {
+		sent++
 		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", a.masters[i].port, path), bytes.NewReader(raw))
 		if err != nil {
-			return 0, err
+			return 0, sent, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+a.token)
@@ -343,12 +397,12 @@ func (a *apiClient) post(order []int, path string, body any, out any) (int, erro
 		}
 		if out != nil && resp.StatusCode < 300 {
 			if err := json.Unmarshal(data, out); err != nil {
-				return resp.StatusCode, fmt.Errorf("%s: %w: %s", path, err, data)
+				return resp.StatusCode, sent, fmt.Errorf("%s: %w: %s", path, err, data)
 			}
 		}
-		return resp.StatusCode, nil
+		return resp.StatusCode, sent, nil
 	}
-	return 0, last
+	return 0, sent, last
 }
 
 // jitter is d scaled by a factor drawn from [0.5, 1.5).

@@ -3,6 +3,7 @@ package testenv
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -321,6 +322,25 @@ func (e *ZKEnsemble) Logs() string {
 		fmt.Fprintf(&b, "==== private zookeeper ensemble, server %d (%s) ====\n%s\n", i, e.Addr(i), logTail(m.base+".out"))
 	}
 	return b.String()
+}
+
+// Elections returns each server's log lines that say how long an election took it, with
+// their times ("LEADER ELECTION TOOK - N MS"): a fault test reports them as a figure, and
+// reads a node's lost session against them.
+func (e *ZKEnsemble) Elections() []string {
+	var out []string
+	for i, m := range e.members {
+		data, err := os.ReadFile(m.base + ".out")
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(data), "\n") {
+			if strings.Contains(line, "LEADER ELECTION TOOK") {
+				out = append(out, fmt.Sprintf("server %d: %s", i, strings.TrimSpace(line)))
+			}
+		}
+	}
+	return out
 }
 
 // Close kills every server. The files stay in Dir.

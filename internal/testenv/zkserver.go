@@ -197,11 +197,13 @@ func startZK(s zkSettings, base string) (*zkProcess, error) {
 	if err != nil {
 		return nil, err
 	}
-	// slf4j-simple first on the class path: of the several SLF4J bindings installed it is then
-	// the one chosen, and the server logs to the .out file. C1 only and the serial collector:
-	// a test server needs a quick start and little CPU, not peak speed.
+	// ZooKeeper's own jar (its manifest names its dependencies) and slf4j-simple, so that the
+	// server logs to the .out file, each line with its time: a fault test's failure is read
+	// against the servers' elections. C1 only and the serial collector: a test server needs a
+	// quick start and little CPU, not peak speed.
 	cmd := exec.Command("java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-cp", "/usr/share/java/slf4j-simple.jar:/usr/share/java/zookeeper.jar:/usr/share/java/*",
+		"-Dorg.slf4j.simpleLogger.showDateTime=true", "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
+		"-cp", "/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-simple.jar",
 		"org.apache.zookeeper.server.quorum.QuorumPeerMain", cfgFile)
 	cmd.Stdout, cmd.Stderr = out, out
 	// The server dies with the process that started it, even one killed by a test timeout or

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"time"
 
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
@@ -33,7 +34,9 @@ type Checkpoint struct {
 
 // Agent runs agent tasks: their steps in order, each a prompt rendered over the params, the
 // upstream outputs and the outputs of the earlier steps, each checkpointed as soon as it
-// finishes. The last step's completion is the task's output.
+// finishes. The last step's completion is the task's output. A wait step ends the attempt,
+// paused (Result.Paused), unless a signal has given it its output: then that output, which
+// the signal stored as the step's checkpoint, is the step's.
 type Agent struct {
 	Providers *llm.Providers
 }
@@ -59,14 +62,25 @@ func (e Agent) Run(ctx context.Context, t Task, log io.Writer) Result {
 	result := func(err error) Result { return Result{Err: err, Usage: &own, TaskUsage: &total} }
 	for i, st := range t.Spec.Steps {
 		label := fmt.Sprintf("step %d/%d %s", i+1, len(t.Spec.Steps), st.Name)
-		if cp, ok := done[st.Name]; ok {
+		cp, ok := done[st.Name]
+		switch {
+		case ok && st.Wait:
+			fmt.Fprintf(log, "%s: signalled while attempt %d waited, its output taken from its checkpoint\n", label, cp.Attempt)
+			outputs[st.Name] = cp.Output
+			continue
+		case ok:
 			fmt.Fprintf(log, "%s: done by attempt %d, taken from its checkpoint (%d tokens)\n", label, cp.Attempt, cp.Usage.TotalTokens)
 			outputs[st.Name] = cp.Output
 			total = total.Add(cp.Usage)
 			continue
+		case st.Wait:
+			fmt.Fprintf(log, "%s: waits for a signal; the attempt ends here, paused, and the next one goes on from the step after it\n", label)
+			r := result(nil)
+			r.Paused = &Pause{Step: st.Name, Timeout: time.Duration(st.Timeout)}
+			return r
 		}
 		// Each template gets its own copy of the outputs so far.
-		data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Steps: maps.Clone(outputs)}
+		data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Steps: maps.Clone(outputs), Item: t.Item}
 		req, err := request(ctx, t.Spec, fmt.Sprintf("step %q prompt", st.Name), st.Prompt, data)
 		if err != nil {
 			return result(err)

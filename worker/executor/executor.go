@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
@@ -27,13 +28,15 @@ type Task struct {
 	Params map[string]string
 	// Upstream are the results of the task's direct dependencies, by task name.
 	Upstream map[string]workflow.Upstream
+	// Item is the item of a for-each task's instance, nil for any other task.
+	Item *workflow.Item
 	// Checkpoints stores and loads an agent task's finished steps under the attempt's
 	// fencing token; nil for other types.
 	Checkpoints Checkpointer
 }
 
 // Env returns the variables every task process gets, so a user's script can make its side
-// effects idempotent per task and attempt.
+// effects idempotent per task and attempt; an item of a for-each task gets its item and index.
 func (t Task) Env() []string {
 	env := []string{
 		"ZKSCHED_TASK_INSTANCE=" + strconv.FormatInt(t.ID, 10),
@@ -47,6 +50,9 @@ func (t Task) Env() []string {
 	}
 	for name, u := range t.Upstream {
 		env = append(env, workflow.UpstreamEnv(name)+"="+u.Output)
+	}
+	if t.Item != nil {
+		env = append(env, "ZKSCHED_ITEM="+t.Item.Value, "ZKSCHED_INDEX="+strconv.Itoa(t.Item.Index))
 	}
 	for k, v := range t.Spec.Env {
 		env = append(env, k+"="+v)
@@ -74,6 +80,16 @@ type Result struct {
 	// TaskUsage is the token usage of the whole result: for an agent, every step, including
 	// those an earlier attempt checkpointed; nil when it is Usage or there is none.
 	TaskUsage *llm.Usage
+	// Paused is set when an agent reached a wait step with no signal yet: the attempt ends
+	// there, every step before it checkpointed, and the task waits for the signal.
+	Paused *Pause
+}
+
+// Pause is the wait step an agent's attempt ended at.
+type Pause struct {
+	Step string
+	// Timeout bounds the wait; 0 waits without end.
+	Timeout time.Duration
 }
 
 // Executor runs attempts of one task type.

@@ -132,6 +132,18 @@ func TestLLMRendersAndReportsUsage(t *testing.T) {
 	}
 }
 
+// TestLLMPromptSeesItsItem: the prompt of a for-each task's item renders its item and index.
+func TestLLMPromptSeesItsItem(t *testing.T) {
+	t.Parallel()
+	providers, _ := testProviders(t)
+	task := Task{Item: &workflow.Item{Value: "a.md", Index: 2},
+		Spec: workflow.Task{Type: "llm", Provider: "test", ForEach: "a.md", Prompt: `Summarise {{ .item }} ({{ .index }})`}}
+	res := LLM{Providers: providers}.Run(context.Background(), task, &bytes.Buffer{})
+	if res.Err != nil || res.Output != llmtest.Answer("Summarise a.md (2)") {
+		t.Fatalf("result = %+v", res)
+	}
+}
+
 // loopingPrompt stays within every bound of a prompt template but takes minutes: each of its
 // 100,000 turns escapes a 60 KB param.
 const loopingPrompt = `{{range 100000}}{{if eq (html $.params.big) ""}}{{end}}{{end}}`

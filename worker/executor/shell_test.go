@@ -100,6 +100,18 @@ func TestShellRunsWithEnvAndReportsOutput(t *testing.T) {
 	}
 }
 
+// TestShellGetsItsItem: an item of a for-each task reads its item and index from its
+// environment.
+func TestShellGetsItsItem(t *testing.T) {
+	t.Parallel()
+	var log syncBuffer
+	task := Task{ID: 1, Spec: workflow.Task{Name: "sum", Command: `echo "$ZKSCHED_INDEX:$ZKSCHED_ITEM"`},
+		Item: &workflow.Item{Value: "docs/a b.md", Index: 4}}
+	if res := shell(t).Run(context.Background(), task, &log); res.Err != nil || res.Output != "4:docs/a b.md" {
+		t.Fatalf("result = %+v, want the output 4:docs/a b.md", res)
+	}
+}
+
 func TestShellExitCodeAndWorkdir(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

@@ -1,0 +1,5 @@
+package lifecycle
+
+// SetMadeItems makes d call f in every advance that creates items of a for-each task, before
+// it commits; an error of f aborts the advance.
+func SetMadeItems(d *Driver, f func() error) { d.madeItems = f }
