@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zksched/zksched/internal/testcluster"
 )
 
 // TestConcurrencyKeysSurviveAMasterKilled: runs of three keys with max 1, submitted with the
@@ -18,8 +20,7 @@ import (
 func TestConcurrencyKeysSurviveAMasterKilled(t *testing.T) {
 	t.Parallel()
 	e := setupE2E(t, nil, "")
-	m1 := e.Master("master-1")
-	e.Master("master-2")
+	masters := []*testcluster.Proc{e.Master("master-1"), e.Master("master-2")}
 	e.Worker("worker-1")
 	e.Worker("worker-2")
 	file := e.file(t, "thread.yaml", `
@@ -45,20 +46,28 @@ tasks:
 		ids = append(ids, id)
 	}
 	ctx := context.Background()
-	m1ID := m1.ID(t, 30*time.Second)
+	byID := map[string]*testcluster.Proc{}
+	for _, m := range masters {
+		byID[m.ID(t, 30*time.Second)] = m
+	}
+	var victim *testcluster.Proc
 	for r := range rounds {
 		for _, k := range keys {
 			submit(k)
 		}
 		if r == 1 {
-			// Kill the first master once it drives a run of a key.
-			waitUntil(t, 30*time.Second, "master-1 to drive a run", func() bool {
-				var n int
-				err := e.db.SQL().GetContext(ctx, &n, `SELECT count(*) FROM workflow_instance
-					WHERE state = 'running' AND owner = $1`, m1ID)
-				return err == nil && n > 0
+			// Kill a master that drives a run of a key.
+			waitUntil(t, 30*time.Second, "a master to drive a run", func() bool {
+				var owners []string
+				err := e.db.SQL().SelectContext(ctx, &owners, `SELECT owner FROM workflow_instance
+					WHERE state = 'running' AND owner IS NOT NULL`)
+				if err != nil || len(owners) == 0 {
+					return false
+				}
+				victim = byID[owners[0]]
+				return victim != nil
 			})
-			if err := m1.Signal(syscall.SIGKILL); err != nil {
+			if err := victim.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -106,8 +115,8 @@ tasks:
 			t.Errorf("key %s: runs started out of submit order", k)
 		}
 	}
-	if m1.KilledBy() != syscall.SIGKILL {
-		t.Errorf("master-1 ended by %v; the test meant to kill it", m1.KilledBy())
+	if victim.KilledBy() != syscall.SIGKILL {
+		t.Errorf("%s ended by %v; the test meant to kill it", victim.Name, victim.KilledBy())
 	}
-	t.Logf("%d runs of %d keys, master-1 killed after round 2: %s", len(runs), len(keys), fmt.Sprint(ids))
+	t.Logf("%d runs of %d keys, %s killed after round 2: %s", len(runs), len(keys), victim.Name, fmt.Sprint(ids))
 }
