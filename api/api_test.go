@@ -851,6 +851,48 @@ func TestSignalThroughTheAPI(t *testing.T) {
 	}
 }
 
+// TestConcurrencyKeyThroughTheAPI: an instance's key is in its JSON and on its page, a
+// submission to a full key with when-full: skip is a 409 naming the key, and one whose key
+// renders empty is refused.
+func TestConcurrencyKeyThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{})
+	yaml := "name: chat\nconcurrency: {key: 'thread-{{ .params.thread }}', when-full: skip}\ntasks:\n  - {name: a, type: noop}\n"
+	if r := b.do(t, "POST", "/api/v1/definitions", yaml, "Content-Type", "application/yaml"); r.status != 200 {
+		t.Fatalf("store: %d %s", r.status, r.body)
+	}
+	r := b.do(t, "POST", "/api/v1/workflow-instances", `{"name": "chat", "params": {"thread": "t1"}}`)
+	if r.status != 201 {
+		t.Fatalf("create instance: %d %s", r.status, r.body)
+	}
+	var created struct {
+		ID int64 `json:"id"`
+	}
+	r.json(t, &created)
+	var wf struct {
+		State          string  `json:"state"`
+		ConcurrencyKey *string `json:"concurrency_key"`
+	}
+	b.do(t, "GET", fmt.Sprintf("/api/v1/workflow-instances/%d", created.ID), "").json(t, &wf)
+	if wf.State != "submitted" || wf.ConcurrencyKey == nil || *wf.ConcurrencyKey != "thread-t1" {
+		t.Errorf("instance = %+v; want it submitted (waiting for a master's admission) with key thread-t1", wf)
+	}
+	if page := b.do(t, "GET", fmt.Sprintf("/workflows/%d", created.ID), "").body; !strings.Contains(page, `<code id="concurrency-key">thread-t1</code>`) {
+		t.Errorf("workflow page does not show the key")
+	}
+	r = b.do(t, "POST", "/api/v1/workflow-instances", `{"name": "chat", "params": {"thread": "t1"}}`)
+	if msg := r.errorMessage(t); r.status != 409 || !strings.Contains(msg, `concurrency key "thread-t1" has 1 active of max 1`) {
+		t.Errorf("submission to a full key: %d %q; want 409 naming the key", r.status, msg)
+	}
+	if r := b.do(t, "POST", "/api/v1/workflow-instances", `{"name": "chat", "params": {"thread": "t2"}}`); r.status != 201 {
+		t.Errorf("submission to another key: %d %s", r.status, r.body)
+	}
+	r = b.do(t, "POST", "/api/v1/workflow-instances", `{"name": "chat"}`)
+	if msg := r.errorMessage(t); r.status != 400 || !strings.Contains(msg, "concurrency key") {
+		t.Errorf("submission without the key's param: %d %q; want 400 saying the key cannot be rendered", r.status, msg)
+	}
+}
+
 // TestSignalResumesAPausedAgentThroughTheAPI: a paused agent's JSON and page say which step
 // waits; a signal gives that step its output and queues the agent again (state queued,
 // paused_step in the answer), and a second signal is a 409.

@@ -301,10 +301,12 @@ type workflowJSON struct {
 	Owner           *string           `json:"owner"`
 	Params          json.RawMessage   `json:"params"`
 	Priority        int               `json:"priority"`
-	Error           *string           `json:"error"`
-	CreatedAt       time.Time         `json:"created_at"`
-	StartedAt       *time.Time        `json:"started_at"`
-	EndedAt         *time.Time        `json:"ended_at"`
+	// ConcurrencyKey is the key its workflow's concurrency: rendered for it, null for none.
+	ConcurrencyKey *string    `json:"concurrency_key"`
+	Error          *string    `json:"error"`
+	CreatedAt      time.Time  `json:"created_at"`
+	StartedAt      *time.Time `json:"started_at"`
+	EndedAt        *time.Time `json:"ended_at"`
 	// TaskStates counts the task instances by state (lists only).
 	TaskStates dao.TaskStateCounts `json:"task_states,omitempty"`
 	// ParentWorkflowInstanceID and ParentTaskInstanceID are where a child workflow instance
@@ -316,7 +318,7 @@ type workflowJSON struct {
 
 func workflowToJSON(w dao.WorkflowInstance) workflowJSON {
 	return workflowJSON{ID: w.ID, WorkflowName: w.WorkflowName, WorkflowVersion: w.WorkflowVersion, State: w.State,
-		Owner: w.Owner, Params: w.Params, Priority: w.Priority, Error: w.Error, CreatedAt: w.CreatedAt,
+		Owner: w.Owner, Params: w.Params, Priority: w.Priority, ConcurrencyKey: w.ConcurrencyKey, Error: w.Error, CreatedAt: w.CreatedAt,
 		StartedAt: w.StartedAt, EndedAt: w.EndedAt}
 }
 
@@ -416,6 +418,10 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
 	ev := s.auditEvent(r)
 	id, err := lifecycle.SubmitNow(r.Context(), s.db, spec, version, params, *priority, &ev)
+	var keyErr *lifecycle.KeyError
+	if errors.As(err, &keyErr) {
+		return badRequest("not submitted: %v", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -164,16 +164,35 @@ func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, w
 		for i, c := range stops {
 			ids[i], reasons[i] = c.ID, c.Reason
 		}
-		var stopped []int64
-		if err := sqlxSelect(ctx, q, &stopped, `
+		var rows []struct {
+			ID     int64 `db:"id"`
+			Capped bool  `db:"capped"`
+			Keyed  bool  `db:"keyed"`
+		}
+		if err := sqlxSelect(ctx, q, &rows, `
 			UPDATE workflow_instance w SET state = 'stopped', ended_at = now(), error = x.reason
 			FROM unnest($1::bigint[], $2::text[]) AS x(id, reason)
-			WHERE w.id = x.id AND w.state IN ('submitted', 'running') RETURNING w.id`, pq.Array(ids), pq.Array(reasons)); err != nil {
+			WHERE w.id = x.id AND w.state IN ('submitted', 'running')
+			RETURNING w.id, w.max_active IS NOT NULL AS capped, w.concurrency_key IS NOT NULL AS keyed`,
+			pq.Array(ids), pq.Array(reasons)); err != nil {
 			return res, fmt.Errorf("stop child workflow instances %v: %w", ids, err)
 		}
-		if len(stopped) == 0 {
+		if len(rows) == 0 {
 			return res, nil
 		}
+		// A stopped child frees its slot of its workflow's cap or of its key, as any stop does.
+		stopped := make([]int64, len(rows))
+		var keyed []int64
+		for i, r := range rows {
+			stopped[i] = r.ID
+			if r.Keyed {
+				keyed = append(keyed, r.ID)
+			}
+			if r.Capped {
+				q.notify(q.ch.master, "")
+			}
+		}
+		q.notifyKeys(keyed)
 		r, children, err := q.killTasksOf(ctx, stopped, "killed: the workflow was stopped", workers)
 		if err != nil {
 			return res, err

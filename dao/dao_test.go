@@ -45,8 +45,7 @@ func (b *testBundle) submitWithRoot(t *testing.T, raw, g string, maxRetries int)
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(b.ctx, spec.Name, v, nil, 0, false,
-			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: g, MaxRetries: maxRetries}})
+		id, err = q.WorkflowCreate(b.ctx, dao.Submission{Name: spec.Name, Version: v, Roots: []dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: g, MaxRetries: maxRetries}}})
 		return err
 	})
 	if err != nil {
@@ -534,7 +533,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if _, err := q.WorkflowCreate(b.ctx, "wf", v, nil, 0, false, nil); err != nil {
+		if _, err := q.WorkflowCreate(b.ctx, dao.Submission{Name: "wf", Version: v}); err != nil {
 			return err
 		}
 		return rolledBack
@@ -553,7 +552,7 @@ func TestWakeUpsFollowTheCommit(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(b.ctx, "wf", v, nil, 0, false, nil)
+		id, err = q.WorkflowCreate(b.ctx, dao.Submission{Name: "wf", Version: v})
 		return err
 	})
 	if err != nil {
@@ -614,7 +613,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 	b := setup(t)
 	ml := b.listenMaster(t)
 
-	_, err := b.db.WorkflowCreate(b.ctx, "never-defined", 1, nil, 0, false, nil)
+	_, err := b.db.WorkflowCreate(b.ctx, dao.Submission{Name: "never-defined", Version: 1})
 	if err == nil || !strings.Contains(err.Error(), "no such definition") {
 		t.Fatalf("create without a definition: %v", err)
 	}
@@ -641,7 +640,7 @@ func TestWorkflowCreateWakeups(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			id, err = q.WorkflowCreate(b.ctx, name, v, nil, 0, false, nil)
+			id, err = q.WorkflowCreate(b.ctx, dao.Submission{Name: name, Version: v})
 			return err
 		})
 		if err != nil {
@@ -1144,8 +1143,7 @@ func TestSweepLeavesWaitingInstances(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		wf, err = q.WorkflowCreate(b.ctx, "held", v, nil, 0, false,
-			[]dao.NewTask{{Name: "approve", Type: "wait", State: dao.TaskWaiting, Group: "default"}})
+		wf, err = q.WorkflowCreate(b.ctx, dao.Submission{Name: "held", Version: v, Roots: []dao.NewTask{{Name: "approve", Type: "wait", State: dao.TaskWaiting, Group: "default"}}})
 		return err
 	})
 	if err != nil {

@@ -22,6 +22,13 @@ const (
 // ClaimSettings are the claim connections' run-time parameters.
 var ClaimSettings = claimSettings
 
+// The statements of the concurrency keys' admission, for the plan test.
+const (
+	KeyCountSQL          = keyCountSQL
+	KeysAdmittableSQL    = keysAdmittableSQL
+	OldestActiveOfKeySQL = oldestActiveOfKeySQL
+)
+
 // FinishManySQL is the worker's finish, for the plan test.
 const FinishManySQL = finishManySQL
 
@@ -44,6 +51,7 @@ const (
 	WorkflowParentSQL     = workflowParentSQL
 	LockIfOwnedSQL        = lockIfOwnedSQL
 	AdmitSQL              = admitSQL
+	AdmitKeyedSQL         = admitKeyedSQL
 	WorkflowListOlderSQL  = workflowListOlderSQL
 	WorkflowListNewerSQL  = workflowListNewerSQL
 	ScheduleGetSQL        = scheduleGetSQL

@@ -525,9 +525,96 @@ func createStarted(t *testing.T, db *dao.DB, name string, n int) {
 		if _, err := q.DefinitionEnsure(ctx, name, raw, daotest.Facts(t, raw)); err != nil {
 			return err
 		}
-		return q.WorkflowCreateMany(ctx, name, 1, nil, n,
-			[]dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}})
+		return q.WorkflowCreateMany(ctx, dao.Submission{Name: name, Version: 1,
+			Roots: []dao.NewTask{{Name: "t", Type: "noop", State: dao.TaskQueued, Group: "g"}}}, n)
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestKeyAdmissionReadsItsKeyAlone: with thousands of keys, each with an instance running and
+// one waiting, and a long history, the admission of one key (its count, its admission, the
+// oldest of a full key) reads that key's instances alone through workflow_instance_key_active,
+// with statistics and without; the pass over every key reads a few rows a key, not the history.
+func TestKeyAdmissionReadsItsKeyAlone(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	const keys = 5000
+	seedHistory(t, db, 20000, 0, 0)
+	daotest.Submit(t, db, "chat", map[string]any{"name": "chat"})
+	for _, stmt := range []string{
+		`INSERT INTO workflow_instance (workflow_name, workflow_version, state, owner, started_at, concurrency_key, concurrency_max)
+		 SELECT 'chat', 1, 'running', 'm1', now(), 'thread-' || g, 1 FROM generate_series(1, KEYS) g`,
+		`INSERT INTO workflow_instance (workflow_name, workflow_version, concurrency_key, concurrency_max)
+		 SELECT 'chat', 1, 'thread-' || g, 1 FROM generate_series(1, KEYS) g`,
+	} {
+		if _, err := db.SQL().Exec(strings.ReplaceAll(stmt, "KEYS", fmt.Sprint(keys))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			if _, err := db.SQL().Exec(`ANALYZE workflow_instance`); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range []struct {
+			name  string
+			query string
+			args  []any
+			// most is how many rows of workflow_instance it may read.
+			most float64
+		}{
+			{"count", dao.KeyCountSQL, []any{"chat", "thread-77"}, 2},
+			{"oldest", dao.OldestActiveOfKeySQL, []any{"chat", "thread-77", 1}, 2},
+			// One of its key runs: it admits nothing, having read the key's waiting one.
+			{"admit", dao.AdmitKeyedSQL, []any{"chat", "thread-77", "m2", 1, nil, 100}, 2},
+		} {
+			raw := explainAnalyze(t, db, false, c.query, "", c.args...)
+			read := examined(t, raw, "workflow_instance")
+			joined := strings.Join(flatten(t, raw), "\n")
+			if read > c.most || !strings.Contains(joined, "|workflow_instance_key_active") {
+				t.Errorf("%s (analyzed: %v) read %v rows of workflow_instance, want at most %v through workflow_instance_key_active:\n%s",
+					c.name, analyzed, read, c.most, joined)
+			}
+		}
+		raw := explainAnalyze(t, db, false, dao.KeysAdmittableSQL, "", "", 100)
+		read := examined(t, raw, "workflow_instance")
+		if joined := strings.Join(flatten(t, raw), "\n"); read > 5*keys || strings.Contains(joined, "Seq Scan|workflow_instance|") {
+			t.Errorf("the pass over every key (analyzed: %v) read %v rows of workflow_instance for %d keys; want a few a key, not the history:\n%s",
+				analyzed, read, keys, joined)
+		}
+	}
+}
+
+// examined reads an EXPLAIN ANALYZE plan: the rows its scans of table read, those their
+// filters dropped included, over all their loops.
+func examined(t *testing.T, raw, table string) float64 {
+	t.Helper()
+	var doc []struct{ Plan scanned }
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		t.Fatal(err)
+	}
+	var n float64
+	var walk func(s scanned)
+	walk = func(s scanned) {
+		if strings.Contains(s.Type, "Scan") && s.Relation == table {
+			n += (s.Rows + s.Removed + s.RecheckRemoved) * max(s.Loops, 1)
+		}
+		for _, c := range s.Plans {
+			walk(c)
+		}
+	}
+	walk(doc[0].Plan)
+	return n
+}
+
+type scanned struct {
+	Type           string    `json:"Node Type"`
+	Relation       string    `json:"Relation Name"`
+	Plans          []scanned `json:"Plans"`
+	Loops          float64   `json:"Actual Loops"`
+	Rows           float64   `json:"Actual Rows"`
+	Removed        float64   `json:"Rows Removed by Filter"`
+	RecheckRemoved float64   `json:"Rows Removed by Index Recheck"`
 }

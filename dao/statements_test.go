@@ -87,6 +87,7 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"WorkflowParent", dao.WorkflowParentSQL, []any{0}, dbTags(&dao.ParentLink{})},
 		{"WorkflowLockIfOwned", dao.LockIfOwnedSQL, []any{0, "m1"}, plain},
 		{"WorkflowAdmitIfUnderCap", dao.AdmitSQL, []any{"wf", "m1", 1, 0}, plain},
+		{"WorkflowAdmitKeyedIfUnderMax", dao.AdmitKeyedSQL, []any{"wf", "k", "m1", 0, nil, 1}, plain},
 		{"WorkflowLockManyIfOwned", dao.LockManySQL, []any{none, "m1"}, locked},
 		{"WorkflowLockUnowned", dao.LockUnownedSQL, []any{none}, locked},
 		{"WorkflowClaimUnowned", dao.ClaimUnownedSQL, []any{"m1", 1}, workflow},
@@ -182,7 +183,7 @@ func TestRootsAreCreatedAsTasksAre(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		fromCreate, err = q.WorkflowCreate(b.ctx, "roots", v, nil, 0, false, tasks)
+		fromCreate, err = q.WorkflowCreate(b.ctx, dao.Submission{Name: "roots", Version: v, Roots: tasks})
 		return err
 	})
 	if err != nil {

@@ -3,23 +3,23 @@ package dao
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/lib/pq"
 )
 
-// WorkflowCreateMany creates n instances of a stored definition in one statement, each as
-// WorkflowCreate with queue and the root task instances given would (a capped
-// definition's wait for admission, none is skipped), and wakes the masters and workers once.
-// It is for bulk loads (benchmarks).
-func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version int, params json.RawMessage, n int, roots []NewTask) error {
+// WorkflowCreateMany creates n instances of sub in one statement, each as WorkflowCreate with
+// sub.Queue would (a capped or keyed one waits for admission, none is skipped), and wakes the
+// masters and workers once. It is for bulk loads (benchmarks).
+func (q *Queries) WorkflowCreateMany(ctx context.Context, sub Submission, n int) error {
 	if n <= 0 {
 		return nil
 	}
+	name, version, roots := sub.Name, sub.Version, sub.Roots
+	sub.Queue, sub.Audit = true, nil
 	subs := make([]Submission, n)
 	for i := range subs {
-		subs[i] = Submission{Name: name, Version: version, Params: params, Queue: true, Roots: roots}
+		subs[i] = sub
 	}
 	got, err := q.createMany(ctx, subs)
 	if err != nil {
@@ -28,7 +28,7 @@ func (q *Queries) WorkflowCreateMany(ctx context.Context, name string, version i
 	if got[0] == nil {
 		return fmt.Errorf("create %d instances of %q version %d: no such definition stored: %w", n, name, version, sql.ErrNoRows)
 	}
-	q.notifyCreated(got[0], roots) // every instance is alike
+	q.notifyCreated(got[0], roots) // every instance is alike, of one key if any
 	return nil
 }
 

@@ -28,9 +28,14 @@ type ConflictError struct {
 	ID     int64
 	State  string
 	Action string
+	// Reason, unless empty, is what else about the instance refuses the action.
+	Reason string
 }
 
 func (e *ConflictError) Error() string {
+	if e.Reason != "" {
+		return fmt.Sprintf("cannot %s %s instance %d: it is %s; %s", e.Action, e.Kind, e.ID, e.State, e.Reason)
+	}
 	return fmt.Sprintf("cannot %s %s instance %d: it is %s", e.Action, e.Kind, e.ID, e.State)
 }
 
@@ -205,20 +210,44 @@ type RerunResult struct {
 // rerun reopens it) or sees the requeued tasks. A task that is no longer failed or killed
 // fails the whole rerun with a ConflictError.
 //
+// An instance with a concurrency key is reopened only while its key has a free slot and no
+// instance of the key waits (their turn comes first); otherwise the rerun is a ConflictError
+// that says so. The rerun holds the key's lock, taken before the row's, as admissions do.
+//
 // ev, unless nil, is the rerun's audit_event row, written in its transaction: the rerun
 // happens only if its record is written with it.
 func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, taskIDs []int64, recreate []string, ev *AuditEvent) (RerunResult, error) {
 	var res RerunResult
 	err := db.Tx(ctx, func(q *Queries) error {
-		var wf struct {
-			State WorkflowState `db:"state"`
+		var keyed struct {
+			Name string  `db:"workflow_name"`
+			Key  *string `db:"concurrency_key"`
+			Max  *int    `db:"concurrency_max"`
 		}
-		err := sqlxGet(ctx, q, &wf, `SELECT state FROM workflow_instance WHERE id = $1 FOR UPDATE`, workflowID)
+		// An instance's key never changes: read before its lock.
+		err := sqlxGet(ctx, q, &keyed, `SELECT workflow_name, concurrency_key, concurrency_max
+			FROM workflow_instance WHERE id = $1`, workflowID)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
 		}
 		if err != nil {
+			return fmt.Errorf("read workflow instance %d: %w", workflowID, err)
+		}
+		var keyFull string
+		if keyed.Key != nil && keyed.Max != nil {
+			if keyFull, err = q.keyRerunConflict(ctx, keyed.Name, *keyed.Key, *keyed.Max); err != nil {
+				return err
+			}
+		}
+		var wf struct {
+			State WorkflowState `db:"state"`
+		}
+		err = sqlxGet(ctx, q, &wf, `SELECT state FROM workflow_instance WHERE id = $1 FOR UPDATE`, workflowID)
+		if err != nil {
 			return fmt.Errorf("lock workflow instance %d: %w", workflowID, err)
+		}
+		if wf.State.Terminal() && keyFull != "" {
+			return &ConflictError{Kind: "workflow", ID: workflowID, State: string(wf.State), Action: "rerun", Reason: keyFull}
 		}
 		var requeued []struct {
 			ID    int64     `db:"id"`
@@ -305,60 +334,84 @@ type StopResult struct {
 // and waiting task instances are killed and the workers of its running ones are asked to kill
 // them. The children its workflow tasks started stop with it, and theirs in turn; if it is a
 // child itself, its parent task fails (TaskEndIfChildEnded). The owning master finds the
-// instance no longer running at its next advance and lets go of it.
+// instance no longer running at its next advance and lets go of it. A stopped instance of a
+// capped workflow or with a concurrency key frees its slot: the masters are woken to admit
+// the next.
 //
 // ev, unless nil, is the stop's audit_event row, written in its transaction: the stop
 // happens only if its record is written with it.
 func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *AuditEvent) (StopResult, error) {
 	var res StopResult
 	err := db.Tx(ctx, func(q *Queries) error {
-		var ids []int64
-		err := sqlxSelect(ctx, q, &ids, `UPDATE workflow_instance SET state = 'stopped', ended_at = now(),
-			error = 'stopped by an operator'
-			WHERE id = $1 AND state IN ('submitted', 'running') RETURNING id`, workflowID)
-		if err != nil {
-			return fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
-		}
-		if len(ids) == 0 {
-			var state string
-			err := sqlxGet(ctx, q, &state, `SELECT state FROM workflow_instance WHERE id = $1`, workflowID)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
-			}
-			if err != nil {
-				return fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
-			}
-			return &ConflictError{Kind: "workflow", ID: workflowID, State: state, Action: "stop"}
-		}
-		workers := map[string]bool{}
-		r, children, err := q.killTasksOf(ctx, ids, "killed: the workflow was stopped", workers)
-		if err != nil {
-			return err
-		}
-		// Its children stop with it, and a child's parent task ends with it.
-		sub, err := q.workflowStopChildren(ctx, children, workers)
-		if err != nil {
-			return err
-		}
-		if err := q.endParentsOf(ctx, ids, nil); err != nil {
-			return err
-		}
-		res = StopResult{Killed: r.Killed + sub.Killed, KillRequested: r.KillRequested + sub.KillRequested}
-		for w := range workers {
-			if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
-				return fmt.Errorf("wake worker %s: %w", w, err)
-			}
-		}
-		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, fmt.Sprint(workflowID)); err != nil {
-			return err
-		}
-		if ev != nil {
-			return q.AuditInsert(ctx, *ev)
-		}
-		return nil
+		var err error
+		res, err = q.workflowStopIfActive(ctx, workflowID, "stopped by an operator", ev)
+		return err
 	})
 	if err != nil {
 		return StopResult{}, err
+	}
+	return res, nil
+}
+
+// workflowStopIfActive is WorkflowStopIfActive in the caller's transaction, the instance's
+// error being errMsg: an operator's stop, or a submission's when-full: cancel-oldest
+// (WorkflowCreate).
+func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, errMsg string, ev *AuditEvent) (StopResult, error) {
+	var stopped []struct {
+		ID     int64 `db:"id"`
+		Capped bool  `db:"capped"`
+		Keyed  bool  `db:"keyed"`
+	}
+	err := sqlxSelect(ctx, q, &stopped, `UPDATE workflow_instance SET state = 'stopped', ended_at = now(),
+		error = $2
+		WHERE id = $1 AND state IN ('submitted', 'running')
+		RETURNING id, max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed`, workflowID, errMsg)
+	if err != nil {
+		return StopResult{}, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
+	}
+	if len(stopped) == 0 {
+		var state string
+		err := sqlxGet(ctx, q, &state, `SELECT state FROM workflow_instance WHERE id = $1`, workflowID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return StopResult{}, fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
+		}
+		if err != nil {
+			return StopResult{}, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
+		}
+		return StopResult{}, &ConflictError{Kind: "workflow", ID: workflowID, State: state, Action: "stop"}
+	}
+	ids := []int64{workflowID}
+	workers := map[string]bool{}
+	r, children, err := q.killTasksOf(ctx, ids, "killed: the workflow was stopped", workers)
+	if err != nil {
+		return StopResult{}, err
+	}
+	// Its children stop with it, and a child's parent task ends with it.
+	sub, err := q.workflowStopChildren(ctx, children, workers)
+	if err != nil {
+		return StopResult{}, err
+	}
+	if err := q.endParentsOf(ctx, ids, nil); err != nil {
+		return StopResult{}, err
+	}
+	res := StopResult{Killed: r.Killed + sub.Killed, KillRequested: r.KillRequested + sub.KillRequested}
+	for w := range workers {
+		if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.kill, w); err != nil {
+			return res, fmt.Errorf("wake worker %s: %w", w, err)
+		}
+	}
+	if _, err := q.q.ExecContext(ctx, `SELECT pg_notify($1, $2)`, q.ch.master, fmt.Sprint(workflowID)); err != nil {
+		return res, err
+	}
+	// The slot it held, or would have taken, is free.
+	if stopped[0].Keyed {
+		q.notifyKeys(ids)
+	}
+	if stopped[0].Capped {
+		q.notify(q.ch.master, "")
+	}
+	if ev != nil {
+		return res, q.AuditInsert(ctx, *ev)
 	}
 	return res, nil
 }

@@ -303,8 +303,8 @@ const finishManySQL = `
 			FROM t WHERE ta.task_instance_id = t.id AND ta.attempt = t.attempt
 		), ending AS (
 			-- The instances these ends end by themselves (migration 00007): of one task, which
-			-- is terminal now, driven by no master, without a cap or a timeout, started by no
-			-- task (a child's end ends its parent task: a master's, TaskEndIfChildEnded). SKIP LOCKED:
+			-- is terminal now, driven by no master, without a cap, a key or a timeout, started
+			-- by no task (a child's end ends its parent task: a master's, TaskEndIfChildEnded). SKIP LOCKED:
 			-- whoever holds one (a stop, a master) locked it before its tasks, and waiting here
 			-- for it while holding the task rows could deadlock. A skipped one is the masters'.
 			-- One probe of the primary key per task (a lateral subquery that locks is never
@@ -317,7 +317,8 @@ const finishManySQL = `
 				SELECT w.id FROM workflow_instance w
 				WHERE w.id = y.workflow_instance_id AND w.owner IS NOT DISTINCT FROM NULL
 				  AND w.state IS NOT DISTINCT FROM 'running' AND w.task_count IS NOT DISTINCT FROM 1
-				  AND w.max_active IS NOT DISTINCT FROM NULL AND w.has_timeout IS NOT DISTINCT FROM false
+				  AND w.max_active IS NOT DISTINCT FROM NULL AND w.concurrency_key IS NOT DISTINCT FROM NULL
+				  AND w.has_timeout IS NOT DISTINCT FROM false
 				  AND w.parent_task_instance_id IS NOT DISTINCT FROM NULL
 				FOR NO KEY UPDATE SKIP LOCKED) w
 			WHERE y.state IN ('succeeded', 'failed', 'killed')
@@ -345,7 +346,7 @@ const finishManySQL = `
 // records the outcome, only if the task still runs under that attempt's token. out[i] says
 // what became of fins[i]: not recorded is a refused token (nothing written for it). A
 // kill-requested task is never requeued nor paused: it ends killed, as in TaskFinishIfRunning. A task
-// whose end ends its workflow instance (one task, no master driving it, no cap, no timeout)
+// whose end ends its workflow instance (one task, no master driving it, no cap, key or timeout)
 // ends the instance in the same statement, unless a workflow task started it (a master ends
 // a child, and its parent task with it). Once it has committed, the masters get one wake-up
 // per 300 workflow instances whose tasks ended (those it ended need none), the workers one per

@@ -146,11 +146,14 @@ type WorkflowInstance struct {
 	Priority        int             `db:"priority"`
 	// MaxActive is the workflow's max-active-instances when the instance was created; nil
 	// for no cap.
-	MaxActive *int       `db:"max_active"`
-	Error     *string    `db:"error"`
-	CreatedAt time.Time  `db:"created_at"`
-	StartedAt *time.Time `db:"started_at"`
-	EndedAt   *time.Time `db:"ended_at"`
+	MaxActive *int `db:"max_active"`
+	// ConcurrencyKey is the key its workflow's concurrency: rendered for the instance at its
+	// submission; nil for a workflow without one.
+	ConcurrencyKey *string    `db:"concurrency_key"`
+	Error          *string    `db:"error"`
+	CreatedAt      time.Time  `db:"created_at"`
+	StartedAt      *time.Time `db:"started_at"`
+	EndedAt        *time.Time `db:"ended_at"`
 	// RunningMs is how long the instance has run, by the database's clock; only
 	// WorkflowLockManyIfOwned, WorkflowClaimUnowned and WorkflowLockUnowned read it.
 	RunningMs *int64 `db:"running_ms"`

@@ -77,8 +77,8 @@ func (db *DB) createGrouped(batch []Submission) []groupcommit.Result[int64] {
 		case got[i] == nil:
 			r.Err = fmt.Errorf("create workflow instance of %q version %d: no such definition stored: %w", s.Name, s.Version, sql.ErrNoRows)
 		case got[i].ID == nil:
-			// A capped definition with when-full: skip: counted under the admission lock, in
-			// a transaction of its own.
+			// A capped definition with when-full: skip, or a key whose when-full is skip or
+			// cancel-oldest: counted under the admission lock, in a transaction of its own.
 			r.Value, r.Err = db.createCapped(ctx, s)
 		default:
 			r.Value = *got[i].ID
@@ -88,26 +88,21 @@ func (db *DB) createGrouped(batch []Submission) []groupcommit.Result[int64] {
 	return out
 }
 
+// createCapped creates sub, with its audit row, as WorkflowCreate does in a transaction of
+// its own: a submission whose count needs its workflow's or its key's lock.
 func (db *DB) createCapped(ctx context.Context, sub Submission) (int64, error) {
 	var id int64
 	err := db.Tx(ctx, func(q *Queries) error {
 		var err error
-		if id, err = q.WorkflowCreate(ctx, sub.Name, sub.Version, sub.Params, sub.Priority, sub.Queue, sub.Roots); err != nil {
-			return err
-		}
-		if sub.Audit == nil {
-			return nil
-		}
-		ev := *sub.Audit
-		ev.Target = fmt.Sprintf("workflow-instance/%d", id)
-		return q.AuditInsert(ctx, ev)
+		id, err = q.WorkflowCreate(ctx, sub)
+		return err
 	})
 	return id, err
 }
 
 // createManyAudited is createMany with the audit rows of the submissions that carry one, in
-// one transaction: an instance commits only with its row. A capped submission with when-full:
-// skip creates nothing here (createCapped does, with its row).
+// one transaction: an instance commits only with its row. A submission counted under an
+// admission lock creates nothing here (createCapped does, with its row).
 func (db *DB) createManyAudited(ctx context.Context, subs []Submission) ([]*created, error) {
 	var got []*created
 	err := db.Tx(ctx, func(q *Queries) error {

@@ -17,37 +17,42 @@ var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances an
 
 // createSQL is the statement of WorkflowCreate and of the pool's submitter: it
 // creates many instances at once. $1-$5 are the submissions' workflows, versions, params,
-// priorities and whether a capped one is created even at a when-full: skip; $6 the number (from
-// 1) of the submission each root task instance belongs to, $7-$16 the roots' other columns (as
-// taskArrays, without the instance). It returns a row per submission whose definition exists:
-// its number, its cap, and its instance's id, NULL for a capped one with when-full: skip (it
-// needs the count under the admission lock; WorkflowCreate does that).
+// priorities and whether a capped or keyed one is created even when full (Submission.Queue);
+// $6 the number (from 1) of the submission each root task instance belongs to, $7-$16 the
+// roots' other columns (as taskArrays, without the instance); $17-$19 the submissions'
+// concurrency keys (NULL for none), their max, and whether their when-full is other than
+// queue. It returns a row per submission whose definition exists: its number, its cap,
+// whether its workflow says when-full: skip, whether it has a key, and its instance's id,
+// NULL for a capped one with when-full: skip or a keyed one with a when-full other than queue
+// (each needs its count under its admission lock; WorkflowCreate does that).
 //
 // The ids are drawn before the inserts, so every root knows its instance without relying on
 // the order an INSERT ... RETURNING gives its rows back.
 const createSQL = `
 		WITH r AS MATERIALIZED (
 			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue, d.name IS NOT NULL AS defined,
-			       d.max_active, d.when_full_skip AS skip, d.has_timeout, d.task_count
-			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[])
-				WITH ORDINALITY AS x(name, version, params, priority, queue, i)
+			       d.max_active, d.when_full_skip AS skip, d.has_timeout, d.task_count,
+			       x.key, x.key_max, x.key_held
+			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[], $17::text[], $18::int[], $19::bool[])
+				WITH ORDINALITY AS x(name, version, params, priority, queue, key, key_max, key_held, i)
 			LEFT JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
 		), c AS MATERIALIZED (
 			-- With its root tasks an instance starts at once: running, with no owner yet, as
-			-- one a failover released; a capped one waits for admission without them. Every
+			-- one a failover released; a capped or keyed one waits for admission without them. Every
 			-- submission keeps its row (id NULL: not created), so nothing below joins the
 			-- submissions with each other: planned for the ten rows the planner assumes of an
 			-- array, such a join is a nested loop that compares every submission with every
 			-- other, quadratic in the size of a bulk load.
-			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.has_timeout, r.task_count, r.defined,
-			       CASE WHEN r.defined AND (r.max_active IS NULL OR NOT r.skip OR r.queue)
+			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.skip, r.has_timeout, r.task_count,
+			       r.defined, r.key, r.key_max,
+			       CASE WHEN r.defined AND (r.queue OR ((r.max_active IS NULL OR NOT r.skip) AND NOT r.key_held))
 			            THEN nextval(pg_get_serial_sequence('workflow_instance', 'id')) END AS id,
-			       r.defined AND r.max_active IS NULL AND r.i IN (SELECT unnest($6::bigint[])) AS started
+			       r.defined AND r.max_active IS NULL AND r.key IS NULL AND r.i IN (SELECT unnest($6::bigint[])) AS started
 			FROM r
 		), created AS (
 			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
-				has_timeout, task_count, state, started_at)
-			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout, task_count,
+				has_timeout, task_count, concurrency_key, concurrency_max, state, started_at)
+			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout, task_count, key, key_max,
 				CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
 			FROM c WHERE id IS NOT NULL
 		), started AS (
@@ -67,7 +72,7 @@ const createSQL = `
 			CROSS JOIN started s
 			WHERE s.ids[x.i] <> 0
 		)
-		SELECT i, max_active, id FROM c WHERE defined`
+		SELECT i, max_active, skip, key IS NOT NULL AS keyed, id FROM c WHERE defined`
 
 // Submission is one workflow instance to create with WorkflowCreate or DB.WorkflowCreateGrouped.
 type Submission struct {
@@ -76,10 +81,14 @@ type Submission struct {
 	Params   json.RawMessage
 	Priority int
 	// Queue creates a capped instance even when its workflow is full and says when-full:
-	// skip (a backfill: every run was asked for).
+	// skip, and a keyed one whatever its when-full says (a backfill: every run was asked
+	// for): it waits for a slot.
 	Queue bool
+	// Concurrency, unless nil, is the instance's concurrency key: it is created without its
+	// roots and waits for admission (WorkflowAdmitKeyedIfUnderMax).
+	Concurrency *Concurrency
 	// Roots are the instance's root task instances (their WorkflowInstanceID is ignored),
-	// created with it unless its definition has max-active-instances.
+	// created with it unless its definition has max-active-instances or it has a key.
 	Roots []NewTask
 	// Audit, unless nil, is the submission's audit_event row, committed with the instance;
 	// its Target is set to the instance ("workflow-instance/<id>").
@@ -90,6 +99,8 @@ type Submission struct {
 type created struct {
 	I         int    `db:"i"`
 	MaxActive *int   `db:"max_active"`
+	Skip      bool   `db:"skip"`
+	Keyed     bool   `db:"keyed"`
 	ID        *int64 `db:"id"`
 }
 
@@ -114,6 +125,7 @@ func createArgs(subs []Submission) []any {
 	n := len(subs)
 	names, versions, params := make([]string, n), make([]int64, n), make([]string, n)
 	prios, queue := make([]int64, n), make([]bool, n)
+	keys, keyMax, keyHeld := make([]*string, n), make([]*int64, n), make([]bool, n)
 	var roots []NewTask
 	var owners []int64
 	for i, s := range subs {
@@ -122,17 +134,27 @@ func createArgs(subs []Submission) []any {
 		if len(s.Params) > 0 {
 			params[i] = string(s.Params)
 		}
+		if k := s.Concurrency; k != nil {
+			m := int64(k.Max)
+			keys[i], keyMax[i], keyHeld[i] = &k.Key, &m, k.WhenFull != KeyQueue
+		}
 		for _, r := range s.Roots {
 			roots, owners = append(roots, r), append(owners, int64(i+1))
 		}
 	}
-	return append([]any{pq.Array(names), pq.Array(versions), pq.Array(params), pq.Array(prios), pq.Array(queue),
+	args := append([]any{pq.Array(names), pq.Array(versions), pq.Array(params), pq.Array(prios), pq.Array(queue),
 		pq.Array(owners)}, taskArrays(roots)[1:]...)
+	return append(args, pq.Array(keys), pq.Array(keyMax), pq.Array(keyHeld))
 }
 
 // notifyCreated wakes the masters for an instance created as c says, and the workers of the
 // groups of its queued roots if it started with them.
 func (q *Queries) notifyCreated(c *created, roots []NewTask) {
+	if c.Keyed {
+		// A keyed instance starts by WorkflowAdmitKeyedIfUnderMax for its key alone.
+		q.notifyKeys([]int64{*c.ID})
+		return
+	}
 	if c.MaxActive != nil {
 		// A capped instance may only start by WorkflowAdmitIfUnderCap, which the plain wake-up runs.
 		q.notify(q.ch.master, "")
@@ -155,21 +177,32 @@ func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 // until a task of it ends (see WorkflowLockUnowned), unless its workflow has a timeout
 // (WorkflowClaimUnowned). Without roots it is submitted, for the first master's claim. Call it
 // in the transaction that ensured the definition; package lifecycle computes the roots.
+// sub.Audit, unless nil, is written with the instance.
 //
 // The instance takes its max-active-instances from the definition, and a definition with one
 // takes no roots: its instance waits for admission (WorkflowAdmitIfUnderCap), which creates
 // them. When the definition also says when-full: skip and the workflow is full, nothing is
-// created and the error wraps ErrWorkflowFull, unless queue is set (a backfill: every run was
-// asked for, so the instance waits for a slot). The count is exact because creators and
+// created and the error wraps ErrWorkflowFull, unless sub.Queue is set (a backfill: every run
+// was asked for, so the instance waits for a slot). The count is exact because creators and
 // admitters of one workflow hold the same transaction-scoped advisory lock.
-func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, params json.RawMessage, priority int, queue bool, roots []NewTask) (int64, error) {
-	if len(params) == 0 {
-		params = json.RawMessage("{}")
+//
+// An instance with a concurrency key (sub.Concurrency) takes no roots either: it waits for
+// WorkflowAdmitKeyedIfUnderMax. When its key already has Max instances active (waiting or
+// running), when-full: skip creates nothing (the error is ErrKeyFull, which is also
+// ErrWorkflowFull), and when-full: cancel-oldest stops the oldest of them (WorkflowStopIfActive's
+// transition, with its audit row) in this transaction, so the new one takes a slot; the count
+// is exact under the key's lock, which admissions and reruns of the key hold too. With
+// sub.Queue, a keyed instance waits whatever its when-full says.
+func (q *Queries) WorkflowCreate(ctx context.Context, sub Submission) (int64, error) {
+	if len(sub.Params) == 0 {
+		sub.Params = json.RawMessage("{}")
 	}
+	name, version := sub.Name, sub.Version
 	// One statement in the common case: the instance, with its cap read from the definition.
-	// A capped definition with when-full: skip needs its count under the admission lock
-	// first, so for it (unless queue) the statement creates nothing and the steps below run.
-	got, err := q.createMany(ctx, []Submission{{Name: name, Version: version, Params: params, Priority: priority, Queue: queue, Roots: roots}})
+	// A submission that is refused or stops others when full needs its count under the
+	// admission lock first, so for it (unless queue) the statement creates nothing and
+	// createWhenFull does.
+	got, err := q.createMany(ctx, []Submission{sub})
 	if err != nil {
 		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 	}
@@ -178,27 +211,80 @@ func (q *Queries) WorkflowCreate(ctx context.Context, name string, version int, 
 		return 0, fmt.Errorf("create workflow instance of %q version %d: no such definition stored: %w", name, version, sql.ErrNoRows)
 	}
 	if c.ID == nil {
-		n, err := q.workflowLockAndCount(ctx, name, countActiveSQL)
-		if err != nil {
+		if c.ID, err = q.createWhenFull(ctx, sub, c); err != nil {
 			return 0, err
 		}
-		if n >= *c.MaxActive {
-			return 0, fmt.Errorf("create workflow instance of %q: %d active of max-active-instances %d: %w",
-				name, n, *c.MaxActive, ErrWorkflowFull)
-		}
-		c.ID = new(int64)
-		err = sqlxGet(ctx, q, c.ID, `
-			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
-				has_timeout, task_count)
-			SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count
-			FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id`,
-			name, version, string(params), priority, c.MaxActive)
-		if err != nil {
-			return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
+	}
+	q.notifyCreated(c, sub.Roots)
+	if sub.Audit != nil {
+		ev := *sub.Audit
+		ev.Target = fmt.Sprintf("workflow-instance/%d", *c.ID)
+		if err := q.AuditInsert(ctx, ev); err != nil {
+			return 0, err
 		}
 	}
-	q.notifyCreated(c, roots)
 	return *c.ID, nil
+}
+
+// createWhenFull creates the instance of sub that createSQL left to it (c): under the
+// workflow's lock when its cap says when-full: skip, under its key's lock when its key's
+// when-full is skip or cancel-oldest, in that order (the admissions' order).
+func (q *Queries) createWhenFull(ctx context.Context, sub Submission, c *created) (*int64, error) {
+	name := sub.Name
+	if c.MaxActive != nil && c.Skip && !sub.Queue {
+		n, err := q.workflowLockAndCount(ctx, name, countActiveSQL)
+		if err != nil {
+			return nil, err
+		}
+		if n >= *c.MaxActive {
+			return nil, fmt.Errorf("create workflow instance of %q: %d active of max-active-instances %d: %w",
+				name, n, *c.MaxActive, ErrWorkflowFull)
+		}
+	}
+	var cancel []int64
+	var key, keyMax any
+	if k := sub.Concurrency; k != nil {
+		key, keyMax = k.Key, k.Max
+		if k.WhenFull != KeyQueue && !sub.Queue {
+			st, err := q.keyLockAndCount(ctx, name, k.Key)
+			if err != nil {
+				return nil, err
+			}
+			if st.Active >= k.Max {
+				if k.WhenFull == KeySkip {
+					return nil, fmt.Errorf("create workflow instance of %q: concurrency key %q has %d active of max %d: %w",
+						name, k.Key, st.Active, k.Max, ErrKeyFull)
+				}
+				if err := sqlxSelect(ctx, q, &cancel, oldestActiveOfKeySQL, name, k.Key, st.Active-k.Max+1); err != nil {
+					return nil, fmt.Errorf("find the oldest instances of key %q of workflow %q: %w", k.Key, name, err)
+				}
+			}
+		}
+	}
+	id := new(int64)
+	err := sqlxGet(ctx, q, id, `
+		INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
+			has_timeout, task_count, concurrency_key, concurrency_max)
+		SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count, $6, $7
+		FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id`,
+		name, sub.Version, string(sub.Params), sub.Priority, c.MaxActive, key, keyMax)
+	if err != nil {
+		return nil, fmt.Errorf("create workflow instance of %q version %d: %w", name, sub.Version, err)
+	}
+	for _, old := range cancel {
+		ev := AuditEvent{Actor: "zksched", Role: "system"}
+		if sub.Audit != nil {
+			ev = AuditEvent{Actor: sub.Audit.Actor, Role: sub.Audit.Role, Client: sub.Audit.Client}
+		}
+		ev.Action, ev.Target = AuditWorkflowStop, fmt.Sprintf("workflow-instance/%d", old)
+		ev.Params = AuditParams(map[string]any{"reason": "when-full: cancel-oldest",
+			"key": sub.Concurrency.Key, "by": fmt.Sprintf("workflow-instance/%d", *id)})
+		msg := fmt.Sprintf("stopped: workflow instance %d was submitted with the same concurrency key %q (when-full: cancel-oldest)", *id, sub.Concurrency.Key)
+		if _, err := q.workflowStopIfActive(ctx, old, msg, &ev); err != nil {
+			return nil, err
+		}
+	}
+	return id, nil
 }
 
 // workflowLockAndCount takes the workflow's admission lock for the rest of the transaction and
@@ -236,7 +322,8 @@ const claimUnownedSQL = `
 			-- otherwise only its owner creates them, after this claim).
 			SELECT id, started_at IS NULL AS fresh FROM workflow_instance
 			WHERE owner IS NULL
-			  AND ((state = 'submitted' AND max_active IS NULL) OR (state = 'running' AND has_timeout))
+			  AND ((state = 'submitted' AND max_active IS NULL AND concurrency_key IS NULL)
+			       OR (state = 'running' AND has_timeout))
 			ORDER BY priority DESC, id
 			LIMIT $2
 			FOR UPDATE SKIP LOCKED
@@ -247,14 +334,14 @@ const claimUnownedSQL = `
 		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
 			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
 			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
 // WorkflowClaimUnowned makes owner the master of up to limit unowned instances that need a
 // master whatever their tasks do, highest priority first, with SKIP LOCKED so masters
 // claiming at once never take the same instance: new instances without root tasks (those
-// with a max-active-instances are left to WorkflowAdmitIfUnderCap) and running ones whose
+// with a max-active-instances or a concurrency key are left to the admissions) and running ones whose
 // workflow has a timeout, which their owner enforces. A running instance without one is left
 // until a task of it ends (WorkflowLockUnowned) or the sweep finds it stranded
 // (WorkflowClaimStranded).
@@ -319,7 +406,7 @@ const claimStrandedSQL = `
 		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
 			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
 			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
@@ -352,7 +439,7 @@ const lockUnownedSQL = `
 		-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
 		SELECT w.* FROM unnest($1::bigint[]) AS x(id) CROSS JOIN LATERAL (
 			SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-				w.max_active, w.error, w.created_at, w.started_at, w.ended_at,
+				w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
 				(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms
 			FROM workflow_instance w
 			WHERE w.id = x.id AND w.owner IS NOT DISTINCT FROM NULL AND w.state IS NOT DISTINCT FROM 'running'
@@ -403,13 +490,14 @@ func (q *Queries) WorkflowReleaseIfOwned(ctx context.Context, owner string, ids 
 // WorkflowAdmitIfUnderCap makes owner the master of the new instances of capped workflows
 // (max-active-instances) that fit under their caps: for each such workflow, under its
 // admission lock, the waiting instances in priority and then creation order while fewer than
-// max_active instances of the workflow run. The others keep waiting; a finishing instance
+// max_active instances of the workflow run. Those with a concurrency key are left to
+// WorkflowAdmitKeyedIfUnderMax, which keeps them in their key's order. The others keep waiting; a finishing instance
 // wakes the masters to look again. Each workflow is one transaction, so masters admitting at
 // once never exceed a cap.
 func (db *DB) WorkflowAdmitIfUnderCap(ctx context.Context, owner string, limit int) ([]WorkflowInstance, error) {
 	var names []string
 	if err := sqlxSelect(ctx, db.Queries, &names, `SELECT DISTINCT workflow_name FROM workflow_instance
-		WHERE owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL`); err != nil {
+		WHERE owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL AND concurrency_key IS NULL`); err != nil {
 		return nil, fmt.Errorf("list waiting workflow instances: %w", err)
 	}
 	var all []WorkflowInstance
@@ -440,6 +528,7 @@ const admitSQL = `
 		WITH waiting AS (
 			SELECT id, priority, max_active FROM workflow_instance
 			WHERE workflow_name = $1 AND owner IS NULL AND state = 'submitted' AND max_active IS NOT NULL
+			  AND concurrency_key IS NULL
 			ORDER BY priority DESC, id
 			LIMIT $3
 			FOR UPDATE SKIP LOCKED
@@ -450,7 +539,7 @@ const admitSQL = `
 		SET owner = $2, state = 'running', started_at = coalesce(w.started_at, now())
 		FROM ranked WHERE w.id = ranked.id AND $4 + ranked.k <= ranked.max_active
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.error, w.created_at, w.started_at, w.ended_at`
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at`
 
 // WorkflowListOwnedActive returns the ids of the running workflow instances owner drives.
 func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]int64, error) {
@@ -464,7 +553,7 @@ func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]
 
 // lockIfOwnedSQL is WorkflowLockIfOwned's statement: $1 the instance, $2 the owner.
 const lockIfOwnedSQL = `
-		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
+		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
 			created_at, started_at, ended_at
 		FROM workflow_instance
 		WHERE id = $1 AND owner = $2 AND state = 'running' FOR NO KEY UPDATE`
@@ -492,26 +581,32 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 	if errMsg != "" {
 		e = &errMsg
 	}
-	// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
-	var res struct {
-		N     int  `db:"n"`
-		Child bool `db:"child"`
+	var ended []struct {
+		Capped bool `db:"capped"`
+		Keyed  bool `db:"keyed"`
+		Child  bool `db:"child"`
 	}
-	err := sqlxGet(ctx, q, &res, `
-		WITH u AS (
-			UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
-			WHERE id = $1 AND owner = $2 AND state = 'running' RETURNING max_active, parent_task_instance_id
-		)
-		SELECT count(*) AS n, coalesce(bool_or(u.parent_task_instance_id IS NOT NULL), false) AS child
-		FROM u, LATERAL (SELECT CASE WHEN u.max_active IS NOT NULL THEN pg_notify($5, '') END) n`,
-		id, owner, string(state), e, q.ch.master)
+	err := sqlxSelect(ctx, q, &ended, `
+		UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
+		WHERE id = $1 AND owner = $2 AND state = 'running'
+		RETURNING max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed,
+			parent_task_instance_id IS NOT NULL AS child`,
+		id, owner, string(state), e)
 	if err != nil {
 		return fmt.Errorf("finish workflow instance %d: %w", id, err)
 	}
-	if res.N == 0 {
+	if len(ended) == 0 {
 		return fmt.Errorf("finish workflow instance %d: %w", id, ErrNotOwner)
 	}
-	if res.Child {
+	// A capped workflow, or the instance's key, has a free slot now: wake the masters to
+	// admit a waiting instance.
+	if ended[0].Keyed {
+		q.notifyKeys([]int64{id})
+	}
+	if ended[0].Capped {
+		q.notify(q.ch.master, "")
+	}
+	if ended[0].Child {
 		return q.endParentsOf(ctx, []int64{id}, nil)
 	}
 	return nil
@@ -549,7 +644,7 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 
 // workflowGetSQL is WorkflowGet's statement: $1 the instance.
 const workflowGetSQL = `
-		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
+		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
 			created_at, started_at, ended_at
 		FROM workflow_instance WHERE id = $1`
 
@@ -569,7 +664,7 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance,
 // by workflow_instance_owned or _active, every instance the master drives, to pick out the
 // hundred it asked for. The primary key is then the only way in.
 const lockManySQL = `
-		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, error,
+		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
 			created_at, started_at, ended_at,
 			(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
 		FROM workflow_instance
@@ -611,9 +706,10 @@ const finishManyWorkflowsSQL = `
 			WHERE w.id = ANY($2::bigint[])
 			  AND (w.owner IS NOT DISTINCT FROM $1 OR w.owner IS NOT DISTINCT FROM NULL)
 			  AND w.state IS NOT DISTINCT FROM 'running'
-			RETURNING w.id, w.max_active, w.parent_task_instance_id
+			RETURNING w.id, w.max_active, w.concurrency_key, w.parent_task_instance_id
 		)
 		SELECT count(*) AS n, coalesce(bool_or(max_active IS NOT NULL), false) AS capped,
+			coalesce(array_agg(id) FILTER (WHERE concurrency_key IS NOT NULL), '{}') AS keyed,
 			coalesce(array_agg(id) FILTER (WHERE parent_task_instance_id IS NOT NULL), '{}') AS children FROM u`
 
 // WorkflowFinishManyIfOwnedOrUnowned is WorkflowFinishIfOwned for many instances in one statement,
@@ -635,14 +731,17 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 	var res struct {
 		N        int           `db:"n"`
 		Capped   bool          `db:"capped"`
+		Keyed    pq.Int64Array `db:"keyed"`
 		Children pq.Int64Array `db:"children"`
 	}
 	err := getHot(ctx, q, &res, finishManyWorkflowsSQL, owner, pq.Array(ids), pq.Array(states), pq.Array(errs))
 	if err != nil {
 		return 0, fmt.Errorf("finish %d workflow instances: %w", len(fins), err)
 	}
+	// A capped workflow, or a key, has a free slot now: wake the masters to admit a waiting
+	// instance.
+	q.notifyKeys(res.Keyed)
 	if res.Capped {
-		// A capped workflow has a free slot now: wake the masters to admit a waiting instance.
 		q.notify(q.ch.master, "")
 	}
 	if len(res.Children) > 0 {

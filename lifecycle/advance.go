@@ -105,6 +105,62 @@ func (d *Driver) Admit(ctx context.Context, limit int) ([]dao.WorkflowInstance, 
 	return d.db.WorkflowAdmitIfUnderCap(ctx, d.owner, limit)
 }
 
+// AdmitKeys makes the owner the master of the waiting instances of concurrency keys that may
+// start now, key by key (dao.WorkflowAdmitKeyedIfUnderMax), in each key's submit order: with
+// ids, the keys of those instances (a wake-up's: an instance of theirs was created, ended or
+// stopped); with ids nil, up to limit keys that have an instance to admit (a poll's pass,
+// which finds what a lost wake-up left waiting). A key of a capped workflow is looked at with
+// every key of its workflow that has an instance to admit: the end of one of its instances
+// frees a slot of the whole workflow. Its next advance creates the admitted instances' roots.
+func (d *Driver) AdmitKeys(ctx context.Context, ids []int64, limit int) ([]dao.WorkflowInstance, error) {
+	var keys []dao.Key
+	var err error
+	if ids == nil {
+		keys, err = d.db.WorkflowKeysAdmittable(ctx, "", limit)
+	} else {
+		keys, err = d.keysToAdmit(ctx, ids, limit)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var all []dao.WorkflowInstance
+	for _, k := range keys {
+		got, err := d.db.WorkflowAdmitKeyedIfUnderMax(ctx, d.owner, k, limit)
+		all = append(all, got...)
+		if err != nil {
+			return all, err
+		}
+	}
+	return all, nil
+}
+
+// keysToAdmit returns the keys of the instances ids, those of a capped workflow replaced by
+// every key of the workflow with an instance to admit (up to limit).
+func (d *Driver) keysToAdmit(ctx context.Context, ids []int64, limit int) ([]dao.Key, error) {
+	of, err := d.db.WorkflowKeysOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	var keys []dao.Key
+	wide := map[string]bool{}
+	for _, k := range of {
+		if !k.Capped {
+			keys = append(keys, k)
+			continue
+		}
+		if wide[k.Workflow] {
+			continue
+		}
+		wide[k.Workflow] = true
+		more, err := d.db.WorkflowKeysAdmittable(ctx, k.Workflow, limit)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, more...)
+	}
+	return keys, nil
+}
+
 // step advances, in one transaction, the instances pick returns locked: those of ids still
 // owned, or newly claimed ones (then ids is nil), or, with take, unowned ones pick locked
 // without claiming them: those that finish are finished in one update, and the owner takes

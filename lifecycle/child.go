@@ -21,7 +21,8 @@ const MaxNesting = 10
 // over params and the upstream outputs in tasks, creates the child through Submit, the one
 // submission path, and creates the task waiting on it (dao.TaskCreateWaitingOnChild). A task
 // that cannot start its child (its params do not render, the workflow or version is not
-// stored, the child would nest too deep, its workflow is full and says when-full: skip) is
+// stored, the child would nest too deep, its workflow or its concurrency key is full and says
+// when-full: skip, its params do not render its concurrency key) is
 // returned as a row to create failed, with the reason; nil when the child started. An error
 // is the database's, and rolls the whole advance back, child included.
 func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, c Planned, params map[string]string, tasks []dao.TaskOutcome) (*dao.NewTask, error) {
@@ -67,7 +68,8 @@ func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.Workflo
 		return nil, err
 	}
 	child, err := Submit(ctx, q, spec, version, raw, row.Priority)
-	if errors.Is(err, dao.ErrWorkflowFull) {
+	var keyErr *KeyError
+	if errors.Is(err, dao.ErrWorkflowFull) || errors.As(err, &keyErr) {
 		return fail("task %q: %v", t.Name, err)
 	}
 	if err != nil {

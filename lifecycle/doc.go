@@ -23,10 +23,13 @@
 //	        │              taken, claimed     │          │ released (leader: owner fenced;
 //	        │              (master)           ▼          │ master: only waiting tasks live)
 //	        └─▶ submitted ──claimed──────▶ running, owned ──ended, timed out (master)──▶ ended
-//	            (no roots, or capped)  admitted (master, under the cap)
+//	            (no roots,   admitted (master, under the cap;
+//	            capped or    a keyed one: first of its key, under its max)
+//	            keyed)
 //
 //	ended: succeeded | failed | stopped
-//	submitted, running ──stopped (operator; a child: its parent stopped, timed out or its task killed)──▶ stopped
+//	submitted, running ──stopped (operator; a submission's when-full: cancel-oldest;
+//	                     a child: its parent stopped, timed out or its task killed)──▶ stopped
 //	ended ──rerun of its failed and killed tasks (operator)──▶ running, unowned
 //
 // An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
@@ -38,10 +41,25 @@
 // Without a cap it starts running at once with its root tasks queued and no owner: the first
 // tasks start on the workers' wake-up, and a master takes it up when one of them ends
 // (Driver.AdvanceUnowned, which finishes it or takes it). A capped one waits, submitted,
-// until a master admits it under its workflow's max-active-instances (Driver.Admit). A master
+// until a master admits it under its workflow's max-active-instances (Driver.Admit). An
+// instance of a workflow with a concurrency: key has its key rendered from its params at
+// submission (a key that renders empty refuses it) and waits, submitted, likewise: a master
+// admits it (Driver.AdmitKeys) only while fewer than the key's max instances of its workflow
+// and key run, within max-active-instances too if it has one, and only once every instance
+// of its key submitted before it has been admitted — a key's instances start in id order,
+// which is their submissions' order. Everything that counts a key and acts on the count holds
+// the key's advisory lock until it commits (taken after the workflow's, where both are): the
+// admission, a submission whose when-full is skip (refused when the key is full: dao.ErrKeyFull)
+// or cancel-oldest (which stops the key's oldest active instance in its own transaction, with
+// an audit row), and a rerun that would reopen an ended instance of the key (refused while
+// the key is full or an instance of it waits: a reopened instance runs at once, and would
+// run out of turn). The end or the stop of an instance with a key wakes the masters with its
+// id, so they look at its key alone; a poll looks at every key with an instance waiting. A
+// keyed instance is never ended by its worker's statement (it always has a master to wake). A master
 // that owns an instance advances it (Driver.AdvanceOwned): Decide says which tasks to create
 // and whether it has ended; it fails one past its workflow timeout and kills its tasks. A
-// single-task workflow without a cap or a timeout, not a child, needs no master: the worker's statement
+// single-task workflow without a cap, a key or a timeout, not a child, needs no master: the
+// worker's statement
 // that records its task's end ends it too, with the end Decide would give
 // (TestSingleTaskEndMatchesDecide). When a master is fenced the leader releases its
 // instances (ReleaseLostMaster) and another master goes on; instances whose last task's
@@ -152,13 +170,17 @@
 // Workflow instances:
 //
 //	created      submit                 definition stored; when-full: skip refuses  WorkflowCreate,
-//	                                    at the cap unless queued (backfill)         WorkflowCreateGrouped,
-//	                                                                                WorkflowCreateMany
+//	                                    at the cap or a full key unless queued      WorkflowCreateGrouped,
+//	                                    (backfill)                                  WorkflowCreateMany
 //	claimed      master                 unowned; new without roots, or running      WorkflowClaimUnowned
 //	                                    with a timeout
 //	claimed      master (sweep)         unowned, running, nothing queued, running   WorkflowClaimStranded
 //	                                    or waiting for dao.StrandedAfter
-//	admitted     master                 unowned, submitted, capped, under the cap   WorkflowAdmitIfUnderCap
+//	admitted     master                 unowned, submitted, capped, no key, under   WorkflowAdmitIfUnderCap
+//	                                    the cap
+//	admitted     master                 unowned, submitted, keyed, first of its     WorkflowAdmitKeyedIfUnderMax
+//	                                    key waiting, under its max and the cap
+//	                                    (workflow and key locks)
 //	taken        master (advance)       unowned, running, locked by the advance     WorkflowTakeIfUnowned
 //	released     master (advance)       running, owned by it; nothing live but      WorkflowReleaseIfOwned
 //	                                    waiting tasks, no workflow timeout
@@ -166,14 +188,17 @@
 //	timed out    master                 running, owned by it                        WorkflowTimeOutIfOwned
 //	                                                                                (WorkflowFinishIfOwned)
 //	ended        worker (attempt's end) unowned, running, one task, no cap, no      TaskFinishManyIfRunning
-//	                                    timeout, not a child
+//	                                    key, no timeout, not a child
 //	released     leader                 unfinished, owned by a fenced master        WorkflowReleaseIfOwnedBy
 //	stopped      operator               submitted or running                        WorkflowStopIfActive
+//	stopped      submit (when-full:     submitted or running, the oldest active of  WorkflowStopIfActive
+//	             cancel-oldest)         a full key (key lock)
 //	child        operator (stop of the  submitted or running                        WorkflowStopIfActive,
 //	stopped      parent, kill of its                                                TaskKillIfQueuedOrRunning,
 //	             task), master (the                                                 WorkflowTimeOutIfOwned
 //	             parent's timeout)
-//	reopened     operator (rerun)       ended                                       TaskRerunIfFailedOrKilled
+//	reopened     operator (rerun)       ended; with a key: the key not full and     TaskRerunIfFailedOrKilled
+//	                                    none of it waiting (key lock)
 //
 // Task instances:
 //
@@ -206,8 +231,9 @@
 //	out                                 clock); a paused agent failed or resumed
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
-// pool in workflow_create_grouped.go), task_instance.go (claims, attempts' ends, task
-// creation), task_foreach.go (a for-each's parent), task_action.go (the operators'),
-// child_workflow.go (child workflows), failover_event.go (the leader's). Failover's side of
-// the protocol (who is fenced, and when) is package failover's.
+// pool in workflow_create_grouped.go; concurrency keys in workflow_concurrency.go),
+// task_instance.go (claims, attempts' ends, task creation), task_foreach.go (a for-each's
+// parent), task_action.go (the operators'), child_workflow.go (child workflows),
+// failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
+// when) is package failover's.
 package lifecycle

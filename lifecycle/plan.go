@@ -163,12 +163,13 @@ func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
 }
 
 // Roots returns the task instances a new instance of spec with params and priority starts
-// with: its tasks without dependencies; or none for a capped workflow, which starts them only
-// once admitted, for one with a when: condition or a for-each on a root, whose roots a
-// master creates once it has decided the condition and rendered the items, and for one with
-// a workflow task as a root, whose child a master starts.
+// with: its tasks without dependencies; or none for a capped workflow or one with a
+// concurrency key, which starts them only once admitted, for one with a when: condition or
+// a for-each on a root, whose roots a master creates once it has decided the condition and
+// rendered the items, and for one with a workflow task as a root, whose child a master
+// starts.
 func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
-	if spec.MaxActiveInstances > 0 {
+	if spec.MaxActiveInstances > 0 || spec.Concurrency != nil {
 		return nil, nil
 	}
 	for _, t := range spec.Tasks {

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/workflow"
@@ -18,12 +19,19 @@ import (
 //
 // A workflow with when-full: skip at its cap creates nothing: the error wraps
 // dao.ErrWorkflowFull.
+//
+// An instance of a workflow with a concurrency: key gets its key rendered here, once, from
+// its params (a key that renders empty is an error, and nothing is created), and waits for
+// admission in its key's order (Driver.AdmitKeys). When its key is full, when-full: skip
+// creates nothing (dao.ErrKeyFull, which is also dao.ErrWorkflowFull) and cancel-oldest
+// stops the key's oldest active instance in the same transaction.
 func Submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
 	return submit(ctx, q, spec, version, params, priority, false)
 }
 
 // SubmitQueued is Submit for a backfill: at the cap, the instance waits for a slot even when
-// the workflow's when-full is skip, since every run was asked for.
+// the workflow's when-full is skip, since every run was asked for; so does an instance whose
+// concurrency key is full, whatever its when-full says.
 func SubmitQueued(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
 	return submit(ctx, q, spec, version, params, priority, true)
 }
@@ -33,8 +41,40 @@ func submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version in
 	if err != nil {
 		return 0, err
 	}
-	return q.WorkflowCreate(ctx, spec.Name, version, params, priority, queue, rows)
+	key, err := Key(ctx, spec, params)
+	if err != nil {
+		return 0, err
+	}
+	return q.WorkflowCreate(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority,
+		Queue: queue, Roots: rows, Concurrency: key})
 }
+
+// Key is the concurrency key of an instance of spec with params, nil for a workflow without
+// concurrency:. It is rendered over the definition's params overridden by the instance's,
+// the params its tasks see; a key that cannot be rendered, or renders empty, is a *KeyError.
+func Key(ctx context.Context, spec *workflow.Spec, params json.RawMessage) (*dao.Concurrency, error) {
+	c := spec.Concurrency
+	if c == nil {
+		return nil, nil
+	}
+	merged, err := instanceParams(spec, params)
+	if err != nil {
+		return nil, fmt.Errorf("submit %s: %w", spec.Name, err)
+	}
+	key, err := c.RenderKey(ctx, merged)
+	if err != nil {
+		return nil, &KeyError{fmt.Errorf("submit %s: %w", spec.Name, err)}
+	}
+	return &dao.Concurrency{Key: key, Max: c.Max, WhenFull: c.WhenFull}, nil
+}
+
+// KeyError is a submission refused because its params do not render its workflow's
+// concurrency key: a mistake of the request, not of the system.
+type KeyError struct{ err error }
+
+func (e *KeyError) Error() string { return e.err.Error() }
+
+func (e *KeyError) Unwrap() error { return e.err }
 
 // SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
 // created in a statement, and a commit, shared with the submissions of the same moment from
@@ -46,7 +86,12 @@ func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int
 	if err != nil {
 		return 0, err
 	}
-	return db.WorkflowCreateGrouped(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority, Roots: rows, Audit: audit})
+	key, err := Key(ctx, spec, params)
+	if err != nil {
+		return 0, err
+	}
+	return db.WorkflowCreateGrouped(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority,
+		Roots: rows, Concurrency: key, Audit: audit})
 }
 
 // SubmitMany creates n instances of the stored definition as SubmitQueued does (priority 0),
@@ -56,5 +101,9 @@ func SubmitMany(ctx context.Context, q *dao.Queries, spec *workflow.Spec, versio
 	if err != nil {
 		return err
 	}
-	return q.WorkflowCreateMany(ctx, spec.Name, version, params, n, rows)
+	key, err := Key(ctx, spec, params)
+	if err != nil {
+		return err
+	}
+	return q.WorkflowCreateMany(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Roots: rows, Concurrency: key}, n)
 }

@@ -43,7 +43,7 @@ func benchOwned(b *testing.B, db *dao.DB, n int) (*Master, [][]int64) {
 	b.Helper()
 	ctx := context.Background()
 	benchCreate(b, db, func(q *dao.Queries, spec *workflow.Spec, v int) error {
-		return q.WorkflowCreateMany(ctx, spec.Name, v, nil, n, nil)
+		return q.WorkflowCreateMany(ctx, dao.Submission{Name: spec.Name, Version: v}, n)
 	})
 	var batches [][]int64
 	for len(batches)*benchBatch < n {

@@ -204,6 +204,9 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 	}
 	id, err := create(ctx, f.q, f.spec, f.s.WorkflowVersion, raw, f.spec.Priority)
 	switch {
+	case errors.Is(err, dao.ErrKeyFull):
+		res.Skipped = fmt.Sprintf("concurrency key at its max %d (when-full: skip)", f.spec.Concurrency.Max)
+		return res, f.q.FireResolve(ctx, f.s.WorkflowName, t, nil, res.Skipped)
 	case errors.Is(err, dao.ErrWorkflowFull):
 		res.Skipped = fmt.Sprintf("max-active-instances %d reached (when-full: skip)", f.spec.MaxActiveInstances)
 		return res, f.q.FireResolve(ctx, f.s.WorkflowName, t, nil, res.Skipped)

@@ -9,13 +9,15 @@
 // the first tasks start on the workers' wake-up: the instance runs without an owner until one
 // of its tasks ends; that task's wake-up names it, and the master that hears it locks it by
 // id, advances it, and finishes it in one update or becomes its owner if it goes on. A
-// workflow of one task (without a cap or a timeout) needs no master: the worker's statement
+// workflow of one task (without a cap, a concurrency key or a timeout) needs no master: the worker's statement
 // that records the task's end ends the instance as well. The claim of unowned instances (on
 // announcements and polls) takes only those that need a master whatever their tasks do: new
 // ones without roots, and running ones whose workflow has a timeout, which their owner
 // enforces. A sweep, a slice of the unowned running instances every poll and a whole pass at
 // start and after a reconnect, takes those whose last task's wake-up nobody heard. Instances
-// of workflows with max-active-instances wait for admission, which creates their roots.
+// of workflows with max-active-instances wait for admission, which creates their roots; so do
+// those with a concurrency key, admitted key by key in submit order: the end of one wakes the
+// masters with its id, and the admission looks at its key alone.
 //
 // Retries and timeouts of tasks are decided where the attempt ends, by the worker, from the
 // policy the master copied onto the task instance (max_retries, retry_interval, timeout). The
@@ -139,6 +141,10 @@ func (m *Master) Run(ctx context.Context) error {
 	rescan, claim, admit, sweep := true, true, true, true
 	// waits asks for a look at the waiting tasks past their timeout.
 	sweepStep, waits := false, true
+	// keyed holds the instances a wake-up named whose concurrency keys may have an instance to
+	// admit; allKeys asks for a pass over every key with one (at polls: it finds what a lost
+	// wake-up left waiting).
+	keyed, allKeys := map[int64]struct{}{}, true
 	// A whole pass at start or after a Rescan skips instances whose last task ended in the
 	// last dao.StrandedAfter (their wake-up may be on its way, or may have been what was
 	// missed): a second pass once that has passed takes those it missed.
@@ -152,7 +158,7 @@ func (m *Master) Run(ctx context.Context) error {
 	passNow()
 	// What a change of the gate and the second pass's timer ask for.
 	onGate := func() {
-		rescan, claim, admit = true, true, true
+		rescan, claim, admit, allKeys = true, true, true, true
 		passNow()
 	}
 	onSweepAgain := func() {
@@ -169,8 +175,13 @@ func (m *Master) Run(ctx context.Context) error {
 	note := func(w dao.Wakeup) {
 		switch {
 		case w.Rescan:
-			rescan, claim, admit = true, true, true
+			rescan, claim, admit, allKeys = true, true, true, true
 			passNow()
+		case strings.HasPrefix(w.Payload, dao.WakeupKeys):
+			ids, _ := dao.ParseWakeupKeys(w.Payload)
+			for _, id := range ids {
+				keyed[id] = struct{}{}
+			}
 		case w.Payload == "":
 			claim, admit = true, true
 		case w.Payload == dao.WakeupNew:
@@ -187,7 +198,7 @@ func (m *Master) Run(ctx context.Context) error {
 		}
 	}
 	onTick := func() {
-		claim, admit = true, true
+		claim, admit, allKeys = true, true, true
 		if polls++; polls%fullResyncEvery == 0 {
 			rescan = true
 		}
@@ -208,6 +219,10 @@ func (m *Master) Run(ctx context.Context) error {
 				admit = admit && !ok
 				newClaim.stop()
 			}
+			if len(keyed) > 0 || allKeys {
+				// A failed admission waits for the next poll's pass, as a failed claim does.
+				allKeys = m.admitKeys(ctx, keyed, allKeys, dirty)
+			}
 			if sweep || sweepStep {
 				// A failed step waits for the next wake-up or poll, as a failed claim does.
 				if done, ok := m.sweepOne(ctx); ok {
@@ -225,7 +240,7 @@ func (m *Master) Run(ctx context.Context) error {
 				waits = m.endWaits(ctx)
 			}
 			advanced := m.advanceRound(ctx, dirty)
-			busy = (advanced && len(dirty) > 0) || claim || sweep || waits
+			busy = (advanced && len(dirty) > 0) || claim || sweep || waits || len(keyed) > 0
 		}
 		if !busy && m.waiting != nil {
 			m.waiting()
@@ -408,6 +423,43 @@ func (m *Master) claim(ctx context.Context, dirty map[int64]struct{}, admit bool
 		return false, more
 	}
 	return true, more
+}
+
+// admitKeys admits the waiting instances of the concurrency keys of up to claimBatch of the
+// instances in keyed (and drops those from it), then, with all, those of every key that has
+// one to admit. It reports whether the pass over every key is still to do: a round takes
+// claimBatch wake-ups' keys at most, so a burst of them does not hold up the advances. A
+// failed admission drops what it was given; the next poll's pass finds it.
+func (m *Master) admitKeys(ctx context.Context, keyed map[int64]struct{}, all bool, dirty map[int64]struct{}) bool {
+	if len(keyed) > 0 {
+		ids := make([]int64, 0, min(len(keyed), claimBatch))
+		for id := range keyed {
+			if len(ids) == claimBatch {
+				break
+			}
+			ids = append(ids, id)
+			delete(keyed, id)
+		}
+		got, err := m.drive.AdmitKeys(ctx, ids, claimBatch)
+		m.own(got, dirty)
+		if err != nil {
+			m.warn(ctx, err, "admit waiting workflow instances of concurrency keys")
+			return false
+		}
+		if len(keyed) > 0 {
+			return all
+		}
+	}
+	if !all {
+		return false
+	}
+	got, err := m.drive.AdmitKeys(ctx, nil, claimBatch)
+	m.own(got, dirty)
+	// The claim of the same poll has said the database is away; this says it at debug.
+	if err != nil && ctx.Err() == nil {
+		m.cfg.Log.Debug().Err(err).Msg("could not admit the waiting instances of concurrency keys; trying again at the next poll")
+	}
+	return false
 }
 
 func (m *Master) own(got []dao.WorkflowInstance, dirty map[int64]struct{}) {

@@ -2,6 +2,8 @@ package master
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -190,4 +192,74 @@ func TestMaxActiveQueue(t *testing.T) {
 		}
 		b.waitFor(t, "the instance to finish", func() bool { return b.state(t, id) == dao.WorkflowSucceeded })
 	}
+}
+
+// TestConcurrencyKeyQueue: instances with the same key run one at a time in submit order,
+// each started by the wake-up of the end of the one before (the poll is an hour away), while
+// another key's run beside them; stopping a running one lets the next start at once.
+func TestConcurrencyKeyQueue(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	m := runMaster(t, db, Config{ID: "m1", PollInterval: time.Hour})
+	b := &policyBundle{db: db, ctx: ctx, m: m}
+	file := "name: chat\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends-on: [a]}\n"
+	var t1 []int64
+	for range 3 {
+		t1 = append(t1, submitFile(t, db, file, json.RawMessage(`{"thread":"t1"}`)))
+	}
+	t2 := submitFile(t, db, file, json.RawMessage(`{"thread":"t2"}`))
+	b.waitFor(t, "t2 to start beside t1", func() bool { return b.tasks(t, t2)["a"].State == dao.TaskQueued })
+	// t2's first task runs on, for the rest of the test; t1's first succeeds.
+	b.waitFor(t, "t1's first task", func() bool { return b.tasks(t, t1[0])["a"].State == dao.TaskQueued })
+	got, err := db.TaskClaimQueued(ctx, "w2", []string{workflow.DefaultGroup}, 10)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim = %+v, %v; want the first tasks of t1 and t2", got, err)
+	}
+	for _, ti := range got {
+		if ti.WorkflowInstanceID == t1[0] {
+			succeed(t, db, ti)
+		}
+	}
+	// finishTasks runs the instance's tasks to the end, as a worker would.
+	finishTasks := func(id int64) {
+		names := []string{"a", "b"}
+		if id == t1[0] {
+			names = names[1:]
+		}
+		for _, name := range names {
+			b.waitFor(t, "task "+name+" of "+fmt.Sprint(id), func() bool { return b.tasks(t, id)[name].State == dao.TaskQueued })
+			got, err := db.TaskClaimQueued(ctx, "w1", []string{workflow.DefaultGroup}, 1)
+			if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != id {
+				t.Fatalf("claim = %+v, %v; want task %s of %d", got, err, name, id)
+			}
+			succeed(t, db, got[0])
+		}
+	}
+	var lags []time.Duration
+	for i, id := range t1 {
+		b.waitFor(t, "the instance to start", func() bool { return b.state(t, id) == dao.WorkflowRunning })
+		for _, other := range t1[i+1:] {
+			if s := b.state(t, other); s != dao.WorkflowSubmitted {
+				t.Fatalf("instance %d is %s while %d of its key runs; want it waiting", other, s, id)
+			}
+		}
+		if i > 0 {
+			prev, _ := db.WorkflowGet(ctx, t1[i-1])
+			cur, _ := db.WorkflowGet(ctx, id)
+			lags = append(lags, cur.StartedAt.Sub(*prev.EndedAt))
+		}
+		if i == len(t1)-1 {
+			break
+		}
+		finishTasks(id)
+		b.waitFor(t, "the instance to finish", func() bool { return b.state(t, id) == dao.WorkflowSucceeded })
+	}
+	t.Logf("from the end of an instance to the start of the next of its key: %v", lags)
+	// A stop frees the slot as an end does.
+	next := submitFile(t, db, file, json.RawMessage(`{"thread":"t1"}`))
+	if _, err := db.WorkflowStopIfActive(ctx, t1[len(t1)-1], nil); err != nil {
+		t.Fatal(err)
+	}
+	b.waitFor(t, "the next to start after the stop", func() bool { return b.state(t, next) == dao.WorkflowRunning })
 }

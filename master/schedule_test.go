@@ -401,7 +401,7 @@ func TestWhenFullSkip(t *testing.T) {
 	}
 	// A submit by hand is refused the same way while the workflow is full.
 	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		_, err := q.WorkflowCreate(b.ctx, "full", 1, nil, 0, false, nil)
+		_, err := q.WorkflowCreate(b.ctx, dao.Submission{Name: "full", Version: 1})
 		return err
 	})
 	if !errors.Is(err, dao.ErrWorkflowFull) {

@@ -60,6 +60,21 @@
 //     and then creation order as running ones finish; skip creates nothing — a fire is
 //     recorded as skipped, `zksched submit` is refused and says so. Only with
 //     max-active-instances.
+//   - concurrency: runs that share a key run one at a time (or max at a time), in submit
+//     order — a conversation's runs never overlap and never reorder, as with
+//     `concurrency: {key: "{{ .params.thread }}", max: 1}`. key (required) is a template over the params alone, rendered once when an instance is
+//     submitted (a key that renders empty refuses the submission: give the params it uses a
+//     value); keys are the workflow's own, so two workflows never share one. max, 1 to
+//     10,000 (default 1), is how many instances with one key may run at once: an instance
+//     with a key waits, submitted, until a master starts it while fewer than max of its key
+//     run and no instance of its key submitted before it still waits. when-full says what a
+//     new instance does when max instances of its key are active (waiting or running): queue
+//     (the default) waits its turn; skip creates nothing — a fire is recorded as skipped,
+//     `zksched submit` is refused and says so; cancel-oldest stops the oldest active instance
+//     of the key (as an operator's stop would, recorded in the audit trail) and the new one
+//     takes its place. A backfill queues whatever when-full says. With max-active-instances
+//     as well, both limits hold. A rerun of an ended instance is refused while its key is
+//     full or another instance of its key waits: it would run out of turn.
 //   - timeout: how long one run of the whole workflow may take, a Go duration, counted from
 //     when a master starts it (not while it waits for a slot). Past it the instance fails
 //     ("workflow timeout 2h0m0s exceeded"), its queued tasks are killed and the workers of

@@ -175,10 +175,15 @@ type taskPos struct {
 	fields map[string]int
 }
 
-// line is the line of the field a problem is about, or of its task, or 0 if unknown.
+// line is the line of the field a problem is about, or of its task (of the mapping that
+// holds it, for a workflow-level "schedule.cron" the file leaves out), or 0 if unknown.
 func (p positions) line(pr problem) int {
 	if pr.task < 0 {
-		return p.fields[pr.field]
+		if l, ok := p.fields[pr.field]; ok {
+			return l
+		}
+		parent, _, _ := strings.Cut(pr.field, ".")
+		return p.fields[parent]
 	}
 	if pr.task >= len(p.tasks) {
 		return 0
@@ -364,6 +369,8 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 			s.MaxActiveInstances, _ = d.intValue(kv.value, "max-active-instances")
 		case "when-full":
 			s.WhenFull, _ = d.scalar(kv.value, "when-full", "a string")
+		case "concurrency":
+			s.Concurrency = d.decodeConcurrency(kv.value)
 		case "timeout":
 			if v, ok := d.durationValue(kv.value, "workflow timeout"); ok {
 				s.Timeout = Duration(v)
@@ -379,7 +386,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 
 // workflowFields are the top-level keys of a workflow file.
 var workflowFields = []string{"name", "description", "params", "tasks", "schedule", "max-active-instances",
-	"when-full", "timeout", "priority"}
+	"when-full", "concurrency", "timeout", "priority"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {
 	v = d.resolve(v)

@@ -62,6 +62,9 @@ func (s *Spec) setPolicyDefaults() {
 	if s.MaxActiveInstances > 0 && s.WhenFull == "" {
 		s.WhenFull = WhenFullQueue
 	}
+	if s.Concurrency != nil {
+		s.Concurrency.setDefaults()
+	}
 	if sc := s.Schedule; sc != nil {
 		if sc.Timezone == "" {
 			sc.Timezone = "UTC"
@@ -76,7 +79,7 @@ func (s *Spec) setPolicyDefaults() {
 }
 
 // policyProblems checks the workflow-level fields: the schedule, max-active-instances,
-// when-full, timeout and priority.
+// when-full, concurrency, timeout and priority.
 func (s *Spec) policyProblems() []problem {
 	var probs []problem
 	add := func(field, format string, args ...any) {
@@ -101,6 +104,9 @@ func (s *Spec) policyProblems() []problem {
 	}
 	if s.Schedule != nil {
 		probs = append(probs, s.Schedule.problems()...)
+	}
+	if s.Concurrency != nil {
+		probs = append(probs, s.Concurrency.problems()...)
 	}
 	return probs
 }

@@ -54,6 +54,9 @@ type Spec struct {
 	// WhenFull is what a new instance does at the cap: WhenFullQueue or WhenFullSkip. Parse
 	// sets WhenFullQueue when there is a cap and the file names no policy.
 	WhenFull string `json:"when-full,omitempty" yaml:"when-full,omitempty"`
+	// Concurrency makes the instances whose key renders the same run at most its Max at a
+	// time, in submit order; nil means no key.
+	Concurrency *Concurrency `json:"concurrency,omitempty" yaml:"concurrency,omitempty"`
 	// Timeout bounds a whole run, from when it starts (not while it waits for a slot): past
 	// it, running tasks are killed and the instance fails. 0 means none.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`

@@ -95,7 +95,7 @@ func Submit(t testing.TB, db *dao.DB, name string, spec any) int64 {
 		if err != nil {
 			return err
 		}
-		id, err = q.WorkflowCreate(context.Background(), name, v, nil, 0, false, nil)
+		id, err = q.WorkflowCreate(context.Background(), dao.Submission{Name: name, Version: v})
 		return err
 	})
 	if err != nil {
