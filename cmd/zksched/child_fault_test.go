@@ -18,9 +18,13 @@ import (
 // store stores a workflow of the given tasks (each a mapping as in a file) and, if submit is
 // set, creates an instance of it, as `zksched submit` does; it returns the instance, 0 for
 // none.
-func (f *fault) store(t *testing.T, name string, submit bool, tasks ...map[string]any) int64 {
+func (f *fault) store(t *testing.T, name string, submit bool, timeout string, tasks ...map[string]any) int64 {
 	t.Helper()
-	raw, err := yaml.Marshal(map[string]any{"name": name, "tasks": tasks})
+	file := map[string]any{"name": name, "tasks": tasks}
+	if timeout != "" {
+		file["timeout"] = timeout
+	}
+	raw, err := yaml.Marshal(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,19 +67,23 @@ func TestFaultMasterKilledWhileChildrenRun(t *testing.T) {
 		}
 		return task
 	}
-	f.store(t, "child", false, shell("work", "sleep 3"), shell("done", "true", "work"))
-	parent := func(name, first string) int64 {
-		return f.store(t, name, true, shell("first", first),
+	f.store(t, "child", false, "", shell("work", "sleep 3"), shell("done", "true", "work"))
+	// A parent with nothing live but its child's task has no owner while the child runs, unless
+	// its workflow has a timeout for an owner to enforce: the fast parents have one, so that the
+	// master dies owning them.
+	parent := func(name, first, timeout string) int64 {
+		return f.store(t, name, true, timeout, shell("first", first),
 			map[string]any{"name": "run", "type": "workflow", "workflow": "child", "depends-on": []string{"first"}},
 			shell("after", "true", "run"))
 	}
 	// The fast parents' children run when the master dies; the slow parents' start after.
-	parents := []int64{parent("fast-1", "sleep 0.2"), parent("fast-2", "sleep 0.2"),
-		parent("slow-1", "sleep 5"), parent("slow-2", "sleep 5")}
+	parents := []int64{parent("fast-1", "sleep 0.2", "10m"), parent("fast-2", "sleep 0.2", "10m"),
+		parent("slow-1", "sleep 5", ""), parent("slow-2", "sleep 5", "")}
 	// Four runs alive at once: the slow parents' first tasks and the fast ones' children's work.
 	f.waitRuns(t, 30*time.Second, "the fast parents' children to run", func(rs []history.Run) bool { return aliveCount(rs) == 4 })
 	survivor := f.startMaster(t, "master-2")
-	// A parent runs unowned until its first task ends: master-1 drives the fast ones.
+	// master-1 drives the fast parents (claimed for their timeout); the slow ones run unowned
+	// until their first task ends.
 	for i, wf := range parents {
 		if owner, want := f.owner(t, wf), map[bool]string{true: victim.id, false: ""}[i < 2]; owner != want {
 			t.Fatalf("parent %d is driven by %q; the scenario needs %q", wf, owner, want)
