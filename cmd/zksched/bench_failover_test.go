@@ -1,12 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/zksched/zksched/internal/bench"
 )
 
 // TestBenchFailover runs the failover benchmark end to end on a small load: a worker process
@@ -19,19 +16,10 @@ func TestBenchFailover(t *testing.T) {
 	// one's tasks too, every one with a -race supervisor, and must not lose its own session on
 	// a loaded machine.
 	const sessionTimeout, failoverDelay = 4 * time.Second, 2 * time.Second
-	stdout, stderr, code := benchProcesses(t, "failover", "--json", "--rate", "10", "--duration", "6s", "--sleep", "500ms",
-		"--kill-after", "3s", "--session-timeout", sessionTimeout.String(),
-		"--failover-delay", failoverDelay.String())
-	t.Logf("progress:\n%s", stderr)
-	if code != 0 {
-		t.Fatalf("exit code %d, want 0\nstdout:\n%s", code, stdout)
-	}
-	var s bench.Summary
-	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
-		t.Fatalf("the summary is not JSON: %v\n%s", err, stdout)
-	}
+	s, stdout := benchSummary(t, "failover", "--rate", "10", "--duration", "6s", "--sleep", "500ms",
+		"--kill-after", "3s", "--session-timeout", sessionTimeout.String(), "--failover-delay", failoverDelay.String())
 	f := s.FailoverFigures
-	if s.Mode != "failover" || f == nil {
+	if f == nil {
 		t.Fatalf("summary = %s, want a failover summary", stdout)
 	}
 	if s.Workflows != 60 || s.Tasks != s.Workflows {

@@ -67,15 +67,11 @@ func benchProcesses(t *testing.T, mode string, args ...string) (stdout, stderr s
 	return out.String(), errOut.String(), code
 }
 
-// TestBenchMemory runs the memory benchmark end to end on a small queue: every task instance
-// is created and all but the running ones stay queued, every node's memory is sampled, and
-// the run leaves nothing behind. It asserts no size beyond sanity: the binary is built with
-// -race, which multiplies the memory of every process.
-func TestBenchMemory(t *testing.T) {
-	t.Parallel()
-	const n, workers, slots = 3000, 2, 8
-	stdout, stderr, code := benchProcesses(t, "memory", "--json", "-n", "3000", "--slots", "8", "--hold", "2s",
-		"--duration", "60s")
+// benchSummary runs `zksched bench mode --json args…` as benchProcesses does, wants it to exit
+// 0 with a JSON summary of mode, and returns the summary and the raw JSON.
+func benchSummary(t *testing.T, mode string, args ...string) (bench.Summary, string) {
+	t.Helper()
+	stdout, stderr, code := benchProcesses(t, mode, append([]string{"--json"}, args...)...)
 	t.Logf("progress:\n%s", stderr)
 	if code != 0 {
 		t.Fatalf("exit code %d, want 0\nstdout:\n%s", code, stdout)
@@ -84,8 +80,22 @@ func TestBenchMemory(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
 		t.Fatalf("the summary is not JSON: %v\n%s", err, stdout)
 	}
+	if s.Mode != mode {
+		t.Fatalf("summary = %s, want a %s summary", stdout, mode)
+	}
+	return s, stdout
+}
+
+// TestBenchMemory runs the memory benchmark end to end on a small queue: every task instance
+// is created and all but the running ones stay queued, every node's memory is sampled, and
+// the run leaves nothing behind. It asserts no size beyond sanity: the binary is built with
+// -race, which multiplies the memory of every process.
+func TestBenchMemory(t *testing.T) {
+	t.Parallel()
+	const n, workers, slots = 3000, 2, 8
+	s, stdout := benchSummary(t, "memory", "-n", "3000", "--slots", "8", "--hold", "2s", "--duration", "60s")
 	m := s.Memory
-	if s.Mode != "memory" || m == nil {
+	if m == nil {
 		t.Fatalf("summary = %s, want a memory summary", stdout)
 	}
 	if s.Tasks != n || s.Workers != workers || s.Slots != slots {
@@ -145,18 +155,9 @@ func leftNothingBehind(t *testing.T, schema, root string) {
 func TestBenchSignal(t *testing.T) {
 	t.Parallel()
 	const n, signals = 1000, 200
-	stdout, stderr, code := benchProcesses(t, "signal", "--json", "-n", "1000", "--slots", "8", "--hold", "1s",
-		"--rate", "100", "--duration", "2s")
-	t.Logf("progress:\n%s", stderr)
-	if code != 0 {
-		t.Fatalf("exit code %d, want 0\nstdout:\n%s", code, stdout)
-	}
-	var s bench.Summary
-	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
-		t.Fatalf("the summary is not JSON: %v\n%s", err, stdout)
-	}
+	s, stdout := benchSummary(t, "signal", "-n", "1000", "--slots", "8", "--hold", "1s", "--rate", "100", "--duration", "2s")
 	g := s.Signal
-	if s.Mode != "signal" || g == nil {
+	if g == nil {
 		t.Fatalf("summary = %s, want a signal summary", stdout)
 	}
 	if g.Waiting != n || g.Signals != signals || s.Tasks != signals {
