@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"syscall"
 	"testing"
 	"time"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
-	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -32,23 +31,15 @@ func (f *fault) store(t *testing.T, name string, submit bool, timeout string, ta
 	if err != nil {
 		t.Fatalf("workflow %s: %v\n%s", name, err, raw)
 	}
-	def, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
+	d := master.Definition{Spec: spec}
+	if submit {
+		d.Run = &master.Run{}
 	}
-	var id int64
-	err = f.db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def, lifecycle.Facts(spec))
-		if err != nil || !submit {
-			return err
-		}
-		id, err = lifecycle.Submit(context.Background(), q, spec, v, nil, 0)
-		return err
-	})
+	st, err := master.Define(context.Background(), f.db, d, time.Now())
 	if err != nil {
 		t.Fatalf("store %s: %v", name, err)
 	}
-	return id
+	return st.Instance
 }
 
 // TestFaultMasterKilledWhileChildrenRun: the only master is killed with kill -9 while the

@@ -25,7 +25,7 @@ import (
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
-	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -135,23 +135,11 @@ func (f *fault) submitFile(t *testing.T, src string) int64 {
 	}
 	// As a user's submission is made (CLI, API): the root tasks are queued with the instance,
 	// which no master drives until one of them ends.
-	def, err := json.Marshal(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var id int64
-	err = f.db.Tx(context.Background(), func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(context.Background(), spec.Name, def, lifecycle.Facts(spec))
-		if err != nil {
-			return err
-		}
-		id, err = lifecycle.Submit(context.Background(), q, spec, v, nil, 0)
-		return err
-	})
+	st, err := master.Define(context.Background(), f.db, master.Definition{Spec: spec, Run: &master.Run{}}, time.Now())
 	if err != nil {
 		t.Fatalf("submit %s: %v", spec.Name, err)
 	}
-	return id
+	return st.Instance
 }
 
 // parallel is n tasks running body side by side, then a short join.
