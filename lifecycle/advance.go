@@ -198,175 +198,222 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 		for _, t := range all {
 			tasksOf[t.WorkflowInstanceID] = append(tasksOf[t.WorkflowInstanceID], t)
 		}
-		var rows []dao.NewTask
-		var fins []dao.WorkflowFinish
-		var forEachEnds []dao.ForEachEnd
-		madeItems := false // the items of a for-each task are among rows
+		a := &advance{d: d, q: q, take: take, began: began, st: &st}
 		for i := range st.Locked {
-			wf := &st.Locked[i]
-			spec, err := d.specs.Get(ctx, q, wf.WorkflowName, wf.WorkflowVersion)
-			if err != nil {
-				return err
-			}
-			// The database's clock decides, the one ended_at is set by: no skew between hosts.
-			if limit := time.Duration(spec.Timeout); limit > 0 && wf.RunningMs != nil {
-				ran := time.Duration(*wf.RunningMs) * time.Millisecond
-				if ran < limit {
-					st.Deadlines[wf.ID] = began.Add(limit - ran)
-				} else {
-					msg := "workflow timeout " + limit.String() + " exceeded"
-					if take {
-						// Failed by its owner, as one it drove: it kills the tasks as well.
-						if err := q.WorkflowTakeIfUnowned(ctx, d.owner, []int64{wf.ID}); err != nil {
-							return err
-						}
-					}
-					stopping, err := q.WorkflowTimeOutIfOwned(ctx, wf.ID, d.owner, msg)
-					if err != nil {
-						return err
-					}
-					st.Ended = append(st.Ended, Ended{ID: wf.ID, State: dao.WorkflowFailed,
-						Error: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)})
-					continue
-				}
-			}
-			tasks := tasksOf[wf.ID]
-			// rows[created:] are the rows this instance's advance creates; a task that started
-			// its child is created waiting on it, apart from them (children).
-			created, children := len(rows), 0
-			// The params are read only for an instance that creates tasks.
-			var params map[string]string
-			readParams := func() (map[string]string, error) {
-				if params != nil {
-					return params, nil
-				}
-				var err error
-				if params, err = instanceParams(spec, wf.Params); err != nil {
-					return nil, fmt.Errorf("workflow instance %d: %w", wf.ID, err)
-				}
-				return params, nil
-			}
-			items, ended, err := forEach(ctx, q, wf, spec, tasks, readParams)
-			if err != nil {
-				return err
-			}
-			rows, forEachEnds = append(rows, items...), append(forEachEnds, ended...)
-			madeItems = madeItems || len(items) > 0
-			states := make(map[string]dao.TaskState, len(tasks))
-			for _, t := range tasks {
-				states[t.Name] = t.State
-			}
-			data := func(t *workflow.Task) (workflow.TemplateData, error) {
-				p, err := readParams()
-				return workflow.TemplateData{Params: p, Upstream: upstream(t, tasks)}, err
-			}
-			p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
-				if t.When == "" {
-					return true, nil
-				}
-				d, err := data(t)
-				if err != nil {
-					return false, err
-				}
-				return t.Runs(ctx, d)
-			}, func(t *workflow.Task) ([]string, error) {
-				d, err := data(t)
-				if err != nil {
-					return nil, err
-				}
-				items, err := t.Items(ctx, d)
-				if err == nil && len(items) == 0 {
-					// Created succeeded by this advance: the tasks it decides next see its output.
-					out := noItems
-					tasks = append(tasks, dao.TaskOutcome{WorkflowInstanceID: wf.ID, Name: t.Name, State: dao.TaskSucceeded, Output: &out})
-				}
-				return items, err
-			})
-			if len(p.Create) > 0 {
-				params, err := readParams()
-				if err != nil {
-					return err
-				}
-				for _, c := range p.Create {
-					if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
-						// Created with its child, or failed if it cannot start one.
-						failed, err := d.startChild(ctx, q, wf, c, params, tasks)
-						if err != nil {
-							return err
-						}
-						if failed != nil {
-							rows = append(rows, *failed)
-						} else {
-							children++
-						}
-						continue
-					}
-					row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
-					if err != nil {
-						return err
-					}
-					rows = append(rows, row)
-					if c.State != dao.TaskWaiting || c.Items == nil {
-						continue
-					}
-					first := c.Items[:firstItems(c.Task, len(c.Items))]
-					made, err := itemRows(wf, c.Task, params, upstream(c.Task, tasks), first, 0)
-					if err != nil {
-						return err
-					}
-					rows = append(rows, made...)
-					madeItems = true
-				}
-			}
-			switch {
-			case p.Done:
-				fin := dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error}
-				if p.State == dao.WorkflowSucceeded {
-					fin.Output = finalOutput(spec, tasks)
-				}
-				fins = append(fins, fin)
-				st.Ended = append(st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
-			case spec.Timeout == 0 && onlyWaiting(tasks, rows[created:], children):
-				st.Released = append(st.Released, wf.ID)
-			case take:
-				st.Taken = append(st.Taken, *wf)
-			}
-		}
-		if _, err := q.TaskFinishManyForEachIfWaiting(ctx, forEachEnds); err != nil {
-			return err
-		}
-		if _, err := q.TaskCreateMany(ctx, rows); err != nil {
-			return err
-		}
-		if !take {
-			if err := q.WorkflowReleaseIfOwned(ctx, d.owner, st.Released); err != nil {
+			if err := a.instance(ctx, &st.Locked[i], tasksOf[st.Locked[i].ID]); err != nil {
 				return err
 			}
 		}
-		if madeItems {
-			// Where the fault tests kill a master: the items exist in this transaction alone.
-			faultinject.Point("foreach-before-commit")
-			if d.madeItems != nil {
-				if err := d.madeItems(); err != nil {
-					return err
-				}
-			}
-		}
-		// The rows are locked and running, unowned or under this owner, so every one of them
-		// finishes; a child's parent task ends with it.
-		if _, err := q.WorkflowFinishManyIfOwnedOrUnowned(ctx, d.owner, fins); err != nil {
-			return err
-		}
-		takenIDs := make([]int64, len(st.Taken))
-		for i, wf := range st.Taken {
-			takenIDs[i] = wf.ID
-		}
-		return q.WorkflowTakeIfUnowned(ctx, d.owner, takenIDs)
+		return a.write(ctx)
 	})
 	if err != nil {
 		return Stepped{}, err
 	}
 	return st, nil
+}
+
+// advance is one step's transaction: what it decides for each instance it holds, gathered
+// and written at its end, a statement for each kind of write.
+type advance struct {
+	d     *Driver
+	q     *dao.Queries
+	take  bool
+	began time.Time
+	st    *Stepped
+
+	rows        []dao.NewTask
+	fins        []dao.WorkflowFinish
+	forEachEnds []dao.ForEachEnd
+	// madeItems says the items of a for-each task are among rows.
+	madeItems bool
+}
+
+// instance decides the next step of the locked instance wf, whose task instances are tasks:
+// failed past its workflow timeout, or the tasks to create (a for-each's items, children
+// started), and then finished, released while it only waits, or taken.
+func (a *advance) instance(ctx context.Context, wf *dao.WorkflowInstance, tasks []dao.TaskOutcome) error {
+	spec, err := a.d.specs.Get(ctx, a.q, wf.WorkflowName, wf.WorkflowVersion)
+	if err != nil {
+		return err
+	}
+	if done, err := a.timeout(ctx, wf, spec); done || err != nil {
+		return err
+	}
+	// rows[created:] are the rows this instance's advance creates; a task that started its
+	// child is created waiting on it, apart from them (children).
+	created, children := len(a.rows), 0
+	// The params are read only for an instance that creates tasks.
+	var params map[string]string
+	readParams := func() (map[string]string, error) {
+		if params != nil {
+			return params, nil
+		}
+		var err error
+		if params, err = instanceParams(spec, wf.Params); err != nil {
+			return nil, fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+		}
+		return params, nil
+	}
+	items, ended, err := forEach(ctx, a.q, wf, spec, tasks, readParams)
+	if err != nil {
+		return err
+	}
+	a.rows, a.forEachEnds = append(a.rows, items...), append(a.forEachEnds, ended...)
+	a.madeItems = a.madeItems || len(items) > 0
+	states := make(map[string]dao.TaskState, len(tasks))
+	for _, t := range tasks {
+		states[t.Name] = t.State
+	}
+	data := func(t *workflow.Task) (workflow.TemplateData, error) {
+		p, err := readParams()
+		return workflow.TemplateData{Params: p, Upstream: upstream(t, tasks)}, err
+	}
+	p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
+		if t.When == "" {
+			return true, nil
+		}
+		d, err := data(t)
+		if err != nil {
+			return false, err
+		}
+		return t.Runs(ctx, d)
+	}, func(t *workflow.Task) ([]string, error) {
+		d, err := data(t)
+		if err != nil {
+			return nil, err
+		}
+		items, err := t.Items(ctx, d)
+		if err == nil && len(items) == 0 {
+			// Created succeeded by this advance: the tasks it decides next see its output.
+			out := noItems
+			tasks = append(tasks, dao.TaskOutcome{WorkflowInstanceID: wf.ID, Name: t.Name, State: dao.TaskSucceeded, Output: &out})
+		}
+		return items, err
+	})
+	if len(p.Create) > 0 {
+		params, err := readParams()
+		if err != nil {
+			return err
+		}
+		if children, err = a.create(ctx, wf, p.Create, params, tasks); err != nil {
+			return err
+		}
+	}
+	switch {
+	case p.Done:
+		fin := dao.WorkflowFinish{ID: wf.ID, State: p.State, Error: p.Error}
+		if p.State == dao.WorkflowSucceeded {
+			fin.Output = finalOutput(spec, tasks)
+		}
+		a.fins = append(a.fins, fin)
+		a.st.Ended = append(a.st.Ended, Ended{ID: wf.ID, State: p.State, Error: p.Error})
+	case spec.Timeout == 0 && onlyWaiting(tasks, a.rows[created:], children):
+		a.st.Released = append(a.st.Released, wf.ID)
+	case a.take:
+		a.st.Taken = append(a.st.Taken, *wf)
+	}
+	return nil
+}
+
+// timeout enforces the workflow timeout of spec on wf: it notes the deadline of one still
+// within it, or fails one past it (and kills its tasks), which it reports done. The database's
+// clock decides, the one ended_at is set by: no skew between hosts.
+func (a *advance) timeout(ctx context.Context, wf *dao.WorkflowInstance, spec *workflow.Spec) (done bool, err error) {
+	limit := time.Duration(spec.Timeout)
+	if limit <= 0 || wf.RunningMs == nil {
+		return false, nil
+	}
+	ran := time.Duration(*wf.RunningMs) * time.Millisecond
+	if ran < limit {
+		a.st.Deadlines[wf.ID] = a.began.Add(limit - ran)
+		return false, nil
+	}
+	msg := "workflow timeout " + limit.String() + " exceeded"
+	if a.take {
+		// Failed by its owner, as one it drove: it kills the tasks as well.
+		if err := a.q.WorkflowTakeIfUnowned(ctx, a.d.owner, []int64{wf.ID}); err != nil {
+			return false, err
+		}
+	}
+	stopping, err := a.q.WorkflowTimeOutIfOwned(ctx, wf.ID, a.d.owner, msg)
+	if err != nil {
+		return false, err
+	}
+	a.st.Ended = append(a.st.Ended, Ended{ID: wf.ID, State: dao.WorkflowFailed,
+		Error: fmt.Sprintf("%s; killing %d running tasks", msg, stopping)})
+	return true, nil
+}
+
+// create adds the rows of the planned tasks of wf to the step's: each task's, a for-each's
+// first items, and for a workflow task its child, started now (or the task failed if it
+// cannot start one). It returns how many children it started.
+func (a *advance) create(ctx context.Context, wf *dao.WorkflowInstance, planned []Planned, params map[string]string, tasks []dao.TaskOutcome) (children int, err error) {
+	for _, c := range planned {
+		if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
+			failed, err := a.d.startChild(ctx, a.q, wf, c, params, tasks)
+			if err != nil {
+				return children, err
+			}
+			if failed != nil {
+				a.rows = append(a.rows, *failed)
+			} else {
+				children++
+			}
+			continue
+		}
+		row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
+		if err != nil {
+			return children, err
+		}
+		a.rows = append(a.rows, row)
+		if c.State != dao.TaskWaiting || c.Items == nil {
+			continue
+		}
+		first := c.Items[:firstItems(c.Task, len(c.Items))]
+		made, err := itemRows(wf, c.Task, params, upstream(c.Task, tasks), first, 0)
+		if err != nil {
+			return children, err
+		}
+		a.rows = append(a.rows, made...)
+		a.madeItems = true
+	}
+	return children, nil
+}
+
+// write carries out what the step decided, a statement each: the for-each parents ended, the
+// task instances created, the instances released, finished and taken.
+func (a *advance) write(ctx context.Context) error {
+	q, st := a.q, a.st
+	if _, err := q.TaskFinishManyForEachIfWaiting(ctx, a.forEachEnds); err != nil {
+		return err
+	}
+	if _, err := q.TaskCreateMany(ctx, a.rows); err != nil {
+		return err
+	}
+	if !a.take {
+		if err := q.WorkflowReleaseIfOwned(ctx, a.d.owner, st.Released); err != nil {
+			return err
+		}
+	}
+	if a.madeItems {
+		// Where the fault tests kill a master: the items exist in this transaction alone.
+		faultinject.Point("foreach-before-commit")
+		if a.d.madeItems != nil {
+			if err := a.d.madeItems(); err != nil {
+				return err
+			}
+		}
+	}
+	// The rows are locked and running, unowned or under this owner, so every one of them
+	// finishes; a child's parent task ends with it.
+	if _, err := q.WorkflowFinishManyIfOwnedOrUnowned(ctx, a.d.owner, a.fins); err != nil {
+		return err
+	}
+	takenIDs := make([]int64, len(st.Taken))
+	for i, wf := range st.Taken {
+		takenIDs[i] = wf.ID
+	}
+	return q.WorkflowTakeIfUnowned(ctx, a.d.owner, takenIDs)
 }
 
 // onlyWaiting reports whether an instance whose task instances are tasks, and which creates
