@@ -37,14 +37,12 @@ type kind struct {
 	operate func(w *workload, r *rand.Rand, wf int64)
 }
 
-// The names the verdict shares with the kinds.
 const (
 	// childWorkflow is the workflow soak-parent's task starts; the workload never submits it.
 	childWorkflow = "soak-child"
-	// approveStep is soak-approve's wait step, whose checkpoint holds the signal's output.
+	// approveStep is soak-approve's wait step: the verdict reads its checkpoint, which holds
+	// the signal's output.
 	approveStep = "approve"
-	// threadMax is soak-thread's concurrency max: its instances of one thread run one at a time.
-	threadMax = 1
 )
 
 // kinds returns the workload's workflows; cmd wraps a shell body so that its runs are
@@ -131,7 +129,7 @@ func kinds(cmd func(body string) string) []kind {
 			shell("c1", "sleep 0.5"),
 			shell("c2", "sleep 0.3", "depends-on", []string{"c1"}),
 		}},
-		{name: "soak-thread", weight: 1, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": threadMax}},
+		{name: "soak-thread", weight: 1, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": 1}},
 			params: func(r *rand.Rand) map[string]string {
 				return map[string]string{"thread": fmt.Sprintf("t%d", r.Intn(3))}
 			},
