@@ -53,6 +53,9 @@ type Result struct {
 	// should fence no node.
 	FencedByServers  map[string]int
 	HealToFencedExit []time.Duration
+	// Flows counts what the flow checks judged (for-each items, child instances, keyed
+	// instances, paused agents approved), so a verdict without them shows it judged nothing.
+	Flows map[string]int
 	// AllowedOverlaps counts the overlapping runs that a whole-machine freeze explains.
 	AllowedOverlaps int
 	// Anomalies make the soak fail; Notes are what was allowed.
@@ -81,6 +84,14 @@ type verdict struct {
 	// its wait step (loadFlows).
 	parentOf  map[int64]int64
 	approvals map[int64]string
+}
+
+// flow counts one thing a flow check judged.
+func (v *verdict) flow(what string) {
+	if v.res.Flows == nil {
+		v.res.Flows = map[string]int{}
+	}
+	v.res.Flows[what]++
 }
 
 func (v *verdict) anomaly(format string, args ...any) {
@@ -515,6 +526,7 @@ func (r *Result) String() string {
 	fmt.Fprintf(&b, "workflows submitted: %s; %d submission(s) no master took\n", sortedCounts(r.Submitted), r.SubmitFailures)
 	fmt.Fprintf(&b, "operator: %s\n", sortedCounts(r.Actions))
 	fmt.Fprintf(&b, "workflows: %s; tasks %d; attempts: %s\n", sortedCounts(r.Workflows), r.Tasks, sortedCounts(r.Attempts))
+	fmt.Fprintf(&b, "flows judged: %s\n", sortedCounts(r.Flows))
 	fmt.Fprintf(&b, "failovers by the lost node's role: %s\n", sortedCounts(r.Failovers))
 	fmt.Fprintf(&b, "kill -9 of a worker → its tasks running elsewhere: %s\n", spread(r.Elsewhere))
 	fmt.Fprintf(&b, "node exits: %s; fenced exits by the node's own fault: %s; fault healed → exit 75: %s\n",
@@ -581,6 +593,9 @@ func (v *verdict) judgeSignals(h *history.History) {
 				return t.State == dao.TaskSucceeded && ok && step == s.Output && t.Output != nil && strings.Contains(*t.Output, "["+s.Output+"]")
 			}
 			return t.State == dao.TaskSucceeded && t.Output != nil && *t.Output == s.Output
+		}
+		if t.Type == "agent" && len(accepted) == 1 && !accepted[0].Fail {
+			v.flow("agents approved")
 		}
 		switch {
 		case len(accepted) > 1:

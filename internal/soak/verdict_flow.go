@@ -127,7 +127,9 @@ func (v *verdict) judgeForEach(h *history.History, maxParallel map[string]int) {
 			continue
 		}
 		name := fmt.Sprintf("task %d %q (workflow instance %d)", p.ID, p.Name, p.WorkflowInstanceID)
+		v.flow("for-each parents")
 		for i, it := range its {
+			v.flow("for-each items")
 			switch {
 			case it.index != i:
 				v.anomaly("for-each: %s has item %d but not item %d", name, it.index, i)
@@ -223,6 +225,7 @@ func (v *verdict) judgeChildren(h *history.History, parentOf map[int64]int64, ch
 		instances[wf.ID] = wf
 		if p, ok := parentOf[wf.ID]; ok {
 			children[p] = append(children[p], wf.ID)
+			v.flow("child instances")
 		} else if childOnly[wf.WorkflowName] {
 			v.anomaly("child workflows: instance %d of %s, which only a workflow task starts, has no parent task", wf.ID, wf.WorkflowName)
 			v.suspects = append(v.suspects, wf.ID)
@@ -272,6 +275,7 @@ func (v *verdict) judgeKeys(h *history.History, keyMax map[string]int) {
 		if wf.ConcurrencyKey != nil && wf.StartedAt != nil && keyMax[wf.WorkflowName] > 0 {
 			k := key{wf.WorkflowName, *wf.ConcurrencyKey}
 			byKey[k] = append(byKey[k], wf)
+			v.flow("keyed instances")
 		}
 	}
 	keys := make([]key, 0, len(byKey))
