@@ -32,6 +32,9 @@ type kind struct {
 	fields map[string]any
 	// params, if set, draws the params of each submission.
 	params func(r *rand.Rand) map[string]string
+	// burst is how many instances are submitted at once, one after the other with the same
+	// params; 1 if unset.
+	burst int
 	// operate, if set, acts on each submitted instance as an operator would, in a goroutine
 	// of its own with a generator of its own.
 	operate func(w *workload, r *rand.Rand, wf int64)
@@ -129,7 +132,8 @@ func kinds(cmd func(body string) string) []kind {
 			shell("c1", "sleep 0.5"),
 			shell("c2", "sleep 0.3", "depends-on", []string{"c1"}),
 		}},
-		{name: "soak-thread", weight: 1, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": 1}},
+		// Three runs of one thread at once: two of them wait their turn.
+		{name: "soak-thread", weight: 1, burst: 3, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": 1}},
 			params: func(r *rand.Rand) map[string]string {
 				return map[string]string{"thread": fmt.Sprintf("t%d", r.Intn(3))}
 			},
@@ -232,24 +236,31 @@ func (w *workload) run(ctx context.Context, r *rand.Rand) {
 		if k.params != nil {
 			body["params"] = k.params(r)
 		}
-		var created struct {
-			ID int64 `json:"id"`
+		for range max(k.burst, 1) {
+			w.submit(k, order, body, opSeed)
 		}
-		status, err := w.api.post(order, "/api/v1/workflow-instances", body, &created)
-		w.mu.Lock()
-		if err != nil || status != http.StatusCreated {
-			w.failures++
-		} else {
-			w.submitted[k.name]++
-		}
-		w.mu.Unlock()
-		if err == nil && status == http.StatusCreated && k.operate != nil {
-			w.ops.Add(1)
-			go func() {
-				defer w.ops.Done()
-				k.operate(w, rand.New(rand.NewSource(opSeed)), created.ID)
-			}()
-		}
+	}
+}
+
+// submit submits one instance of k with body, and starts its operator if it has one.
+func (w *workload) submit(k kind, order []int, body map[string]any, opSeed int64) {
+	var created struct {
+		ID int64 `json:"id"`
+	}
+	status, err := w.api.post(order, "/api/v1/workflow-instances", body, &created)
+	w.mu.Lock()
+	if err != nil || status != http.StatusCreated {
+		w.failures++
+	} else {
+		w.submitted[k.name]++
+	}
+	w.mu.Unlock()
+	if err == nil && status == http.StatusCreated && k.operate != nil {
+		w.ops.Add(1)
+		go func() {
+			defer w.ops.Done()
+			k.operate(w, rand.New(rand.NewSource(opSeed)), created.ID)
+		}()
 	}
 }
 
