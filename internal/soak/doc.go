@@ -12,8 +12,8 @@
 // The workload submits workflows through the masters' API: DAGs, shell tasks that fail their
 // first attempts and retry with no interval, timeouts, pools, agent tasks on a test model
 // server, wait tasks, a for-each of six items two at a time, a workflow task starting a
-// child workflow, a workflow with a concurrency key (a thread drawn per submission, one
-// instance of a thread at a time), an agent that pauses at a wait step, and, acting as an
+// child workflow, a workflow with a concurrency key (three runs of a thread drawn at random
+// submitted at once, to run one at a time), an agent that pauses at a wait step, and, acting as an
 // operator, kills, stops, reruns and signals to wait tasks and paused agents (approve,
 // reject, a second signal, none at all). Every shell task records its
 // runs in the history's run log, which lives on another database than the one the nemesis
