@@ -11,7 +11,10 @@
 //
 // The workload submits workflows through the masters' API: DAGs, shell tasks that fail their
 // first attempts and retry with no interval, timeouts, pools, agent tasks on a test model
-// server, wait tasks, and, acting as an operator, kills, stops, reruns and signals (approve,
+// server, wait tasks, a for-each of six items two at a time, a workflow task starting a
+// child workflow, a workflow with a concurrency key (three runs of a thread drawn at random
+// submitted at once, to run one at a time), an agent that pauses at a wait step, and, acting as an
+// operator, kills, stops, reruns and signals to wait tasks and paused agents (approve,
 // reject, a second signal, none at all). Every shell task records its
 // runs in the history's run log, which lives on another database than the one the nemesis
 // restarts.
@@ -34,7 +37,13 @@
 // one run and not in another, that tick chooses differently, and only that tick.
 //
 // Beyond the history checker's rules the soak checks pools (their runs alive at once never
-// outnumber the limit) and orphans (no run alive 500 ms after its worker's process exited).
+// outnumber the limit), orphans (no run alive 500 ms after its worker's process exited),
+// signals (one accepted per task, applied as it said: a wait task's output, or a paused
+// agent's wait step checkpointed with it and its last step using it), for-each tasks (items
+// created in index order, never more alive at once than max-parallel, a frozen worker's runs
+// aside), child workflows (one child per workflow task, ending as it does; no child-only
+// instance without a parent) and concurrency keys (a key's instances never more than its max
+// at once by the database's start and end times, and started in submit order).
 //
 // Run and its helpers take a testing.TB: the soak is a test (cmd/zksched TestSoak), and
 // `zksched bench soak` runs it outside one through Main, which stands in for the test.

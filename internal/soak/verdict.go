@@ -53,6 +53,9 @@ type Result struct {
 	// should fence no node.
 	FencedByServers  map[string]int
 	HealToFencedExit []time.Duration
+	// Flows counts what the flow checks judged (for-each items, child instances, keyed
+	// instances, paused agents approved), so a verdict without them shows it judged nothing.
+	Flows map[string]int
 	// AllowedOverlaps counts the overlapping runs that a whole-machine freeze explains.
 	AllowedOverlaps int
 	// Anomalies make the soak fail; Notes are what was allowed.
@@ -77,6 +80,18 @@ type verdict struct {
 	suspects []int64
 	// chaosAt is when the nemesis began: the origin of every time the report shows.
 	chaosAt time.Time
+	// parentOf is each child instance's parent task; approvals each paused agent's output of
+	// its wait step (loadFlows).
+	parentOf  map[int64]int64
+	approvals map[int64]string
+}
+
+// flow counts one thing a flow check judged.
+func (v *verdict) flow(what string) {
+	if v.res.Flows == nil {
+		v.res.Flows = map[string]int{}
+	}
+	v.res.Flows[what]++
 }
 
 func (v *verdict) anomaly(format string, args ...any) {
@@ -173,6 +188,9 @@ func (v *verdict) judge(healedAt time.Time) *Result {
 		v.anomaly("load the history: %v", err)
 		return v.res
 	}
+	if err := v.loadFlows(ctx); err != nil {
+		v.anomaly("%v", err)
+	}
 	v.judgeHistory(h)
 	v.judgeMarkers(healedAt)
 	v.judgeExits()
@@ -219,6 +237,13 @@ func (v *verdict) judgeHistory(h *history.History) {
 	v.judgeOrphans(h)
 	v.judgePools(h)
 	v.judgeSignals(h)
+	if l, err := limitsOf(v.w.kinds); err != nil {
+		v.anomaly("read the kinds' limits: %v", err)
+	} else {
+		v.judgeForEach(h, l.maxParallel)
+		v.judgeChildren(h, v.parentOf, l.childOnly)
+		v.judgeKeys(h, l.keyMax)
+	}
 	for _, k := range v.nm.kills {
 		for _, f := range h.Moved(k.worker, k.at) {
 			v.res.Elsewhere = append(v.res.Elsewhere, f.Elsewhere)
@@ -501,6 +526,7 @@ func (r *Result) String() string {
 	fmt.Fprintf(&b, "workflows submitted: %s; %d submission(s) no master took\n", sortedCounts(r.Submitted), r.SubmitFailures)
 	fmt.Fprintf(&b, "operator: %s\n", sortedCounts(r.Actions))
 	fmt.Fprintf(&b, "workflows: %s; tasks %d; attempts: %s\n", sortedCounts(r.Workflows), r.Tasks, sortedCounts(r.Attempts))
+	fmt.Fprintf(&b, "flows judged: %s\n", sortedCounts(r.Flows))
 	fmt.Fprintf(&b, "failovers by the lost node's role: %s\n", sortedCounts(r.Failovers))
 	fmt.Fprintf(&b, "kill -9 of a worker → its tasks running elsewhere: %s\n", spread(r.Elsewhere))
 	fmt.Fprintf(&b, "node exits: %s; fenced exits by the node's own fault: %s; fault healed → exit 75: %s\n",
@@ -527,10 +553,13 @@ func spread(ds []time.Duration) string {
 	return fmt.Sprintf("%d: min %v, median %v, max %v", len(ds), r(ds[0]), r(ds[len(ds)/2]), r(ds[len(ds)-1]))
 }
 
-// judgeSignals checks the operator's signals against the wait tasks' ends: a signal a master
-// accepted (200) is applied, once: its task ended as it said, with its output, and no other
-// signal of the task was accepted. A signal no master answered may have been applied or not,
-// but only it may explain an end the accepted ones do not.
+// judgeSignals checks the operator's signals against the ends of the wait tasks and paused
+// agents: a signal a master accepted (200) is applied, once: its task ended as it said, and
+// no other signal of the task was accepted. A wait task approved succeeded with the signal's
+// output; a paused agent approved had the output as its wait step's (its checkpoint,
+// v.approvals), then resumed and succeeded with a final output that used it; one rejected
+// failed with an error ending with the text. A signal no master answered may have been
+// applied or not, but only it may explain an end the accepted ones do not.
 func (v *verdict) judgeSignals(h *history.History) {
 	tasks := map[int64]dao.TaskInstance{}
 	for _, t := range h.Tasks {
@@ -556,18 +585,25 @@ func (v *verdict) judgeSignals(h *history.History) {
 			}
 		}
 		matches := func(s signalSent) bool {
-			if s.Fail {
+			switch {
+			case s.Fail:
 				return t.State == dao.TaskFailed && t.Error != nil && strings.HasSuffix(*t.Error, s.Output)
+			case t.Type == "agent":
+				step, ok := v.approvals[id]
+				return t.State == dao.TaskSucceeded && ok && step == s.Output && t.Output != nil && strings.Contains(*t.Output, "["+s.Output+"]")
 			}
 			return t.State == dao.TaskSucceeded && t.Output != nil && *t.Output == s.Output
+		}
+		if t.Type == "agent" && len(accepted) == 1 && !accepted[0].Fail {
+			v.flow("agents approved")
 		}
 		switch {
 		case len(accepted) > 1:
 			v.anomaly("signals: task %d (workflow instance %d) accepted %d signals: %+v", id, t.WorkflowInstanceID, len(accepted), accepted)
 			v.suspects = append(v.suspects, t.WorkflowInstanceID)
 		case len(accepted) == 1 && !matches(accepted[0]):
-			v.anomaly("signals: task %d (workflow instance %d) ended %s (output %s, error %s), not as its accepted signal %+v said",
-				id, t.WorkflowInstanceID, t.State, deref(t.Output), deref(t.Error), accepted[0])
+			v.anomaly("signals: task %d (workflow instance %d) ended %s (output %s, error %s, step %s %s), not as its accepted signal %+v said",
+				id, t.WorkflowInstanceID, t.State, deref(t.Output), deref(t.Error), approveStep, derefStep(v.approvals, id), accepted[0])
 			v.suspects = append(v.suspects, t.WorkflowInstanceID)
 		case len(accepted) == 0 && (t.State == dao.TaskSucceeded || (t.Error != nil && strings.HasPrefix(*t.Error, "failed by a signal"))) &&
 			!slices.ContainsFunc(unanswered, matches):
@@ -575,6 +611,14 @@ func (v *verdict) judgeSignals(h *history.History) {
 			v.suspects = append(v.suspects, t.WorkflowInstanceID)
 		}
 	}
+}
+
+// derefStep is the output of the task's wait step, quoted, or "none".
+func derefStep(steps map[int64]string, task int64) string {
+	if out, ok := steps[task]; ok {
+		return fmt.Sprintf("%q", out)
+	}
+	return "none"
 }
 
 func deref(s *string) string {

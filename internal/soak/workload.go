@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,13 +28,28 @@ type kind struct {
 	// mayFail is set for the kinds whose instances may end failed or stopped by design.
 	mayFail bool
 	tasks   []map[string]any
+	// fields are the workflow's own fields beside name and tasks (concurrency:).
+	fields map[string]any
+	// params, if set, draws the params of each submission.
+	params func(r *rand.Rand) map[string]string
+	// burst is how many instances are submitted at once, one after the other with the same
+	// params; 1 if unset.
+	burst int
 	// operate, if set, acts on each submitted instance as an operator would, in a goroutine
 	// of its own with a generator of its own.
 	operate func(w *workload, r *rand.Rand, wf int64)
 }
 
+const (
+	// childWorkflow is the workflow soak-parent's task starts; the workload never submits it.
+	childWorkflow = "soak-child"
+	// approveStep is soak-approve's wait step: the verdict reads its checkpoint, which holds
+	// the signal's output.
+	approveStep = "approve"
+)
+
 // kinds returns the workload's workflows; cmd wraps a shell body so that its runs are
-// recorded.
+// recorded. A kind of weight 0 is defined but never submitted: a child workflow.
 func kinds(cmd func(body string) string) []kind {
 	shell := func(name, body string, extra ...any) map[string]any {
 		t := map[string]any{"name": name, "type": "shell", "command": cmd(body)}
@@ -97,12 +113,62 @@ func kinds(cmd func(body string) string) []kind {
 			shell("once", failFirst(1, "sleep 0.3")),
 			shell("after", "sleep 0.2", "depends-on", []string{"once"}),
 		}},
+		// Six items over list's output (a recorded task's output is its result line, so the
+		// array is built around it), two at a time; item 3 fails its first attempt.
+		{name: "soak-foreach", weight: 1, tasks: []map[string]any{
+			shell("list", "sleep 0.2"),
+			shell("each", `case "$ZKSCHED_ITEM" in "ran task "*" #$ZKSCHED_INDEX") ;; *) exit 9 ;; esac; `+
+				`[ "$ZKSCHED_INDEX" != 3 ] || [ "$ZKSCHED_ATTEMPT" -gt 1 ] || exit 3; sleep 0.4`,
+				"depends-on", []string{"list"}, "retries", 2, "max-parallel", 2, "for-each", forEachOver("list", 6)),
+			shell("after", "sleep 0.2", "depends-on", []string{"each"}),
+		}},
+		{name: "soak-parent", weight: 1, tasks: []map[string]any{
+			shell("before", "sleep 0.2"),
+			{"name": "child", "type": "workflow", "workflow": childWorkflow, "depends-on": []string{"before"},
+				"params": map[string]string{"from": "{{ .upstream.before.output }}"}},
+			shell("after", "sleep 0.2", "depends-on", []string{"child"}),
+		}},
+		{name: childWorkflow, weight: 0, tasks: []map[string]any{
+			shell("c1", "sleep 0.5"),
+			shell("c2", "sleep 0.3", "depends-on", []string{"c1"}),
+		}},
+		// Three runs of one thread at once: two of them wait their turn.
+		{name: "soak-thread", weight: 1, burst: 3, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": 1}},
+			params: func(r *rand.Rand) map[string]string {
+				return map[string]string{"thread": fmt.Sprintf("t%d", r.Intn(3))}
+			},
+			tasks: []map[string]any{
+				shell("one", "sleep 0.5"),
+				shell("two", "sleep 0.4", "depends-on", []string{"one"}),
+			}},
+		{name: "soak-approve", weight: 1, mayFail: true, operate: (*workload).signalAgent, tasks: []map[string]any{
+			{"name": "agent", "type": "agent", "provider": "test", "retries": 3, "pool": "model", "steps": []map[string]any{
+				{"name": "draft", "prompt": "S1 draft"},
+				{"name": approveStep, "wait": true, "timeout": "6s"},
+				{"name": "final", "prompt": "S2 final [{{ .steps." + approveStep + " }}]"},
+			}},
+			shell("after", "sleep 0.2", "depends-on", []string{"agent"}),
+		}},
 	}
+}
+
+// forEachOver is a for-each template of n items, each a JSON string of task's output and the
+// item's index ("<output> #i"): the items depend on the output the upstream committed.
+func forEachOver(task string, n int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf(`"{{ .upstream.%s.output }} #%d"`, task, i)
+	}
+	return "[" + strings.Join(items, ", ") + "]"
 }
 
 // spec is the kind's workflow definition.
 func (k kind) spec() (*workflow.Spec, error) {
-	raw, err := yaml.Marshal(map[string]any{"name": k.name, "tasks": k.tasks})
+	def := map[string]any{"name": k.name, "tasks": k.tasks}
+	for f, v := range k.fields {
+		def[f] = v
+	}
+	raw, err := yaml.Marshal(def)
 	if err != nil {
 		return nil, err
 	}
@@ -166,24 +232,35 @@ func (w *workload) run(ctx context.Context, r *rand.Rand) {
 		}
 		// Drawn whatever the submission's fate, so the schedule does not depend on it.
 		order, opSeed := r.Perm(len(w.api.masters)), r.Int63()
-		var created struct {
-			ID int64 `json:"id"`
+		body := map[string]any{"name": k.name}
+		if k.params != nil {
+			body["params"] = k.params(r)
 		}
-		status, err := w.api.post(order, "/api/v1/workflow-instances", map[string]any{"name": k.name}, &created)
-		w.mu.Lock()
-		if err != nil || status != http.StatusCreated {
-			w.failures++
-		} else {
-			w.submitted[k.name]++
+		for range max(k.burst, 1) {
+			w.submit(k, order, body, opSeed)
 		}
-		w.mu.Unlock()
-		if err == nil && status == http.StatusCreated && k.operate != nil {
-			w.ops.Add(1)
-			go func() {
-				defer w.ops.Done()
-				k.operate(w, rand.New(rand.NewSource(opSeed)), created.ID)
-			}()
-		}
+	}
+}
+
+// submit submits one instance of k with body, and starts its operator if it has one.
+func (w *workload) submit(k kind, order []int, body map[string]any, opSeed int64) {
+	var created struct {
+		ID int64 `json:"id"`
+	}
+	status, err := w.api.post(order, "/api/v1/workflow-instances", body, &created)
+	w.mu.Lock()
+	if err != nil || status != http.StatusCreated {
+		w.failures++
+	} else {
+		w.submitted[k.name]++
+	}
+	w.mu.Unlock()
+	if err == nil && status == http.StatusCreated && k.operate != nil {
+		w.ops.Add(1)
+		go func() {
+			defer w.ops.Done()
+			k.operate(w, rand.New(rand.NewSource(opSeed)), created.ID)
+		}()
 	}
 }
 
@@ -308,12 +385,24 @@ type signalSent struct {
 	Status             int
 }
 
-// signalGate signals the wait task gate once it waits, as a person would: most often
-// approving, sometimes rejecting, sometimes twice (the second must be refused), sometimes
-// never (its timeout fails it).
+// signalGate signals the wait task gate once it waits.
 func (w *workload) signalGate(r *rand.Rand, wf int64) {
+	w.signal(r, wf, "gate", func(t dao.TaskInstance) bool { return t.State == dao.TaskWaiting })
+}
+
+// signalAgent signals the agent once it is paused at its wait step.
+func (w *workload) signalAgent(r *rand.Rand, wf int64) {
+	w.signal(r, wf, "agent", func(t dao.TaskInstance) bool {
+		return t.State == dao.TaskWaiting && t.PausedStep != nil && *t.PausedStep == approveStep
+	})
+}
+
+// signal signals the task named name once waiting says it waits, as a person would: most
+// often approving, sometimes rejecting, sometimes twice (the second must be refused),
+// sometimes never (its timeout fails it).
+func (w *workload) signal(r *rand.Rand, wf int64, name string, waiting func(dao.TaskInstance) bool) {
 	delay, pick := jitter(r, time.Second), r.Intn(10)
-	t, ok := w.task(wf, "gate", func(t dao.TaskInstance) bool { return t.State == dao.TaskWaiting || terminal(t) })
+	t, ok := w.task(wf, name, func(t dao.TaskInstance) bool { return waiting(t) || terminal(t) })
 	if !ok || terminal(t) || pick >= 8 {
 		return
 	}
