@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/zksched/zksched/worker/executor"
@@ -44,7 +45,7 @@ func commands() []command {
 		{"signal", "[--config FILE] TASK_INSTANCE_ID [--output TEXT] [--fail]", "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
-		{"bench", "burn-down|latency|dag|foreach|failover|memory|signal|soak [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
+		{"bench", strings.Join(benchModes, "|") + " [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
 			"measure throughput, latency, failover and memory on a scratch schema (failover, memory and signal run node processes); soak: randomized faults on servers and nodes of its own", runBench},
 		{"version", "", "print the version", runVersion},
 	}
@@ -131,12 +132,53 @@ func newFlags(name string, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parse parses args with fs. Flags may come before, between or after the arguments (the
+// flag package alone stops at the first argument that is not a flag); "--" ends the flags, and
+// everything after it is an argument. fs.Args() returns the arguments in their order.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(interleaved(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
 	return nil
+}
+
+// interleaved reorders args for fs.Parse: the flags of fs first (each with its value, when
+// it takes one and is not written --name=value), then "--" and the arguments, keeping the
+// order of each. A word that follows a flag taking a value is that value, whatever it looks
+// like, as the flag package reads it. Unknown flags, and a last flag without its value, are
+// left for fs.Parse to refuse.
+func interleaved(fs *flag.FlagSet, args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 == len(args) {
+			return flags
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return append(append(flags, "--"), positional...)
 }
