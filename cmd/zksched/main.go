@@ -1,5 +1,5 @@
-// Command zksched is the one binary of zksched: master, worker, migrate, submit, zk, user,
-// version.
+// Command zksched is the one binary of zksched: master, worker, migrate, submit, schedule,
+// backfill, status, logs, kill, rerun, stop, signal, zk, user, bench, version.
 // This package is wiring only; the behaviour lives in the packages it calls.
 package main
 
@@ -26,8 +26,11 @@ const (
 	exitFailed  = 1
 	exitUsage   = 2
 	exitFenced  = 75 // EX_TEMPFAIL: the node was fenced; a supervisor restarts it as a new identity
-	exitUnknown = 3
+	exitUnknown = 3  // no such instance
 )
+
+// instanceUsage are the flags of the commands on an instance (see instance.go).
+const instanceUsage = "[--json] [--server URL [--token-file FILE]] [--config FILE]"
 
 type command struct {
 	name, args, summary string
@@ -42,7 +45,12 @@ func commands() []command {
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
 		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
 		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
-		{"signal", "[--config FILE] TASK_INSTANCE_ID [--output TEXT] [--fail]", "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
+		{"status", "WORKFLOW_INSTANCE " + instanceUsage, "show a workflow instance: state, times, error, parent, and its tasks with state, attempt, worker, children and what the waiting ones wait for", runStatus},
+		{"logs", "TASK_INSTANCE [--follow] [--attempt N] " + instanceUsage, "print a task's log (its latest attempt's by default); --follow prints new lines until the attempt ends", runLogs},
+		{"kill", "TASK_INSTANCE " + instanceUsage, "kill a queued or waiting task, or ask the worker of a running one to stop it", runKill},
+		{"rerun", "TASK_INSTANCE | --workflow WORKFLOW_INSTANCE " + instanceUsage, "queue a failed or killed task again, or every failed or killed task of a workflow instance", runRerun},
+		{"stop", "WORKFLOW_INSTANCE " + instanceUsage, "stop a workflow instance: its tasks are killed, it ends stopped", runStop},
+		{"signal", "TASK_INSTANCE [--output TEXT] [--fail] " + instanceUsage, "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
 		{"bench", strings.Join(benchModes, "|") + " [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
@@ -57,7 +65,10 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --help. Configuration: --config FILE (YAML) and ZKSCHED_<SECTION>_<KEY> variables.")
+	fmt.Fprintln(w, "\nEvery command takes --help; flags may come before or after the arguments (-- ends them).")
+	fmt.Fprintln(w, "Configuration: --config FILE (YAML) and ZKSCHED_<SECTION>_<KEY> variables.")
+	fmt.Fprintln(w, "--server URL (or ZKSCHED_SERVER) acts through a master's API with the token of --token-file (or ZKSCHED_TOKEN).")
+	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed or refused, 2 usage, 3 no such instance, 75 node fenced.")
 }
 
 func main() {
