@@ -132,6 +132,9 @@ func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Errorf("unexpected arguments %v", fs.Args())}
+	}
 	fmt.Fprintln(stdout, "zksched", Version)
 	return nil
 }
