@@ -421,3 +421,57 @@ func TestInstanceCommandsRefuseBadInput(t *testing.T) {
 		t.Errorf("status of a master not there: %s", r)
 	}
 }
+
+// TestReadmeCommandLine runs the tour of the README's command-line section as it is printed,
+// in bash, with the master's URL for http://127.0.0.1:5678 and a folder of the test's for
+// /etc/zksched/.
+func TestReadmeCommandLine(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## The command line\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok2 := strings.Cut(section, "```sh\n")
+	block, _, ok3 := strings.Cut(block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README has no sh block in its command-line section")
+	}
+	for _, cmd := range []string{"submit", "status", "logs", "kill", "rerun", "stop", "--follow", "--workflow", "--json", "--server"} {
+		if !strings.Contains(block, "zksched "+cmd) && !strings.Contains(block, " "+cmd+" ") {
+			t.Errorf("the README's tour does not show %s", cmd)
+		}
+	}
+	e := setupE2E(t, nil, "")
+	users, tokens := usersFile(t, e.dir)
+	master := e.Master("master", "ZKSCHED_API_USERS_FILE="+users)
+	e.Worker("worker")
+	etc := t.TempDir() + "/"
+	tokenFile(t, etc, "token", tokens["viewer"])
+	script := strings.NewReplacer("http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port),
+		"/etc/zksched/", etc).Replace(block)
+	bin := t.TempDir()
+	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
+		t.Fatal(err)
+	}
+	// -x echoes each line before it runs, so the output shows which one failed.
+	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", script)
+	cmd.Env = append(append(os.Environ(), e.Env...), "PATH="+bin+":"+os.Getenv("PATH"))
+	cmd.Dir = repoRoot()
+	var stdout, stderr syncBuffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the README's tour: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"step 1\nstep 2\nstep 3\n", `"text": "step 1\nstep 2\nstep 3\n"`, "queued again",
+		"review (task instance", `"state": "stopped"`, ", stopped\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the tour's output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(out, "kill requested") && !strings.Contains(out, "killed before it ran") {
+		t.Errorf("the tour's output shows no kill:\n%s", out)
+	}
+}
