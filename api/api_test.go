@@ -535,9 +535,20 @@ func TestLogTailAndEarlierChunks(t *testing.T) {
 	if !tail.Earlier || tail.FirstSeq != 7 || tail.NextSeq != 10 || !strings.HasPrefix(tail.Text, "chunk 7 ") {
 		t.Fatalf("tail of 250 bytes = first %d next %d earlier %v %q", tail.FirstSeq, tail.NextSeq, tail.Earlier, tail.Text[:20])
 	}
-	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d/log?from_seq=9", id), "").json(t, &tail)
-	if tail.FirstSeq != 9 || !strings.HasPrefix(tail.Text, "chunk 9 ") || strings.Count(tail.Text, "\n") != 1 {
-		t.Fatalf("from seq 9 = %+v", tail)
+	var follow struct {
+		dao.LogTail
+		Running bool `json:"running"`
+	}
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d/log?from_seq=9", id), "").json(t, &follow)
+	if tail = follow.LogTail; tail.FirstSeq != 9 || !strings.HasPrefix(tail.Text, "chunk 9 ") || strings.Count(tail.Text, "\n") != 1 || !follow.Running {
+		t.Fatalf("from seq 9 = %+v; want chunk 9, the attempt running", follow)
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeSucceeded, Next: dao.TaskSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances/%d/log?from_seq=10", id), "").json(t, &follow)
+	if follow.Running || follow.Text != "" || follow.NextSeq != 10 {
+		t.Fatalf("from seq 10 once the attempt ended = %+v; want nothing more, not running", follow)
 	}
 	page := b.do(t, "GET", fmt.Sprintf("/tasks/%d?log_bytes=250", id), "")
 	if !strings.Contains(page.body, `id="log-more"`) || strings.Contains(page.body, "chunk 6 ") || !strings.Contains(page.body, "chunk 9 ") {

@@ -175,6 +175,17 @@ func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// logJSON is part of an attempt's log with the state of its task when it was read.
+type logJSON struct {
+	dao.LogTail
+	// Running is read before the log: while it is true more may come, once it is false the
+	// log has all the attempt's output (a worker writes only under its running attempt).
+	Running bool `json:"running"`
+	// TaskState is the task's state, read with Running: a task that has not run yet (attempt
+	// 0) may still run while it is queued.
+	TaskState dao.TaskState `json:"task_state"`
+}
+
 // apiTaskLog reads an attempt's log: ?attempt= (default the latest), then either ?from_seq=
 // (chunks from there on, to follow a running task) or ?tail_bytes= (the end; default 64 KiB).
 func (s *Server) apiTaskLog(w http.ResponseWriter, r *http.Request) error {
@@ -209,7 +220,7 @@ func (s *Server) apiTaskLog(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, tail)
+	writeJSON(w, http.StatusOK, logJSON{LogTail: tail, Running: t.State == dao.TaskRunning && t.Attempt == attempt, TaskState: t.State})
 	return nil
 }
 

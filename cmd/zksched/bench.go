@@ -18,16 +18,11 @@ import (
 	"github.com/zksched/zksched/internal/soak"
 )
 
+// benchModes are the modes of `zksched bench`.
+var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "soak"}
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(stdout, "usage: zksched bench burn-down|latency|dag|foreach|failover|memory|signal|soak [flags]")
-		if len(args) == 0 {
-			return usageError{fmt.Errorf("want a mode")}
-		}
-		return nil
-	}
-	mode := args[0]
-	fs := newFlags("bench "+mode, stdout)
+	fs := newFlags("bench", stdout)
 	config := configFlag(fs)
 	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory, signal: 100000 unless set); foreach: the for-each's items, 1000 unless set")
 	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set); signal: signals per second, 200 unless set")
@@ -49,8 +44,12 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (pprof) to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the run (pprof) to this file")
-	if err := parse(fs, args[1:]); err != nil {
+	mode, args, err := parseSub(fs, args, "MODE [flags]", benchModes...)
+	if err != nil {
 		return err
+	}
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %v", args)}
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })

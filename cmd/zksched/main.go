@@ -1,5 +1,5 @@
-// Command zksched is the one binary of zksched: master, worker, migrate, submit, zk, user,
-// version.
+// Command zksched is the one binary of zksched: master, worker, migrate, submit, schedule,
+// backfill, status, logs, kill, rerun, stop, signal, zk, user, bench, version.
 // This package is wiring only; the behaviour lives in the packages it calls.
 package main
 
@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/zksched/zksched/worker/executor"
@@ -25,8 +26,11 @@ const (
 	exitFailed  = 1
 	exitUsage   = 2
 	exitFenced  = 75 // EX_TEMPFAIL: the node was fenced; a supervisor restarts it as a new identity
-	exitUnknown = 3
+	exitUnknown = 3  // no such instance
 )
+
+// instanceUsage are the flags of the commands on an instance (see instance.go).
+const instanceUsage = "[--json] [--server URL [--token-file FILE]] [--config FILE]"
 
 type command struct {
 	name, args, summary string
@@ -41,10 +45,15 @@ func commands() []command {
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
 		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
 		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
-		{"signal", "[--config FILE] TASK_INSTANCE_ID [--output TEXT] [--fail]", "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
+		{"status", "WORKFLOW_INSTANCE " + instanceUsage, "show a workflow instance: state, times, error, parent, and its tasks with state, attempt, worker, children and what the waiting ones wait for", runStatus},
+		{"logs", "TASK_INSTANCE [--follow] [--attempt N] " + instanceUsage, "print a task's log (its latest attempt's by default); --follow prints new lines until the attempt ends", runLogs},
+		{"kill", "TASK_INSTANCE " + instanceUsage, "kill a queued or waiting task, or ask the worker of a running one to stop it", runKill},
+		{"rerun", "TASK_INSTANCE | --workflow WORKFLOW_INSTANCE " + instanceUsage, "queue a failed or killed task again, or every failed or killed task of a workflow instance", runRerun},
+		{"stop", "WORKFLOW_INSTANCE " + instanceUsage, "stop a workflow instance: its tasks are killed, it ends stopped", runStop},
+		{"signal", "TASK_INSTANCE [--output TEXT] [--fail] " + instanceUsage, "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
-		{"bench", "burn-down|latency|dag|foreach|failover|memory|signal|soak [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
+		{"bench", strings.Join(benchModes, "|") + " [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
 			"measure throughput, latency, failover and memory on a scratch schema (failover, memory and signal run node processes); soak: randomized faults on servers and nodes of its own", runBench},
 		{"version", "", "print the version", runVersion},
 	}
@@ -56,7 +65,10 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n           %s\n", c.name, c.args, c.summary)
 	}
-	fmt.Fprintln(w, "\nEvery command takes --help. Configuration: --config FILE (YAML) and ZKSCHED_<SECTION>_<KEY> variables.")
+	fmt.Fprintln(w, "\nEvery command takes --help; flags may come before or after the arguments (-- ends them).")
+	fmt.Fprintln(w, "Configuration: --config FILE (YAML) and ZKSCHED_<SECTION>_<KEY> variables.")
+	fmt.Fprintln(w, "--server URL (or ZKSCHED_SERVER) acts through a master's API with the token of --token-file (or ZKSCHED_TOKEN).")
+	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed or refused, 2 usage, 3 no such instance, 75 node fenced.")
 }
 
 func main() {
@@ -120,6 +132,9 @@ func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Errorf("unexpected arguments %v", fs.Args())}
+	}
 	fmt.Fprintln(stdout, "zksched", Version)
 	return nil
 }
@@ -131,12 +146,53 @@ func newFlags(name string, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parse parses args with fs. Flags may come before, between or after the arguments (the
+// flag package alone stops at the first argument that is not a flag); "--" ends the flags, and
+// everything after it is an argument. fs.Args() returns the arguments in their order.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(interleaved(fs, args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
 	return nil
+}
+
+// interleaved reorders args for fs.Parse: the flags of fs first (each with its value, when
+// it takes one and is not written --name=value), then "--" and the arguments, keeping the
+// order of each. A word that follows a flag taking a value is that value, whatever it looks
+// like, as the flag package reads it. Unknown flags, and a last flag without its value, are
+// left for fs.Parse to refuse.
+func interleaved(fs *flag.FlagSet, args []string) []string {
+	var flags, positional []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			positional = append(positional, args[i+1:]...)
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			positional = append(positional, a)
+			continue
+		}
+		flags = append(flags, a)
+		name := strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			continue
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			continue
+		}
+		if i+1 == len(args) {
+			return flags
+		}
+		i++
+		flags = append(flags, args[i])
+	}
+	return append(append(flags, "--"), positional...)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,29 +22,18 @@ const scheduleUsage = "list [--next N] [--json] | enable NAME | disable NAME | t
 
 // runSchedule is `zksched schedule list|enable|disable|trigger`.
 func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("want list, enable, disable or trigger")}
-	}
-	what, args := args[0], args[1:]
-	switch what {
-	case "-h", "--help":
-		fmt.Fprintln(stdout, "usage: zksched schedule "+scheduleUsage)
-		return nil
-	case "list", "enable", "disable", "trigger":
-	default:
-		return usageError{fmt.Errorf("unknown schedule command %q: want list, enable, disable or trigger", what)}
-	}
-	fs := newFlags("schedule "+what, stdout)
+	fs := newFlags("schedule", stdout)
 	config := configFlag(fs)
 	next := fs.Int("next", 3, "list: how many next fire times to show")
 	asJSON := fs.Bool("json", false, "list: print JSON")
 	params := paramFlags{}
 	fs.Var(params, "param", "trigger: workflow parameter k=v (repeatable); overrides the fire's and the file's")
 	wait := fs.Bool("wait", false, "trigger: wait for the instance to finish, printing task state changes")
-	name, args, err := parseNamed(fs, args)
+	what, args, err := parseSub(fs, args, scheduleUsage, "list", "enable", "disable", "trigger")
 	if err != nil {
 		return err
 	}
+	name, args := first(args)
 	switch {
 	case len(args) > 0:
 		return usageError{fmt.Errorf("unexpected arguments %v", args)}
@@ -173,20 +163,47 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return nil
 }
 
-// parseNamed parses args with fs and returns the name they give (a workflow, a user, a task
-// instance id) written before the flags, as in the usage lines, or after them (the flag
-// package stops at the first argument that is not a flag), and the arguments after it.
+// parseNamed parses args with fs and returns the first argument (a subcommand, a workflow,
+// a user, an instance id), "" for none, and the arguments after it. Flags may come anywhere
+// (see parse).
 func parseNamed(fs *flag.FlagSet, args []string) (name string, rest []string, err error) {
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
 	if err := parse(fs, args); err != nil {
 		return "", nil, err
 	}
-	if name == "" && fs.NArg() > 0 {
-		return fs.Arg(0), fs.Args()[1:], nil
+	if fs.NArg() == 0 {
+		return "", nil, nil
 	}
-	return name, fs.Args(), nil
+	return fs.Arg(0), fs.Args()[1:], nil
+}
+
+// parseSub parses the args of a command with subcommands (schedule list, user add) with fs,
+// whose --help prints usage, and returns the subcommand, one of subs, and the arguments after
+// it. Flags may come anywhere, before the subcommand too.
+func parseSub(fs *flag.FlagSet, args []string, usage string, subs ...string) (what string, rest []string, err error) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: zksched %s %s\n", fs.Name(), usage)
+		fs.PrintDefaults()
+	}
+	what, rest, err = parseNamed(fs, args)
+	if err != nil {
+		return "", nil, err
+	}
+	want := strings.Join(subs[:len(subs)-1], ", ") + " or " + subs[len(subs)-1]
+	switch {
+	case what == "":
+		return "", nil, usageError{fmt.Errorf("want %s", want)}
+	case !slices.Contains(subs, what):
+		return "", nil, usageError{fmt.Errorf("unknown %s command %q: want %s", fs.Name(), what, want)}
+	}
+	return what, rest, nil
+}
+
+// first returns the first of args, "" for none, and the rest.
+func first(args []string) (string, []string) {
+	if len(args) == 0 {
+		return "", nil
+	}
+	return args[0], args[1:]
 }
 
 // scheduleError turns a missing schedule into a plain failure with a hint.

@@ -56,6 +56,9 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Errorf("unexpected arguments %v", fs.Args())}
+	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err

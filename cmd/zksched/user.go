@@ -25,26 +25,15 @@ const userUsage = "add NAME --role viewer|operator|admin | list | remove NAME  [
 // runUser is `zksched user add|list|remove`: the users file (api.users-file) the masters read
 // again whenever it changes.
 func runUser(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return usageError{errors.New("want add, list or remove")}
-	}
-	what, args := args[0], args[1:]
-	switch what {
-	case "-h", "--help":
-		fmt.Fprintln(stdout, "usage: zksched user "+userUsage)
-		return nil
-	case "add", "list", "remove":
-	default:
-		return usageError{fmt.Errorf("unknown user command %q: want add, list or remove", what)}
-	}
-	fs := newFlags("user "+what, stdout)
+	fs := newFlags("user", stdout)
 	config := configFlag(fs)
 	file := fs.String("users-file", "", "the users file (default: api.users-file of the config)")
 	role := fs.String("role", "", "add: the user's role: viewer, operator or admin")
-	name, args, err := parseNamed(fs, args)
+	what, args, err := parseSub(fs, args, userUsage, "add", "list", "remove")
 	if err != nil {
 		return err
 	}
+	name, args := first(args)
 	switch {
 	case len(args) > 0:
 		return usageError{fmt.Errorf("unexpected arguments %v", args)}

@@ -3,29 +3,26 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/rs/zerolog"
 	"io"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/registry"
 )
 
 func runZK(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "tree" && args[0] != "nodes") {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(stdout, "usage: zksched zk tree|nodes [--json] [--config FILE] [--auth-file FILE]")
-			return nil
-		}
-		return usageError{fmt.Errorf("want tree or nodes")}
-	}
-	what := args[0]
-	fs := newFlags("zk "+what, stdout)
+	fs := newFlags("zk", stdout)
 	config := configFlag(fs)
 	asJSON := fs.Bool("json", false, "nodes: print JSON {leader, masters, workers, fenced}")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for ZooKeeper")
 	authFile := fs.String("auth-file", "", "file holding the registry's user:password (default: registry.auth-file, ZKSCHED_REGISTRY_AUTH_FILE); reading needs none")
-	if err := parse(fs, args[1:]); err != nil {
+	what, args, err := parseSub(fs, args, "tree|nodes [--json] [--config FILE] [--auth-file FILE]", "tree", "nodes")
+	if err != nil {
 		return err
+	}
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("unexpected arguments %v", args)}
 	}
 	cfg, err := loadConfig(*config)
 	if err != nil {

@@ -1,0 +1,626 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/workflow"
+)
+
+// The commands on one instance (status, logs, kill, rerun, stop, signal) act either through a
+// master's API (--server, ZKSCHED_SERVER), with the role of the token's user and the audit row
+// the master writes, or straight on the database as the other operator commands do, as an
+// admin with an audit row of the command line's (cliAudit). Both print the same text and the
+// same JSON, whose fields are named as the API names them.
+
+// instances is where the commands act: a master's API or the database.
+type instances interface {
+	Status(ctx context.Context, id int64) (*statusJSON, error)
+	// Log reads attempt's log (0: the latest) from chunk fromSeq on.
+	Log(ctx context.Context, id int64, attempt, fromSeq int) (logPart, error)
+	Kill(ctx context.Context, id int64) (killJSON, error)
+	RerunTask(ctx context.Context, id int64) (rerunJSON, error)
+	RerunWorkflow(ctx context.Context, id int64) (rerunJSON, error)
+	Stop(ctx context.Context, id int64) (stopJSON, error)
+	Signal(ctx context.Context, id int64, output string, fail bool) (signalJSON, error)
+}
+
+// statusJSON is a workflow instance with its tasks, as `zksched status --json` prints it.
+type statusJSON struct {
+	ID              int64             `json:"id"`
+	WorkflowName    string            `json:"workflow_name"`
+	WorkflowVersion int               `json:"workflow_version"`
+	State           dao.WorkflowState `json:"state"`
+	Owner           *string           `json:"owner"`
+	Error           *string           `json:"error"`
+	CreatedAt       time.Time         `json:"created_at"`
+	StartedAt       *time.Time        `json:"started_at"`
+	EndedAt         *time.Time        `json:"ended_at"`
+	// ParentWorkflowInstanceID and ParentTaskInstanceID are the workflow task that started
+	// this instance, when one did.
+	ParentWorkflowInstanceID *int64           `json:"parent_workflow_instance_id,omitempty"`
+	ParentTaskInstanceID     *int64           `json:"parent_task_instance_id,omitempty"`
+	Tasks                    []taskStatusJSON `json:"tasks"`
+	// Waiting are the tasks in state waiting and what each waits for.
+	Waiting []waitingJSON `json:"waiting"`
+}
+
+type taskStatusJSON struct {
+	ID            int64         `json:"id"`
+	Name          string        `json:"name"`
+	Type          string        `json:"type"`
+	State         dao.TaskState `json:"state"`
+	Attempt       int           `json:"attempt"`
+	WorkerID      *string       `json:"worker_id"`
+	KillRequested bool          `json:"kill_requested"`
+	Error         *string       `json:"error"`
+	QueuedAt      time.Time     `json:"queued_at"`
+	StartedAt     *time.Time    `json:"started_at"`
+	EndedAt       *time.Time    `json:"ended_at"`
+	// ChildWorkflowInstanceID is the instance a workflow task started.
+	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
+	// PausedStep is the wait step a paused agent waits at.
+	PausedStep *string `json:"paused_step,omitempty"`
+	// ItemCount is set on the parent of a for-each task's items: how many it has.
+	ItemCount *int `json:"item_count,omitempty"`
+}
+
+// waitingJSON is a waiting task and, in words, what it waits for.
+type waitingJSON struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	For  string `json:"for"`
+}
+
+// logPart is part of an attempt's log (the API's /log answer).
+type logPart struct {
+	TaskInstance int64 `json:"task_instance"`
+	dao.LogTail
+	// Running is whether the attempt was running when the log was read: once it is not, the
+	// log is whole.
+	Running   bool          `json:"running"`
+	TaskState dao.TaskState `json:"task_state"`
+}
+
+type killJSON struct {
+	TaskInstance int64         `json:"task_instance"`
+	State        dao.TaskState `json:"state"`
+	Attempt      int           `json:"attempt"`
+	Worker       *string       `json:"worker,omitempty"`
+}
+
+type rerunJSON struct {
+	WorkflowInstance int64   `json:"workflow_instance"`
+	Requeued         []int64 `json:"requeued"`
+	DeletedSkipped   int     `json:"deleted_skipped"`
+	Reopened         bool    `json:"reopened"`
+}
+
+type stopJSON struct {
+	WorkflowInstance int64             `json:"workflow_instance"`
+	State            dao.WorkflowState `json:"state"`
+	Killed           int               `json:"killed"`
+	KillRequested    int               `json:"kill_requested"`
+}
+
+type signalJSON struct {
+	TaskInstance     int64         `json:"task_instance"`
+	WorkflowInstance int64         `json:"workflow_instance"`
+	State            dao.TaskState `json:"state"`
+	PausedStep       *string       `json:"paused_step,omitempty"`
+}
+
+// noSuchError is an instance id that names nothing.
+type noSuchError struct {
+	kind string // "task" or "workflow"
+	id   int64
+}
+
+func (e noSuchError) Error() string { return fmt.Sprintf("no such %s instance %d", e.kind, e.id) }
+
+// instanceFlags are the flags every command on an instance takes.
+type instanceFlags struct {
+	config, server, tokenFile *string
+	asJSON                    *bool
+}
+
+func addInstanceFlags(fs *flag.FlagSet) instanceFlags {
+	return instanceFlags{
+		config: configFlag(fs),
+		server: fs.String("server", os.Getenv("ZKSCHED_SERVER"),
+			"a master's URL (http://host:5678): act through its API, with the role of the token's user (default: ZKSCHED_SERVER; none: on the database, as an admin)"),
+		tokenFile: fs.String("token-file", "", "with --server: a file holding the API token (default: the ZKSCHED_TOKEN variable)"),
+		asJSON:    fs.Bool("json", false, "print JSON"),
+	}
+}
+
+// parseInstance parses args with fs and returns the one instance id they give.
+func parseInstance(fs *flag.FlagSet, args []string, what string) (int64, error) {
+	arg, rest, err := parseNamed(fs, args)
+	if err != nil {
+		return 0, err
+	}
+	if len(rest) > 0 {
+		return 0, usageError{fmt.Errorf("unexpected arguments %v", rest)}
+	}
+	id, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usageError{fmt.Errorf("want the id of a %s, got %q", what, arg)}
+	}
+	return id, nil
+}
+
+// open returns where to act: the master of --server, or else the database of --config.
+func (f instanceFlags) open(ctx context.Context, stderr io.Writer) (instances, func(), error) {
+	if *f.server != "" {
+		c, err := newAPIClient(*f.server, *f.tokenFile)
+		return c, func() {}, err
+	}
+	if *f.tokenFile != "" {
+		return nil, nil, usageError{errors.New("--token-file goes with --server (or ZKSCHED_SERVER): without one the command acts on the database")}
+	}
+	cfg, err := loadConfig(*f.config)
+	if err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	db, err := openDB(cctx, cfg, newLogger(cfg.Log, stderr))
+	cancel()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &dbInstances{db: db}, func() { db.Close() }, nil
+}
+
+// instanceError turns the failure of an action into the command's message and exit code:
+// an unknown id exits with exitUnknown; a refusal (a conflict with the instance's state, a
+// role too low) says so and exits with exitFailed.
+func instanceError(verb string, err error) error {
+	var ns noSuchError
+	var conflict *dao.ConflictError
+	var ae *apiError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ns):
+		return exitError{code: exitUnknown, msg: fmt.Sprintf("%s: %v", verb, ns)}
+	case errors.As(err, &conflict):
+		return exitError{code: exitFailed, msg: fmt.Sprintf("%s: %v", verb, conflict)}
+	case errors.As(err, &ae):
+		return exitError{code: exitFailed, msg: fmt.Sprintf("%s: %v", verb, ae)}
+	}
+	return err
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// runStatus is `zksched status WORKFLOW_INSTANCE`.
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("status", stdout)
+	f := addInstanceFlags(fs)
+	id, err := parseInstance(fs, args, "workflow instance")
+	if err != nil {
+		return err
+	}
+	inst, done, err := f.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	st, err := inst.Status(ctx, id)
+	if err != nil {
+		return instanceError("no status", err)
+	}
+	st.Waiting = waitingTasks(st.Tasks)
+	if *f.asJSON {
+		return writeJSON(stdout, st)
+	}
+	return writeStatus(stdout, st)
+}
+
+// waitingTasks are the waiting tasks of tasks with what each waits for.
+func waitingTasks(tasks []taskStatusJSON) []waitingJSON {
+	out := []waitingJSON{}
+	for _, t := range tasks {
+		if t.State != dao.TaskWaiting {
+			continue
+		}
+		w := waitingJSON{ID: t.ID, Name: t.Name}
+		switch {
+		case t.PausedStep != nil:
+			w.For = fmt.Sprintf("a signal at its step %s: zksched signal %d --output TEXT [--fail]", *t.PausedStep, t.ID)
+		case t.Type == workflow.TypeWait:
+			w.For = fmt.Sprintf("a signal: zksched signal %d --output TEXT [--fail]", t.ID)
+		case t.ChildWorkflowInstanceID != nil:
+			w.For = fmt.Sprintf("its child, workflow instance %d: zksched status %d", *t.ChildWorkflowInstanceID, *t.ChildWorkflowInstanceID)
+		case t.ItemCount != nil:
+			w.For = fmt.Sprintf("its %d items", *t.ItemCount)
+		default:
+			w.For = "its start"
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+func writeStatus(w io.Writer, st *statusJSON) error {
+	fmt.Fprintf(w, "workflow instance %d: %s version %d, %s\n", st.ID, st.WorkflowName, st.WorkflowVersion, st.State)
+	fmt.Fprintf(w, "  created %s, started %s, ended %s\n", stamp(&st.CreatedAt), stamp(st.StartedAt), stamp(st.EndedAt))
+	if st.Owner != nil {
+		fmt.Fprintf(w, "  owner: %s\n", *st.Owner)
+	}
+	if st.Error != nil {
+		fmt.Fprintf(w, "  error: %s\n", *st.Error)
+	}
+	if st.ParentWorkflowInstanceID != nil {
+		from := ""
+		if st.ParentTaskInstanceID != nil {
+			from = fmt.Sprintf(" (its task instance %d)", *st.ParentTaskInstanceID)
+		}
+		fmt.Fprintf(w, "  parent: workflow instance %d%s\n", *st.ParentWorkflowInstanceID, from)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK INSTANCE\tNAME\tTYPE\tSTATE\tATTEMPT\tWORKER\tSTARTED\tENDED\tNOTE")
+	for _, t := range st.Tasks {
+		worker := "-"
+		if t.WorkerID != nil {
+			worker = *t.WorkerID
+		}
+		var note []string
+		if t.ChildWorkflowInstanceID != nil {
+			note = append(note, fmt.Sprintf("child: workflow instance %d", *t.ChildWorkflowInstanceID))
+		}
+		if t.KillRequested && !t.State.Terminal() {
+			note = append(note, "kill requested")
+		}
+		if t.Error != nil {
+			note = append(note, oneLine(*t.Error))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Type, t.State, t.Attempt, worker,
+			stamp(t.StartedAt), stamp(t.EndedAt), strings.Join(note, "; "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Waiting) > 0 {
+		fmt.Fprintln(w, "\nwaiting:")
+		for _, t := range st.Waiting {
+			fmt.Fprintf(w, "  %s (task instance %d) waits for %s\n", t.Name, t.ID, t.For)
+		}
+	}
+	return nil
+}
+
+// stamp prints a time of a status, "-" for none.
+func stamp(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// oneLine cuts a message to its first line, for a table.
+func oneLine(s string) string {
+	if first, _, cut := strings.Cut(s, "\n"); cut {
+		return first + " …"
+	}
+	return s
+}
+
+// followPoll is how often `zksched logs --follow` reads the log again.
+const followPoll = 300 * time.Millisecond
+
+// runLogs is `zksched logs TASK_INSTANCE [--follow] [--attempt N]`.
+func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("logs", stdout)
+	f := addInstanceFlags(fs)
+	follow := fs.Bool("follow", false, "print new lines as they come until the attempt ends (a task not started yet: until it has run)")
+	attempt := fs.Int("attempt", 0, "the attempt whose log to print (default: the latest)")
+	id, err := parseInstance(fs, args, "task instance")
+	if err != nil {
+		return err
+	}
+	if *attempt < 0 || (flagSet(fs, "attempt") && *attempt == 0) {
+		return usageError{fmt.Errorf("--attempt %d: attempts count from 1", *attempt)}
+	}
+	inst, done, err := f.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tick := time.NewTicker(followPoll)
+	defer tick.Stop()
+	from := 0
+	for first := true; ; first = false {
+		p, err := inst.Log(ctx, id, *attempt, from)
+		if err != nil {
+			return instanceError("no log", err)
+		}
+		ended := p.Attempt > 0 && (!*follow || !p.Running)
+		switch {
+		case !*f.asJSON:
+			fmt.Fprint(stdout, p.Text)
+		case p.Text != "" || first || ended:
+			// JSON: an object a read with new text, and the first and the last read.
+			if err := writeJSON(stdout, p); err != nil {
+				return err
+			}
+		}
+		if p.Attempt == 0 && (!*follow || p.TaskState != dao.TaskQueued) {
+			fmt.Fprintf(stderr, "task instance %d has not run: it is %s\n", id, p.TaskState)
+			return nil
+		}
+		if ended {
+			return nil
+		}
+		if p.Attempt > 0 {
+			// Followed from here on: the attempt named, not whichever is the latest.
+			*attempt, from = p.Attempt, p.NextSeq
+		}
+		select {
+		case <-ctx.Done():
+			return exitError{code: exitFailed, msg: "interrupted"}
+		case <-tick.C:
+		}
+	}
+}
+
+// runKill is `zksched kill TASK_INSTANCE`.
+func runKill(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("kill", stdout)
+	f := addInstanceFlags(fs)
+	id, err := parseInstance(fs, args, "task instance")
+	if err != nil {
+		return err
+	}
+	inst, done, err := f.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	k, err := inst.Kill(ctx, id)
+	if err != nil {
+		return instanceError("not killed", err)
+	}
+	if *f.asJSON {
+		return writeJSON(stdout, k)
+	}
+	switch k.State {
+	case dao.TaskKilled:
+		fmt.Fprintf(stdout, "task instance %d killed before it ran\n", id)
+	case dao.TaskWaiting:
+		fmt.Fprintf(stdout, "task instance %d: kill requested; its queued items are killed, its running ones stopped, and it ends killed once they have\n", id)
+	default:
+		worker := "its worker"
+		if k.Worker != nil {
+			worker = *k.Worker
+		}
+		fmt.Fprintf(stdout, "task instance %d: kill requested; %s stops attempt %d and the task ends killed\n", id, worker, k.Attempt)
+	}
+	return nil
+}
+
+// runRerun is `zksched rerun TASK_INSTANCE` or `zksched rerun --workflow WORKFLOW_INSTANCE`.
+func runRerun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("rerun", stdout)
+	f := addInstanceFlags(fs)
+	wf := fs.Bool("workflow", false, "the id is a workflow instance's: rerun every failed or killed task of it")
+	id, err := parseInstance(fs, args, "task instance (or with --workflow, a workflow instance)")
+	if err != nil {
+		return err
+	}
+	inst, done, err := f.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var r rerunJSON
+	if *wf {
+		r, err = inst.RerunWorkflow(ctx, id)
+	} else {
+		r, err = inst.RerunTask(ctx, id)
+	}
+	if err != nil {
+		return instanceError("not rerun", err)
+	}
+	if r.Requeued == nil {
+		r.Requeued = []int64{}
+	}
+	if *f.asJSON {
+		return writeJSON(stdout, r)
+	}
+	ids := make([]string, len(r.Requeued))
+	for i, t := range r.Requeued {
+		ids[i] = strconv.FormatInt(t, 10)
+	}
+	msg := fmt.Sprintf("workflow instance %d: task instances %s queued again", r.WorkflowInstance, strings.Join(ids, ", "))
+	if len(ids) == 0 {
+		msg = fmt.Sprintf("workflow instance %d: the task is created again", r.WorkflowInstance)
+	}
+	if r.Reopened {
+		msg += "; the instance runs again"
+	}
+	fmt.Fprintln(stdout, msg)
+	return nil
+}
+
+// runStop is `zksched stop WORKFLOW_INSTANCE`.
+func runStop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("stop", stdout)
+	f := addInstanceFlags(fs)
+	id, err := parseInstance(fs, args, "workflow instance")
+	if err != nil {
+		return err
+	}
+	inst, done, err := f.open(ctx, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	s, err := inst.Stop(ctx, id)
+	if err != nil {
+		return instanceError("not stopped", err)
+	}
+	if *f.asJSON {
+		return writeJSON(stdout, s)
+	}
+	fmt.Fprintf(stdout, "workflow instance %d stopped: %d tasks killed, %d running ones asked to stop\n", id, s.Killed, s.KillRequested)
+	return nil
+}
+
+// dbInstances acts on the database, as an admin, with an audit row of the command line's.
+type dbInstances struct {
+	db *dao.DB
+	// specs caches the definitions a rerun reads.
+	specs lifecycle.Specs
+}
+
+func taskTarget(id int64) string     { return fmt.Sprintf("task-instance/%d", id) }
+func workflowTarget(id int64) string { return fmt.Sprintf("workflow-instance/%d", id) }
+
+func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error) {
+	wf, err := d.db.WorkflowGet(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, noSuchError{kind: "workflow", id: id}
+	}
+	if err != nil {
+		return nil, err
+	}
+	tasks, err := d.db.TaskListByWorkflow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	parent, err := d.db.WorkflowParent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	children, err := d.db.TaskChildren(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	st := &statusJSON{ID: wf.ID, WorkflowName: wf.WorkflowName, WorkflowVersion: wf.WorkflowVersion, State: wf.State,
+		Owner: wf.Owner, Error: wf.Error, CreatedAt: wf.CreatedAt, StartedAt: wf.StartedAt, EndedAt: wf.EndedAt,
+		ParentWorkflowInstanceID: parent.Workflow, ParentTaskInstanceID: parent.Task, Tasks: []taskStatusJSON{}}
+	for _, t := range tasks {
+		j := taskStatusJSON{ID: t.ID, Name: t.Name, Type: t.Type, State: t.State, Attempt: t.Attempt, WorkerID: t.WorkerID,
+			KillRequested: t.KillRequested, Error: t.Error, QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
+			PausedStep: t.PausedStep, ItemCount: t.ItemCount}
+		if c, ok := children[t.ID]; ok {
+			j.ChildWorkflowInstanceID = &c
+		}
+		st.Tasks = append(st.Tasks, j)
+	}
+	return st, nil
+}
+
+func (d *dbInstances) Log(ctx context.Context, id int64, attempt, fromSeq int) (logPart, error) {
+	// The task is read before its log: a log read after the attempt was seen ended is whole.
+	t, err := d.db.TaskGet(ctx, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return logPart{}, noSuchError{kind: "task", id: id}
+	}
+	if err != nil {
+		return logPart{}, err
+	}
+	if attempt > t.Attempt {
+		return logPart{}, usageError{fmt.Errorf("--attempt %d: task instance %d has had %d attempts", attempt, id, t.Attempt)}
+	}
+	if attempt == 0 {
+		attempt = t.Attempt
+	}
+	p := logPart{TaskInstance: id, LogTail: dao.LogTail{FirstSeq: fromSeq, NextSeq: fromSeq},
+		Running: t.State == dao.TaskRunning && t.Attempt == attempt, TaskState: t.State}
+	if attempt == 0 {
+		return p, nil
+	}
+	if p.LogTail, err = d.db.TaskLogTail(ctx, id, attempt, fromSeq, 0); err != nil {
+		return logPart{}, err
+	}
+	return p, nil
+}
+
+func (d *dbInstances) Kill(ctx context.Context, id int64) (killJSON, error) {
+	res, err := lifecycle.Kill(ctx, d.db, id, cliAudit(dao.AuditTaskKill, taskTarget(id), map[string]any{}))
+	if errors.Is(err, dao.ErrInstanceNotFound) {
+		return killJSON{}, noSuchError{kind: "task", id: id}
+	}
+	if err != nil {
+		return killJSON{}, err
+	}
+	k := killJSON{TaskInstance: id, State: res.State, Attempt: res.Attempt}
+	if res.State == dao.TaskRunning {
+		k.Worker = res.WorkerID
+	}
+	return k, nil
+}
+
+func (d *dbInstances) RerunTask(ctx context.Context, id int64) (rerunJSON, error) {
+	res, wf, err := lifecycle.RerunTask(ctx, d.db, &d.specs, id, func(wf int64) *dao.AuditEvent {
+		return cliAudit(dao.AuditTaskRerun, taskTarget(id), map[string]any{"workflow_instance": wf})
+	})
+	if errors.Is(err, sql.ErrNoRows) && wf == 0 {
+		return rerunJSON{}, noSuchError{kind: "task", id: id}
+	}
+	if err != nil {
+		return rerunJSON{}, err
+	}
+	return rerunJSON{WorkflowInstance: wf, Requeued: res.Requeued, DeletedSkipped: res.Deleted, Reopened: res.Reopened}, nil
+}
+
+func (d *dbInstances) RerunWorkflow(ctx context.Context, id int64) (rerunJSON, error) {
+	res, err := lifecycle.RerunWorkflow(ctx, d.db, &d.specs, id, func(tasks []int64) *dao.AuditEvent {
+		return cliAudit(dao.AuditWorkflowRerun, workflowTarget(id), map[string]any{"task_instances": tasks})
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return rerunJSON{}, noSuchError{kind: "workflow", id: id}
+	case errors.Is(err, lifecycle.ErrNothingToRerun):
+		return rerunJSON{}, exitError{code: exitFailed, msg: fmt.Sprintf("not rerun: workflow instance %d has no failed or killed task to rerun", id)}
+	case err != nil:
+		return rerunJSON{}, err
+	}
+	return rerunJSON{WorkflowInstance: id, Requeued: res.Requeued, DeletedSkipped: res.Deleted, Reopened: res.Reopened}, nil
+}
+
+func (d *dbInstances) Stop(ctx context.Context, id int64) (stopJSON, error) {
+	res, err := lifecycle.Stop(ctx, d.db, id, cliAudit(dao.AuditWorkflowStop, workflowTarget(id), map[string]any{}))
+	if errors.Is(err, dao.ErrInstanceNotFound) {
+		return stopJSON{}, noSuchError{kind: "workflow", id: id}
+	}
+	if err != nil {
+		return stopJSON{}, err
+	}
+	return stopJSON{WorkflowInstance: id, State: dao.WorkflowStopped, Killed: res.Killed, KillRequested: res.KillRequested}, nil
+}
+
+func (d *dbInstances) Signal(ctx context.Context, id int64, output string, fail bool) (signalJSON, error) {
+	ev := cliAudit(dao.AuditTaskSignal, taskTarget(id), map[string]any{"fail": fail, "output_bytes": len(output)})
+	res, err := lifecycle.Signal(ctx, d.db, id, output, fail, ev)
+	switch {
+	case errors.Is(err, dao.ErrInstanceNotFound):
+		return signalJSON{}, noSuchError{kind: "task", id: id}
+	case errors.Is(err, lifecycle.ErrSignalTooLarge):
+		return signalJSON{}, usageError{err}
+	case err != nil:
+		return signalJSON{}, err
+	}
+	return signalJSON{TaskInstance: id, WorkflowInstance: res.WorkflowInstanceID, State: res.State, PausedStep: res.PausedStep}, nil
+}
