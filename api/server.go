@@ -75,6 +75,8 @@ type Server struct {
 	parses chan struct{}
 	// specs caches the definitions of s.db.
 	specs lifecycle.Specs
+	// openapi is the OpenAPI document of /api/v1 (see openapi.go).
+	openapi []byte
 }
 
 // maxConcurrentParses is how many workflow files the API reads and parses at once. Each
@@ -108,6 +110,9 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 		parses: make(chan struct{}, maxConcurrentParses)}
 	mux := http.NewServeMux()
 	s.routes(mux)
+	if s.openapi, err = openAPI(cfg.Version, s.need); err != nil {
+		return nil, fmt.Errorf("api: the OpenAPI document: %w", err)
+	}
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusForbidden, "cross-origin request refused"))
@@ -158,6 +163,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("POST /api/v1/schedules/{name}/disable", RoleOperator, s.apiScheduleEnable(false), change{dao.AuditScheduleDisable, scheduleTarget})
 	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
+	// Open (see requireAuth's open): the document holds no data.
+	api("GET "+openAPIPath, RoleViewer, s.apiOpenAPI)
 	api("/api/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		// The most general pattern: nothing else matched this method and path. Tell a wrong
 		// method from a wrong path.
