@@ -44,7 +44,7 @@ func commands() []command {
 		{"signal", "[--config FILE] TASK_INSTANCE_ID [--output TEXT] [--fail]", "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
-		{"bench", "burn-down|latency|dag|foreach|failover|memory|signal|soak [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
+		{"bench", "burn-down|latency|dag|foreach|failover|memory|signal|retention|soak [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
 			"measure throughput, latency, failover and memory on a scratch schema (failover, memory and signal run node processes); soak: randomized faults on servers and nodes of its own", runBench},
 		{"version", "", "print the version", runVersion},
 	}
