@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +51,16 @@ func TestPurgedInstanceIsNotFoundWithAWordOnRetention(t *testing.T) {
 	}
 	if r := b.do(t, "GET", "/workflows/999999", ""); r.status != 404 || strings.Contains(r.body, "purged") {
 		t.Errorf("GET /workflows/999999 = %d, want a plain 404:\n%s", r.status, r.body)
+	}
+
+	// The README shows the answer as it is.
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := fmt.Sprintf(`{"error": {"status": 404, "message": "workflow instance 42 not found: %s"}}`, word)
+	if !strings.Contains(string(readme), shown) {
+		t.Errorf("README lacks the purged instance's answer:\n%s", shown)
 	}
 
 	// A master that keeps instances for ever says nothing of retention.
