@@ -83,7 +83,9 @@ func (db *DB) PurgeFinishedInstances(ctx context.Context, keep time.Duration, ba
 // It takes the next finished instances, in workflow_instance_ended's order from where
 // retention_progress says the last batch ended, that ended before the period; deletes their
 // tasks' logs; and moves retention_progress to the last of them. An instance reopened by a
-// rerun ends again later in that order, so its new logs are purged in their turn.
+// rerun ends again later in that order, so its new logs are purged in their turn. ended_at
+// is its transaction's start: one that commits an end already behind the cursor (a
+// transaction open for longer than the period) leaves that instance's logs to go with it.
 const purgeLogsSQL = `
 		WITH since AS (
 			SELECT coalesce(max(p.ended_at), '-infinity') AS ended_at, coalesce(max(p.id), 0) AS id
