@@ -1,15 +1,15 @@
 // Package bench measures zksched: how fast a cluster works down a backlog (burn-down), how
-// long a workflow waits at a steady submit rate (latency), how long a fan-out/fan-in DAG
-// takes above its tasks' own time (dag), how long a for-each over N items takes from submit
-// to its end (foreach), how long a killed worker's tasks take to run again (failover), how
-// much memory the nodes hold with a large queue (memory), and what waiting tasks cost and how
-// fast a signal moves their workflows on (signal), and whether the tables stop growing under a
-// steady load once a short retention purges what ended (retention). Each run gets a PostgreSQL schema of its
-// own, dropped at the end. The first four and retention run their master and workers in process: the
-// figures are those of zksched's scheduling path, the same code the nodes run, without
-// ZooKeeper in the loop (which only decides membership, never the path of a task). Failover,
-// memory and signal need real processes, to kill and to measure: they run the zksched binary
-// as their nodes, on a ZooKeeper root of their own.
+// long a workflow waits at a steady submit rate (latency), how long a fan-out/fan-in DAG takes
+// above its tasks' own time (dag), how long a for-each over N items takes from submit to its
+// end (foreach), how long a killed worker's tasks take to run again (failover), how much
+// memory the nodes hold with a large queue (memory), and what waiting tasks cost and how fast
+// a signal moves their workflows on (signal), and whether the tables stop growing under a
+// steady load once a short retention purges what ended (retention). Each run gets a PostgreSQL
+// schema of its own, dropped at the end. The first four and retention run their master and
+// workers in process: the figures are those of zksched's scheduling path, the same code the
+// nodes run, without ZooKeeper in the loop (which only decides membership, never the path of a
+// task). Failover, memory and signal need real processes, to kill and to measure: they run the
+// zksched binary as their nodes, on a ZooKeeper root of their own.
 package bench
 
 import (
