@@ -43,6 +43,10 @@ type Config struct {
 	Cluster ClusterReader
 	// Ready reports whether the node may take work, for /readyz.
 	Ready func() Readiness
+	// InstanceRetention is retention.instances: how long finished workflow instances are kept
+	// (0: for ever). An instance or task that is not found but whose id was issued is then
+	// said to have perhaps been purged.
+	InstanceRetention time.Duration
 	// Metrics serves /metrics; nil leaves it out.
 	Metrics http.Handler
 	// MaxBody is the largest request body accepted. Defaults to 1 MiB, well above any
@@ -268,6 +272,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeError(w, r, err)
 		return
 	}
+	err = s.explainMissing(r.Context(), err)
 	status, msg := classify(err)
 	if status >= 500 {
 		logFor(r).Error().Err(err).Msg("request failed")
