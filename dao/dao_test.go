@@ -345,39 +345,18 @@ func TestNotifyWakesListeners(t *testing.T) {
 	tl, kl := b.db.ListenWorker(zerolog.Nop())
 	defer tl.Close()
 	defer kl.Close()
-	// Wait until every listener is subscribed (each connection LISTENs in the background, one
-	// channel after the other): probe each channel until its listener hears the probe.
+	// Each connection LISTENs in the background, one channel after the other; once the server
+	// listens on all of them, each of its listeners is told to look at everything, for what
+	// was announced before. Nothing has been announced since.
 	deadline := time.After(10 * time.Second)
-	mc, tc, kc := b.db.Channels()
-	for _, p := range []struct {
-		channel string
-		c       <-chan dao.Wakeup
-	}{{mc, ml.C}, {tc, tl.C}, {kc, kl.C}} {
-		for heard := false; !heard; {
-			if _, err := b.db.SQL().ExecContext(b.ctx, `SELECT pg_notify($1, 'probe')`, p.channel); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case w := <-p.c:
-				heard = w.Payload == "probe"
-			case <-time.After(100 * time.Millisecond):
-			case <-deadline:
-				t.Fatalf("no listener of %s heard a probe", p.channel)
-			}
-		}
-	}
-	// Drop the probes that were heard more than once; nothing else has been sent yet.
 	for _, c := range []<-chan dao.Wakeup{ml.C, tl.C, kl.C} {
-	drain:
-		for {
-			select {
-			case w := <-c:
-				if w.Payload != "probe" {
-					t.Fatalf("heard %+v before any change", w)
-				}
-			default:
-				break drain
+		select {
+		case w := <-c:
+			if !w.Rescan {
+				t.Fatalf("heard %+v first; want a rescan once listening", w)
 			}
+		case <-deadline:
+			t.Fatal("a listener was never told it listens")
 		}
 	}
 	daotest.Submit(t, b.db, "wf", map[string]any{})

@@ -87,10 +87,11 @@ type Master struct {
 	// start). Only the Run loop touches it.
 	sweptTo int64
 
-	// waiting and swept are test signals, nil outside tests: Run calls waiting each time it
-	// has nothing left to do and waits for a wake-up, a poll or a timer, and swept each time
-	// the sweep has reached the last unowned running instance.
-	waiting, swept func()
+	// waiting, swept and rescanned are test signals, nil outside tests: Run calls waiting each
+	// time it has nothing left to do and waits for a wake-up, a poll or a timer, swept each
+	// time the sweep has reached the last unowned running instance, and rescanned each time
+	// its listener tells it to look at everything (once listening, and after a reconnection).
+	waiting, swept, rescanned func()
 }
 
 // claimBatch is how many instances one claim statement takes. A round of the master's loop
@@ -177,6 +178,9 @@ func (m *Master) Run(ctx context.Context) error {
 		case w.Rescan:
 			rescan, claim, admit, allKeys = true, true, true, true
 			passNow()
+			if m.rescanned != nil {
+				m.rescanned()
+			}
 		case strings.HasPrefix(w.Payload, dao.WakeupKeys):
 			ids, _ := dao.ParseWakeupKeys(w.Payload)
 			for _, id := range ids {

@@ -50,8 +50,8 @@ func TestDatabaseGoneDoesNotSpin(t *testing.T) {
 	warns := &countWarnings{warned: make(chan struct{}, 1)}
 	const poll = 200 * time.Millisecond
 	m := New(Config{ID: "m1", PollInterval: poll, Log: zerolog.New(warns)}, db, newGate(true))
-	waits := make(chan struct{}, 1)
-	m.waiting = signal(waits)
+	waits, rescans := make(chan struct{}, 1), make(chan struct{}, 1)
+	m.waiting, m.rescanned = signal(waits), signal(rescans)
 	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = m.Run(runCtx); close(done) }()
@@ -63,6 +63,12 @@ func TestDatabaseGoneDoesNotSpin(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("no %s within 10s", what)
 		}
+	}
+	// Settled: the listener listens, and the master has looked at everything it then asked for.
+	wait(rescans, "rescan once the master's listener listens")
+	select {
+	case <-waits:
+	default:
 	}
 	wait(waits, "wait of the master after its first rounds")
 

@@ -11,8 +11,8 @@ import (
 )
 
 // Wakeup is one notification: Payload names what changed (a workflow instance id for masters,
-// a worker group for workers). Rescan is set after the listening connection was re-established:
-// notifications may have been missed, so look at everything.
+// a worker group for workers). Rescan is set once the listening connection listens, at first
+// and after it was re-established: notifications may have been missed, so look at everything.
 type Wakeup struct {
 	Payload string
 	Rescan  bool
@@ -27,7 +27,9 @@ type Listener struct {
 
 // Listen listens on channels over one connection to dsn, with a Listener for each, in their
 // order. It returns at once: the connection is made, and made again whenever it is lost, in
-// the background, and the consumer polls meanwhile.
+// the background, and the consumer polls meanwhile. Each Listener delivers a Rescan once the
+// server listens on every channel, and after every reconnection: what was announced while
+// nobody listened is owed to a look at everything.
 func Listen(dsn string, log zerolog.Logger, channels ...string) []*Listener {
 	name := strings.Join(channels, ",")
 	pl := pq.NewListener(dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
@@ -47,6 +49,8 @@ func Listen(dsn string, log zerolog.Logger, channels ...string) []*Listener {
 		ls[i] = &Listener{C: outs[i], l: shared}
 		index[ch] = i
 	}
+	// listening is closed once the server has acknowledged every channel.
+	listening := make(chan struct{})
 	go func() {
 		// Listen blocks until the server acknowledges, which may be long if PostgreSQL is
 		// down; the consumer polls meanwhile.
@@ -55,6 +59,7 @@ func Listen(dsn string, log zerolog.Logger, channels ...string) []*Listener {
 				log.Error().Err(err).Str("channel", ch).Msg("listen failed; polling only")
 			}
 		}
+		close(listening)
 	}()
 	go func() {
 		defer func() {
@@ -83,6 +88,13 @@ func Listen(dsn string, log zerolog.Logger, channels ...string) []*Listener {
 		defer retry.Stop()
 		for {
 			select {
+			case <-listening:
+				// What was announced before the server listened for us was missed: the
+				// consumer, which started before, looks at everything once more.
+				listening = nil
+				for i := range outs {
+					deliver(i, Wakeup{Rescan: true})
+				}
 			case n, ok := <-pl.Notify:
 				if !ok {
 					return
