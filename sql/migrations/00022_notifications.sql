@@ -16,7 +16,7 @@
 -- one trigger per table sees them all and no future statement can forget one. Each trigger's
 -- WHEN tests the row's own columns, so an update that ends nothing (a claim, a retry, a
 -- heartbeat) never calls a function, and a task's trigger fires only for a failed one. An
--- ended workflow instance costs one probe of notify_rule's index, which finds nothing for a
+-- ended workflow instance costs one look at notify_rule, which finds nothing for a
 -- workflow without notify: when no default is configured.
 --
 -- (event, subject, channel, target) is unique and every insert is ON CONFLICT DO NOTHING: an
@@ -80,7 +80,10 @@ CREATE INDEX notification_created ON notification (id DESC);
 -- the definition (name, version), or the default rules when it has none (name NULL: the
 -- cluster's events hear the default rules alone).
 CREATE FUNCTION notification_queue(p_event text, p_subject text, p_name text, p_version integer,
-    p_workflow bigint, p_task bigint, p_payload jsonb) RETURNS void LANGUAGE sql AS $$
+    p_workflow bigint, p_task bigint, p_payload jsonb) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    -- PL/pgSQL keeps the statement's plan for the session, where an SQL function would plan
+    -- it again at every call.
     INSERT INTO notification (event, subject, workflow_name, workflow_instance_id, task_instance_id,
         channel, target, slack, payload, idempotency_key)
     SELECT p_event, p_subject, p_name, p_workflow, p_task, r.channel, r.target, r.slack, p_payload,
@@ -90,7 +93,8 @@ CREATE FUNCTION notification_queue(p_event text, p_subject text, p_name text, p_
       AND ((r.workflow_name = p_name AND r.workflow_version = p_version)
         OR (r.workflow_name IS NULL AND NOT EXISTS (
             SELECT 1 FROM notify_rule o WHERE o.workflow_name = p_name AND o.workflow_version = p_version)))
-    ON CONFLICT DO NOTHING
+    ON CONFLICT DO NOTHING;
+END
 $$;
 -- +goose StatementEnd
 
@@ -99,6 +103,10 @@ $$;
 -- timeout (WorkflowTimeOutIfOwned's error). A stop is an operator's act and sends nothing.
 CREATE FUNCTION notification_workflow_ended() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- Nobody listens to any workflow end: nothing to build.
+    IF NOT EXISTS (SELECT 1 FROM notify_rule WHERE event IN ('success', 'failure', 'timeout')) THEN
+        RETURN NULL;
+    END IF;
     PERFORM notification_queue(
         CASE WHEN NEW.state = 'succeeded' THEN 'success'
              WHEN NEW.error LIKE 'workflow timeout % exceeded' THEN 'timeout'
@@ -122,6 +130,9 @@ CREATE FUNCTION notification_task_failed() RETURNS trigger LANGUAGE plpgsql AS $
 DECLARE
     wf workflow_instance%ROWTYPE;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM notify_rule WHERE event = 'task-failed') THEN
+        RETURN NULL;
+    END IF;
     SELECT * INTO wf FROM workflow_instance WHERE id = NEW.workflow_instance_id;
     PERFORM notification_queue('task-failed', 'task ' || NEW.id || ' attempt ' || NEW.attempt,
         wf.workflow_name, wf.workflow_version, NEW.workflow_instance_id, NEW.id,
