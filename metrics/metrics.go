@@ -50,6 +50,7 @@ type Metrics struct {
 	queue     *prometheus.GaugeVec
 	fenced    *prometheus.GaugeVec
 	failovers *countCollector
+	notified  *prometheus.CounterVec
 
 	mu     sync.Mutex
 	groups map[string]bool // the worker groups the queue depth has shown
@@ -77,6 +78,9 @@ func New(node, role, version string) *Metrics {
 			Help: "Fence markers in ZooKeeper by role: nodes failed over, which exit with code 75 if they come back."}, []string{"role"}),
 		failovers: &countCollector{desc: prometheus.NewDesc("zksched_failovers_total",
 			"Identities failed over by the leader so far, cluster-wide, by role.", []string{"role"}, nil)},
+		notified: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_notifications_total",
+			Help: "Notification tries this master made, by result: sent, failed (to be retried) or dead (failed its last try)."},
+			[]string{"result"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "zksched_node_info", Help: "The node's identity, role and version.",
 		ConstLabels: prometheus.Labels{"node": node, "role": role, "version": version}})
@@ -85,7 +89,7 @@ func New(node, role, version string) *Metrics {
 	if role == string(registry.RoleWorker) {
 		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch)
 	} else {
-		reg.MustRegister(m.queue, m.fenced, m.failovers)
+		reg.MustRegister(m.queue, m.fenced, m.failovers, m.notified)
 	}
 	return m
 }
@@ -113,6 +117,11 @@ func (m *Metrics) Ended(outcome dao.Outcome, refused bool) {
 		return
 	}
 	m.attempts.WithLabelValues(string(outcome)).Inc()
+}
+
+// Notified counts a notification's try by its result, sent, failed or dead: notify.Config.
+func (m *Metrics) Notified(result string) {
+	m.notified.WithLabelValues(result).Inc()
 }
 
 // Gauge registers a gauge read from fn at each scrape, such as the running attempts of a
