@@ -549,6 +549,17 @@ func TestValidate(t *testing.T) {
 		{"notify zero backoff", func(c *conf.Config) { c.Notify.Backoff = 0 }, "notify.backoff: 0s: must be positive"},
 		{"notify max backoff under backoff", func(c *conf.Config) { c.Notify.MaxBackoff = time.Second },
 			"notify.max-backoff: 1s is shorter than notify.backoff (10s)"},
+		{"notify email", func(c *conf.Config) {
+			c.Notify.Email = conf.SMTP{Host: "smtp.example.com", Port: 587, From: "zksched@example.com", Username: "u", PasswordEnv: "SMTP_PASSWORD"}
+		}, ""},
+		{"notify email without from", func(c *conf.Config) { c.Notify.Email.Host = "smtp.example.com" },
+			`notify.email.from: "" is not an email address like zksched@example.com`},
+		{"notify email password without user", func(c *conf.Config) {
+			c.Notify.Email = conf.SMTP{Host: "smtp.example.com", Port: 25, From: "z@example.com", PasswordEnv: "P"}
+		}, "notify.email.username: empty: password-env needs a username"},
+		{"notify email bad port", func(c *conf.Config) {
+			c.Notify.Email = conf.SMTP{Host: "smtp.example.com", Port: 0, From: "z@example.com"}
+		}, "notify.email.port"},
 		{"public url", func(c *conf.Config) { c.API.PublicURL = "https://zksched.example.com" }, ""},
 		{"public url relative", func(c *conf.Config) { c.API.PublicURL = "zksched.example.com" },
 			`api.public-url: "zksched.example.com": want an absolute http or https URL`},

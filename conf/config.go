@@ -322,6 +322,27 @@ type Notify struct {
 	Backoff time.Duration `yaml:"backoff"`
 	// MaxBackoff caps the wait between retries. Defaults to 1h.
 	MaxBackoff time.Duration `yaml:"max-backoff"`
+	// Email is the SMTP server the masters mail through.
+	Email SMTP `yaml:"email"`
+}
+
+// SMTP is the mail server of the notifications by email.
+type SMTP struct {
+	// Host is the server's name. Empty by default: mails fail, and are dead after their
+	// tries, saying to set it.
+	Host string `yaml:"host"`
+	// Port is the server's port. Defaults to 587, the submission port.
+	Port int `yaml:"port"`
+	// From is the sender's address; required with a host.
+	From string `yaml:"from"`
+	// Username, when set, authenticates with PasswordEnv's password.
+	Username string `yaml:"username"`
+	// PasswordEnv names the environment variable holding the password, read by the masters
+	// at start: the password is never in the config file.
+	PasswordEnv string `yaml:"password-env"`
+	// StartTLS requires STARTTLS before anything is sent. Defaults to true; false sends in
+	// clear text, for a relay on the local network.
+	StartTLS bool `yaml:"starttls"`
 }
 
 // NotifyEntry is one entry of notify.default: the events it hears and where they go.
@@ -562,6 +583,7 @@ func Defaults() Config {
 			Timeout:     10 * time.Second,
 			Backoff:     10 * time.Second,
 			MaxBackoff:  time.Hour,
+			Email:       SMTP{Port: 587, StartTLS: true},
 		},
 	}
 }

@@ -176,6 +176,18 @@ func (v *validation) notify(n Notify) {
 		}
 	}
 	v.intRange("notify.max-attempts", n.MaxAttempts, 1, 1000)
+	if e := n.Email; e.Host != "" {
+		v.port("notify.email.port", e.Port)
+		if a, err := mail.ParseAddress(e.From); err != nil || a.Address != e.From {
+			v.problem("notify.email.from", "%q is not an email address like zksched@example.com: a mail server needs a sender", e.From)
+		}
+		if e.PasswordEnv != "" && !envVarName.MatchString(e.PasswordEnv) {
+			v.problem("notify.email.password-env", "%q is not an environment variable name", e.PasswordEnv)
+		}
+		if e.PasswordEnv != "" && e.Username == "" {
+			v.problem("notify.email.username", "empty: password-env needs a username")
+		}
+	}
 	v.positive("notify.timeout", n.Timeout)
 	v.positive("notify.backoff", n.Backoff)
 	if n.MaxBackoff < n.Backoff {

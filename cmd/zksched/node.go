@@ -180,9 +180,18 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		work.Go("notify defaults", func(ctx context.Context) error {
 			return master.SetNotifyDefault(ctx, n.db, notifyDefault(cfg.Notify.Default), n.log)
 		})
+		var mailer notify.Mailer
+		if e := cfg.Notify.Email; e.Host != "" {
+			var password string
+			if e.PasswordEnv != "" {
+				password = os.Getenv(e.PasswordEnv)
+			}
+			mailer = notify.NewMailer(notify.SMTP{Host: e.Host, Port: e.Port, From: e.From, Username: e.Username,
+				Password: password, StartTLS: e.StartTLS, Timeout: cfg.Notify.Timeout})
+		}
 		sender := notify.NewSender(notify.Config{MaxAttempts: cfg.Notify.MaxAttempts, Timeout: cfg.Notify.Timeout,
 			Backoff: cfg.Notify.Backoff, MaxBackoff: cfg.Notify.MaxBackoff, PublicURL: cfg.API.PublicURL,
-			PollInterval: cfg.Master.PollInterval, Log: n.log, Counted: n.metrics.Notified}, n.db)
+			PollInterval: cfg.Master.PollInterval, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
 		work.Go("notifications", sender.Run)
 		work.Go("cluster metrics", func(ctx context.Context) error {
 			return n.metrics.RunClusterCounts(ctx, n.db, n.client, 15*time.Second, n.log)
