@@ -1,7 +1,8 @@
 // Package notify delivers the notifications of the outbox (dao.NotificationClaimDue): any
 // master runs a Sender, which takes the rows due a batch at a time, skipping those another
-// master holds, sends each through its channel and records the result under the attempt
-// that took it.
+// master holds, tries the batch's rows at once, each through its channel within
+// notify.timeout, and records each result under the attempt that took it. It holds the rows
+// for twice notify.timeout.
 //
 // A row is sent at least once. A master that dies mid-send leaves the row sending until its
 // hold lapses; another master then sends it again, with the same Idempotency-Key header (a

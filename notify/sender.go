@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -45,8 +46,8 @@ type Config struct {
 	// Jitter returns a number in [0, 1) to spread the retries; nil is math/rand.
 	Jitter func() float64
 	Log    zerolog.Logger
-	// Counted is told the result of each try, sent, failed (to be retried) or dead; nil
-	// counts nothing.
+	// Counted is told the result of each try, sent, failed (to be retried) or dead, one
+	// call at a time; nil counts nothing.
 	Counted func(result string)
 }
 
@@ -99,6 +100,8 @@ const batch = 50
 type Sender struct {
 	cfg Config
 	db  *dao.DB
+	// mu makes the calls of Counted one at a time.
+	mu sync.Mutex
 }
 
 // NewSender returns a Sender of db's notifications.
@@ -141,50 +144,61 @@ func (s *Sender) Run(ctx context.Context) error {
 }
 
 // hold is how long a sender holds the rows it took: past it, another may send them again.
-// It outlasts the tries of a whole batch, made one after the other.
-func (s *Sender) hold() time.Duration { return time.Duration(batch+1) * s.cfg.Timeout }
+// The rows of a batch are tried at once, each within Timeout, so twice that outlasts them.
+func (s *Sender) hold() time.Duration { return 2 * s.cfg.Timeout }
 
-// SendDue takes one batch of the rows due, sends each and records the results. It returns
-// how many it took.
+// SendDue takes one batch of the rows due, tries them all at once and records each result.
+// It returns how many it took.
 func (s *Sender) SendDue(ctx context.Context) (int, error) {
 	ns, err := s.db.NotificationClaimDue(ctx, batch, s.hold())
 	if err != nil {
 		return 0, err
 	}
-	for _, n := range ns {
-		err := s.send(ctx, n)
-		state, retryIn, msg := dao.NotificationSent, time.Duration(0), ""
-		switch {
-		case err == nil:
-		case n.Attempts >= s.cfg.MaxAttempts:
-			state, msg = dao.NotificationDead, err.Error()
-		default:
-			state, retryIn, msg = dao.NotificationPending, s.Backoff(n.Attempts), err.Error()
-		}
-		log := s.cfg.Log.With().Int64("notification", n.ID).Str("event", n.Event).Str("channel", n.Channel).
-			Int("attempt", n.Attempts).Logger()
-		ok, rerr := s.db.NotificationDoneIfSending(ctx, n.ID, n.Attempts, state, retryIn, msg)
-		switch {
-		case rerr != nil:
-			return len(ns), rerr
-		case !ok:
-			log.Warn().Msg("notification was taken by another sender while this one sent it")
-			continue
-		}
-		s.count(state)
-		switch state {
-		case dao.NotificationSent:
-			log.Info().Msg("notification sent")
-		case dao.NotificationDead:
-			log.Error().Err(err).Msg("notification is dead: its last try failed")
-		default:
-			log.Warn().Err(err).Dur("retry_in", retryIn).Msg("notification failed; retrying")
-		}
+	errs := make([]error, len(ns))
+	var wg sync.WaitGroup
+	for i, n := range ns {
+		wg.Go(func() { errs[i] = s.try(ctx, n) })
 	}
-	return len(ns), nil
+	wg.Wait()
+	return len(ns), errors.Join(errs...)
+}
+
+// try sends n once and records the result under its attempt.
+func (s *Sender) try(ctx context.Context, n dao.Notification) error {
+	err := s.send(ctx, n)
+	state, retryIn, msg := dao.NotificationSent, time.Duration(0), ""
+	switch {
+	case err == nil:
+	case n.Attempts >= s.cfg.MaxAttempts:
+		state, msg = dao.NotificationDead, err.Error()
+	default:
+		state, retryIn, msg = dao.NotificationPending, s.Backoff(n.Attempts), err.Error()
+	}
+	log := s.cfg.Log.With().Int64("notification", n.ID).Str("event", n.Event).Str("channel", n.Channel).
+		Int("attempt", n.Attempts).Str("idempotency_key", n.IdempotencyKey).Logger()
+	ok, rerr := s.db.NotificationDoneIfSending(ctx, n.ID, n.Attempts, state, retryIn, msg)
+	switch {
+	case rerr != nil:
+		return rerr
+	case !ok:
+		log.Warn().Msg("notification was taken by another sender while this one sent it")
+		return nil
+	}
+	s.count(state)
+	switch state {
+	case dao.NotificationSent:
+		log.Info().Msg("notification sent")
+	case dao.NotificationDead:
+		log.Error().Err(err).Msg("notification is dead: its last try failed")
+	default:
+		log.Warn().Err(err).Dur("retry_in", retryIn).Msg("notification failed; retrying")
+	}
+	return nil
 }
 
 func (s *Sender) count(state string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.cfg.Counted == nil {
 		return
 	}
