@@ -2,8 +2,10 @@ package dao_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -269,5 +271,60 @@ func TestDeadlineQueuedOnce(t *testing.T) {
 	}
 	if n, err := b.db.DeadlineQueuePassed(b.ctx, 100); err != nil || n != 0 {
 		t.Fatalf("a second look queued %d, %v; want 0", n, err)
+	}
+}
+
+// TestNotificationOnceUnderConcurrentEnds: statements racing to end the same instances (a
+// master's finish, its batch finish, its timeout) end each once and queue one notification
+// each, whose event is the end that won.
+func TestNotificationOnceUnderConcurrentEnds(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var ids []int64
+	for range 20 {
+		ids = append(ids, daotest.Submit(t, b.db, "n", notifySpec("n")))
+	}
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 100); err != nil {
+		t.Fatal(err)
+	}
+	enders := []func(q *dao.Queries, id int64) error{
+		func(q *dao.Queries, id int64) error { return q.WorkflowFinishIfOwned(b.ctx, id, "m1", dao.WorkflowSucceeded, "") },
+		func(q *dao.Queries, id int64) error {
+			_, err := q.WorkflowFinishManyIfOwnedOrUnowned(b.ctx, "m1", []dao.WorkflowFinish{{ID: id, State: dao.WorkflowFailed, Error: "boom"}})
+			return err
+		},
+		func(q *dao.Queries, id int64) error {
+			_, err := q.WorkflowTimeOutIfOwned(b.ctx, id, "m1", "workflow timeout 1s exceeded")
+			return err
+		},
+	}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		for _, end := range enders {
+			wg.Go(func() {
+				err := b.db.Tx(b.ctx, func(q *dao.Queries) error { return end(q, id) })
+				if err != nil && !errors.Is(err, dao.ErrNotOwner) {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	byInstance := map[int64][]string{}
+	for _, n := range b.notifications(t) {
+		byInstance[*n.WorkflowInstanceID] = append(byInstance[*n.WorkflowInstanceID], n.Event)
+	}
+	for _, id := range ids {
+		wf, err := b.db.WorkflowGet(b.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[dao.WorkflowState]string{dao.WorkflowSucceeded: "success", dao.WorkflowFailed: "failure"}[wf.State]
+		if wf.Error != nil && strings.HasPrefix(*wf.Error, "workflow timeout") {
+			want = "timeout"
+		}
+		if got := byInstance[id]; len(got) != 1 || got[0] != want {
+			t.Errorf("instance %d ended %s (%v): notifications %v; want [%s]", id, wf.State, wf.Error, got, want)
+		}
 	}
 }
