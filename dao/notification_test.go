@@ -328,3 +328,38 @@ func TestNotificationOnceUnderConcurrentEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestNotificationOfAWorkersEnd: a one-task instance ended by its worker's statement (no
+// master involved) queues its notification too, and a task failed after its retries
+// queues task-failed in the same statement.
+func TestNotificationOfAWorkersEnd(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	raw, err := json.Marshal(map[string]any{"name": "one", "notify": []map[string]any{{
+		"on": []string{"failure", "task-failed"}, "webhook-url-env": "OPS_WEBHOOK"}},
+		"tasks": []map[string]any{{"name": "t", "type": "noop", "group": "g"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf := b.submitWithRoot(t, string(raw), "g", 0)
+	got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 1)
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim = %v, %v", got, err)
+	}
+	done, err := b.db.TaskFinishManyIfRunning(b.ctx, []dao.Finish{{Token: got[0].Token(), Result: dao.AttemptResult{
+		Outcome: dao.OutcomeFailed, Next: dao.TaskFailed, Error: "exit 1"}}})
+	if err != nil || len(done) != 1 || done[0].Workflow != dao.WorkflowFailed {
+		t.Fatalf("finish = %+v, %v; want the instance ended by the worker's statement", done, err)
+	}
+	ns := b.notifications(t)
+	got2 := events(ns)
+	slices.Sort(got2)
+	if want := []string{"failure webhook OPS_WEBHOOK", "task-failed webhook OPS_WEBHOOK"}; !slices.Equal(got2, want) {
+		t.Fatalf("notifications = %v; want %v", got2, want)
+	}
+	for _, n := range ns {
+		if *n.WorkflowInstanceID != wf {
+			t.Fatalf("%s of instance %d; want %d", n.Event, *n.WorkflowInstanceID, wf)
+		}
+	}
+}
