@@ -288,7 +288,9 @@ func TestNotificationOnceUnderConcurrentEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	enders := []func(q *dao.Queries, id int64) error{
-		func(q *dao.Queries, id int64) error { return q.WorkflowFinishIfOwned(b.ctx, id, "m1", dao.WorkflowSucceeded, "") },
+		func(q *dao.Queries, id int64) error {
+			return q.WorkflowFinishIfOwned(b.ctx, id, "m1", dao.WorkflowSucceeded, "")
+		},
 		func(q *dao.Queries, id int64) error {
 			_, err := q.WorkflowFinishManyIfOwnedOrUnowned(b.ctx, "m1", []dao.WorkflowFinish{{ID: id, State: dao.WorkflowFailed, Error: "boom"}})
 			return err
