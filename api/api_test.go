@@ -53,6 +53,8 @@ type setupOpts struct {
 	tls bool
 	// log receives the server's log.
 	log io.Writer
+	// instanceRetention is api.Config.InstanceRetention.
+	instanceRetention time.Duration
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -69,7 +71,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		log = zerolog.New(o.log)
 	}
 	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, Cluster: o.cluster,
-		MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure, Log: log}, db)
+		MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
+		InstanceRetention: o.instanceRetention, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
 	}

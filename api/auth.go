@@ -166,7 +166,7 @@ var errWrongToken = errors.New("wrong token")
 
 // open reports whether a path is served without authentication.
 func open(path string) bool {
-	return path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/login" ||
+	return path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/login" || path == openAPIPath ||
 		strings.HasPrefix(path, "/static/")
 }
 

@@ -1,7 +1,8 @@
 // Package api is zksched's HTTP interface, served by every master on master.port: the JSON
-// API under /api/v1, the web UI (server-rendered html/template pages whose templates, CSS and
-// script are embedded in the binary), and /metrics, /healthz and /readyz. Workers serve the
-// last three through NodeHandler.
+// API under /api/v1 (described by its OpenAPI document, /api/v1/openapi.json), the web UI
+// (server-rendered html/template pages whose templates, CSS and script are embedded in the
+// binary), and /metrics, /healthz and /readyz. Workers serve the last three through
+// NodeHandler.
 //
 // Every master serves the same thing from the same database, so a load balancer may spread
 // users over them: nothing is kept in a master's memory between requests but the users file
@@ -14,7 +15,7 @@
 // a role (viewer, operator, admin) and the SHA-256 of a token; the file is read again within
 // a second of a change. Every API call needs "Authorization: Bearer <token>" (or the UI's
 // session cookie) and every page a session, got from the login form; /healthz, /readyz,
-// /metrics, /login and the static files are open. A session is a random cookie whose hash
+// /metrics, /login, the static files and the OpenAPI document (no data) are open. A session is a random cookie whose hash
 // is a row of api_session: a logout revokes the row, so a copied cookie stops working on
 // every master, and a session ends with its user's token (a user removed from the file, a
 // token changed). A wrong token counts against its client address, which after a handful

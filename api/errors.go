@@ -33,9 +33,12 @@ func classify(err error) (int, string) {
 	var he *httpError
 	var ce *dao.ConflictError
 	var mbe *http.MaxBytesError
+	var nf *notFoundError
 	switch {
 	case errors.As(err, &he):
 		return he.status, he.msg
+	case errors.As(err, &nf):
+		return http.StatusNotFound, nf.Error()
 	case errors.As(err, &ce):
 		return http.StatusConflict, ce.Error()
 	case errors.Is(err, dao.ErrInstanceNotFound), errors.Is(err, dao.ErrNoSchedule):
@@ -69,6 +72,7 @@ const maxErrorMessage = 32 << 10
 // message is written without HTML escaping, which would make each '<' of a quoted value six
 // bytes: the answer is JSON served with nosniff, never read as HTML.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	err = s.explainMissing(r.Context(), err)
 	status, msg := classify(err)
 	if status >= 500 {
 		logFor(r).Error().Err(err).Msg("request failed")

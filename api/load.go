@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
@@ -19,8 +21,48 @@ import (
 // This file loads what the API and the pages show: each view is read from the request and
 // loaded here once, and both render the same structures.
 
+// notFoundError is a task or workflow instance that is not there: what is "task instance" or
+// "workflow instance". explainMissing adds a word on retention when its id was issued.
+type notFoundError struct {
+	what string
+	id   int64
+}
+
+func (e *notFoundError) Error() string { return fmt.Sprintf("%s %d not found", e.what, e.id) }
+
 func notFound(what string, id int64) error {
-	return errorf(http.StatusNotFound, "%s %d not found", what, id)
+	return &notFoundError{what: what, id: id}
+}
+
+// missingTables are the tables of the instances notFoundError and dao.InstanceNotFoundError
+// name.
+var missingTables = map[string]string{"task instance": "task_instance", "workflow instance": "workflow_instance"}
+
+// explainMissing turns err, when it is a task or workflow instance not found, into its 404;
+// when retention purges instances and the id is one that was issued, the answer says the
+// instance may have been purged, and by which setting. Any other err is returned as it is.
+func (s *Server) explainMissing(ctx context.Context, err error) error {
+	var what string
+	var id int64
+	var nf *notFoundError
+	var dnf *dao.InstanceNotFoundError
+	switch {
+	case errors.As(err, &nf):
+		what, id = nf.what, nf.id
+	case errors.As(err, &dnf):
+		what, id = dnf.Kind, dnf.ID
+	default:
+		return err
+	}
+	msg := err.Error()
+	if keep := s.cfg.InstanceRetention; keep > 0 && id > 0 {
+		issued, qerr := s.db.MaxIssuedID(ctx, missingTables[what])
+		if qerr == nil && id <= issued {
+			msg = fmt.Sprintf("%s: it may have been purged; retention deletes finished workflow instances, with their tasks, "+
+				"%s after they end (retention.instances)", msg, conf.FormatDuration(keep))
+		}
+	}
+	return errorf(http.StatusNotFound, "%s", msg)
 }
 
 // taskDetail is everything about one task instance but its log.

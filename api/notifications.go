@@ -58,7 +58,11 @@ func (s *Server) apiNotifications(w http.ResponseWriter, r *http.Request) error 
 	if ns == nil {
 		ns = []dao.Notification{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": ns, "next": next})
+	out := map[string]any{"items": ns}
+	if next != 0 {
+		out["next"] = next
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

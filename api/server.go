@@ -43,6 +43,10 @@ type Config struct {
 	Cluster ClusterReader
 	// Ready reports whether the node may take work, for /readyz.
 	Ready func() Readiness
+	// InstanceRetention is retention.instances: how long finished workflow instances are kept
+	// (0: for ever). An instance or task that is not found but whose id was issued is then
+	// said to have perhaps been purged.
+	InstanceRetention time.Duration
 	// Metrics serves /metrics; nil leaves it out.
 	Metrics http.Handler
 	// MaxBody is the largest request body accepted. Defaults to 1 MiB, well above any
@@ -75,6 +79,8 @@ type Server struct {
 	parses chan struct{}
 	// specs caches the definitions of s.db.
 	specs lifecycle.Specs
+	// openapi is the OpenAPI document of /api/v1 (see openapi.go).
+	openapi []byte
 }
 
 // maxConcurrentParses is how many workflow files the API reads and parses at once. Each
@@ -108,6 +114,9 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 		parses: make(chan struct{}, maxConcurrentParses)}
 	mux := http.NewServeMux()
 	s.routes(mux)
+	if s.openapi, err = openAPI(cfg.Version, s.need); err != nil {
+		return nil, fmt.Errorf("api: the OpenAPI document: %w", err)
+	}
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusForbidden, "cross-origin request refused"))
@@ -159,6 +168,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
 	api("GET /api/v1/notifications", RoleViewer, s.apiNotifications)
+	// Open (see requireAuth's open): the document holds no data.
+	api("GET "+openAPIPath, RoleViewer, s.apiOpenAPI)
 	api("/api/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
 		// The most general pattern: nothing else matched this method and path. Tell a wrong
 		// method from a wrong path.
@@ -263,6 +274,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.writeError(w, r, err)
 		return
 	}
+	err = s.explainMissing(r.Context(), err)
 	status, msg := classify(err)
 	if status >= 500 {
 		logFor(r).Error().Err(err).Msg("request failed")

@@ -58,6 +58,8 @@ type Config struct {
 	Worker Worker `yaml:"worker"`
 	// Failover configures the leader's failover of lost nodes.
 	Failover Failover `yaml:"failover"`
+	// Retention configures how long the leader keeps the history of finished work.
+	Retention Retention `yaml:"retention"`
 	// LLM configures the model providers of llm and agent tasks.
 	LLM LLM `yaml:"llm"`
 	// Pools are the global concurrency limits of task pools: pool name → how many of its
@@ -449,6 +451,51 @@ type Failover struct {
 	SweepInterval time.Duration `yaml:"sweep-interval"`
 }
 
+// Retention configures how long the history of finished work is kept. The leader master
+// deletes what is past its period every Interval, oldest first, in batches of BatchSize rows,
+// each batch its own short transaction, so the tables stop growing once the periods have
+// passed. Every period is measured on the database's clock from when the row's work ended; 0
+// keeps those rows for ever. Durations take days: 30d, 1d12h.
+type Retention struct {
+	// Instances is how long a finished workflow instance (succeeded, failed or stopped) is
+	// kept, with its task instances, their attempts, logs and agent checkpoints. Defaults to
+	// 30d. An instance that is the child of a running parent, or the parent of a running
+	// child, is kept until both have ended. The API and the UI answer the id of a purged
+	// instance or task with 404 and a word on this setting.
+	Instances time.Duration `yaml:"instances"`
+
+	// Logs is how long the task logs of a finished workflow instance are kept; the instance
+	// and its tasks stay until Instances. Defaults to 7d: logs are most of what a finished
+	// instance weighs. At most Instances (a purged instance takes its logs with it).
+	Logs time.Duration `yaml:"logs"`
+
+	// FailoverEvents is how long the record of a finished failover (failover_event) is kept.
+	// Defaults to 90d, longer than Instances, so that every failed-over attempt still shown
+	// can name its failover.
+	FailoverEvents time.Duration `yaml:"failover-events"`
+
+	// Fires is how long the record of a schedule's fire (schedule_fire) is kept, from when it
+	// was made. Defaults to 30d. A fire record is what keeps a fire from being made twice: a
+	// backfill over a period whose records were purged fires it again.
+	Fires time.Duration `yaml:"fires"`
+
+	// Audit is how long rows of the audit trail (audit_event) are kept. Defaults to 0, for
+	// ever: the trail is append-only, and the leader's purge, which declares this period to
+	// the database in its transaction, is the one writer it lets delete rows, only rows older
+	// than the period.
+	Audit time.Duration `yaml:"audit"`
+
+	// Interval is how often the leader purges. Defaults to 1m. A round deletes batch after
+	// batch until nothing is left past its period, so the interval bounds how long past its
+	// period a row may stay, not how much is deleted.
+	Interval time.Duration `yaml:"interval"`
+
+	// BatchSize is how many rows one statement deletes (workflow instances, whose tasks go
+	// with them, or instances whose logs go). Defaults to 500: each batch holds its row locks
+	// for a short transaction only. 1..100000.
+	BatchSize int `yaml:"batch-size"`
+}
+
 // Values of [Provider.Type].
 const (
 	// ProviderOpenAI is any server that speaks OpenAI's chat completions API: OpenAI itself,
@@ -569,6 +616,14 @@ func Defaults() Config {
 			Delay:           5 * time.Second,
 			MarkerRetention: 168 * time.Hour,
 			SweepInterval:   30 * time.Second,
+		},
+		Retention: Retention{
+			Instances:      30 * 24 * time.Hour,
+			Logs:           7 * 24 * time.Hour,
+			FailoverEvents: 90 * 24 * time.Hour,
+			Fires:          30 * 24 * time.Hour,
+			Interval:       time.Minute,
+			BatchSize:      500,
 		},
 		LLM: LLM{
 			Providers: map[string]Provider{"demo": {Type: ProviderOffline}},

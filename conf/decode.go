@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -133,9 +134,9 @@ func (d *decoder) decode(v reflect.Value, n *yaml.Node, key string) {
 	case n.Kind != yaml.ScalarNode:
 		d.failf(n, key, "want %s, got %s", scalarName(t), describe(n))
 	case t == durationType:
-		dur, err := time.ParseDuration(n.Value)
+		dur, err := ParseDuration(n.Value)
 		if err != nil {
-			d.failf(n, key, "invalid duration %q", n.Value)
+			d.failf(n, key, "%v", err)
 			return
 		}
 		v.SetInt(int64(dur))
@@ -173,6 +174,59 @@ func (d *decoder) decode(v reflect.Value, n *yaml.Node, key string) {
 		// A programming error in the config types, found by any test that loads a file.
 		panic(fmt.Sprintf("conf: %s: unsupported field type %s", key, t))
 	}
+}
+
+// leadingDays matches a duration that starts with whole days: its sign, the days, and the
+// rest, a Go duration or nothing.
+var leadingDays = regexp.MustCompile(`^([+-]?)([0-9]+)d(.*)$`)
+
+// maxDays is the most days a time.Duration holds.
+const maxDays = math.MaxInt64 / int64(24*time.Hour)
+
+// ParseDuration reads a duration of the configuration: a Go duration (500ms, 10s, 1m30s,
+// 168h) that may start with whole days, "d" (30d, 1d12h), which retention periods are
+// naturally given in. Days are 24 hours.
+func ParseDuration(s string) (time.Duration, error) {
+	m := leadingDays.FindStringSubmatch(s)
+	if m == nil {
+		dur, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		return dur, nil
+	}
+	days, err := strconv.ParseInt(m[2], 10, 64)
+	if err != nil || days > maxDays {
+		return 0, fmt.Errorf("duration %q out of range", s)
+	}
+	dur := time.Duration(days) * 24 * time.Hour
+	if m[3] != "" {
+		if strings.HasPrefix(m[3], "+") || strings.HasPrefix(m[3], "-") {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		rest, err := time.ParseDuration(m[3])
+		if err != nil {
+			return 0, fmt.Errorf("invalid duration %q", s)
+		}
+		if rest > math.MaxInt64-dur {
+			return 0, fmt.Errorf("duration %q out of range", s)
+		}
+		dur += rest
+	}
+	if m[1] == "-" {
+		dur = -dur
+	}
+	return dur, nil
+}
+
+// FormatDuration writes d as the configuration reads it: whole days as "30d", anything else as
+// a Go duration.
+func FormatDuration(d time.Duration) string {
+	day := 24 * time.Hour
+	if d != 0 && d%day == 0 {
+		return strconv.FormatInt(int64(d/day), 10) + "d"
+	}
+	return d.String()
 }
 
 func (d *decoder) decodeStruct(v reflect.Value, n *yaml.Node, key string) {

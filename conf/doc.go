@@ -10,7 +10,8 @@
 // The file is decoded strictly. An unknown key is an error naming its dotted path and line
 // (`conf: zksched.yaml:3: unknown key "registry.sesion-timeout"`), so a typo never falls back
 // to a default unnoticed; so are a duplicate key, a value of the wrong type and a malformed
-// duration. A key left empty (`servers:` with nothing after it) keeps its default. Lists
+// duration. Durations are Go durations that may start with whole days (30d, 1d12h; see
+// [ParseDuration]). A key left empty (`servers:` with nothing after it) keeps its default. Lists
 // replace the default rather than add to it.
 //
 // Every key has an environment variable ZKSCHED_<SECTION>_<KEY>: the section and key upper-cased,

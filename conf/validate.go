@@ -120,6 +120,20 @@ func (c *Config) Validate() error {
 	v.positive("failover.marker-retention", f.MarkerRetention)
 	v.positive("failover.sweep-interval", f.SweepInterval)
 
+	rt := c.Retention
+	v.nonNegative("retention.instances", rt.Instances)
+	v.nonNegative("retention.logs", rt.Logs)
+	v.nonNegative("retention.failover-events", rt.FailoverEvents)
+	v.nonNegative("retention.fires", rt.Fires)
+	v.nonNegative("retention.audit", rt.Audit)
+	if rt.Instances > 0 && rt.Logs > rt.Instances {
+		v.problem("retention.logs", "%s is longer than retention.instances (%s): a purged instance takes its logs with it; "+
+			"set retention.logs to at most %s, or 0 to keep them as long as their instance", FormatDuration(rt.Logs),
+			FormatDuration(rt.Instances), FormatDuration(rt.Instances))
+	}
+	v.positive("retention.interval", rt.Interval)
+	v.intRange("retention.batch-size", rt.BatchSize, 1, 100000)
+
 	for _, name := range sortedKeys(c.LLM.Providers) {
 		v.provider("llm.providers."+name, name, c.LLM.Providers[name])
 	}

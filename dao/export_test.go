@@ -81,3 +81,19 @@ func TaskFields(t *TaskInstance) []any { return t.fields() }
 func (db *DB) Channels() (master, task, kill string) {
 	return db.channels.master, db.channels.task, db.channels.kill
 }
+
+// The retention's, for the plan test.
+const (
+	PurgeInstancesSQL      = purgeInstancesSQL
+	PurgeLogsSQL           = purgeLogsSQL
+	PurgeFailoverEventsSQL = purgeFailoverEventsSQL
+	PurgeFiresSQL          = purgeFiresSQL
+	AuditRetentionSQL      = auditRetentionSQL
+	PurgeAuditSQL          = purgeAuditSQL
+)
+
+// The rows of the retention's statements, for the statements test.
+type (
+	PurgedInstances = purgedInstances
+	PurgedLogs      = purgedLogs
+)

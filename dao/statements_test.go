@@ -100,6 +100,8 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"ScheduleList", dao.ScheduleListSQL, nil, dbTags(&dao.ScheduleRow{})},
 		{"TaskEndIfWaiting", dao.EndWaitingSQL, []any{0, "succeeded", "out", nil, "m", "t"}, dbTags(&dao.Signalled{})},
 		{"TaskListWaitingPastTimeout", dao.WaitingPastTimeoutSQL, []any{1}, dbTags(&dao.WaitingPastTimeout{})},
+		{"PurgeFinishedInstances", dao.PurgeInstancesSQL, []any{1, 1}, dbTags(&dao.PurgedInstances{})},
+		{"PurgeFinishedLogs", dao.PurgeLogsSQL, []any{1, 1}, dbTags(&dao.PurgedLogs{})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// On an empty schema, in a transaction rolled back: the statements write nothing.

@@ -20,6 +20,20 @@ import (
 // exist.
 var ErrInstanceNotFound = errors.New("no such instance")
 
+// InstanceNotFoundError is ErrInstanceNotFound about one instance: Kind is "task instance" or
+// "workflow instance".
+type InstanceNotFoundError struct {
+	Kind string
+	ID   int64
+}
+
+func (e *InstanceNotFoundError) Error() string {
+	return fmt.Sprintf("%s %d: %v", e.Kind, e.ID, ErrInstanceNotFound)
+}
+
+// Unwrap makes the error ErrInstanceNotFound to errors.Is.
+func (e *InstanceNotFoundError) Unwrap() error { return ErrInstanceNotFound }
+
 // ConflictError is returned by an action that the instance's current state does not allow,
 // such as killing a task that has already finished.
 type ConflictError struct {
@@ -155,7 +169,7 @@ func (q *Queries) taskConflict(ctx context.Context, id int64, action string) err
 	var state string
 	err := sqlxGet(ctx, q, &state, `SELECT state FROM task_instance WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("task instance %d: %w", id, ErrInstanceNotFound)
+		return &InstanceNotFoundError{Kind: "task instance", ID: id}
 	}
 	if err != nil {
 		return fmt.Errorf("%s task instance %d: %w", action, id, err)
@@ -228,7 +242,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		err := sqlxGet(ctx, q, &keyed, `SELECT workflow_name, concurrency_key, concurrency_max
 			FROM workflow_instance WHERE id = $1`, workflowID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
+			return &InstanceNotFoundError{Kind: "workflow instance", ID: workflowID}
 		}
 		if err != nil {
 			return fmt.Errorf("read workflow instance %d: %w", workflowID, err)
@@ -373,7 +387,7 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 		var state string
 		err := sqlxGet(ctx, q, &state, `SELECT state FROM workflow_instance WHERE id = $1`, workflowID)
 		if errors.Is(err, sql.ErrNoRows) {
-			return StopResult{}, fmt.Errorf("workflow instance %d: %w", workflowID, ErrInstanceNotFound)
+			return StopResult{}, &InstanceNotFoundError{Kind: "workflow instance", ID: workflowID}
 		}
 		if err != nil {
 			return StopResult{}, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)

@@ -31,6 +31,11 @@
 //	submitted, running ──stopped (operator; a submission's when-full: cancel-oldest;
 //	                     a child: its parent stopped, timed out or its task killed)──▶ stopped
 //	ended ──rerun of its failed and killed tasks (operator)──▶ running, unowned
+//	ended ──past retention.instances, no active parent or child (leader)──▶ deleted
+//
+// The last is no change of state: the leader's retention (master.Retention, dao's Purge
+// statements) deletes an ended instance with its tasks once it is past its period, taking it
+// FOR UPDATE SKIP LOCKED, so a rerun that holds it wins and the purge passes it by.
 //
 // An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
 // command line, the API, schedules, triggers, backfills and the benchmark all come in here).

@@ -17,6 +17,7 @@
 //	zksched_queue_depth{group}                           master: queued task instances per worker group (periodic count)
 //	zksched_failovers_total{role}                        master: identities failed over so far, cluster-wide (failover_event)
 //	zksched_fenced_nodes{role}                           master: fence markers in ZooKeeper; each is a node that exits 75 if it comes back
+//	zksched_retention_purged_rows_total{table}         master: rows the leader's retention deleted, by table
 //	zksched_api_auth_failures_total                      master: wrong tokens (bearer or login form) it refused
 //	zksched_api_auth_rate_limited_total                  master: credentials refused unchecked with 429 (their address failed too often)
 //
@@ -51,6 +52,7 @@ type Metrics struct {
 	fenced    *prometheus.GaugeVec
 	failovers *countCollector
 	notified  *prometheus.CounterVec
+	purged    *prometheus.CounterVec
 
 	mu     sync.Mutex
 	groups map[string]bool // the worker groups the queue depth has shown
@@ -76,6 +78,8 @@ func New(node, role, version string) *Metrics {
 			Help: "Queued task instances per worker group, counted periodically by each master."}, []string{"group"}),
 		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zksched_fenced_nodes",
 			Help: "Fence markers in ZooKeeper by role: nodes failed over, which exit with code 75 if they come back."}, []string{"role"}),
+		purged: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_retention_purged_rows_total",
+			Help: "Rows this master's retention deleted while it led, by table."}, []string{"table"}),
 		failovers: &countCollector{desc: prometheus.NewDesc("zksched_failovers_total",
 			"Identities failed over by the leader so far, cluster-wide, by role.", []string{"role"}, nil)},
 		notified: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_notifications_total",
@@ -89,7 +93,7 @@ func New(node, role, version string) *Metrics {
 	if role == string(registry.RoleWorker) {
 		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch)
 	} else {
-		reg.MustRegister(m.queue, m.fenced, m.failovers, m.notified)
+		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified)
 	}
 	return m
 }
@@ -122,6 +126,11 @@ func (m *Metrics) Ended(outcome dao.Outcome, refused bool) {
 // Notified counts a notification's try by its result, sent, failed or dead: notify.Config.
 func (m *Metrics) Notified(result string) {
 	m.notified.WithLabelValues(result).Inc()
+}
+
+// Purged records rows the retention deleted from table: master.RetentionConfig.Purged.
+func (m *Metrics) Purged(table string, rows int64) {
+	m.purged.WithLabelValues(table).Add(float64(rows))
 }
 
 // Gauge registers a gauge read from fn at each scrape, such as the running attempts of a

@@ -116,3 +116,21 @@ func TestMasterClusterCounts(t *testing.T) {
 		t.Logf("metrics:\n%s", out)
 	}
 }
+
+// TestRetentionMetrics: a master counts the rows its retention deleted by table.
+func TestRetentionMetrics(t *testing.T) {
+	t.Parallel()
+	m := metrics.New("m1", "master", "v1")
+	m.Purged("workflow_instance", 500)
+	m.Purged("workflow_instance", 20)
+	m.Purged("task_log", 7)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`zksched_retention_purged_rows_total{table="workflow_instance"} 520`,
+		`zksched_retention_purged_rows_total{table="task_log"} 7`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

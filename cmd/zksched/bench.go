@@ -19,15 +19,15 @@ import (
 )
 
 // benchModes are the modes of `zksched bench`.
-var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "soak"}
+var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "retention", "soak"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stdout)
 	config := configFlag(fs)
 	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory, signal: 100000 unless set); foreach: the for-each's items, 1000 unless set")
-	rate := fs.Float64("rate", 500, "workflows per second (latency; failover: 50 unless set); signal: signals per second, 200 unless set")
+	rate := fs.Float64("rate", 500, "workflows per second (latency; failover, retention: 50 unless set); signal: signals per second, 200 unless set")
 	duration := fs.Duration("duration", 20*time.Second,
-		"how long to submit (latency; failover: 15s unless set); memory: the most to wait for the queue to fill, 5m unless set; signal: how long to signal; soak: how long the faults go on, 1m unless set")
+		"how long to submit (latency; failover: 15s unless set; retention: 3m unless set); memory: the most to wait for the queue to fill, 5m unless set; signal: how long to signal; soak: how long the faults go on, 1m unless set")
 	masters := fs.Int("masters", 1, "masters (in process; failover, memory: processes; soak: processes, 2 unless set)")
 	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed; memory: processes; soak: processes, 3 unless set)")
 	slots := fs.Int("slots", 64, "slots per worker (soak: 2 unless set)")
@@ -39,6 +39,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, soak; default: this one)")
 	seed := fs.Int64("seed", 0, "the soak's seed, to replay its schedule (soak; default: random)")
 	faults := fs.String("faults", "", "the fault kinds the soak picks from, comma-separated (soak; default: all)")
+	retention := fs.Duration("retention", 20*time.Second, "retention.instances of the run's master (retention; its logs are kept half that)")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	external := fs.Bool("cluster", false, "burn-down, latency, dag: measure the configured cluster (its database and running nodes) instead of nodes in process on a scratch schema")
 	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
@@ -60,6 +61,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if !set["duration"] {
 			*duration = 15 * time.Second
+		}
+	case "retention":
+		if !set["rate"] {
+			*rate = 50
+		}
+		if !set["duration"] {
+			*duration = 3 * time.Minute
+		}
+		if *retention <= 0 {
+			return usageError{fmt.Errorf("--retention %v: want a positive duration", *retention)}
 		}
 	case "soak":
 		return runSoak(*config, soakOptions{seed: *seed, duration: *duration, faults: *faults, masters: *masters,
@@ -120,7 +131,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	opts := bench.Options{Mode: mode, N: *n, Rate: *rate, Duration: *duration, Masters: *masters,
 		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: benchLog(*nodeLog, stderr),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
-		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold, Cluster: *external}
+		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold, Cluster: *external,
+		Retention: *retention}
 	s, err := bench.Run(ctx, opts)
 	if s == nil {
 		return err
@@ -148,6 +160,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if s.ForEach != nil {
 		printForEach(stdout, s)
+		return err
+	}
+	if s.Retention != nil {
+		printRetention(stdout, s)
 		return err
 	}
 	nodes := fmt.Sprintf("%d master(s), %d worker(s) × %d slots in process", s.Masters, s.Workers, s.Slots)
@@ -232,6 +248,23 @@ func printForEach(w io.Writer, s *bench.Summary) {
 			i+1, r.FirstStartMs, r.ItemsEndedMs, r.FinishedMs)
 	}
 	fmt.Fprintf(w, "submit → instance succeeded: median %.0f ms, max %.0f ms (target: under 2000 ms for 1,000 items)\n", s.P50ms, s.P95ms)
+}
+
+// printRetention prints the summary of a retention run: the tables' sizes over time.
+func printRetention(w io.Writer, s *bench.Summary) {
+	r := s.Retention
+	fmt.Fprintf(w, "retention: %d workflows (noop → shell writing a log line) at %g/s for %.0fs; instances kept %gs, logs %gs; %d master(s), %d worker(s) × %d slots in process\n",
+		r.Submitted, r.Rate, r.RunSec, r.InstancesSec, r.LogsSec, s.Masters, s.Workers, s.Slots)
+	for _, sample := range r.Samples {
+		fmt.Fprintf(w, "%6.1fs  %s\n", sample.AtSec, bench.FormatSample(sample))
+	}
+	var purged, flat []string
+	for _, table := range bench.RetentionTables {
+		purged = append(purged, fmt.Sprintf("%s %d", table, r.Purged[table]))
+		flat = append(flat, fmt.Sprintf("%s %.2f", table, r.Flat[table]))
+	}
+	fmt.Fprintf(w, "rows purged: %s\n", strings.Join(purged, ", "))
+	fmt.Fprintf(w, "largest size in the second half ÷ size at the half (1.00: flat): %s\n", strings.Join(flat, ", "))
 }
 
 // benchLog is the in-process nodes' log: none unless asked for.

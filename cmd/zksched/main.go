@@ -1,5 +1,5 @@
 // Command zksched is the one binary of zksched: master, worker, migrate, submit, schedule,
-// backfill, status, logs, kill, rerun, stop, signal, zk, user, bench, version.
+// backfill, status, logs, kill, rerun, stop, signal, zk, user, bench, schema, version.
 // This package is wiring only; the behaviour lives in the packages it calls.
 package main
 
@@ -55,6 +55,7 @@ func commands() []command {
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
 		{"bench", strings.Join(benchModes, "|") + " [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
 			"measure throughput, latency, failover and memory on a scratch schema (failover, memory and signal run node processes); soak: randomized faults on servers and nodes of its own", runBench},
+		{"schema", schemaUsage, "print the JSON Schema of the workflow file, for editors (docs/workflow.schema.json)", runSchema},
 		{"version", "", "print the version", runVersion},
 	}
 }

@@ -172,8 +172,13 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			n.client, election, n.db)
 		sched := master.NewScheduler(master.SchedulerConfig{ID: n.id, PollInterval: cfg.Master.PollInterval,
 			MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
+		rt := cfg.Retention
+		retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
+			FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, Audit: rt.Audit, Interval: rt.Interval,
+			BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
 		work.Go("master", m.Run)
 		work.Go("scheduler", sched.Run)
+		work.Go("retention", retention.Run)
 		work.Go("failover coordinator", coord.Run)
 		work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
 		work.Go("pool limits", func(ctx context.Context) error { return master.SetPoolLimits(ctx, n.db, cfg.Pools, n.log) })
@@ -356,7 +361,7 @@ func (n *node) httpHandler() (http.Handler, error) {
 	a := n.cfg.API
 	srv, err := api.New(api.Config{NodeID: n.id, Version: Version, Token: n.token, UsersFile: a.UsersFile,
 		Hosts: ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
-		Metrics: n.metrics.Handler(), Log: n.log}, n.db)
+		InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(), Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}

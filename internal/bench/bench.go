@@ -1,14 +1,15 @@
 // Package bench measures zksched: how fast a cluster works down a backlog (burn-down), how
-// long a workflow waits at a steady submit rate (latency), how long a fan-out/fan-in DAG
-// takes above its tasks' own time (dag), how long a for-each over N items takes from submit
-// to its end (foreach), how long a killed worker's tasks take to run again (failover), how
-// much memory the nodes hold with a large queue (memory), and what waiting tasks cost and how
-// fast a signal moves their workflows on (signal). Each run gets a PostgreSQL schema of its
-// own, dropped at the end. The first four run their master and workers in process: the
-// figures are those of zksched's scheduling path, the same code the nodes run, without
-// ZooKeeper in the loop (which only decides membership, never the path of a task). Failover,
-// memory and signal need real processes, to kill and to measure: they run the zksched binary
-// as their nodes, on a ZooKeeper root of their own.
+// long a workflow waits at a steady submit rate (latency), how long a fan-out/fan-in DAG takes
+// above its tasks' own time (dag), how long a for-each over N items takes from submit to its
+// end (foreach), how long a killed worker's tasks take to run again (failover), how much
+// memory the nodes hold with a large queue (memory), and what waiting tasks cost and how fast
+// a signal moves their workflows on (signal), and whether the tables stop growing under a
+// steady load once a short retention purges what ended (retention). Each run gets a PostgreSQL
+// schema of its own, dropped at the end. The first four and retention run their master and
+// workers in process: the figures are those of zksched's scheduling path, the same code the
+// nodes run, without ZooKeeper in the loop (which only decides membership, never the path of a
+// task). Failover, memory and signal need real processes, to kill and to measure: they run the
+// zksched binary as their nodes, on a ZooKeeper root of their own.
 package bench
 
 import (
@@ -33,12 +34,13 @@ import (
 
 // Options configure a run.
 type Options struct {
-	// Mode is burn-down, latency, dag, foreach, failover, memory or signal.
+	// Mode is burn-down, latency, dag, foreach, failover, memory, signal or retention.
 	Mode string
 	// N is the number of workflows (burn-down, dag, memory, signal), or of a for-each's items
 	// (foreach).
 	N int
-	// Rate is the submit rate in workflows per second (latency, failover), for Duration. The
+	// Rate is the submit rate in workflows per second (latency, failover, retention), for
+	// Duration. The
 	// memory mode submits N at once and waits at most Duration for the queue to fill. The
 	// signal mode signals Rate waiting tasks a second for Duration.
 	Rate     float64
@@ -73,6 +75,9 @@ type Options struct {
 	TaskSleep      time.Duration
 	KillAfter      time.Duration
 	Hold           time.Duration
+
+	// Retention is the retention mode's retention.instances; its logs are kept half that.
+	Retention time.Duration
 }
 
 // Summary is the result of a run, printed as JSON with --json.
@@ -101,6 +106,8 @@ type Summary struct {
 	Signal *SignalFigures `json:"signal,omitempty"`
 	// ForEach holds the foreach mode's figures, nil in the others.
 	ForEach *ForEachFigures `json:"foreach,omitempty"`
+	// Retention holds the retention mode's figures, nil in the others.
+	Retention *RetentionFigures `json:"retention,omitempty"`
 }
 
 // openGate lets the in-process nodes work: there is no ZooKeeper membership to lose.
@@ -144,8 +151,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return memory(ctx, db, o)
 	case "signal":
 		return signalBench(ctx, db, o)
+	case "retention":
+		return retentionBench(ctx, db, o)
 	}
-	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory or signal)", o.Mode)
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory, signal or retention)", o.Mode)
 }
 
 // scratch makes a migrated schema of the run's own and returns a function that drops it.

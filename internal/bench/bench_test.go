@@ -29,6 +29,7 @@ func TestModesRun(t *testing.T) {
 		{Mode: "latency", Rate: 50, Duration: time.Second},
 		{Mode: "dag", N: 2},
 		{Mode: "foreach", N: 50},
+		{Mode: "retention", Rate: 20, Duration: 4 * time.Second, Retention: time.Second},
 	} {
 		t.Run(o.Mode, func(t *testing.T) {
 			t.Parallel()
@@ -38,6 +39,18 @@ func TestModesRun(t *testing.T) {
 			s, err := Run(ctx, o)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if o.Mode == "retention" {
+				r := s.Retention
+				if r == nil || r.Submitted == 0 || len(r.Samples) < 10 || r.Purged["workflow_instance"] == 0 || r.Purged["task_log"] == 0 {
+					t.Fatalf("summary = %+v, retention %+v", s, r)
+				}
+				for _, table := range RetentionTables {
+					if r.Samples[len(r.Samples)-1].Bytes[table] <= 0 || r.Flat[table] <= 0 {
+						t.Fatalf("retention %+v: no size of %s", r, table)
+					}
+				}
+				return
 			}
 			if o.Mode == "foreach" {
 				f := s.ForEach

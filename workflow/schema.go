@@ -1,0 +1,376 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+)
+
+// The JSON Schema of the workflow file, for editors: `zksched schema workflow` prints it and
+// docs/workflow.schema.json holds it. It is made from the Go types the file is read into
+// (their yaml tags), the type registry (which fields belong to which task type) and the
+// package's own lists of values, so it follows the format as it changes; the tests check it
+// against Parse.
+//
+// It accepts everything Parse reads, and refuses what Parse refuses for the file's shape: an
+// unknown field, a value of the wrong kind, an unknown task type or policy, a field of another
+// task type. The rest (templates, cron expressions, dependencies, ...) is left to Parse.
+//
+// Parse reads the file's values as written, so the schema does too: a text field takes any
+// scalar (`port: 8080` is the text "8080"), and an empty value (null) leaves any field out,
+// except one that must be there.
+
+// schemaDialect is the JSON Schema dialect of Schema.
+const schemaDialect = "https://json-schema.org/draft/2020-12/schema"
+
+// schemaObject is one mapping of the file: the Go type it is read into, its name in the
+// schema's $defs ("" for the workflow itself) and the keys it must have.
+type schemaObject struct {
+	def      string
+	typ      reflect.Type
+	required []string
+}
+
+// schemaObjects are the mappings of a workflow file.
+var schemaObjects = []schemaObject{
+	{def: "", typ: reflect.TypeFor[Spec](), required: []string{"name", "tasks"}},
+	{def: "task", typ: reflect.TypeFor[Task](), required: []string{"name", "type"}},
+	{def: "step", typ: reflect.TypeFor[Step](), required: []string{"name"}},
+	{def: "schedule", typ: reflect.TypeFor[Schedule](), required: []string{"cron"}},
+	{def: "concurrency", typ: reflect.TypeFor[Concurrency](), required: []string{"key"}},
+	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"on"}},
+}
+
+// typeRequired are the fields a task of each type must have; Validate refuses the task
+// without them.
+var typeRequired = map[string][]string{
+	"shell":      {"command"},
+	"llm":        {"provider", "prompt"},
+	"agent":      {"provider", "steps"},
+	TypeWorkflow: {"workflow"},
+}
+
+// schemaEnums are the fields that take one of a list of values, by "<def>.<key>" ("workflow"
+// for the workflow's own keys).
+func schemaEnums() map[string][]string {
+	onTimeout := []string{OnTimeoutFail, OnTimeoutSucceed}
+	return map[string][]string{
+		"workflow.when-full":    whenFullPolicies,
+		"task.type":             Types(),
+		"task.trigger":          Triggers(),
+		"task.on-timeout":       onTimeout,
+		"step.on-timeout":       onTimeout,
+		"schedule.misfire":      misfirePolicies,
+		"concurrency.when-full": ConcurrencyPolicies(),
+		"notify.on":             NotifyEvents,
+	}
+}
+
+// schemaBounds are the ranges Validate holds integer and number fields to, by "<def>.<key>";
+// an infinite bound is none. 0 is in each range where Parse reads it as "the default".
+var schemaBounds = map[string][2]float64{
+	"workflow.max-active-instances": {0, MaxActiveInstances},
+	"workflow.priority":             {MinPriority, MaxPriority},
+	"task.retries":                  {0, MaxRetries},
+	"task.priority":                 {MinPriority, MaxPriority},
+	"task.max-parallel":             {0, math.Inf(1)},
+	"task.temperature":              {0, MaxTemperature},
+	"task.max-tokens":               {0, math.Inf(1)},
+	"task.version":                  {0, math.Inf(1)},
+	"schedule.misfire-limit":        {0, MaxMisfireLimit},
+	"concurrency.max":               {0, MaxActiveInstances},
+}
+
+// schemaNames are the patterns Validate holds names to: of the mappings' keys, by
+// "<def>.<key>", and of text fields.
+var schemaNames = map[string]string{
+	"workflow.name":          nameRE.String(),
+	"workflow.params":        `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
+	"task.name":              nameRE.String(),
+	"task.env":               envRE.String(),
+	"task.params":            `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
+	"task.group":             groupRE.String(),
+	"task.pool":              groupRE.String(),
+	"task.provider":          groupRE.String(),
+	"task.workflow":          nameRE.String(),
+	"step.name":              nameRE.String(),
+	"notify.webhook-url-env": envRE.String(),
+}
+
+// durationPattern matches what time.ParseDuration reads: "0", or numbers with units, such as
+// "30s", "1h30m" or "1.5h".
+const durationPattern = `^[-+]?(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+)$`
+
+// Schema returns the JSON Schema of the workflow file, indented, ending in a newline.
+func Schema() []byte {
+	root := objectSchema(schemaObjects[0])
+	defs := map[string]any{}
+	for _, o := range schemaObjects[1:] {
+		defs[o.def] = objectSchema(o)
+	}
+	defs["task"].(map[string]any)["allOf"] = typeRules()
+	defs["duration"] = map[string]any{
+		"description": "A Go duration such as \"30s\", \"10m\" or \"1h30m\"; 0 for none. A bare number is refused: it could mean seconds or nanoseconds.",
+		"anyOf": []any{
+			map[string]any{"type": "string", "pattern": durationPattern},
+			map[string]any{"const": 0},
+		},
+	}
+	root["properties"].(map[string]any)["tasks"].(map[string]any)["maxItems"] = MaxTasks
+	root["$schema"] = schemaDialect
+	root["title"] = "zksched workflow"
+	root["description"] = "A zksched workflow file: a named DAG of tasks (zksched submit FILE). Generated by `zksched schema workflow`."
+	root["$defs"] = defs
+	out, err := json.MarshalIndent(root, "", "  ")
+	if err != nil {
+		// Every value above is a map, slice, string, number or bool.
+		panic(fmt.Sprintf("workflow: marshal the schema: %v", err))
+	}
+	return append(out, '\n')
+}
+
+// name is the name of a mapping in schemaDocs and the other tables.
+func (o schemaObject) name() string {
+	if o.def == "" {
+		return "workflow"
+	}
+	return o.def
+}
+
+// yamlKey is the key of a struct field in the file, "" for a field the file does not have.
+func yamlKey(f reflect.StructField) string {
+	key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if key == "-" {
+		return ""
+	}
+	return key
+}
+
+func objectSchema(o schemaObject) map[string]any {
+	props := map[string]any{}
+	for f := range o.typ.Fields() {
+		key := yamlKey(f)
+		if key == "" {
+			continue
+		}
+		id := o.name() + "." + key
+		s := valueSchema(id, f.Type)
+		// Parse refuses an empty true-or-false.
+		if !slices.Contains(o.required, key) && f.Type.Kind() != reflect.Bool {
+			s = nullable(s)
+		}
+		s["description"] = schemaDocs[id]
+		props[key] = s
+	}
+	return map[string]any{
+		"type":                 "object",
+		"properties":           props,
+		"required":             o.required,
+		"additionalProperties": false,
+	}
+}
+
+// valueSchema is the schema of a value of Go type t, the field id ("<def>.<key>").
+func valueSchema(id string, t reflect.Type) map[string]any {
+	if t == reflect.TypeFor[Duration]() {
+		return map[string]any{"$ref": "#/$defs/duration"}
+	}
+	for _, o := range schemaObjects[1:] {
+		if t == o.typ {
+			return map[string]any{"$ref": "#/$defs/" + o.def}
+		}
+	}
+	switch t.Kind() {
+	case reflect.String:
+		if values, ok := schemaEnums()[id]; ok {
+			return map[string]any{"enum": values}
+		}
+		s := textSchema()
+		if p, ok := schemaNames[id]; ok {
+			s["pattern"] = p
+		}
+		return s
+	case reflect.Int, reflect.Float64:
+		s := map[string]any{"type": "integer"}
+		if t.Kind() == reflect.Float64 {
+			s["type"] = "number"
+		}
+		if b, ok := schemaBounds[id]; ok {
+			s["minimum"] = b[0]
+			if !math.IsInf(b[1], 1) {
+				s["maximum"] = b[1]
+			}
+		}
+		return s
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Pointer:
+		return valueSchema(id, t.Elem())
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": valueSchema(id, t.Elem())}
+	case reflect.Map:
+		s := map[string]any{"type": "object", "additionalProperties": nullable(textSchema())}
+		if p, ok := schemaNames[id]; ok {
+			s["propertyNames"] = map[string]any{"pattern": p}
+		}
+		return s
+	}
+	panic(fmt.Sprintf("workflow: no schema for field %s of Go type %s", id, t))
+}
+
+// textSchema is a text field: Parse takes any scalar as the text it is written as.
+func textSchema() map[string]any {
+	return map[string]any{"type": []any{"string", "number", "boolean"}}
+}
+
+// nullable lets s be empty (null) too, which Parse reads as leaving the field out.
+func nullable(s map[string]any) map[string]any {
+	switch t := s["type"].(type) {
+	case string:
+		s["type"] = []any{t, "null"}
+		return s
+	case []any:
+		s["type"] = append(t, "null")
+		return s
+	}
+	if e, ok := s["enum"].([]string); ok {
+		values := make([]any, 0, len(e)+1)
+		for _, v := range e {
+			values = append(values, v)
+		}
+		// An empty text is the default too.
+		s["enum"] = append(values, "", nil)
+		return s
+	}
+	return map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}}}
+}
+
+// typeRules are the task schema's rules for each type, from the registry: the fields the
+// type must have, and the fields of other types, which it may only leave empty (Validate
+// refuses a field of another type that is set).
+func typeRules() []any {
+	task := reflect.TypeFor[Task]()
+	goField := map[string]reflect.Type{}
+	for f := range task.Fields() {
+		goField[yamlKey(f)] = f.Type
+	}
+	var rules []any
+	for _, tt := range taskTypes {
+		props := map[string]any{}
+		for _, other := range taskTypes {
+			for _, f := range other.fields {
+				if _, own := findField(tt.fields, f.name); own {
+					continue
+				}
+				s := emptySchema(goField[f.name])
+				// errorMessage is not JSON Schema's: the YAML language server and VS Code show
+				// it instead of their own message, and validators ignore it.
+				s["errorMessage"] = fmt.Sprintf("%s is a field of %s tasks, not of a %s task",
+					f.name, strings.Join(typesWithField(f.name), " and "), tt.name)
+				props[f.name] = s
+			}
+		}
+		if !slices.Contains(forEachTypes, tt.name) {
+			s := emptySchema(goField["for-each"])
+			s["errorMessage"] = fmt.Sprintf("for-each is for tasks that run on workers (%s), not for a %s task",
+				strings.Join(forEachTypes, ", "), tt.name)
+			props["for-each"] = s
+		}
+		then := map[string]any{"properties": props}
+		if req := typeRequired[tt.name]; len(req) > 0 {
+			then["required"] = req
+		}
+		rules = append(rules, map[string]any{
+			"if":   map[string]any{"properties": map[string]any{"type": map[string]any{"const": tt.name}}, "required": []string{"type"}},
+			"then": then,
+		})
+	}
+	return rules
+}
+
+// emptySchema is the schema of a field of Go type t left empty: the values Parse reads as
+// not set.
+func emptySchema(t reflect.Type) map[string]any {
+	switch t.Kind() {
+	case reflect.String:
+		return map[string]any{"enum": []any{"", nil}}
+	case reflect.Int:
+		return map[string]any{"enum": []any{0, nil}}
+	case reflect.Slice:
+		return map[string]any{"type": []any{"array", "null"}, "maxItems": 0}
+	case reflect.Map:
+		return map[string]any{"type": []any{"object", "null"}, "maxProperties": 0}
+	}
+	// A pointer (temperature) is set by any value.
+	return map[string]any{"type": "null"}
+}
+
+// schemaDocs are the descriptions of the fields in the schema, by "<def>.<key>" ("workflow"
+// for the workflow's own keys); the package documentation says more.
+var schemaDocs = map[string]string{
+	"workflow.name":                 "The workflow's name: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit. Storing a file under a stored name adds a version.",
+	"workflow.description":          "Free text, shown with the definition.",
+	"workflow.params":               "Default params of a run; `zksched submit --param k=v` overrides them. Templates read them as {{ .params.NAME }}, shell tasks as $ZKSCHED_PARAM_NAME.",
+	"workflow.tasks":                "The tasks, a DAG through their depends-on. File order breaks ties wherever an order is chosen.",
+	"workflow.schedule":             "Makes the masters run the workflow by themselves on a cron schedule; without it the workflow runs only when submitted.",
+	"workflow.max-active-instances": "The most instances of the workflow that run at once; 0 for no cap.",
+	"workflow.when-full":            "What a new instance does at max-active-instances: queue (wait for a slot, the default) or skip (no instance; a fire is recorded as skipped, a submit refused).",
+	"workflow.concurrency":          "Runs the instances whose key renders the same at most max at a time, in submit order.",
+	"workflow.timeout":              "Bounds a whole run from when it starts: past it, running tasks are killed and the instance fails.",
+	"workflow.deadline":             "How long after its submission an instance should have ended: past it the deadline event is sent, once, and nothing else changes.",
+	"workflow.notify":               "Who hears of the workflow's events; without it, the masters' notify.default.",
+	"workflow.priority":             "Added to every task's priority, so it orders claims across workflows; -1000..1000. `zksched submit --priority` overrides it for one run.",
+
+	"task.name":           "The task's name, unique in the workflow: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.",
+	"task.type":           "What the task does: shell (a command), llm (one prompt), agent (steps of prompts and waits), wait (waits for a signal), workflow (starts a child workflow) or noop.",
+	"task.depends-on":     "The tasks that must have ended before this one runs (see trigger).",
+	"task.retries":        "How many times a failed run is retried, 0..100.",
+	"task.retry-interval": "The wait before each retry.",
+	"task.timeout":        "Bounds one run: past it the run is killed and fails.",
+	"task.deadline":       "How long after its instance's submission the task should have ended: past it the deadline event is sent, once, and nothing else changes.",
+	"task.priority":       "Orders claims: higher is claimed first; -1000..1000.",
+	"task.group":          "The worker group that runs the task; default when left out.",
+	"task.pool":           "A concurrency pool shared across workflows: the masters' pools: config limits how many of its tasks run at once.",
+	"task.env":            "Environment variables of the task's process (shell tasks).",
+	"task.trigger":        "What the dependencies must have come to for the task to run: all-succeeded (the default), all-done or any-failed. Otherwise it is skipped.",
+	"task.when":           "A template over the params and upstream outputs that renders true or false; false skips the task.",
+	"task.for-each":       "A template that renders the task's items, a JSON array or one item a line: the task runs once per item, each run seeing {{ .item }} and {{ .index }}.",
+	"task.max-parallel":   "The most items of a for-each task that run at once; 0 for no cap.",
+	"task.command":        "shell: the script, run with bash -c.",
+	"task.workdir":        "shell: the working directory; the worker's when left out.",
+	"task.provider":       "llm, agent: the model provider, a key of llm.providers in the workers' config.",
+	"task.prompt":         "llm: the prompt, a template over the params and upstream outputs ({{ .upstream.TASK }}).",
+	"task.system":         "llm, agent: the system prompt, a template.",
+	"task.temperature":    "llm, agent: the sampling temperature, 0..2; the model's default when left out.",
+	"task.max-tokens":     "llm, agent: caps the tokens of each completion; 0 leaves the model's default.",
+	"task.steps":          "agent: the steps, run in order, each checkpointed when it finishes.",
+	"task.on-timeout":     "wait: what the task comes to at its timeout: fail (the default) or succeed with an empty output.",
+	"task.workflow":       "workflow: the stored workflow the task starts an instance of.",
+	"task.version":        "workflow: the version of the child workflow; 0 or left out for the latest stored when the task starts.",
+	"task.params":         "workflow: the child's params, each a template over the params and upstream outputs.",
+
+	"step.name":       "The step's name, unique in the task; later prompts read its output as {{ .steps.NAME }}.",
+	"step.prompt":     "The step's prompt, a template over the params, upstream outputs and earlier steps' outputs. A wait step has none.",
+	"step.wait":       "Makes the step wait for a signal instead of calling the model; the signal's output becomes the step's.",
+	"step.timeout":    "A wait step's timeout, from when its wait began; it waits without end when left out.",
+	"step.on-timeout": "What a wait step comes to at its timeout: fail (the default) fails the task, succeed goes on with an empty output.",
+
+	"schedule.cron":          "5 fields (minute hour day-of-month month day-of-week) or @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly.",
+	"schedule.timezone":      "The IANA time zone the expression is read in, such as Europe/Berlin; UTC when left out.",
+	"schedule.start":         "The earliest fire time: 2026-11-01, 2026-11-01T02:00 (in the timezone) or RFC 3339; from when the schedule is stored when left out.",
+	"schedule.end":           "The latest fire time, in the forms of start; none when left out.",
+	"schedule.enabled":       "Whether the masters fire the schedule; true when left out.",
+	"schedule.misfire":       "What to do with fires missed while no master could fire them: skip, run-once (the latest, the default) or run-all.",
+	"schedule.misfire-limit": "How many missed fires run-all runs, 1..1000; 10 when left out.",
+
+	"concurrency.key":        "A template over the params alone, such as \"{{ .params.thread }}\", rendered when an instance is submitted.",
+	"notify.on":              "The events heard: failure, success, timeout (failed by the workflow timeout), deadline, task-failed (after its retries).",
+	"notify.webhook-url-env": "The environment variable of the masters holding the webhook's URL; the URL is never in the file.",
+	"notify.slack":           "Send a Slack-compatible body ({\"text\": ...}) to the webhook.",
+	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",
+	"concurrency.max":        "How many instances with one key run at once; 1 when left out.",
+	"concurrency.when-full":  "What a new instance does when its key is full: queue (the default), skip, or cancel-oldest (stop the oldest active one).",
+}
