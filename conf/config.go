@@ -461,7 +461,8 @@ type Retention struct {
 	// kept, with its task instances, their attempts, logs and agent checkpoints. Defaults to
 	// 30d. An instance that is the child of a running parent, or the parent of a running
 	// child, is kept until both have ended. The API and the UI answer the id of a purged
-	// instance or task with 404 and a word on this setting.
+	// instance or task with 404 and a word on this setting. Notifications sent or dead are
+	// kept as long, from when they were queued.
 	Instances time.Duration `yaml:"instances"`
 
 	// Logs is how long the task logs of a finished workflow instance are kept; the instance

@@ -211,3 +211,27 @@ func (q *Queries) DeadlineQueuePassed(ctx context.Context, limit int) (int, erro
 	}
 	return n, nil
 }
+
+// purgeNotificationsSQL is PurgeNotifications' statement: $1 the retention in seconds, $2 the
+// batch. A notification still to send stays, whatever its age.
+const purgeNotificationsSQL = `
+		WITH doomed AS (
+			SELECT id FROM notification
+			WHERE state IN ('sent', 'dead') AND created_at < now() - make_interval(secs => $1)
+			ORDER BY id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), gone AS (
+			DELETE FROM notification WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING 1
+		)
+		SELECT count(*) FROM gone`
+
+// PurgeNotifications deletes up to batch notifications, sent or dead, queued more than keep
+// ago, and returns how many it deleted.
+func (db *DB) PurgeNotifications(ctx context.Context, keep time.Duration, batch int) (int64, error) {
+	var n int64
+	if err := db.db.GetContext(ctx, &n, purgeNotificationsSQL, keep.Seconds(), batch); err != nil {
+		return 0, fmt.Errorf("purge notifications: %w", err)
+	}
+	return n, nil
+}

@@ -365,3 +365,38 @@ func TestNotificationOfAWorkersEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeNotifications: the retention deletes sent and dead notifications past the period,
+// never one still to send.
+func TestPurgeNotifications(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for range 3 {
+		wf := daotest.Submit(t, b.db, "n", notifySpec("n"))
+		if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 10); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.db.WorkflowFinishIfOwned(b.ctx, wf, "m1", dao.WorkflowSucceeded, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ns := b.notifications(t)
+	for i, state := range []string{dao.NotificationSent, dao.NotificationDead, dao.NotificationPending} {
+		if _, err := b.db.SQL().Exec(`UPDATE notification SET state = $2, created_at = now() - interval '2 days' WHERE id = $1`,
+			ns[i].ID, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := b.db.PurgeNotifications(b.ctx, 72*time.Hour, 10); err != nil || n != 0 {
+		t.Fatalf("purge within the period = %d, %v; want 0", n, err)
+	}
+	if n, err := b.db.PurgeNotifications(b.ctx, 24*time.Hour, 1); err != nil || n != 1 {
+		t.Fatalf("purge of a batch of 1 = %d, %v; want 1", n, err)
+	}
+	if n, err := b.db.PurgeNotifications(b.ctx, 24*time.Hour, 10); err != nil || n != 1 {
+		t.Fatalf("second purge = %d, %v; want 1", n, err)
+	}
+	if left := b.notifications(t); len(left) != 1 || left[0].ID != ns[2].ID {
+		t.Fatalf("left %+v; want the pending one", left)
+	}
+}
