@@ -400,3 +400,45 @@ func TestPurgeNotifications(t *testing.T) {
 		t.Fatalf("left %+v; want the pending one", left)
 	}
 }
+
+// TestNotificationAfterARerun: a rerun reopens an ended instance, and its next end is an
+// event of its own, as is its rerun task's next failure.
+func TestNotificationAfterARerun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := daotest.Submit(t, b.db, "n", notifySpec("n"))
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "a", Type: "noop", State: dao.TaskQueued, Group: "g"}}); err != nil {
+		t.Fatal(err)
+	}
+	var task int64
+	end := func() {
+		t.Helper()
+		got, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 1)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("claim = %v, %v", got, err)
+		}
+		task = got[0].ID
+		if _, err := b.db.TaskFinishManyIfRunning(b.ctx, []dao.Finish{{Token: got[0].Token(), Result: dao.AttemptResult{
+			Outcome: dao.OutcomeFailed, Next: dao.TaskFailed, Error: "boom"}}}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.db.WorkflowFinishManyIfOwnedOrUnowned(b.ctx, "m1", []dao.WorkflowFinish{{ID: wf, State: dao.WorkflowFailed, Error: "boom"}}); err != nil || n != 1 {
+			t.Fatalf("finish = %d, %v", n, err)
+		}
+	}
+	end()
+	rerun, err := b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{task}, nil, nil)
+	if err != nil || !rerun.Reopened {
+		t.Fatalf("rerun = %+v, %v; want the instance reopened", rerun, err)
+	}
+	end()
+	got := events(b.notifications(t))
+	slices.Sort(got)
+	want := []string{"failure webhook OPS_WEBHOOK", "failure webhook OPS_WEBHOOK", "task-failed webhook OPS_WEBHOOK", "task-failed webhook OPS_WEBHOOK"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("notifications = %v; want %v", got, want)
+	}
+}
