@@ -146,6 +146,7 @@ var components = map[string]reflect.Type{
 	"FailoverEvent":          reflect.TypeFor[failoverEventJSON](),
 	"Schedule":               reflect.TypeFor[master.ScheduleJSON](),
 	"AuditEvent":             reflect.TypeFor[dao.AuditEvent](),
+	"Notification":           reflect.TypeFor[dao.Notification](),
 	"Error":                  reflect.TypeFor[errorBody](),
 }
 
@@ -284,6 +285,15 @@ func operations() []operation {
 				{"limit", fmt.Sprintf("The page's size, 1..%d; 50 by default.", dao.MaxAuditPage), intIn(1, dao.MaxAuditPage)}},
 			ok: map[int]answer{200: {"A page of events.", object(map[string]any{
 				"items": arrayOf(ref("AuditEvent")),
+				"next":  map[string]any{"type": "integer", "format": "int64", "description": "The ?before= of the next, older page; absent on the last one."},
+			}, "next")}},
+			fails: []int{400}},
+		{pattern: "GET /api/v1/notifications", summary: "Notifications, newest first, each with its delivery's state, tries, next try and last error.",
+			query: []param{{"state", "Only notifications in this state.", map[string]any{"enum": notificationStates}},
+				{"before", "The `next` of the page before.", positiveID},
+				{"limit", "The page's size, 1..1000; 100 by default.", intIn(1, 1000)}},
+			ok: map[int]answer{200: {"A page of notifications.", object(map[string]any{
+				"items": arrayOf(ref("Notification")),
 				"next":  map[string]any{"type": "integer", "format": "int64", "description": "The ?before= of the next, older page; absent on the last one."},
 			}, "next")}},
 			fails: []int{400}},

@@ -15,6 +15,9 @@ import (
 	"github.com/pb33f/libopenapi"
 	"github.com/pb33f/libopenapi/datamodel"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/dao/daotest"
 )
 
 // openAPIDoc fetches the OpenAPI document from b's server, without a token.
@@ -239,6 +242,17 @@ func TestOpenAPIResponses(t *testing.T) {
 	check("POST", "/api/v1/schedules/{name}/enable", "/api/v1/schedules/nothing/enable", "")
 	check("POST", "/api/v1/schedules/{name}/trigger", "/api/v1/schedules/nightly/trigger", `{"params": {"a": "b"}}`)
 	check("GET", "/api/v1/audit-events", "/api/v1/audit-events?limit="+url.QueryEscape("5"), "")
+	notified := daotest.Submit(t, b.db, "notified", map[string]any{"name": "notified", "notify": []map[string]any{
+		{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK", "email": []string{"ops@example.com"}}}})
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.WorkflowFinishIfOwned(b.ctx, notified, "m1", dao.WorkflowFailed, "boom"); err != nil {
+		t.Fatal(err)
+	}
+	check("GET", "/api/v1/notifications", "/api/v1/notifications?limit=1", "")
+	check("GET", "/api/v1/notifications", "/api/v1/notifications?state=dead", "")
+	check("GET", "/api/v1/notifications", "/api/v1/notifications?state=bogus", "")
 
 	for path, methods := range doc.Paths {
 		for method := range methods {

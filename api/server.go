@@ -167,6 +167,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("POST /api/v1/schedules/{name}/disable", RoleOperator, s.apiScheduleEnable(false), change{dao.AuditScheduleDisable, scheduleTarget})
 	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
+	api("GET /api/v1/notifications", RoleViewer, s.apiNotifications)
 	// Open (see requireAuth's open): the document holds no data.
 	api("GET "+openAPIPath, RoleViewer, s.apiOpenAPI)
 	api("/api/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
@@ -202,6 +203,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("GET /definitions", RoleViewer, s.pageDefinitions)
 	page("GET /cluster", RoleViewer, s.pageCluster)
 	page("GET /audit", RoleViewer, s.pageAudit)
+	page("GET /notifications", RoleViewer, s.pageNotifications)
 	// Open (see requireAuth's open): a role means nothing before a login.
 	page("GET /login", RoleViewer, s.pageLogin)
 	page("POST /login", RoleViewer, s.formLogin)

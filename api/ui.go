@@ -46,7 +46,7 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit"}
+var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications"}
 
 func newPages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{}}

@@ -521,6 +521,48 @@ func TestValidate(t *testing.T) {
 		{"log level trace", func(c *conf.Config) { c.Log.Level = "trace" }, ""},
 		{"unknown log level", func(c *conf.Config) { c.Log.Level = "verbose" }, `log.level: "verbose": want one of trace, debug, info, warn, error`},
 		{"unknown log format", func(c *conf.Config) { c.Log.Format = "text" }, `log.format: "text": want one of json, console`},
+		{"notify default", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure", "node-fenced", "failover"}, WebhookURLEnv: "OPS", Slack: true},
+				{On: []string{"deadline"}, Email: []string{"ops@example.com"}}}
+		}, ""},
+		{"notify no events", func(c *conf.Config) { c.Notify.Default = []conf.NotifyEntry{{Email: []string{"a@example.com"}}} },
+			"notify.default[0].on: empty: list the events (failure, success, timeout, deadline, task-failed, node-fenced, failover)"},
+		{"notify unknown event", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"fenced"}, Email: []string{"a@example.com"}}}
+		}, `notify.default[0].on[0]: unknown event "fenced"`},
+		{"notify event twice", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"success", "success"}, Email: []string{"a@example.com"}}}
+		}, `notify.default[0].on[1]: event "success" is listed twice`},
+		{"notify no channel", func(c *conf.Config) { c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}}} },
+			"notify.default[0]: no channel: give webhook-url-env, email, or both"},
+		{"notify bad variable", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}, WebhookURLEnv: "https://hooks.example.com"}}
+		}, `notify.default[0].webhook-url-env: "https://hooks.example.com" is not an environment variable name`},
+		{"notify slack without webhook", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}, Slack: true, Email: []string{"a@example.com"}}}
+		}, "notify.default[0].slack: slack: true needs webhook-url-env"},
+		{"notify bad address", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}, Email: []string{"ops"}}}
+		}, `notify.default[0].email[0]: "ops" is not an email address like ops@example.com`},
+		{"notify zero attempts", func(c *conf.Config) { c.Notify.MaxAttempts = 0 }, "notify.max-attempts"},
+		{"notify zero timeout", func(c *conf.Config) { c.Notify.Timeout = 0 }, "notify.timeout: 0s: must be positive"},
+		{"notify zero backoff", func(c *conf.Config) { c.Notify.Backoff = 0 }, "notify.backoff: 0s: must be positive"},
+		{"notify max backoff under backoff", func(c *conf.Config) { c.Notify.MaxBackoff = time.Second },
+			"notify.max-backoff: 1s is shorter than notify.backoff (10s)"},
+		{"notify email", func(c *conf.Config) {
+			c.Notify.Email = conf.SMTP{Host: "smtp.example.com", Port: 587, From: "zksched@example.com", Username: "u", PasswordEnv: "SMTP_PASSWORD"}
+		}, ""},
+		{"notify email without from", func(c *conf.Config) { c.Notify.Email.Host = "smtp.example.com" },
+			`notify.email.from: "" is not an email address like zksched@example.com`},
+		{"notify email password without user", func(c *conf.Config) {
+			c.Notify.Email = conf.SMTP{Host: "smtp.example.com", Port: 25, From: "z@example.com", PasswordEnv: "P"}
+		}, "notify.email.username: empty: password-env needs a username"},
+		{"notify email bad port", func(c *conf.Config) {
+			c.Notify.Email = conf.SMTP{Host: "smtp.example.com", Port: 0, From: "z@example.com"}
+		}, "notify.email.port"},
+		{"public url", func(c *conf.Config) { c.API.PublicURL = "https://zksched.example.com" }, ""},
+		{"public url relative", func(c *conf.Config) { c.API.PublicURL = "zksched.example.com" },
+			`api.public-url: "zksched.example.com": want an absolute http or https URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -567,5 +609,35 @@ func TestDSNErrorHidesPassword(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "hunter2") {
 		t.Errorf("Validate() = %v, which shows the password", err)
+	}
+}
+
+// TestLoadNotify: notify.default reads in a workflow file's form, and ZKSCHED_NOTIFY_* and
+// ZKSCHED_API_PUBLIC_URL override the delivery's keys.
+func TestLoadNotify(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "zksched.yaml")
+	yaml := `notify:
+  default:
+    - {on: [failure, timeout, deadline], webhook-url-env: OPS_WEBHOOK}   # the variable is read by the masters
+    - {on: [node-fenced, failover], webhook-url-env: CLUSTER_HOOK, slack: true}
+    - {on: [failure], email: [ops@example.com]}
+  max-attempts: 3
+`
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := conf.Load(path, []string{"ZKSCHED_NOTIFY_BACKOFF=2s", "ZKSCHED_API_PUBLIC_URL=https://zksched.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []conf.NotifyEntry{
+		{On: []string{"failure", "timeout", "deadline"}, WebhookURLEnv: "OPS_WEBHOOK"},
+		{On: []string{"node-fenced", "failover"}, WebhookURLEnv: "CLUSTER_HOOK", Slack: true},
+		{On: []string{"failure"}, Email: []string{"ops@example.com"}},
+	}
+	if !reflect.DeepEqual(c.Notify.Default, want) || c.Notify.MaxAttempts != 3 || c.Notify.Backoff != 2*time.Second ||
+		c.API.PublicURL != "https://zksched.example.com" {
+		t.Fatalf("notify = %+v, public url %q", c.Notify, c.API.PublicURL)
 	}
 }

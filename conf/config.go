@@ -71,6 +71,8 @@ type Config struct {
 	Pools map[string]int `yaml:"pools"`
 	// Log configures the process's logs.
 	Log Log `yaml:"log"`
+	// Notify configures the notifications the masters send.
+	Notify Notify `yaml:"notify"`
 }
 
 // Registry is the ZooKeeper connection and the place of zksched's znodes in it.
@@ -277,6 +279,11 @@ type API struct {
 	// CookieSecure marks the UI's cookies Secure even on plain HTTP, for a master behind a
 	// proxy that terminates TLS. False by default; over TLS they are always Secure.
 	CookieSecure bool `yaml:"cookie-secure"`
+
+	// PublicURL is the address users reach the web UI at, such as https://zksched.example.com:
+	// notifications link to an instance's page under it. Empty by default: they carry no
+	// link. An absolute http or https URL.
+	PublicURL string `yaml:"public-url"`
 }
 
 // Authenticated reports whether the API asks who calls it: a token or a users file is set.
@@ -296,6 +303,65 @@ func (a API) ResolveToken() (string, error) {
 	}
 	return strings.TrimSpace(string(b)), nil
 }
+
+// Notify configures the notifications: who hears of a workflow that has no notify: of its
+// own and of the cluster's events, and how the masters deliver them.
+type Notify struct {
+	// Default are the notify entries of every workflow without its own, and the only ones of
+	// the cluster's events (node-fenced, failover), in a workflow file's form: on, then
+	// webhook-url-env (with slack), email, or both. Empty by default: such workflows send
+	// nothing. The masters store them in PostgreSQL at start (the last master to start
+	// wins, so give every master the same).
+	Default []NotifyEntry `yaml:"default"`
+	// MaxAttempts is how many times a notification is tried before it is dead. Defaults
+	// to 8.
+	MaxAttempts int `yaml:"max-attempts"`
+	// Timeout bounds one delivery (a webhook's request, a mail's session). Defaults to 10s.
+	Timeout time.Duration `yaml:"timeout"`
+	// Backoff is the wait before the first retry; each further retry waits twice the last,
+	// up to MaxBackoff, with up to a fifth added at random so that masters do not retry in
+	// step. Defaults to 10s.
+	Backoff time.Duration `yaml:"backoff"`
+	// MaxBackoff caps the wait between retries. Defaults to 1h.
+	MaxBackoff time.Duration `yaml:"max-backoff"`
+	// Email is the SMTP server the masters mail through.
+	Email SMTP `yaml:"email"`
+}
+
+// SMTP is the mail server of the notifications by email.
+type SMTP struct {
+	// Host is the server's name. Empty by default: mails fail, and are dead after their
+	// tries, saying to set it.
+	Host string `yaml:"host"`
+	// Port is the server's port. Defaults to 587, the submission port.
+	Port int `yaml:"port"`
+	// From is the sender's address; required with a host.
+	From string `yaml:"from"`
+	// Username, when set, authenticates with PasswordEnv's password.
+	Username string `yaml:"username"`
+	// PasswordEnv names the environment variable holding the password, read by the masters
+	// at start: the password is never in the config file.
+	PasswordEnv string `yaml:"password-env"`
+	// StartTLS requires STARTTLS before anything is sent. Defaults to true; false sends in
+	// clear text, for a relay on the local network.
+	StartTLS bool `yaml:"starttls"`
+}
+
+// NotifyEntry is one entry of notify.default: the events it hears and where they go.
+type NotifyEntry struct {
+	// On lists the events: failure, success, timeout, deadline, task-failed, node-fenced,
+	// failover.
+	On []string `yaml:"on"`
+	// WebhookURLEnv names the environment variable holding the webhook's URL.
+	WebhookURLEnv string `yaml:"webhook-url-env"`
+	// Slack asks for a Slack-compatible body ({"text": ...}).
+	Slack bool `yaml:"slack"`
+	// Email lists the addresses mailed.
+	Email []string `yaml:"email"`
+}
+
+// NotifyEvents are the events notify.default may hear.
+var NotifyEvents = []string{"failure", "success", "timeout", "deadline", "task-failed", "node-fenced", "failover"}
 
 // Worker configures the worker role.
 type Worker struct {
@@ -395,7 +461,8 @@ type Retention struct {
 	// kept, with its task instances, their attempts, logs and agent checkpoints. Defaults to
 	// 30d. An instance that is the child of a running parent, or the parent of a running
 	// child, is kept until both have ended. The API and the UI answer the id of a purged
-	// instance or task with 404 and a word on this setting.
+	// instance or task with 404 and a word on this setting. Notifications sent or dead are
+	// kept as long, from when they were queued.
 	Instances time.Duration `yaml:"instances"`
 
 	// Logs is how long the task logs of a finished workflow instance are kept; the instance
@@ -565,6 +632,14 @@ func Defaults() Config {
 		Log: Log{
 			Level:  "info",
 			Format: LogFormatJSON,
+		},
+		Notify: Notify{
+			Default:     []NotifyEntry{},
+			MaxAttempts: 8,
+			Timeout:     10 * time.Second,
+			Backoff:     10 * time.Second,
+			MaxBackoff:  time.Hour,
+			Email:       SMTP{Port: 587, StartTLS: true},
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/mail"
 	"net/url"
 	"path"
 	"regexp"
@@ -144,10 +145,68 @@ func (c *Config) Validate() error {
 		v.intRange(key, c.Pools[name], 1, 100000)
 	}
 
+	v.notify(c.Notify)
+	if u := c.API.PublicURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			v.problem("api.public-url", "%q: want an absolute http or https URL, like https://zksched.example.com", u)
+		}
+	}
+
 	v.oneOf("log.level", c.Log.Level, "trace", "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, LogFormatJSON, LogFormatConsole)
 
 	return errors.Join(v.errs...)
+}
+
+// notify checks the notifications' section: each default entry as a workflow file's entry is
+// checked (the cluster's events allowed), and the delivery's limits.
+func (v *validation) notify(n Notify) {
+	for i, e := range n.Default {
+		key := fmt.Sprintf("notify.default[%d]", i)
+		if len(e.On) == 0 {
+			v.problem(key+".on", "empty: list the events (%s)", strings.Join(NotifyEvents, ", "))
+		}
+		for j, ev := range e.On {
+			switch {
+			case !slices.Contains(NotifyEvents, ev):
+				v.problem(fmt.Sprintf("%s.on[%d]", key, j), "unknown event %q (known events: %s)", ev, strings.Join(NotifyEvents, ", "))
+			case slices.Index(e.On, ev) < j:
+				v.problem(fmt.Sprintf("%s.on[%d]", key, j), "event %q is listed twice", ev)
+			}
+		}
+		if e.WebhookURLEnv == "" && len(e.Email) == 0 {
+			v.problem(key, "no channel: give webhook-url-env, email, or both")
+		}
+		if e.WebhookURLEnv != "" && !envVarName.MatchString(e.WebhookURLEnv) {
+			v.problem(key+".webhook-url-env", "%q is not an environment variable name: use letters, digits and _, not starting with a digit", e.WebhookURLEnv)
+		}
+		if e.Slack && e.WebhookURLEnv == "" {
+			v.problem(key+".slack", "slack: true needs webhook-url-env: it is the webhook's body")
+		}
+		for j, addr := range e.Email {
+			if a, err := mail.ParseAddress(addr); err != nil || a.Address != addr {
+				v.problem(fmt.Sprintf("%s.email[%d]", key, j), "%q is not an email address like ops@example.com", addr)
+			}
+		}
+	}
+	v.intRange("notify.max-attempts", n.MaxAttempts, 1, 1000)
+	if e := n.Email; e.Host != "" {
+		v.port("notify.email.port", e.Port)
+		if a, err := mail.ParseAddress(e.From); err != nil || a.Address != e.From {
+			v.problem("notify.email.from", "%q is not an email address like zksched@example.com: a mail server needs a sender", e.From)
+		}
+		if e.PasswordEnv != "" && !envVarName.MatchString(e.PasswordEnv) {
+			v.problem("notify.email.password-env", "%q is not an environment variable name", e.PasswordEnv)
+		}
+		if e.PasswordEnv != "" && e.Username == "" {
+			v.problem("notify.email.username", "empty: password-env needs a username")
+		}
+	}
+	v.positive("notify.timeout", n.Timeout)
+	v.positive("notify.backoff", n.Backoff)
+	if n.MaxBackoff < n.Backoff {
+		v.problem("notify.max-backoff", "%v is shorter than notify.backoff (%v)", n.MaxBackoff, n.Backoff)
+	}
 }
 
 // apiAccess checks the keys that decide who may reach the API and how: the users file, the

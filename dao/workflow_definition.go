@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // DefinitionFacts are what the statements creating a workflow's instances need to know of its
@@ -23,6 +24,15 @@ type DefinitionFacts struct {
 	// WhenFullSkip says that at MaxActive a new instance is not created (ErrWorkflowFull)
 	// rather than queued.
 	WhenFullSkip bool
+	// Notify are the workflow's notify rules (notify_rule): the triggers that queue its
+	// notifications read them, and the default rules apply when it has none.
+	Notify []NotifyRule
+	// Deadline is the workflow's deadline, 0 for none: the deadline look queues its event
+	// once an instance has not ended that long after its creation.
+	Deadline time.Duration
+	// TaskDeadlines are the deadlines of its tasks, by task name, counted from the
+	// creation of their instance.
+	TaskDeadlines map[string]time.Duration
 }
 
 // DefinitionEnsure returns the version of workflow name whose spec equals spec, creating a new
@@ -48,9 +58,32 @@ func (q *Queries) DefinitionEnsure(ctx context.Context, name string, spec json.R
 		return latest.Version, nil
 	}
 	v := latest.Version + 1
+	var deadline *int64
+	if facts.Deadline > 0 {
+		ms := facts.Deadline.Milliseconds()
+		deadline = &ms
+	}
+	var taskDeadlines *string
+	if len(facts.TaskDeadlines) > 0 {
+		ms := map[string]int64{}
+		for task, d := range facts.TaskDeadlines {
+			ms[task] = d.Milliseconds()
+		}
+		b, err := json.Marshal(ms)
+		if err != nil {
+			return 0, fmt.Errorf("store definition %q: %w", name, err)
+		}
+		s := string(b)
+		taskDeadlines = &s
+	}
 	if _, err := q.q.ExecContext(ctx, `INSERT INTO workflow_definition (name, version, spec,
-		task_count, has_timeout, max_active, when_full_skip) VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7)`,
-		name, v, string(spec), facts.TaskCount, facts.HasTimeout, facts.MaxActive, facts.WhenFullSkip); err != nil {
+		task_count, has_timeout, max_active, when_full_skip, deadline_ms, task_deadlines_ms)
+		VALUES ($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9::jsonb)`,
+		name, v, string(spec), facts.TaskCount, facts.HasTimeout, facts.MaxActive, facts.WhenFullSkip,
+		deadline, taskDeadlines); err != nil {
+		return 0, fmt.Errorf("store definition %q version %d: %w", name, v, err)
+	}
+	if err := q.notifyRulesInsert(ctx, name, v, facts.Notify); err != nil {
 		return 0, fmt.Errorf("store definition %q version %d: %w", name, v, err)
 	}
 	return v, nil

@@ -170,6 +170,16 @@
 // leader puts the running tasks of a fenced worker back in the queue (RequeueLostWorker),
 // outcome failed_over, or ends them killed where a kill was requested.
 //
+// # Notifications
+//
+// The events people are told of follow from these transitions without any statement naming
+// them: triggers of migration 00022 queue a notification row (dao.Notification) in the
+// transaction of the transition, when an instance ends succeeded or failed (timeout when its
+// workflow timeout failed it), when a task ends failed (after its retries, or created failed),
+// and when the leader records a failover. Facts stores a definition's notify: entries as
+// rules (NotifyRules) and its deadlines; a master's poll queues the passed deadlines
+// (dao.DeadlineQueuePassed), which change no state.
+//
 // # Every transition, who makes it, its condition, its statement
 //
 // Workflow instances:

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"slices"
+	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/workflow"
@@ -29,5 +30,37 @@ func Facts(spec *workflow.Spec) dao.DefinitionFacts {
 	if n := spec.MaxActiveInstances; n != 0 {
 		f.MaxActive = &n
 	}
+	f.Notify = NotifyRules(spec.Notify)
+	f.Deadline = time.Duration(spec.Deadline)
+	for _, t := range spec.Tasks {
+		if t.Deadline > 0 {
+			if f.TaskDeadlines == nil {
+				f.TaskDeadlines = map[string]time.Duration{}
+			}
+			f.TaskDeadlines[t.Name] = time.Duration(t.Deadline)
+		}
+	}
 	return f
+}
+
+// NotifyRules flattens notify: entries into the rows of notify_rule: one per event and
+// channel target, each once.
+func NotifyRules(entries []workflow.Notify) []dao.NotifyRule {
+	var rules []dao.NotifyRule
+	add := func(r dao.NotifyRule) {
+		if !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
+	for _, n := range entries {
+		for _, ev := range n.On {
+			if n.WebhookURLEnv != "" {
+				add(dao.NotifyRule{Event: ev, Channel: dao.ChannelWebhook, Target: n.WebhookURLEnv, Slack: n.Slack})
+			}
+			for _, addr := range n.Email {
+				add(dao.NotifyRule{Event: ev, Channel: dao.ChannelEmail, Target: addr})
+			}
+		}
+	}
+	return rules
 }

@@ -137,3 +137,35 @@ func TestFactsOfAForEach(t *testing.T) {
 		t.Errorf("task count %d, want none", *f.TaskCount)
 	}
 }
+
+// TestFactsOfNotifyAndDeadlines: notify: entries become one rule per event and channel
+// target, each once; the deadlines are the workflow's and its tasks'.
+func TestFactsOfNotifyAndDeadlines(t *testing.T) {
+	t.Parallel()
+	spec, err := workflow.Parse([]byte(`name: w
+deadline: 1h
+notify:
+  - {on: [failure, timeout], webhook-url-env: OPS, email: [a@example.com]}
+  - {on: [failure], email: [a@example.com, b@example.com]}
+tasks:
+  - {name: a, type: noop, deadline: 10m}
+  - {name: b, type: noop}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := lifecycle.Facts(spec)
+	want := []dao.NotifyRule{
+		{Event: "failure", Channel: "webhook", Target: "OPS"},
+		{Event: "failure", Channel: "email", Target: "a@example.com"},
+		{Event: "timeout", Channel: "webhook", Target: "OPS"},
+		{Event: "timeout", Channel: "email", Target: "a@example.com"},
+		{Event: "failure", Channel: "email", Target: "b@example.com"},
+	}
+	if !slices.Equal(f.Notify, want) {
+		t.Errorf("rules = %+v; want %+v", f.Notify, want)
+	}
+	if f.Deadline != time.Hour || len(f.TaskDeadlines) != 1 || f.TaskDeadlines["a"] != 10*time.Minute {
+		t.Errorf("deadlines = %s, %v; want 1h, a: 10m", f.Deadline, f.TaskDeadlines)
+	}
+}

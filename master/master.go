@@ -140,8 +140,9 @@ func (m *Master) Run(ctx context.Context) error {
 	// claim. sweep asks for a whole pass of the sweep (the unowned instances whose wake-ups
 	// may have been missed), sweepStep for one step of it.
 	rescan, claim, admit, sweep := true, true, true, true
-	// waits asks for a look at the waiting tasks past their timeout.
-	sweepStep, waits := false, true
+	// waits asks for a look at the waiting tasks past their timeout, deadlines for one at
+	// the deadlines passed.
+	sweepStep, waits, deadlines := false, true, true
 	// keyed holds the instances a wake-up named whose concurrency keys may have an instance to
 	// admit; allKeys asks for a pass over every key with one (at polls: it finds what a lost
 	// wake-up left waiting).
@@ -206,7 +207,7 @@ func (m *Master) Run(ctx context.Context) error {
 		if polls++; polls%fullResyncEvery == 0 {
 			rescan = true
 		}
-		sweepStep, waits = true, true
+		sweepStep, waits, deadlines = true, true, true
 		m.markDue(dirty)
 	}
 	for ctx.Err() == nil {
@@ -243,8 +244,12 @@ func (m *Master) Run(ctx context.Context) error {
 				// A failed look waits for the next poll, as a failed claim does.
 				waits = m.endWaits(ctx)
 			}
+			if deadlines {
+				// A failed look waits for the next poll, as a failed claim does.
+				deadlines = m.queueDeadlines(ctx)
+			}
 			advanced := m.advanceRound(ctx, dirty)
-			busy = (advanced && len(dirty) > 0) || claim || sweep || waits || len(keyed) > 0
+			busy = (advanced && len(dirty) > 0) || claim || sweep || waits || deadlines || len(keyed) > 0
 		}
 		if !busy && m.waiting != nil {
 			m.waiting()
@@ -331,6 +336,26 @@ func (m *Master) endWaits(ctx context.Context) bool {
 		m.cfg.Log.Info().Int("tasks", n).Msg("ended waiting tasks past their timeout")
 	}
 	return n == waitsBatch
+}
+
+// deadlinesBatch is how many passed deadlines one look queues at most.
+const deadlinesBatch = 1000
+
+// queueDeadlines queues the deadline event of the workflow instances and tasks whose deadline
+// has passed, a batch at a time; the notification's unique key makes two masters looking at
+// once queue each once. It reports whether a full batch was queued, so more may be due.
+func (m *Master) queueDeadlines(ctx context.Context) bool {
+	n, err := m.db.DeadlineQueuePassed(ctx, deadlinesBatch)
+	if err != nil {
+		if ctx.Err() == nil {
+			m.cfg.Log.Debug().Err(err).Msg("could not queue the passed deadlines; trying again at the next poll")
+		}
+		return false
+	}
+	if n > 0 {
+		m.cfg.Log.Info().Int("deadlines", n).Msg("queued the deadline events of instances and tasks past their deadline")
+	}
+	return n >= deadlinesBatch
 }
 
 // ready is a channel a receive from never waits on.

@@ -141,6 +141,13 @@ func (r *Retention) round(ctx context.Context, changed <-chan struct{}) {
 			add(dao.Purged{"failover_event": n})
 			return n < int64(batch), err
 		}},
+		// A notification is of an instance's end (or of a failover) and goes with the
+		// instances' period: sent or dead, it is only a record by then.
+		{"notifications", r.cfg.Instances, func() (bool, error) {
+			n, err := r.db.PurgeNotifications(ctx, r.cfg.Instances, batch)
+			add(dao.Purged{"notification": n})
+			return n < int64(batch), err
+		}},
 		{"fires", r.cfg.Fires, func() (bool, error) {
 			n, err := r.db.PurgeFires(ctx, r.cfg.Fires, batch)
 			add(dao.Purged{"schedule_fire": n})

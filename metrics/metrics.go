@@ -51,6 +51,7 @@ type Metrics struct {
 	queue     *prometheus.GaugeVec
 	fenced    *prometheus.GaugeVec
 	failovers *countCollector
+	notified  *prometheus.CounterVec
 	purged    *prometheus.CounterVec
 
 	mu     sync.Mutex
@@ -81,6 +82,9 @@ func New(node, role, version string) *Metrics {
 			Help: "Rows this master's retention deleted while it led, by table."}, []string{"table"}),
 		failovers: &countCollector{desc: prometheus.NewDesc("zksched_failovers_total",
 			"Identities failed over by the leader so far, cluster-wide, by role.", []string{"role"}, nil)},
+		notified: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_notifications_total",
+			Help: "Notification tries this master made, by result: sent, failed (to be retried) or dead (failed its last try)."},
+			[]string{"result"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "zksched_node_info", Help: "The node's identity, role and version.",
 		ConstLabels: prometheus.Labels{"node": node, "role": role, "version": version}})
@@ -89,7 +93,7 @@ func New(node, role, version string) *Metrics {
 	if role == string(registry.RoleWorker) {
 		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch)
 	} else {
-		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged)
+		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified)
 	}
 	return m
 }
@@ -117,6 +121,11 @@ func (m *Metrics) Ended(outcome dao.Outcome, refused bool) {
 		return
 	}
 	m.attempts.WithLabelValues(string(outcome)).Inc()
+}
+
+// Notified counts a notification's try by its result, sent, failed or dead: notify.Config.
+func (m *Metrics) Notified(result string) {
+	m.notified.WithLabelValues(result).Inc()
 }
 
 // Purged records rows the retention deleted from table: master.RetentionConfig.Purged.

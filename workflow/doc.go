@@ -82,6 +82,19 @@
 //   - priority: -1000 to 1000, added to the priority of every task of the workflow, so it
 //     orders claims across workflows: a worker with a free slot takes the task with the
 //     highest sum. Default 0; `zksched submit --priority` overrides it for one run.
+//   - deadline: how long after its submission an instance should have ended, a Go duration.
+//     Past it, while the instance has not ended, the deadline event is sent once and nothing
+//     else changes: the instance goes on. Default 0, none.
+//   - notify: who hears of the workflow's events, a list of entries like
+//     {on: [failure, timeout, deadline], webhook-url-env: OPS_WEBHOOK} or
+//     {on: [failure], email: [ops@example.com]}. on lists the events: failure (an instance
+//     failed), success, timeout (an instance failed by its timeout; it sends timeout, not
+//     failure), deadline (its or a task's deadline passed) and task-failed (a task failed
+//     after its retries). webhook-url-env names the environment variable of the masters
+//     that holds the webhook's URL (the URL itself is never stored); slack: true sends a
+//     Slack-compatible body ({"text": ...}) to it; email lists addresses. An entry needs
+//     a webhook, an address, or both. A workflow without notify: gets the masters'
+//     notify.default. An instance stopped by an operator sends nothing.
 //
 // # Schedules
 //
@@ -149,6 +162,9 @@
 //     1h30m. Default 0s.
 //   - timeout: how long one run may take before it is killed and counts as failed, a Go
 //     duration. Default 0, which means no limit.
+//   - deadline: how long after its workflow instance's submission the task should have
+//     ended, a Go duration; past it, while the task has not ended (or has not even been
+//     created), the deadline event is sent once, and nothing else changes. Default 0, none.
 //   - priority: -1000 to 1000; among queued tasks, higher is claimed first. Default 0.
 //   - group: the worker group that runs the task: only workers configured with this group
 //     claim it. Letters, digits, '_', '.' or '-'. Default "default".

@@ -377,6 +377,12 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 			}
 		case "priority":
 			s.Priority, _ = d.intValue(kv.value, "workflow priority")
+		case "notify":
+			s.Notify = d.decodeNotify(kv.value)
+		case "deadline":
+			if v, ok := d.durationValue(kv.value, "workflow deadline"); ok {
+				s.Deadline = Duration(v)
+			}
 		default:
 			d.errorf(kv.key.Line, "unknown field %s in the workflow%s", quote(key), didYouMean(key, workflowFields))
 		}
@@ -386,7 +392,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 
 // workflowFields are the top-level keys of a workflow file.
 var workflowFields = []string{"name", "description", "params", "tasks", "schedule", "max-active-instances",
-	"when-full", "concurrency", "timeout", "priority"}
+	"when-full", "concurrency", "timeout", "priority", "notify", "deadline"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {
 	v = d.resolve(v)

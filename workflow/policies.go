@@ -108,6 +108,7 @@ func (s *Spec) policyProblems() []problem {
 	if s.Concurrency != nil {
 		probs = append(probs, s.Concurrency.problems()...)
 	}
+	probs = append(probs, s.notifyProblems()...)
 	return probs
 }
 

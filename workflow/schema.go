@@ -41,6 +41,7 @@ var schemaObjects = []schemaObject{
 	{def: "step", typ: reflect.TypeFor[Step](), required: []string{"name"}},
 	{def: "schedule", typ: reflect.TypeFor[Schedule](), required: []string{"cron"}},
 	{def: "concurrency", typ: reflect.TypeFor[Concurrency](), required: []string{"key"}},
+	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"on"}},
 }
 
 // typeRequired are the fields a task of each type must have; Validate refuses the task
@@ -64,6 +65,7 @@ func schemaEnums() map[string][]string {
 		"step.on-timeout":       onTimeout,
 		"schedule.misfire":      misfirePolicies,
 		"concurrency.when-full": ConcurrencyPolicies(),
+		"notify.on":             NotifyEvents,
 	}
 }
 
@@ -85,16 +87,17 @@ var schemaBounds = map[string][2]float64{
 // schemaNames are the patterns Validate holds names to: of the mappings' keys, by
 // "<def>.<key>", and of text fields.
 var schemaNames = map[string]string{
-	"workflow.name":   nameRE.String(),
-	"workflow.params": `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
-	"task.name":       nameRE.String(),
-	"task.env":        envRE.String(),
-	"task.params":     `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
-	"task.group":      groupRE.String(),
-	"task.pool":       groupRE.String(),
-	"task.provider":   groupRE.String(),
-	"task.workflow":   nameRE.String(),
-	"step.name":       nameRE.String(),
+	"workflow.name":          nameRE.String(),
+	"workflow.params":        `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
+	"task.name":              nameRE.String(),
+	"task.env":               envRE.String(),
+	"task.params":            `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
+	"task.group":             groupRE.String(),
+	"task.pool":              groupRE.String(),
+	"task.provider":          groupRE.String(),
+	"task.workflow":          nameRE.String(),
+	"step.name":              nameRE.String(),
+	"notify.webhook-url-env": envRE.String(),
 }
 
 // durationPattern matches what time.ParseDuration reads: "0", or numbers with units, such as
@@ -317,6 +320,8 @@ var schemaDocs = map[string]string{
 	"workflow.when-full":            "What a new instance does at max-active-instances: queue (wait for a slot, the default) or skip (no instance; a fire is recorded as skipped, a submit refused).",
 	"workflow.concurrency":          "Runs the instances whose key renders the same at most max at a time, in submit order.",
 	"workflow.timeout":              "Bounds a whole run from when it starts: past it, running tasks are killed and the instance fails.",
+	"workflow.deadline":             "How long after its submission an instance should have ended: past it the deadline event is sent, once, and nothing else changes.",
+	"workflow.notify":               "Who hears of the workflow's events; without it, the masters' notify.default.",
 	"workflow.priority":             "Added to every task's priority, so it orders claims across workflows; -1000..1000. `zksched submit --priority` overrides it for one run.",
 
 	"task.name":           "The task's name, unique in the workflow: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.",
@@ -325,6 +330,7 @@ var schemaDocs = map[string]string{
 	"task.retries":        "How many times a failed run is retried, 0..100.",
 	"task.retry-interval": "The wait before each retry.",
 	"task.timeout":        "Bounds one run: past it the run is killed and fails.",
+	"task.deadline":       "How long after its instance's submission the task should have ended: past it the deadline event is sent, once, and nothing else changes.",
 	"task.priority":       "Orders claims: higher is claimed first; -1000..1000.",
 	"task.group":          "The worker group that runs the task; default when left out.",
 	"task.pool":           "A concurrency pool shared across workflows: the masters' pools: config limits how many of its tasks run at once.",
@@ -360,7 +366,11 @@ var schemaDocs = map[string]string{
 	"schedule.misfire":       "What to do with fires missed while no master could fire them: skip, run-once (the latest, the default) or run-all.",
 	"schedule.misfire-limit": "How many missed fires run-all runs, 1..1000; 10 when left out.",
 
-	"concurrency.key":       "A template over the params alone, such as \"{{ .params.thread }}\", rendered when an instance is submitted.",
-	"concurrency.max":       "How many instances with one key run at once; 1 when left out.",
-	"concurrency.when-full": "What a new instance does when its key is full: queue (the default), skip, or cancel-oldest (stop the oldest active one).",
+	"concurrency.key":        "A template over the params alone, such as \"{{ .params.thread }}\", rendered when an instance is submitted.",
+	"notify.on":              "The events heard: failure, success, timeout (failed by the workflow timeout), deadline, task-failed (after its retries).",
+	"notify.webhook-url-env": "The environment variable of the masters holding the webhook's URL; the URL is never in the file.",
+	"notify.slack":           "Send a Slack-compatible body ({\"text\": ...}) to the webhook.",
+	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",
+	"concurrency.max":        "How many instances with one key run at once; 1 when left out.",
+	"concurrency.when-full":  "What a new instance does when its key is full: queue (the default), skip, or cancel-oldest (stop the oldest active one).",
 }

@@ -77,7 +77,7 @@ func TestSchemaFields(t *testing.T) {
 	// The keys each mapping's decoder accepts, as its messages list them.
 	parsed := map[string][]string{
 		"workflow": workflowFields, "task": fieldNames(), "step": stepFields,
-		"schedule": scheduleFields, "concurrency": concurrencyFields,
+		"schedule": scheduleFields, "concurrency": concurrencyFields, "notify": notifyFields,
 	}
 	known := map[string]bool{}
 	for _, o := range schemaObjects {
@@ -144,6 +144,7 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"step":        "name: w\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    steps:\n      - name: s\n        prompt: hi\n        FIELD\n",
 		"schedule":    "name: w\ntasks: [{name: a, type: noop}]\nschedule:\n  cron: '@daily'\n  FIELD\n",
 		"concurrency": "name: w\ntasks: [{name: a, type: noop}]\nconcurrency:\n  key: '{{ .params.k }}'\n  FIELD\n",
+		"notify":      "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
 	}
 	for _, o := range schemaObjects {
 		file := files[o.name()]
@@ -173,6 +174,15 @@ func TestSchemaFieldsParse(t *testing.T) {
 // schemaAccepts are files Parse reads, with the values and forms the schema must take as it
 // does.
 var schemaAccepts = map[string]string{
+	"notify and deadlines": `
+name: notified
+deadline: 30m
+notify:
+  - {on: [failure, timeout, deadline], webhook-url-env: OPS_WEBHOOK}
+  - {on: [success, task-failed], webhook-url-env: SLACK_WEBHOOK, slack: true, email: [ops@example.com]}
+tasks:
+  - {name: a, type: noop, deadline: 5m}
+`,
 	"every task type": `
 name: types
 params: {region: eu, port: 8080, day: 2026-11-01, on: true, empty: }

@@ -63,6 +63,12 @@ type Spec struct {
 	// Priority is added to every task's priority, so it orders claims across workflows.
 	// MinPriority..MaxPriority; `zksched submit --priority` overrides it for one run.
 	Priority int `json:"priority,omitempty" yaml:"priority,omitempty"`
+	// Notify says who hears of the workflow's events; none means the masters'
+	// notify.default.
+	Notify []Notify `json:"notify,omitempty" yaml:"notify,omitempty"`
+	// Deadline is how long after its submission an instance should have ended: past it the
+	// deadline event is sent, once, and nothing else changes. 0 means none.
+	Deadline Duration `json:"deadline,omitempty" yaml:"deadline,omitempty"`
 }
 
 // Task is one node of the DAG. The fields from Command on belong to one task type each; the
@@ -77,6 +83,9 @@ type Task struct {
 	RetryInterval Duration `json:"retry-interval,omitempty" yaml:"retry-interval,omitempty"`
 	// Timeout bounds one run; 0 means none.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Deadline is how long after its workflow instance's submission the task should have
+	// ended: past it the deadline event is sent, once, and nothing else changes. 0 means none.
+	Deadline Duration `json:"deadline,omitempty" yaml:"deadline,omitempty"`
 	// Priority orders claims: higher is claimed first. MinPriority..MaxPriority.
 	Priority int `json:"priority,omitempty" yaml:"priority,omitempty"`
 	// Group is the worker group that runs the task; Parse sets DefaultGroup when the file

@@ -49,6 +49,7 @@ var commonFields = []field{
 	intField("retries", func(t *Task) *int { return &t.Retries }),
 	durationField("retry-interval", func(t *Task) *Duration { return &t.RetryInterval }),
 	durationField("timeout", func(t *Task) *Duration { return &t.Timeout }),
+	durationField("deadline", func(t *Task) *Duration { return &t.Deadline }),
 	intField("priority", func(t *Task) *int { return &t.Priority }),
 	stringField("group", func(t *Task) *string { return &t.Group }),
 	stringField("pool", func(t *Task) *string { return &t.Pool }),

@@ -125,6 +125,9 @@ func (s *Spec) problems() []problem {
 		if t.Timeout < 0 {
 			addTask("timeout", "timeout %s is negative", t.Timeout)
 		}
+		if t.Deadline < 0 {
+			addTask("deadline", "deadline %s is negative", t.Deadline)
+		}
 		if t.Priority < MinPriority || t.Priority > MaxPriority {
 			addTask("priority", "priority %d is out of range %d..%d", t.Priority, MinPriority, MaxPriority)
 		}

@@ -17,12 +17,15 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/failover"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/metrics"
+	"github.com/zksched/zksched/notify"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/worker/llm"
+	"github.com/zksched/zksched/workflow"
 )
 
 func runMaster(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -179,6 +182,22 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		work.Go("failover coordinator", coord.Run)
 		work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
 		work.Go("pool limits", func(ctx context.Context) error { return master.SetPoolLimits(ctx, n.db, cfg.Pools, n.log) })
+		work.Go("notify defaults", func(ctx context.Context) error {
+			return master.SetNotifyDefault(ctx, n.db, notifyDefault(cfg.Notify.Default), n.log)
+		})
+		var mailer notify.Mailer
+		if e := cfg.Notify.Email; e.Host != "" {
+			var password string
+			if e.PasswordEnv != "" {
+				password = os.Getenv(e.PasswordEnv)
+			}
+			mailer = notify.NewMailer(notify.SMTP{Host: e.Host, Port: e.Port, From: e.From, Username: e.Username,
+				Password: password, StartTLS: e.StartTLS, Timeout: cfg.Notify.Timeout})
+		}
+		sender := notify.NewSender(notify.Config{MaxAttempts: cfg.Notify.MaxAttempts, Timeout: cfg.Notify.Timeout,
+			Backoff: cfg.Notify.Backoff, MaxBackoff: cfg.Notify.MaxBackoff, PublicURL: cfg.API.PublicURL,
+			PollInterval: cfg.Master.PollInterval, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
+		work.Go("notifications", sender.Run)
 		work.Go("cluster metrics", func(ctx context.Context) error {
 			return n.metrics.RunClusterCounts(ctx, n.db, n.client, 15*time.Second, n.log)
 		})
@@ -364,4 +383,13 @@ func boolFloat(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// notifyDefault is notify.default as the rows of notify_rule.
+func notifyDefault(entries []conf.NotifyEntry) []dao.NotifyRule {
+	list := make([]workflow.Notify, len(entries))
+	for i, e := range entries {
+		list[i] = workflow.Notify{On: e.On, WebhookURLEnv: e.WebhookURLEnv, Slack: e.Slack, Email: e.Email}
+	}
+	return lifecycle.NotifyRules(list)
 }

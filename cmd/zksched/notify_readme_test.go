@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/notify"
+	"github.com/zksched/zksched/workflow"
+)
+
+// TestReadmeNotifications: the README's Notifications section shows a workflow file that
+// parses, a masters' config that loads, and a webhook body that is notify.Message's.
+func TestReadmeNotifications(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## Notifications\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	if !ok {
+		t.Fatal("README has no Notifications section")
+	}
+	blocks := func(lang string) []string {
+		var out []string
+		rest := section
+		for {
+			var block string
+			var ok bool
+			if _, rest, ok = strings.Cut(rest, "```"+lang+"\n"); !ok {
+				return out
+			}
+			block, rest, _ = strings.Cut(rest, "```")
+			out = append(out, block)
+		}
+	}
+	yamls, jsons := blocks("yaml"), blocks("json")
+	if len(yamls) != 2 || len(jsons) != 1 {
+		t.Fatalf("Notifications section has %d yaml and %d json blocks; want 2 and 1", len(yamls), len(jsons))
+	}
+	spec, err := workflow.Parse([]byte(yamls[0]))
+	if err != nil {
+		t.Fatalf("README's workflow: %v", err)
+	}
+	if len(spec.Notify) != 3 || spec.Deadline == 0 || spec.Tasks[0].Deadline == 0 {
+		t.Errorf("README's workflow parsed as %+v", spec)
+	}
+	path := filepath.Join(t.TempDir(), "master.yaml")
+	if err := os.WriteFile(path, []byte(yamls[1]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := conf.Load(path, nil)
+	if err != nil {
+		t.Fatalf("README's config: %v", err)
+	}
+	if len(cfg.Notify.Default) != 1 || cfg.Notify.Email.Host == "" || cfg.API.PublicURL == "" {
+		t.Errorf("README's config loaded as %+v", cfg.Notify)
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(jsons[0])))
+	dec.DisallowUnknownFields()
+	var m notify.Message
+	if err := dec.Decode(&m); err != nil || m.Event == "" || m.URL == "" {
+		t.Fatalf("README's webhook body is not a notify.Message: %+v, %v", m, err)
+	}
+}
