@@ -229,9 +229,5 @@ const purgeNotificationsSQL = `
 // PurgeNotifications deletes up to batch notifications, sent or dead, queued more than keep
 // ago, and returns how many it deleted.
 func (db *DB) PurgeNotifications(ctx context.Context, keep time.Duration, batch int) (int64, error) {
-	var n int64
-	if err := db.db.GetContext(ctx, &n, purgeNotificationsSQL, keep.Seconds(), batch); err != nil {
-		return 0, fmt.Errorf("purge notifications: %w", err)
-	}
-	return n, nil
+	return db.purgeBatch(ctx, purgeNotificationsSQL, "purge notifications", keep, batch)
 }

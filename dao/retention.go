@@ -143,11 +143,7 @@ const purgeFailoverEventsSQL = `
 // PurgeFailoverEvents deletes up to batch failover events that finished more than keep ago
 // and returns how many it deleted.
 func (db *DB) PurgeFailoverEvents(ctx context.Context, keep time.Duration, batch int) (int64, error) {
-	var n int64
-	if err := db.db.GetContext(ctx, &n, purgeFailoverEventsSQL, keep.Seconds(), batch); err != nil {
-		return 0, fmt.Errorf("purge failover events: %w", err)
-	}
-	return n, nil
+	return db.purgeBatch(ctx, purgeFailoverEventsSQL, "purge failover events", keep, batch)
 }
 
 // purgeFiresSQL is PurgeFires' statement: $1 the retention in seconds, $2 the batch.
@@ -168,11 +164,7 @@ const purgeFiresSQL = `
 // PurgeFires deletes up to batch schedule fire records made more than keep ago and returns
 // how many it deleted.
 func (db *DB) PurgeFires(ctx context.Context, keep time.Duration, batch int) (int64, error) {
-	var n int64
-	if err := db.db.GetContext(ctx, &n, purgeFiresSQL, keep.Seconds(), batch); err != nil {
-		return 0, fmt.Errorf("purge schedule fires: %w", err)
-	}
-	return n, nil
+	return db.purgeBatch(ctx, purgeFiresSQL, "purge schedule fires", keep, batch)
 }
 
 // auditRetentionSQL declares the audit retention to audit_event's trigger for the rest of the
@@ -232,4 +224,14 @@ func (q *Queries) MaxIssuedID(ctx context.Context, table string) (int64, error) 
 		return 0, fmt.Errorf("highest id of %s: %w", table, err)
 	}
 	return id, nil
+}
+
+// purgeBatch runs one purge statement, whose $1 is the retention in seconds and $2 the batch,
+// and returns how many rows it deleted; what names the purge in an error.
+func (db *DB) purgeBatch(ctx context.Context, stmt, what string, keep time.Duration, batch int) (int64, error) {
+	var n int64
+	if err := db.db.GetContext(ctx, &n, stmt, keep.Seconds(), batch); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	return n, nil
 }
