@@ -162,6 +162,18 @@ func parseInstance(fs *flag.FlagSet, args []string, what string) (int64, error) 
 	return id, nil
 }
 
+// parse parses args with fs, whose flags f are, and opens where to act: it returns the one
+// instance id the arguments give (what it should be says an error), the instances to act on
+// and a function that closes them.
+func (f instanceFlags) parse(ctx context.Context, fs *flag.FlagSet, args []string, what string, stderr io.Writer) (int64, instances, func(), error) {
+	id, err := parseInstance(fs, args, what)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	inst, done, err := f.open(ctx, stderr)
+	return id, inst, done, err
+}
+
 // open returns where to act: the master of --server, or else the database of --config.
 func (f instanceFlags) open(ctx context.Context, stderr io.Writer) (instances, func(), error) {
 	if *f.server != "" {
@@ -215,11 +227,7 @@ func writeJSON(w io.Writer, v any) error {
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("status", stdout)
 	f := addInstanceFlags(fs)
-	id, err := parseInstance(fs, args, "workflow instance")
-	if err != nil {
-		return err
-	}
-	inst, done, err := f.open(ctx, stderr)
+	id, inst, done, err := f.parse(ctx, fs, args, "workflow instance", stderr)
 	if err != nil {
 		return err
 	}
@@ -387,11 +395,7 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func runKill(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("kill", stdout)
 	f := addInstanceFlags(fs)
-	id, err := parseInstance(fs, args, "task instance")
-	if err != nil {
-		return err
-	}
-	inst, done, err := f.open(ctx, stderr)
+	id, inst, done, err := f.parse(ctx, fs, args, "task instance", stderr)
 	if err != nil {
 		return err
 	}
@@ -423,11 +427,7 @@ func runRerun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("rerun", stdout)
 	f := addInstanceFlags(fs)
 	wf := fs.Bool("workflow", false, "the id is a workflow instance's: rerun every failed or killed task of it")
-	id, err := parseInstance(fs, args, "task instance (or with --workflow, a workflow instance)")
-	if err != nil {
-		return err
-	}
-	inst, done, err := f.open(ctx, stderr)
+	id, inst, done, err := f.parse(ctx, fs, args, "task instance (or with --workflow, a workflow instance)", stderr)
 	if err != nil {
 		return err
 	}
@@ -466,11 +466,7 @@ func runRerun(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func runStop(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("stop", stdout)
 	f := addInstanceFlags(fs)
-	id, err := parseInstance(fs, args, "workflow instance")
-	if err != nil {
-		return err
-	}
-	inst, done, err := f.open(ctx, stderr)
+	id, inst, done, err := f.parse(ctx, fs, args, "workflow instance", stderr)
 	if err != nil {
 		return err
 	}

@@ -16,11 +16,7 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	f := addInstanceFlags(fs)
 	output := fs.String("output", "", "the task's output, which its downstream tasks read (for a paused agent, its wait step's); with --fail, the reason")
 	fail := fs.Bool("fail", false, "fail the task instead of ending it succeeded")
-	id, err := parseInstance(fs, args, "waiting task instance")
-	if err != nil {
-		return err
-	}
-	inst, done, err := f.open(ctx, stderr)
+	id, inst, done, err := f.parse(ctx, fs, args, "waiting task instance", stderr)
 	if err != nil {
 		return err
 	}
