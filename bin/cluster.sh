@@ -44,6 +44,7 @@ addr() { echo "$net.$1"; }
 in_ns() { local h=$1; shift; ip netns exec "$(ns "$h")" "$@"; }
 zk_servers() { local s=() h; for h in "${hosts[@]}"; do s+=("$(addr "$h"):$zk_port"); done; (IFS=,; echo "${s[*]}"); }
 hdir() { echo "$dir/h$1"; }
+patroni_urls() { local s=() h; for h in "${hosts[@]}"; do s+=("http://$(addr "$h"):$rest_port"); done; (IFS=,; echo "${s[*]}"); }
 
 apt_updated=
 need_pkg() { # need_pkg FILE PACKAGE...: installs the packages unless FILE exists
@@ -277,6 +278,7 @@ registry:
   session-timeout: 4s
 db:
   dsn: $(dsn "$h")
+  patroni-urls: [$(patroni_urls)]
 master: {port: $master_port}
 worker: {port: $worker_port, slots: 4, shutdown-timeout: 10s}
 api:
@@ -415,6 +417,7 @@ env_vars() {
   # lib/pq takes several hosts and tries them in turn; each is a host's HAProxy, so the
   # commands reach the primary while one host is down.
   printf "ZKSCHED_DB_DSN='%s'\n" "host=$(IFS=,; echo "${hs[*]}") port=$ha_port user=zksched password=$(secret zksched) dbname=zksched sslmode=disable connect_timeout=3"
+  printf "ZKSCHED_DB_PATRONI_URLS='%s'\n" "$(patroni_urls)"
   printf "ZKSCHED_SERVER='%s'\n" "http://$(addr 1):$master_port"
   printf "ZKSCHED_TOKEN='%s'\n" "$(secret api-token)"
 }
