@@ -598,8 +598,9 @@ func Defaults() Config {
 			OnLost:         OnLostStop,
 		},
 		DB: DB{
-			DSN:      "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
-			MaxConns: 20,
+			DSN:         "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
+			MaxConns:    20,
+			PatroniURLs: []string{},
 		},
 		Master: Master{
 			Port:             5678,
