@@ -23,15 +23,21 @@
 #   ZKSCHED_CLUSTER_NET   the /24 prefix of the hosts' addresses (default 10.77.0): host N is
 #                         PREFIX.N, the bridge PREFIX.254
 #   ZKSCHED_CLUSTER_NAME  prefix of the namespaces and links (default zks)
+#   ZKSCHED_RUN_DIR       the state goes in its cluster/ folder (default .run)
+#   ZKSCHED_BIN           the zksched binary to run (default: bin/zksched, built by up)
+#
+# The hosts' configuration files are the example deployment's (deploy/etc, rendered by
+# deploy/render.sh) with the simulated addresses and shorter timeouts.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 net="${ZKSCHED_CLUSTER_NET:-10.77.0}"
 name="${ZKSCHED_CLUSTER_NAME:-zks}"
 dir="${ZKSCHED_RUN_DIR:-$top/.run}/cluster"
+link="$dir" # where the state is found; locate sets dir to where it is kept
 bridge="${name}br0"
 hosts=(1 2 3)
-bin="$top/bin/zksched"
+bin="${ZKSCHED_BIN:-$top/bin/zksched}"
 pg_bin=/usr/lib/postgresql/15/bin
 zk_cp=/usr/share/java/zookeeper.jar:/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
 zk_port=2181 pg_port=5432 rest_port=8008 ha_port=5000 master_port=5678 worker_port=5679
@@ -70,7 +76,7 @@ locate() {
   [ -d "$dir" ] && return
   if runuser -u postgres -- test -x "$(dirname "$dir")" 2>/dev/null; then mkdir -p "$dir"; chmod 711 "$dir"; return; fi
   local alt
-  alt="/var/tmp/zksched-cluster-$(printf %s "$top" | md5sum | cut -c1-12)"
+  alt="/var/tmp/zksched-cluster-$(printf %s "$dir" | md5sum | cut -c1-12)"
   mkdir -p "$alt"; chmod 711 "$alt"
   ln -sfn "$alt" "$dir"
   dir=$alt
@@ -142,28 +148,26 @@ zk_srvr() { # zk_srvr HOST: the server's mode (leader, follower, standalone) or 
   (exec 3<>"/dev/tcp/$(addr "$1")/$zk_port" && printf srvr >&3 && timeout 2 cat <&3) 2>/dev/null | awk '/^Mode:/ {print $2}'
 }
 
+# render HOST: the host's configuration files, from the example deployment's templates
+# (deploy/render.sh) with the simulated hosts' addresses, folders and shorter timeouts, so
+# that a fault is over in seconds: ZooKeeper ticks of 500 ms, Patroni's leader lock lapsing
+# after 10 s, the nodes' sessions of 5 s (2 × syncLimit × tickTime).
+render() {
+  local h=$1
+  HOST1=$(addr 1) HOST2=$(addr 2) HOST3=$(addr 3) NETWORK="$net.0/24" \
+  ZK_DATA="$(hdir "$h")/zookeeper/data" PATRONI_DIR="$(hdir "$h")/patroni" PG_BIN="$pg_bin" \
+  ZK_TICK_MS=500 ZK_MIN_SESSION_MS=1000 PATRONI_TTL=10 PATRONI_LOOP_WAIT=2 PATRONI_RETRY_TIMEOUT=4 \
+  ZKSCHED_SESSION_TIMEOUT=5s \
+  PG_SUPERUSER_PASSWORD=$(secret postgres) PG_REPLICATION_PASSWORD=$(secret replicator) \
+  ZKSCHED_DB_PASSWORD=$(secret zksched) API_TOKEN_FILE="$dir/secrets/api-token" \
+    "$top/deploy/render.sh" "$h" "$(hdir "$h")"
+}
+
 start_zk() {
   local h=$1 d; d="$(hdir "$h")/zookeeper"
   running "$h" zookeeper && return
   mkdir -p "$d/data"
   echo "$h" > "$d/data/myid"
-  {
-    cat <<CFG
-tickTime=500
-initLimit=20
-syncLimit=6
-minSessionTimeout=1000
-maxSessionTimeout=60000
-dataDir=$d/data
-clientPort=$zk_port
-clientPortAddress=$(addr "$h")
-quorumListenOnAllIPs=false
-maxClientCnxns=0
-4lw.commands.whitelist=*
-admin.enableServer=false
-CFG
-    local o; for o in "${hosts[@]}"; do echo "server.$o=$(addr "$o"):2888:3888"; done
-  } > "$d/zoo.cfg"
   cat > "$d/log4j.properties" <<'CFG'
 log4j.rootLogger=INFO, FILE
 log4j.appender.FILE=org.apache.log4j.RollingFileAppender
@@ -175,7 +179,7 @@ log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t] %c{1}: %m%n
 CFG
   spawn "$h" zookeeper java -Xmx256m -Dzookeeper.log.file="$d/zookeeper.log" \
     -Dlog4j.configuration="file:$d/log4j.properties" -cp "$zk_cp" \
-    org.apache.zookeeper.server.quorum.QuorumPeerMain "$d/zoo.cfg"
+    org.apache.zookeeper.server.quorum.QuorumPeerMain "$(hdir "$h")/etc/zookeeper/zoo.cfg"
 }
 
 start_patroni() {
@@ -183,123 +187,27 @@ start_patroni() {
   running "$h" patroni && return
   mkdir -p "$d"
   chown postgres: "$d"; chmod 700 "$d"
-  local zk_list="" o
-  for o in "${hosts[@]}"; do zk_list="$zk_list, '$(addr "$o"):$zk_port'"; done
-  zk_list="[${zk_list#, }]"
-  cat > "$(hdir "$h")/patroni.yaml" <<CFG
-scope: zksched
-namespace: /patroni/
-name: pg$h
-restapi:
-  listen: $(addr "$h"):$rest_port
-  connect_address: $(addr "$h"):$rest_port
-zookeeper:
-  hosts: $zk_list
-bootstrap:
-  dcs:
-    # ttl is Patroni's ZooKeeper session: the leader lock lapses that long after the
-    # primary's host is lost. loop_wait + 2 * retry_timeout must not exceed it.
-    ttl: 10
-    loop_wait: 2
-    retry_timeout: 4
-    maximum_lag_on_failover: 1048576
-    # A commit returns once the synchronous standby has it, and only a synchronous standby
-    # is promoted: a switchover loses no committed transaction.
-    synchronous_mode: true
-    postgresql:
-      use_pg_rewind: true
-      parameters:
-        max_connections: 300
-        shared_buffers: 128MB
-        wal_level: replica
-        hot_standby: "on"
-        max_wal_senders: 10
-        max_replication_slots: 10
-        wal_log_hints: "on"
-        wal_keep_size: 256MB
-  initdb:
-    - encoding: UTF8
-    - no-locale
-  pg_hba:
-    - local all all trust
-    - host replication replicator $net.0/24 scram-sha-256
-    - host all all $net.0/24 scram-sha-256
-postgresql:
-  listen: $(addr "$h"):$pg_port
-  connect_address: $(addr "$h"):$pg_port
-  data_dir: $d/data
-  bin_dir: $pg_bin
-  pgpass: $d/pgpass
-  authentication:
-    superuser: {username: postgres, password: '$(secret postgres)'}
-    replication: {username: replicator, password: '$(secret replicator)'}
-  parameters:
-    unix_socket_directories: '$d'
-tags: {nofailover: false, noloadbalance: false, clonefrom: false, nosync: false}
-CFG
-  chown postgres: "$(hdir "$h")/patroni.yaml"
+  chown postgres: "$(hdir "$h")/etc/patroni/config.yml"
   touch "$(hdir "$h")/patroni.log"; chown postgres: "$(hdir "$h")/patroni.log"
-  spawn "$h" patroni setpriv --reuid=postgres --regid=postgres --init-groups patroni "$(hdir "$h")/patroni.yaml"
+  spawn "$h" patroni setpriv --reuid=postgres --regid=postgres --init-groups patroni "$(hdir "$h")/etc/patroni/config.yml"
 }
 
 start_haproxy() {
-  local h=$1 d; d=$(hdir "$h")
-  running "$h" haproxy && return
-  {
-    cat <<CFG
-global
-  maxconn 2000
-defaults
-  mode tcp
-  timeout connect 2s
-  timeout client 60m
-  timeout server 60m
-  timeout check 1s
-# Only the node whose Patroni answers /primary with 200 takes connections; once it stops
-# being primary its sessions are cut (on-marked-down), so no client keeps a connection to a
-# demoted primary.
-listen postgres
-  bind $(addr "$h"):$ha_port
-  option httpchk GET /primary
-  http-check expect status 200
-  default-server inter 500ms fall 2 rise 2 on-marked-down shutdown-sessions
-CFG
-    local o; for o in "${hosts[@]}"; do echo "  server pg$o $(addr "$o"):$pg_port check port $rest_port"; done
-  } > "$d/haproxy.cfg"
-  spawn "$h" haproxy haproxy -db -f "$d/haproxy.cfg"
-}
-
-node_config() { # node_config HOST
   local h=$1
-  cat > "$(hdir "$h")/zksched.yaml" <<CFG
-node: {host: $(addr "$h")}
-registry:
-  servers: [$(zk_servers)]
-  session-timeout: 4s
-db:
-  dsn: $(dsn "$h")
-  patroni-urls: [$(patroni_urls)]
-master: {port: $master_port}
-worker: {port: $worker_port, slots: 4, shutdown-timeout: 10s}
-api:
-  token-file: $dir/secrets/api-token
-log: {level: info, format: json}
-CFG
+  running "$h" haproxy && return
+  spawn "$h" haproxy haproxy -db -f "$(hdir "$h")/etc/haproxy/haproxy.cfg"
 }
-
-# dsn HOST: the nodes of HOST reach PostgreSQL through their own host's HAProxy.
-dsn() { echo "postgres://zksched:$(secret zksched)@$(addr "$1"):$ha_port/zksched?sslmode=disable&connect_timeout=3"; }
 
 start_nodes() {
-  local h=$1
-  node_config "$h"
-  running "$h" master || spawn "$h" master "$bin" master --config "$(hdir "$h")/zksched.yaml"
-  running "$h" worker || spawn "$h" worker "$bin" worker --config "$(hdir "$h")/zksched.yaml"
+  local h=$1 cfg; cfg="$(hdir "$h")/etc/zksched/zksched.yaml"
+  running "$h" master || spawn "$h" master "$bin" master --config "$cfg"
+  running "$h" worker || spawn "$h" worker "$bin" worker --config "$cfg"
 }
 
 start_host() {
   local h=$1
   mkdir -p "$(hdir "$h")"
+  render "$h"
   start_zk "$h"; start_patroni "$h"; start_haproxy "$h"
   [ -x "$bin" ] && [ -f "$dir/migrated" ] && start_nodes "$h"
   return 0
@@ -348,7 +256,8 @@ up() {
   locate
   net_up
   local h
-  for h in "${hosts[@]}"; do mkdir -p "$(hdir "$h")"; start_zk "$h"; done
+  secret api-token >/dev/null
+  for h in "${hosts[@]}"; do mkdir -p "$(hdir "$h")"; render "$h"; start_zk "$h"; done
   log "waiting for the ZooKeeper ensemble on $(zk_servers)"
   wait_for 90 "a ZooKeeper leader and two followers" ensemble_whole
   for h in "${hosts[@]}"; do start_patroni "$h"; done
@@ -369,10 +278,11 @@ SELECT NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'zksched') AS missi
 CREATE DATABASE zksched OWNER zksched;
 \endif
 SQL
-  [ -s "$dir/secrets/api-token" ] || secret api-token >/dev/null
-  log "building bin/zksched"
-  (cd "$top" && PATH="$PATH:/usr/local/go/bin" go build -o "$bin" ./cmd/zksched)
-  ZKSCHED_DB_DSN=$(dsn 1) "$bin" migrate >/dev/null
+  if [ -z "${ZKSCHED_BIN:-}" ]; then
+    log "building bin/zksched"
+    (cd "$top" && PATH="$PATH:/usr/local/go/bin" go build -o "$bin" ./cmd/zksched)
+  fi
+  "$bin" migrate --config "$(hdir 1)/etc/zksched/zksched.yaml" >/dev/null
   touch "$dir/migrated"
   for h in "${hosts[@]}"; do start_nodes "$h"; done
   for h in "${hosts[@]}"; do
@@ -384,12 +294,12 @@ SQL
 
 down() {
   local h
-  if [ -e "$dir" ] || [ -L "$dir" ]; then :; fi
   for h in "${hosts[@]}"; do
     ip netns list 2>/dev/null | grep -qw "$(ns "$h")" && kill_host "$h"
   done
   net_down
-  if [ -L "$dir" ]; then rm -rf "$(readlink "$dir")"; rm -f "$dir"; else rm -rf "$dir"; fi
+  rm -rf "$dir"
+  [ -L "$link" ] && rm -f "$link"
   log "down: no process, namespace, link or state left"
 }
 
