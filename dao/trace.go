@@ -19,8 +19,8 @@ func (q *Queries) WorkflowTraceparentsOf(ctx context.Context, ids []int64) (map[
 		ID          int64  `db:"id"`
 		Traceparent string `db:"traceparent"`
 	}
-	if err := sqlxSelect(ctx, q, &rows, `SELECT id, traceparent FROM workflow_instance
-		WHERE id = ANY($1) AND traceparent IS NOT NULL`, pq.Array(ids)); err != nil {
+	if err := sqlxSelect(ctx, q, &rows, `SELECT workflow_instance_id AS id, traceparent FROM trace_context
+		WHERE workflow_instance_id = ANY($1)`, pq.Array(ids)); err != nil {
 		return nil, fmt.Errorf("read the traceparents of %d workflow instances: %w", len(ids), err)
 	}
 	out := make(map[int64]string, len(rows))
@@ -70,15 +70,15 @@ func (q *Queries) TraceOutboxTakeUnsent(ctx context.Context, limit int) ([]Trace
 				FOR UPDATE SKIP LOCKED)
 			RETURNING o.workflow_instance_id, o.task_instance_id, o.attempt
 		)
-		SELECT k.workflow_instance_id, k.task_instance_id, k.attempt, w.traceparent, w.workflow_name,
+		SELECT k.workflow_instance_id, k.task_instance_id, k.attempt, c.traceparent, w.workflow_name,
 			w.workflow_version, w.state, w.error, w.created_at, coalesce(w.ended_at, now()) AS ended_at,
 			t.name AS task_name, t.type AS task_type, a.worker_id, a.started_at AS attempt_started_at,
 			a.ended_at AS attempt_ended_at, a.outcome, a.error AS attempt_error
 		FROM taken k
 		JOIN workflow_instance w ON w.id = k.workflow_instance_id
+		JOIN trace_context c ON c.workflow_instance_id = k.workflow_instance_id
 		LEFT JOIN task_instance t ON t.id = k.task_instance_id
-		LEFT JOIN task_attempt a ON a.task_instance_id = k.task_instance_id AND a.attempt = k.attempt
-		WHERE w.traceparent IS NOT NULL`, limit)
+		LEFT JOIN task_attempt a ON a.task_instance_id = k.task_instance_id AND a.attempt = k.attempt`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("take unsent trace spans: %w", err)
 	}

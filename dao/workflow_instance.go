@@ -21,7 +21,8 @@ var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances an
 // $6 the number (from 1) of the submission each root task instance belongs to, $7-$16 the
 // roots' other columns (as taskArrays, without the instance); $17-$19 the submissions'
 // concurrency keys (NULL for none), their max, and whether their when-full is other than
-// queue; $20 their traceparents (the whole array NULL when tracing is off). It returns a row per submission whose definition exists: its number, its cap,
+// queue; $20 their traceparents, stored in trace_context (the whole array NULL when tracing
+// is off). It returns a row per submission whose definition exists: its number, its cap,
 // whether its workflow says when-full: skip, whether it has a key, and its instance's id,
 // NULL for a capped one with when-full: skip or a keyed one with a when-full other than queue
 // (each needs its count under its admission lock; WorkflowCreate does that).
@@ -52,10 +53,14 @@ const createSQL = `
 			FROM r
 		), created AS (
 			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
-				has_timeout, task_count, concurrency_key, concurrency_max, traceparent, state, started_at)
+				has_timeout, task_count, concurrency_key, concurrency_max, trace_sampled, state, started_at)
 			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout, task_count, key, key_max,
-				traceparent, CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
+				traceparent LIKE '%-01', CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
 			FROM c WHERE id IS NOT NULL
+		), traced AS (
+			-- Nothing while tracing is off: $20 is NULL.
+			INSERT INTO trace_context (workflow_instance_id, traceparent)
+			SELECT id, traceparent FROM c WHERE id IS NOT NULL AND traceparent IS NOT NULL
 		), started AS (
 			-- The started instances' ids by submission (0: none), which the roots look their
 			-- instance up in; without NULLs, so that a subscript does not walk a null bitmap.
@@ -303,10 +308,16 @@ func (q *Queries) createWhenFull(ctx context.Context, sub Submission, c *created
 	}
 	id := new(int64)
 	err := sqlxGet(ctx, q, id, `
-		INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
-			has_timeout, task_count, concurrency_key, concurrency_max, traceparent)
-		SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count, $6, $7, NULLIF($8, '')
-		FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id`,
+		WITH created AS (
+			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
+				has_timeout, task_count, concurrency_key, concurrency_max, trace_sampled)
+			SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count, $6, $7, NULLIF($8, '') LIKE '%-01'
+			FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id
+		), traced AS (
+			INSERT INTO trace_context (workflow_instance_id, traceparent)
+			SELECT id, $8 FROM created WHERE $8 <> ''
+		)
+		SELECT id FROM created`,
 		name, sub.Version, string(sub.Params), sub.Priority, c.MaxActive, key, keyMax, sub.Traceparent)
 	if err != nil {
 		return nil, fmt.Errorf("create workflow instance of %q version %d: %w", name, sub.Version, err)

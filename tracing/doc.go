@@ -8,7 +8,7 @@
 // context is decided once, when it is submitted (Traceparents, installed on the dao.DB of
 // every process that submits): a random trace id, a random span id for the instance's own
 // span, and the sampling decision (tracing.sample-ratio), stored with the instance as a W3C
-// traceparent (migration 00023). Every span of the instance is then named from it:
+// traceparent (trace_context, migration 00023). Every span of the instance is then named from it:
 //
 //	workflow <name>        span id from the traceparent; no parent. Emitted once, when the
 //	│                      instance first ends (by a master, from dao's trace outbox), from
@@ -33,7 +33,8 @@
 // # Cost
 //
 // With tracing off a node has no Tracer (nil, whose methods do nothing), its instances are
-// created with a NULL traceparent, and no trigger of migration 00023 calls a function. An
+// created without a trace context (no trace_context row, trace_sampled NULL), and no trigger
+// of migration 00023 calls a function. An
 // export never blocks scheduling: spans go to a batch processor whose bounded queue drops
 // what it cannot hold while the collector is down or slow.
 package tracing

@@ -23,14 +23,14 @@ func traceEnv(recv *otlptest.Receiver, ratio string) []string {
 // traceparentOf reads the traceparent stored with workflow instance id.
 func (e *e2e) traceparentOf(t *testing.T, id int64) string {
 	t.Helper()
-	var tp *string
-	if err := e.db.SQL().Get(&tp, `SELECT traceparent FROM workflow_instance WHERE id = $1`, id); err != nil {
+	var tps []string
+	if err := e.db.SQL().Select(&tps, `SELECT traceparent FROM trace_context WHERE workflow_instance_id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	if tp == nil {
+	if len(tps) == 0 {
 		return ""
 	}
-	return *tp
+	return tps[0]
 }
 
 // TestTraceOfAWorkflowAcrossProcesses runs a workflow on a real master and two workers with
