@@ -73,6 +73,52 @@ type Config struct {
 	Log Log `yaml:"log"`
 	// Notify configures the notifications the masters send.
 	Notify Notify `yaml:"notify"`
+	// Tracing configures the OpenTelemetry traces of workflow instances, on masters, workers
+	// and the command line's submissions.
+	Tracing Tracing `yaml:"tracing"`
+}
+
+// Tracing configures the OpenTelemetry traces of workflow instances (package tracing): a
+// trace per instance, a span per task attempt and per model call, exported over OTLP/HTTP to
+// a collector (the OpenTelemetry Collector, Jaeger, Tempo, …). Give every node of a cluster
+// the same section: the process that submits an instance decides whether it is traced, and
+// the others emit its spans only if they have tracing on too.
+type Tracing struct {
+	// Enabled turns tracing on. Defaults to false: instances are stored without a trace
+	// context and no span is built or sent, so scheduling does no work for it.
+	Enabled bool `yaml:"enabled"`
+
+	// Endpoint is the collector's OTLP/HTTP base URL, like http://127.0.0.1:4318; the spans
+	// are POSTed to its /v1/traces unless the URL has a path of its own. https uses TLS (see
+	// CAFile). Empty by default, which takes OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_ENDPOINT from the environment, as every OpenTelemetry SDK does, and
+	// otherwise http://localhost:4318, a collector beside the node.
+	Endpoint string `yaml:"endpoint"`
+
+	// SampleRatio is the share of workflow instances traced, 0 to 1. Defaults to 1: every
+	// instance, as tracing is turned on to look at them. It is applied once, where the
+	// instance is submitted, and every process respects that decision for all the
+	// instance's spans (and a shell task's TRACEPARENT carries it on).
+	SampleRatio float64 `yaml:"sample-ratio"`
+
+	// ServiceName is the service.name of the node's spans. Defaults to zksched-master or
+	// zksched-worker, by role.
+	ServiceName string `yaml:"service-name"`
+
+	// Headers are HTTP headers sent with every export, such as a collector's API key. Empty
+	// by default. A secret is better given in OTEL_EXPORTER_OTLP_HEADERS (k1=v1,k2=v2), which
+	// is read too and keeps it out of the file.
+	Headers map[string]string `yaml:"headers"`
+
+	// CAFile is a PEM file of the certificate authorities an https endpoint's certificate may
+	// come from. Empty by default: the system's roots.
+	CAFile string `yaml:"ca-file"`
+
+	// QueueSize is how many ended spans a node holds while they wait to be exported.
+	// Defaults to 2048, the SDK's default. When the collector is down or slow the queue
+	// fills and further spans are dropped: an export never blocks or fails scheduling.
+	// 1..1000000.
+	QueueSize int `yaml:"queue-size"`
 }
 
 // Registry is the ZooKeeper connection and the place of zksched's znodes in it.
@@ -640,6 +686,11 @@ func Defaults() Config {
 		Log: Log{
 			Level:  "info",
 			Format: LogFormatJSON,
+		},
+		Tracing: Tracing{
+			SampleRatio: 1,
+			Headers:     map[string]string{},
+			QueueSize:   2048,
 		},
 		Notify: Notify{
 			Default:     []NotifyEntry{},

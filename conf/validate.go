@@ -151,6 +151,7 @@ func (c *Config) Validate() error {
 	}
 
 	v.notify(c.Notify)
+	v.tracing(c.Tracing)
 	if u := c.API.PublicURL; u != "" {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			v.problem("api.public-url", "%q: want an absolute http or https URL, like https://zksched.example.com", u)
@@ -161,6 +162,20 @@ func (c *Config) Validate() error {
 	v.oneOf("log.format", c.Log.Format, LogFormatJSON, LogFormatConsole)
 
 	return errors.Join(v.errs...)
+}
+
+// tracing checks the tracing section; an endpoint is checked even with tracing off, so a
+// mistake is found before the day it is turned on.
+func (v *validation) tracing(t Tracing) {
+	if r := t.SampleRatio; !(r >= 0 && r <= 1) {
+		v.problem("tracing.sample-ratio", "%v: want a share from 0 (no instance) to 1 (every instance)", r)
+	}
+	if e := t.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.problem("tracing.endpoint", "%q: want the collector's OTLP/HTTP URL, like http://127.0.0.1:4318", e)
+		}
+	}
+	v.intRange("tracing.queue-size", t.QueueSize, 1, 1000000)
 }
 
 // notify checks the notifications' section: each default entry as a workflow file's entry is

@@ -76,6 +76,19 @@ type Queries struct {
 	prep *stmtcache.Cache
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
 	notes *[]notify.Note
+	// traceStart gives new workflow instances their traceparent; nil while tracing is off.
+	traceStart TraceStart
+}
+
+// TraceStart returns the W3C traceparent a new workflow instance is stored with: the trace of
+// the instance, decided once for every process that will emit its spans (package tracing).
+type TraceStart func() string
+
+// SetTraceStart makes every workflow instance created through db from now on get its
+// traceparent from start. Without it (tracing off) instances are created with none. Call it
+// before the DB is used.
+func (db *DB) SetTraceStart(start TraceStart) {
+	db.Queries.traceStart = start
 }
 
 // Open connects to dsn and waits until PostgreSQL answers, retrying with a growing interval
@@ -155,7 +168,8 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	var notes []notify.Note
-	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes}); err != nil {
+	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes,
+		traceStart: db.Queries.traceStart}); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

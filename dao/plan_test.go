@@ -69,6 +69,8 @@ func explainGeneric(t *testing.T, db *dao.DB, options, query, types string, args
 			}
 		}
 		switch v := a.(type) {
+		case nil:
+			placeholders[i] = "NULL"
 		case string:
 			placeholders[i] = "'" + strings.ReplaceAll(v, "'", "''") + "'"
 		case []byte:

@@ -21,7 +21,8 @@ var ErrWorkflowFull = errors.New("the workflow is at its max-active-instances an
 // $6 the number (from 1) of the submission each root task instance belongs to, $7-$16 the
 // roots' other columns (as taskArrays, without the instance); $17-$19 the submissions'
 // concurrency keys (NULL for none), their max, and whether their when-full is other than
-// queue. It returns a row per submission whose definition exists: its number, its cap,
+// queue; $20 their traceparents, stored in trace_context (the whole array NULL when tracing
+// is off). It returns a row per submission whose definition exists: its number, its cap,
 // whether its workflow says when-full: skip, whether it has a key, and its instance's id,
 // NULL for a capped one with when-full: skip or a keyed one with a when-full other than queue
 // (each needs its count under its admission lock; WorkflowCreate does that).
@@ -32,9 +33,10 @@ const createSQL = `
 		WITH r AS MATERIALIZED (
 			SELECT x.i, x.name, x.version, x.params, x.priority, x.queue, d.name IS NOT NULL AS defined,
 			       d.max_active, d.when_full_skip AS skip, d.has_timeout, d.task_count,
-			       x.key, x.key_max, x.key_held
-			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[], $17::text[], $18::int[], $19::bool[])
-				WITH ORDINALITY AS x(name, version, params, priority, queue, key, key_max, key_held, i)
+			       x.key, x.key_max, x.key_held, x.traceparent
+			FROM unnest($1::text[], $2::int[], $3::text[], $4::int[], $5::bool[], $17::text[], $18::int[], $19::bool[],
+				$20::text[])
+				WITH ORDINALITY AS x(name, version, params, priority, queue, key, key_max, key_held, traceparent, i)
 			LEFT JOIN workflow_definition d ON d.name = x.name AND d.version = x.version
 		), c AS MATERIALIZED (
 			-- With its root tasks an instance starts at once: running, with no owner yet, as
@@ -44,17 +46,21 @@ const createSQL = `
 			-- array, such a join is a nested loop that compares every submission with every
 			-- other, quadratic in the size of a bulk load.
 			SELECT r.i, r.name, r.version, r.params, r.priority, r.max_active, r.skip, r.has_timeout, r.task_count,
-			       r.defined, r.key, r.key_max,
+			       r.defined, r.key, r.key_max, r.traceparent,
 			       CASE WHEN r.defined AND (r.queue OR ((r.max_active IS NULL OR NOT r.skip) AND NOT r.key_held))
 			            THEN nextval(pg_get_serial_sequence('workflow_instance', 'id')) END AS id,
 			       r.defined AND r.max_active IS NULL AND r.key IS NULL AND r.i IN (SELECT unnest($6::bigint[])) AS started
 			FROM r
 		), created AS (
 			INSERT INTO workflow_instance (id, workflow_name, workflow_version, params, priority, max_active,
-				has_timeout, task_count, concurrency_key, concurrency_max, state, started_at)
+				has_timeout, task_count, concurrency_key, concurrency_max, trace_sampled, state, started_at)
 			SELECT id, name, version, params::jsonb, priority, max_active, has_timeout, task_count, key, key_max,
-				CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
+				traceparent LIKE '%-01', CASE WHEN started THEN 'running' ELSE 'submitted' END, CASE WHEN started THEN now() END
 			FROM c WHERE id IS NOT NULL
+		), traced AS (
+			-- Nothing while tracing is off: $20 is NULL.
+			INSERT INTO trace_context (workflow_instance_id, traceparent)
+			SELECT id, traceparent FROM c WHERE id IS NOT NULL AND traceparent IS NOT NULL
 		), started AS (
 			-- The started instances' ids by submission (0: none), which the roots look their
 			-- instance up in; without NULLs, so that a subscript does not walk a null bitmap.
@@ -93,6 +99,9 @@ type Submission struct {
 	// Audit, unless nil, is the submission's audit_event row, committed with the instance;
 	// its Target is set to the instance ("workflow-instance/<id>").
 	Audit *AuditEvent
+	// Traceparent is the instance's trace context (W3C traceparent, see migration 00023);
+	// empty takes one from the DB's TraceStart, or none while tracing is off.
+	Traceparent string
 }
 
 // created is what createSQL says of one submission.
@@ -108,6 +117,7 @@ type created struct {
 func (q *Queries) createMany(ctx context.Context, subs []Submission) ([]*created, error) {
 	n := len(subs)
 	var rows []created
+	q.traced(subs)
 	if err := selectHot(ctx, q, &rows, createSQL, createArgs(subs)...); err != nil {
 		return nil, err
 	}
@@ -144,7 +154,39 @@ func createArgs(subs []Submission) []any {
 	}
 	args := append([]any{pq.Array(names), pq.Array(versions), pq.Array(params), pq.Array(prios), pq.Array(queue),
 		pq.Array(owners)}, taskArrays(roots)[1:]...)
-	return append(args, pq.Array(keys), pq.Array(keyMax), pq.Array(keyHeld))
+	return append(args, pq.Array(keys), pq.Array(keyMax), pq.Array(keyHeld), traceparentArray(subs))
+}
+
+// traceparentArray is createSQL's $20: the submissions' traceparents, NULL for those without
+// one, and a NULL array (nothing built) when none has one, as with tracing off.
+func traceparentArray(subs []Submission) any {
+	var tps []*string
+	for i, s := range subs {
+		if s.Traceparent == "" {
+			continue
+		}
+		if tps == nil {
+			tps = make([]*string, len(subs))
+		}
+		tps[i] = &subs[i].Traceparent
+	}
+	if tps == nil {
+		return nil
+	}
+	return pq.Array(tps)
+}
+
+// traced gives each of subs without a traceparent one from the DB's TraceStart (SetTraceStart);
+// it does nothing while none is set, which is tracing off.
+func (q *Queries) traced(subs []Submission) {
+	if q.traceStart == nil {
+		return
+	}
+	for i := range subs {
+		if subs[i].Traceparent == "" {
+			subs[i].Traceparent = q.traceStart()
+		}
+	}
 }
 
 // notifyCreated wakes the masters for an instance created as c says, and the workers of the
@@ -198,11 +240,14 @@ func (q *Queries) WorkflowCreate(ctx context.Context, sub Submission) (int64, er
 		sub.Params = json.RawMessage("{}")
 	}
 	name, version := sub.Name, sub.Version
+	subs := []Submission{sub}
+	q.traced(subs)
+	sub.Traceparent = subs[0].Traceparent
 	// One statement in the common case: the instance, with its cap read from the definition.
 	// A submission that is refused or stops others when full needs its count under the
 	// admission lock first, so for it (unless queue) the statement creates nothing and
 	// createWhenFull does.
-	got, err := q.createMany(ctx, []Submission{sub})
+	got, err := q.createMany(ctx, subs)
 	if err != nil {
 		return 0, fmt.Errorf("create workflow instance of %q version %d: %w", name, version, err)
 	}
@@ -263,11 +308,17 @@ func (q *Queries) createWhenFull(ctx context.Context, sub Submission, c *created
 	}
 	id := new(int64)
 	err := sqlxGet(ctx, q, id, `
-		INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
-			has_timeout, task_count, concurrency_key, concurrency_max)
-		SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count, $6, $7
-		FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id`,
-		name, sub.Version, string(sub.Params), sub.Priority, c.MaxActive, key, keyMax)
+		WITH created AS (
+			INSERT INTO workflow_instance (workflow_name, workflow_version, params, priority, max_active,
+				has_timeout, task_count, concurrency_key, concurrency_max, trace_sampled)
+			SELECT $1, $2, $3::jsonb, $4, $5, d.has_timeout, d.task_count, $6, $7, NULLIF($8, '') LIKE '%-01'
+			FROM workflow_definition d WHERE d.name = $1 AND d.version = $2 RETURNING id
+		), traced AS (
+			INSERT INTO trace_context (workflow_instance_id, traceparent)
+			SELECT id, $8 FROM created WHERE $8 <> ''
+		)
+		SELECT id FROM created`,
+		name, sub.Version, string(sub.Params), sub.Priority, c.MaxActive, key, keyMax, sub.Traceparent)
 	if err != nil {
 		return nil, fmt.Errorf("create workflow instance of %q version %d: %w", name, sub.Version, err)
 	}

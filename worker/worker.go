@@ -18,6 +18,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/workflow"
 )
@@ -56,6 +57,9 @@ type Config struct {
 	// tasks' timeouts, the retries of result and checkpoint writes, the log's flushes and
 	// the shutdown's waits; nil is the real clock.
 	Clock clockwork.Clock
+	// Tracer, unless nil (tracing off), gets a span for every attempt of a traced instance,
+	// which it ends once the attempt's result is recorded.
+	Tracer *tracing.Tracer
 }
 
 // Events receives what the worker does, for metrics. Its methods must return quickly.
@@ -106,6 +110,9 @@ type attemptKey struct {
 type attempt struct {
 	task   dao.TaskInstance
 	cancel context.CancelCauseFunc
+	// traceparent is the trace context of the task's instance; "" when it has none or
+	// tracing is off.
+	traceparent string
 	// killing is set once an operator's kill request has stopped the attempt (under Worker.mu).
 	killing bool
 	// recording is set once the attempt's run has ended and its result is being recorded
@@ -324,11 +331,15 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			return false
 		}
 		var unstarted []dao.TaskInstance
+		var traces map[int64]string
+		if w.cfg.Tracer != nil {
+			traces = w.traceparents(ctx, got)
+		}
 		for i := range got {
 			if w.cfg.Events != nil {
 				w.cfg.Events.Claimed(&got[i])
 			}
-			if !w.start(got[i]) {
+			if !w.start(got[i], traces[got[i].WorkflowInstanceID]) {
 				unstarted = append(unstarted, got[i])
 			}
 		}
@@ -349,17 +360,35 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 	}
 }
 
-// start runs a claimed attempt, unless the node may not take work now (see Gate): it reports
-// whether it started it. The gate is asked under w.mu, which Interrupt holds while it stops the
-// running attempts, so an attempt is either refused here or stopped by the next Interrupt.
-func (w *Worker) start(t dao.TaskInstance) bool {
+// traceparents returns the trace contexts of the instances of tasks, by instance. A failed
+// read runs them untraced: tracing never holds up a task.
+func (w *Worker) traceparents(ctx context.Context, tasks []dao.TaskInstance) map[int64]string {
+	if len(tasks) == 0 {
+		return nil
+	}
+	ids := make([]int64, len(tasks))
+	for i := range tasks {
+		ids[i] = tasks[i].WorkflowInstanceID
+	}
+	tps, err := w.db.WorkflowTraceparentsOf(ctx, ids)
+	if err != nil {
+		w.cfg.Log.Warn().Err(err).Int("tasks", len(tasks)).Msg("tracing: claimed tasks run without their trace")
+	}
+	return tps
+}
+
+// start runs a claimed attempt of an instance whose trace is traceparent ("" for none),
+// unless the node may not take work now (see Gate): it reports whether it started it. The
+// gate is asked under w.mu, which Interrupt holds while it stops the running attempts, so an
+// attempt is either refused here or stopped by the next Interrupt.
+func (w *Worker) start(t dao.TaskInstance, traceparent string) bool {
 	// The params are read here, on the claim loop's goroutine, whose stack has grown once for
 	// good: read on each attempt's new goroutine, the decoder's depth made the runtime grow
 	// (copy) that goroutine's stack at every task.
 	var params workflow.TaskParams
 	paramsErr := json.Unmarshal(t.Params, &params)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	a := &attempt{task: t, cancel: cancel}
+	a := &attempt{task: t, cancel: cancel, traceparent: traceparent}
 	key := attemptKey{t.ID, t.Attempt}
 	w.mu.Lock()
 	if !w.gate.Active() {
@@ -412,6 +441,13 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 	log := w.cfg.Log.With().Int64("task_instance", t.ID).Int64("workflow_instance", t.WorkflowInstanceID).
 		Int("attempt", t.Attempt).Str("task", t.Name).Logger()
 	log.Info().Str("type", t.Type).Msg("claimed")
+	var span *tracing.Attempt
+	var traceparent string // the attempt's own, for a shell task
+	if a.traceparent != "" {
+		ctx, span = w.cfg.Tracer.StartAttempt(ctx, a.traceparent, tracing.AttemptInfo{WorkflowInstance: t.WorkflowInstanceID,
+			Task: t.ID, Name: t.Name, Type: t.Type, Attempt: t.Attempt, Worker: w.cfg.ID}, time.Now())
+		traceparent = tracing.Traceparent(ctx)
+	}
 
 	var res executor.Result
 	exec, err := w.execs.For(t.Type)
@@ -432,7 +468,7 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		sink := newLogSink(w.db, tok, w.cfg.LogLimit, w.cfg.Clock, func() { a.cancel(errRefused) })
 		logw := w.mask.writer(sink)
 		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
-			WorkerID: w.cfg.ID, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item,
+			WorkerID: w.cfg.ID, Traceparent: traceparent, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item,
 			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
 				clock: w.cfg.Clock}}, logw)
 		_ = logw.Close()
@@ -446,15 +482,17 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 	r := decide(t, cause, res)
 	w.mask.result(&r)
 	w.ran(a)
-	w.report(log, tok, r)
+	w.report(log, tok, r, span)
 }
 
 // report writes an attempt's result, retrying while the database is unreachable: a result is
 // never dropped while the worker lives. A refused token ends it: the task is someone else's,
 // unless an earlier try failed without knowing whether it committed (a connection lost
 // mid-commit, a PostgreSQL switchover) and the attempt's row shows that try's outcome: then the
-// result was recorded once, by that try.
-func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) {
+// result was recorded once, by that try. The attempt's span, unless nil, ends once the result
+// is recorded; a refused one is closed by whoever took the task, who emits its span (the
+// leader's failover).
+func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult, span *tracing.Attempt) {
 	wait := 100 * time.Millisecond
 	uncertain, lostAnswer := false, false
 	for {
@@ -478,12 +516,14 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) 
 			w.cfg.Events.Ended(r.Outcome, err != nil)
 		}
 		if lostAnswer {
+			span.End(string(r.Outcome), r.ExitCode, r.Error, time.Now())
 			log.Info().Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).
 				Msg("attempt ended: its result was recorded by a try whose answer was lost")
 			return
 		}
 		switch {
 		case err == nil:
+			span.End(string(r.Outcome), r.ExitCode, r.Error, time.Now())
 			ev := log.Info()
 			switch r.Outcome {
 			case dao.OutcomeSucceeded:

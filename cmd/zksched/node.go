@@ -22,6 +22,7 @@ import (
 	"github.com/zksched/zksched/metrics"
 	"github.com/zksched/zksched/notify"
 	"github.com/zksched/zksched/registry"
+	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/worker/llm"
@@ -109,6 +110,21 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		return startupError(ctx, err)
 	}
 	defer n.db.Close()
+	tracer, err := tracing.New(ctx, cfg.Tracing, tracing.Options{Node: n.id, Role: string(role), Version: Version, Log: n.log})
+	if err != nil {
+		return exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
+	}
+	if tracer != nil {
+		n.log.Info().Float64("sample_ratio", cfg.Tracing.SampleRatio).Msg("tracing on")
+		defer func() {
+			// Last out: the spans of the work stopped are ended by now.
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := tracer.Shutdown(sctx); err != nil {
+				n.log.Warn().Err(err).Msg("tracing: shutdown")
+			}
+		}()
+	}
 	auth, err := registryAuth(cfg)
 	if err != nil {
 		return err
@@ -198,6 +214,10 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			Backoff: cfg.Notify.Backoff, MaxBackoff: cfg.Notify.MaxBackoff, PublicURL: cfg.API.PublicURL,
 			PollInterval: cfg.Master.PollInterval, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
 		work.Go("notifications", sender.Run)
+		if tracer != nil {
+			export := master.NewTraceExport(master.TraceExportConfig{PollInterval: cfg.Master.PollInterval, Log: n.log}, n.db, tracer)
+			work.Go("trace export", export.Run)
+		}
 		work.Go("cluster metrics", func(ctx context.Context) error {
 			return n.metrics.RunClusterCounts(ctx, n.db, n.client, 15*time.Second, n.log)
 		})
@@ -219,7 +239,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		shell.ParentStopLimit = min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())
 		w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: secrets}, n.db, n.guard,
+			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: secrets, Tracer: tracer}, n.db, n.guard,
 			executor.Set{"noop": executor.Noop{}, "shell": shell,
 				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running

@@ -14,6 +14,7 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/registry"
+	"github.com/zksched/zksched/tracing"
 )
 
 // configFlag adds --config to fs.
@@ -46,6 +47,11 @@ func openDB(ctx context.Context, cfg *conf.Config, log zerolog.Logger) (*dao.DB,
 	db, err := dao.Open(ctx, cfg.DB.DSN, cfg.DB.MaxConns, log)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
+	}
+	if cfg.Tracing.Enabled {
+		// Every process that submits decides the trace of what it submits: nodes, and the
+		// command line's submit.
+		db.SetTraceStart(tracing.Traceparents(cfg.Tracing.SampleRatio))
 	}
 	return db, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/workflow"
@@ -78,6 +79,11 @@ type Options struct {
 
 	// Retention is the retention mode's retention.instances; its logs are kept half that.
 	Retention time.Duration
+
+	// Tracing is the config's tracing section: on, the instances submitted get their trace
+	// and the in-process nodes emit their spans (burn-down, latency, dag, foreach, retention),
+	// through one exporter.
+	Tracing conf.Tracing
 }
 
 // Summary is the result of a run, printed as JSON with --json.
@@ -135,6 +141,9 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		}
 		defer drop()
 		db = scratchDB
+	}
+	if o.Tracing.Enabled {
+		db.SetTraceStart(tracing.Traceparents(o.Tracing.SampleRatio))
 	}
 	switch o.Mode {
 	case "burn-down":
@@ -203,6 +212,10 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, o.Masters+o.Workers)
+	tracer, err := tracing.New(ctx, o.Tracing, tracing.Options{Node: "bench", Role: "bench", Log: o.Log})
+	if err != nil {
+		o.Log.Warn().Err(err).Msg("tracing could not start; the run goes on without it")
+	}
 	// Each node has a pool of its own, of the default size, as a node process has: sharing
 	// the load generator's made the nodes wait for connections the submitters held.
 	var pools []*dao.DB
@@ -221,10 +234,18 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		m := master.New(master.Config{ID: fmt.Sprintf("bench-master-%d", i), PollInterval: time.Second, Log: o.Log}, pool(), openGate{})
 		go func() { m.Run(ctx); done <- struct{}{} }()
 	}
+	exported := make(chan struct{})
+	if tracer != nil {
+		export := master.NewTraceExport(master.TraceExportConfig{PollInterval: time.Second, Log: o.Log}, pool(), tracer)
+		go func() { export.Run(ctx); close(exported) }()
+	} else {
+		close(exported)
+	}
 	self, _ := os.Executable()
 	for i := range o.Workers {
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
-			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log},
+			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log,
+			Tracer: tracer},
 			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
@@ -233,6 +254,12 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		for range o.Masters + o.Workers {
 			<-done
 		}
+		<-exported
+		sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := tracer.Shutdown(sctx); err != nil {
+			o.Log.Warn().Err(err).Msg("tracing: shutdown")
+		}
+		scancel()
 		for _, p := range pools {
 			p.Close()
 		}

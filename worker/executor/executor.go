@@ -23,7 +23,10 @@ type Task struct {
 	WorkflowInstanceID int64
 	Attempt            int
 	WorkerID           string
-	Spec               workflow.Task
+	// Traceparent is the W3C trace context of the attempt's span, given to a shell task as
+	// TRACEPARENT; "" without tracing.
+	Traceparent string
+	Spec        workflow.Task
 	// Params are the workflow instance's parameters.
 	Params map[string]string
 	// Upstream are the results of the task's direct dependencies, by task name.
@@ -53,6 +56,9 @@ func (t Task) Env() []string {
 	}
 	if t.Item != nil {
 		env = append(env, "ZKSCHED_ITEM="+t.Item.Value, "ZKSCHED_INDEX="+strconv.Itoa(t.Item.Index))
+	}
+	if t.Traceparent != "" {
+		env = append(env, "TRACEPARENT="+t.Traceparent)
 	}
 	for k, v := range t.Spec.Env {
 		env = append(env, k+"="+v)

@@ -28,6 +28,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 	"github.com/tmc/langchaingo/llms"
+
+	"github.com/zksched/zksched/tracing"
 )
 
 // Request is one model call: a user prompt and an optional system prompt.
@@ -64,7 +66,9 @@ func (u Usage) Add(v Usage) Usage {
 
 // Client calls one provider's model with classification, retries, limits and usage.
 type Client struct {
-	name        string
+	name string
+	// kind is the provider's type (conf.Provider.Type), its gen_ai.provider.name.
+	kind        string
 	model       llms.Model
 	modelName   string
 	timeout     time.Duration
@@ -158,6 +162,7 @@ func (c *Client) once(ctx context.Context, msgs []llms.MessageContent, opts []ll
 	rctx, cancel := context.WithTimeoutCause(withCallInfo(ctx, info), c.timeout, errRequestTimeout)
 	defer cancel()
 	info.sent = true
+	chat := tracing.StartChat(ctx, c.kind, c.name, c.modelName)
 	resp, err := c.model.GenerateContent(rctx, msgs, opts...)
 	if err == nil && (resp == nil || len(resp.Choices) == 0) {
 		err = errors.New("the model returned no choices")
@@ -165,6 +170,7 @@ func (c *Client) once(ctx context.Context, msgs []llms.MessageContent, opts []ll
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(rctx), errRequestTimeout) {
 		info.timedOut = true
 	}
+	c.endChat(chat, resp, info, err)
 	return resp, info, err
 }
 
@@ -186,6 +192,19 @@ func (c *Client) wait(attempt int, retryAfter time.Duration) time.Duration {
 		ceiling = c.maxBackoff
 	}
 	return c.backoff/2 + rand.N(ceiling)
+}
+
+// endChat ends the span of one request (nil when it is not traced) with its usage or error.
+func (c *Client) endChat(chat *tracing.Chat, resp *llms.ContentResponse, info *callInfo, err error) {
+	if chat == nil {
+		return
+	}
+	if err != nil {
+		chat.End(0, 0, err, string(classify(c.name, err, info).Class))
+		return
+	}
+	_, u := readResponse(resp)
+	chat.End(u.PromptTokens, u.CompletionTokens, nil, "")
 }
 
 // readResponse returns the first choice's text and its usage, which the providers report

@@ -116,7 +116,7 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 		clock = clockwork.NewRealClock()
 	}
 	httpClient := &http.Client{Transport: recordingTransport{base: newTransport(), clock: clock}}
-	c := &Client{name: name, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
+	c := &Client{name: name, kind: pc.Type, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
 		backoff: opts.Backoff, maxBackoff: opts.MaxBackoff, log: opts.Log, clock: clock}
 	var err error
 	switch pc.Type {
