@@ -29,11 +29,18 @@ type LLMAdmission struct {
 	Admitted bool `db:"admitted"`
 	// StartID is the admitted start's row, for LLMStartSetTokens; 0 when refused.
 	StartID int64 `db:"start_id"`
-	// Wait is how long until a request refused could be admitted, by the database's clock:
-	// until the block ends and enough of the window's starts have left it.
-	Wait time.Duration `db:"-"`
-	// WaitMillis is Wait as the statement returns it.
-	WaitMillis int64 `db:"wait_ms"`
+	// What a refused request waits for, by the database's clock, 0 for what did not refuse
+	// it: the provider's block to end, enough of the window's starts to leave it, enough of
+	// their tokens to leave it. The last is an upper bound: the starts still in flight give
+	// back what they reserved beyond their usage when they end.
+	BlockedMillis  int64 `db:"blocked_ms"`
+	RequestsMillis int64 `db:"requests_ms"`
+	TokensMillis   int64 `db:"tokens_ms"`
+}
+
+// Wait is how long until a request refused could be admitted, as far as the database knows.
+func (a LLMAdmission) Wait() time.Duration {
+	return time.Duration(max(a.BlockedMillis, a.RequestsMillis, a.TokensMillis)) * time.Millisecond
 }
 
 // llmAdmitSQL admits a request to a provider if the provider is not blocked and the window
@@ -45,7 +52,7 @@ type LLMAdmission struct {
 // worker asked at the latest (the caller's margin covers the rest).
 //
 // The wait of a full window is until the oldest starts whose departure makes room have left
-// it: the (requests - limit + 1)-th oldest, or the first at which the oldest starts' tokens
+// it (each limit's apart): the (requests - limit + 1)-th oldest, or the first at which the oldest starts' tokens
 // add up to the excess. A start admitted while this statement waited for the lock is not in
 // its snapshot; when it is one of those the room depends on, the wait is the whole window.
 //
@@ -87,15 +94,14 @@ WITH locked AS MATERIALIZED (
     WINDOW w AS (ORDER BY started_at, id)
 )
 SELECT d.admitted, coalesce((SELECT id FROM started), 0) AS start_id,
-       CASE WHEN d.admitted THEN 0 ELSE ceil(greatest(0,
-           extract(epoch FROM d.blocked_until - statement_timestamp()) * 1000,
-           CASE WHEN $2::integer > 0 AND d.requests >= $2::integer THEN coalesce(
-               (SELECT extract(epoch FROM p.started_at - statement_timestamp()) * 1000 + $5::bigint FROM present p
-                WHERE p.n >= d.requests - $2::integer + 1 ORDER BY p.n LIMIT 1), $5::bigint) END,
-           CASE WHEN $3::bigint > 0 AND d.tokens + $4::integer > $3::bigint THEN coalesce(
-               (SELECT extract(epoch FROM p.started_at - statement_timestamp()) * 1000 + $5::bigint FROM present p
-                WHERE p.tokens_before >= d.tokens + $4::integer - $3::bigint ORDER BY p.n LIMIT 1), $5::bigint) END
-       ))::bigint END AS wait_ms
+       CASE WHEN NOT d.admitted AND d.blocked_until > statement_timestamp()
+           THEN ceil(extract(epoch FROM d.blocked_until - statement_timestamp()) * 1000) ELSE 0 END AS blocked_ms,
+       CASE WHEN NOT d.admitted AND $2::integer > 0 AND d.requests >= $2::integer THEN greatest(0, ceil(coalesce(
+           (SELECT extract(epoch FROM p.started_at - statement_timestamp()) * 1000 + $5::bigint FROM present p
+            WHERE p.n >= d.requests - $2::integer + 1 ORDER BY p.n LIMIT 1), $5::bigint))) ELSE 0 END AS requests_ms,
+       CASE WHEN NOT d.admitted AND $3::bigint > 0 AND d.tokens + $4::integer > $3::bigint THEN greatest(0, ceil(coalesce(
+           (SELECT extract(epoch FROM p.started_at - statement_timestamp()) * 1000 + $5::bigint FROM present p
+            WHERE p.tokens_before >= d.tokens + $4::integer - $3::bigint ORDER BY p.n LIMIT 1), $5::bigint))) ELSE 0 END AS tokens_ms
 FROM decision d`
 
 // LLMAdmitIfUnderLimits asks for the admission of one request of tokens tokens to provider
@@ -114,7 +120,6 @@ func (db *DB) LLMAdmitIfUnderLimits(ctx context.Context, provider string, limits
 	if err != nil {
 		return LLMAdmission{}, fmt.Errorf("admit a request to provider %q: %w", provider, err)
 	}
-	a.Wait = time.Duration(a.WaitMillis) * time.Millisecond
 	return a, nil
 }
 

@@ -18,7 +18,7 @@ func (b *testBundle) admit(t *testing.T, provider string, limits dao.LLMLimits, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Admitted != (a.StartID != 0) || a.Admitted && a.Wait != 0 {
+	if a.Admitted != (a.StartID != 0) || a.Admitted && a.Wait() != 0 {
 		t.Fatalf("admission %+v: a start id with admission alone, and no wait", a)
 	}
 	return a
@@ -80,7 +80,7 @@ func TestLLMAdmitCapsRequests(t *testing.T) {
 	if a.Admitted {
 		t.Fatal("the fourth request of the minute was admitted")
 	}
-	within(t, "wait of the fourth", a.Wait, 29*time.Second, 30*time.Second)
+	within(t, "wait of the fourth", a.Wait(), 29*time.Second, 30*time.Second)
 	if n, _ := b.llmCounts(t, "p"); n != 3 {
 		t.Errorf("%d starts counted, want 3", n)
 	}
@@ -97,7 +97,7 @@ func TestLLMAdmitCapsRequests(t *testing.T) {
 		t.Errorf("%d starts left in the log, want 3: the one that left is deleted", n)
 	}
 	a = b.admit(t, "p", lim, 0)
-	within(t, "wait after the second-oldest", a.Wait, 9*time.Second, 10*time.Second)
+	within(t, "wait after the second-oldest", a.Wait(), 9*time.Second, 10*time.Second)
 }
 
 // TestLLMAdmitCapsTokens: reservations count until a call's usage replaces them; a start that
@@ -116,9 +116,12 @@ func TestLLMAdmitCapsTokens(t *testing.T) {
 	if a.Admitted {
 		t.Fatal("40 + 40 + 40 tokens admitted under 100")
 	}
-	within(t, "wait for the first's 40 tokens", a.Wait, 39*time.Second, 40*time.Second)
+	within(t, "wait for the first's 40 tokens", a.Wait(), 39*time.Second, 40*time.Second)
+	if a.TokensMillis == 0 || a.RequestsMillis != 0 || a.BlockedMillis != 0 {
+		t.Errorf("refused %+v: want a wait for tokens alone", a)
+	}
 	// 70 tokens: the second and the excess of 30 are both needed gone.
-	if a := b.admit(t, "p", lim, 70); a.Admitted || a.Wait < 59*time.Second {
+	if a := b.admit(t, "p", lim, 70); a.Admitted || a.Wait() < 59*time.Second {
 		t.Fatalf("70 tokens over 80 held: %+v, want a wait for both starts, nearly the minute", a)
 	}
 
@@ -160,7 +163,10 @@ func TestLLMLimitBlock(t *testing.T) {
 	if a.Admitted {
 		t.Fatal("admitted while blocked")
 	}
-	within(t, "wait of a blocked provider", a.Wait, 29*time.Second, 30*time.Second)
+	within(t, "wait of a blocked provider", a.Wait(), 29*time.Second, 30*time.Second)
+	if a.BlockedMillis == 0 || a.RequestsMillis != 0 || a.TokensMillis != 0 {
+		t.Errorf("refused %+v: want a wait for the block alone", a)
+	}
 	if a := b.admit(t, "q", minute, 0); !a.Admitted {
 		t.Error("provider q held back by p's block")
 	}
@@ -220,7 +226,7 @@ func TestLLMAdmitDeletesInBatches(t *testing.T) {
 	lim := dao.LLMLimits{Requests: 400, Window: time.Minute}
 	for i, wantLeft := range []int{1500, 500} {
 		a := b.admit(t, "p", lim, 0)
-		if a.Admitted || a.Wait != 0 {
+		if a.Admitted || a.Wait() != 0 {
 			t.Fatalf("admission %d with %d expired starts left: %+v, want refused with no wait", i+1, wantLeft, a)
 		}
 		if n, _ := b.llmCounts(t, "p"); n != wantLeft {

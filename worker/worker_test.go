@@ -32,19 +32,20 @@ func (openGate) Changed() <-chan struct{} { return nil }
 
 type testBundle struct {
 	db  *dao.DB
+	dsn string // reaches db's schema; "" when a test made db alone
 	ctx context.Context
 }
 
 // setup starts one master in the background; workers are started by each test.
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	db, _ := daotest.New(t)
+	db, dsn := daotest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := master.New(master.Config{ID: "m1", PollInterval: 200 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &testBundle{db: db, ctx: ctx}
+	return &testBundle{db: db, dsn: dsn, ctx: ctx}
 }
 
 // startWorker runs a worker until the returned stop function is called; stop returns once

@@ -46,7 +46,9 @@ type limiter struct {
 	// a late admission is not used, and waits get jitter.
 	shared bool
 	limits dao.LLMLimits
-	clock  clockwork.Clock
+	// recheck bounds a wait for tokens: a 60th of the window.
+	recheck time.Duration
+	clock   clockwork.Clock
 	// asking lets one call of the client at a time ask for admission: the others queue in
 	// the process, not at the provider's row, so a full window is asked again by each
 	// worker once when room is due, not by each of its waiting calls.
@@ -64,6 +66,7 @@ func newLimiter(provider string, pc conf.Provider, opts Options, clock clockwork
 	if l.limits.Window <= 0 {
 		l.limits.Window = time.Minute
 	}
+	l.recheck = l.limits.Window / 60
 	if l.shared {
 		l.limits.Window += AdmissionMargin
 	} else {
@@ -115,12 +118,16 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 			// Too late to be sure of the margin: ask again. The start stays counted, which
 			// errs on the provider's side.
 			continue
-		case l.shared:
-			// Waiters of other workers were told the same moment: a little jitter spreads
-			// their asks.
-			wait = a.Wait + rand.N(a.Wait/20+time.Millisecond)
 		default:
-			wait = a.Wait
+			// Tokens may come back sooner than the database can know: the calls in flight
+			// give back what they reserved beyond their usage when they end.
+			wait = max(time.Duration(max(a.BlockedMillis, a.RequestsMillis))*time.Millisecond,
+				min(time.Duration(a.TokensMillis)*time.Millisecond, l.recheck))
+			if l.shared {
+				// Waiters of other workers were told the same moment: a little jitter
+				// spreads their asks.
+				wait += rand.N(wait/20 + time.Millisecond)
+			}
 		}
 		t := l.clock.NewTimer(wait)
 		select {
@@ -195,16 +202,14 @@ func (m *localLimits) LLMAdmitIfUnderLimits(_ context.Context, _ string, lim dao
 		m.tokens -= m.starts[0].tokens
 		m.starts = m.starts[1:]
 	}
-	var wait time.Duration
-	refused := false
+	var a dao.LLMAdmission
 	if now < m.blocked {
-		refused, wait = true, m.blocked-now
+		a.BlockedMillis = millis(m.blocked - now)
 	}
 	if n := len(m.starts); lim.Requests > 0 && n >= lim.Requests {
-		refused, wait = true, max(wait, m.starts[n-lim.Requests].at+lim.Window-now)
+		a.RequestsMillis = millis(m.starts[n-lim.Requests].at + lim.Window - now)
 	}
 	if excess := m.tokens + tokens - lim.Tokens; lim.Tokens > 0 && excess > 0 {
-		refused = true
 		freed, until := 0, now+lim.Window
 		for _, s := range m.starts {
 			if freed += s.tokens; freed >= excess {
@@ -212,10 +217,10 @@ func (m *localLimits) LLMAdmitIfUnderLimits(_ context.Context, _ string, lim dao
 				break
 			}
 		}
-		wait = max(wait, until-now)
+		a.TokensMillis = millis(until - now)
 	}
-	if refused {
-		return dao.LLMAdmission{Wait: wait}, nil
+	if a.Wait() > 0 {
+		return a, nil
 	}
 	m.lastID++
 	m.starts = append(m.starts, localStart{id: m.lastID, at: now, tokens: tokens})
@@ -243,4 +248,9 @@ func (m *localLimits) LLMLimitBlock(_ context.Context, _ string, d time.Duration
 	defer m.mu.Unlock()
 	m.blocked = max(m.blocked, m.clock.Since(m.epoch)+d)
 	return nil
+}
+
+// millis is d in whole milliseconds, rounded up: a wait never ends before its moment.
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
