@@ -1,6 +1,8 @@
 package conf_test
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -106,5 +108,30 @@ func TestValidateLLMAndPools(t *testing.T) {
 				t.Errorf("Validate() = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadmeLLMLimits: the config block of the README's LLM section loads as it is printed,
+// with the cluster-wide limits it shows.
+func TestReadmeLLMLimits(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## LLM and agent tasks\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	const first = "# in the config of the workers"
+	_, block, ok2 := strings.Cut(section, "```yaml\n"+first)
+	block, _, ok3 := strings.Cut(first+block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README's LLM section has no config block")
+	}
+	got, err := conf.Load(writeConfig(t, block), nil)
+	if err != nil {
+		t.Fatalf("the README's LLM config block: %v", err)
+	}
+	if p := got.LLM.Providers["openai-main"]; p.RequestsPerMinute != 500 || p.TokensPerMinute != 200000 {
+		t.Errorf("openai-main loads as %+v, want requests-per-minute 500 and tokens-per-minute 200000", p)
 	}
 }
