@@ -6,7 +6,8 @@
 -- the workers' clocks do not matter) and how many tokens it holds (reserved before the call,
 -- corrected to the usage the provider reported after it). A row leaves the log once it is
 -- older than the window: the admission statement deletes the provider's expired rows, at most
--- a batch at a time, so the log holds about one window of starts per provider.
+-- a batch at a time, so the log holds about one window of starts per provider (a provider no
+-- longer asked for keeps its last window's, at most its limit).
 --
 -- llm_limit is one row per provider, locked by every admission. Like task_pool.running (00003)
 -- it carries the exact count (requests) and token sum (tokens) of the provider's rows in
