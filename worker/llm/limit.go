@@ -2,7 +2,6 @@ package llm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -85,24 +84,25 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 			"the request reserves %d tokens (its prompt's estimate and max-tokens), more than the provider's tokens-per-minute, %d",
 			tokens, l.limits.Tokens)}
 	}
+	began := l.clock.Now()
 	select {
 	case l.asking <- struct{}{}:
 		defer func() { <-l.asking }()
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	began := l.clock.Now()
 	backoff := 100 * time.Millisecond
 	for {
 		asked := l.clock.Now()
 		actx, cancel := context.WithTimeout(ctx, admissionTry)
 		a, err := l.store.LLMAdmitIfUnderLimits(actx, l.provider, l.limits, tokens)
+		unanswered := actx.Err() != nil
 		cancel()
 		var wait time.Duration
 		switch {
 		case ctx.Err() != nil:
 			return 0, ctx.Err()
-		case err != nil && !dao.IsUnavailable(err) && !errors.Is(err, context.DeadlineExceeded):
+		case err != nil && !unanswered && !dao.IsUnavailable(err):
 			return 0, &Error{Provider: l.provider, Class: ClassAdmission, Msg: err.Error(), Err: err}
 		case err != nil:
 			wait = backoff
@@ -173,7 +173,7 @@ func estimateTokens(req Request) int {
 
 // localLimits keeps the limits of one client alone, in memory and on its clock, by the
 // rules of the database's statements: what a client built without the cluster's database
-// uses (tests, benchmarks, tools).
+// uses (tests and benchmarks).
 type localLimits struct {
 	clock clockwork.Clock
 	epoch time.Time
