@@ -730,6 +730,8 @@ func TestClusterView(t *testing.T) {
 			{ID: "w1", Info: &registry.NodeInfo{ID: "w1", Role: registry.RoleWorker, Slots: 8, Running: 2, Groups: []string{"g"}, HeartbeatAt: now.Add(-3 * time.Second)}},
 			{ID: "bad", Raw: []byte("\x00garbage"), Err: &registry.DataError{Err: errors.New("not JSON")}},
 		},
+		ZooKeeper: []registry.Member{{Address: "10.0.0.1:2181", Mode: "leader"},
+			{Address: "10.0.0.2:2181", Mode: "unreachable", Error: "srvr from 10.0.0.2:2181: connection refused"}},
 	}
 	b := setup(t, setupOpts{cluster: fakeCluster{cl: cl}})
 	b.seed(t, 6)
@@ -745,10 +747,18 @@ func TestClusterView(t *testing.T) {
 			HeartbeatAge *float64 `json:"heartbeat_age_s"`
 			Error        string   `json:"error"`
 		} `json:"workers"`
-		Fenced    []any `json:"fenced"`
-		Failovers []any `json:"failovers"`
+		Fenced    []any             `json:"fenced"`
+		Failovers []any             `json:"failovers"`
+		ZooKeeper []registry.Member `json:"zookeeper"`
+		Postgres  []registry.Member `json:"postgres"`
 	}
 	b.do(t, "GET", "/api/v1/cluster", "").json(t, &got)
+	if len(got.ZooKeeper) != 2 || got.ZooKeeper[1] != cl.ZooKeeper[1] {
+		t.Errorf("zookeeper = %+v, want %+v", got.ZooKeeper, cl.ZooKeeper)
+	}
+	if len(got.Postgres) != 1 || got.Postgres[0].Role != "primary" {
+		t.Errorf("postgres = %+v, want the test database, primary", got.Postgres)
+	}
 	if got.Leader != "m1" || len(got.Masters) != 1 || !got.Masters[0].Leader || len(got.Workers) != 2 {
 		t.Fatalf("cluster = %+v", got)
 	}
@@ -759,7 +769,7 @@ func TestClusterView(t *testing.T) {
 		t.Errorf("garbage worker or empty lists wrong: %+v", got)
 	}
 	page := b.do(t, "GET", "/cluster", "").body
-	for _, want := range []string{"leader</span>", "2 / 8", "unparseable data", "No failover yet."} {
+	for _, want := range []string{"leader</span>", "2 / 8", "unparseable data", "No failover yet.", "10.0.0.2:2181", "connection refused", "primary</span>"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("cluster page lacks %q", want)
 		}
@@ -769,7 +779,7 @@ func TestClusterView(t *testing.T) {
 	if r := down.do(t, "GET", "/api/v1/cluster", ""); r.status != 503 || !strings.Contains(r.errorMessage(t), "could not connect") {
 		t.Errorf("cluster API with zookeeper down: %d %s", r.status, r.body)
 	}
-	if r := down.do(t, "GET", "/cluster", ""); r.status != 200 || !strings.Contains(r.body, "ZooKeeper could not be read") {
+	if r := down.do(t, "GET", "/cluster", ""); r.status != 200 || !strings.Contains(r.body, "ZooKeeper could not be read") || !strings.Contains(r.body, "primary</span>") {
 		t.Errorf("cluster page with zookeeper down: %d", r.status)
 	}
 }

@@ -285,6 +285,10 @@ type clusterView struct {
 	Masters []nodeView
 	Workers []nodeView
 	Fenced  []registry.MarkerEntry
+	// ZooKeeper are the ensemble's servers with their modes, Postgres the database's servers
+	// with their roles.
+	ZooKeeper []registry.Member
+	Postgres  []registry.Member
 	// Err is set when ZooKeeper could not be read; the failovers are still shown.
 	Err       error
 	Failovers []dao.FailoverEvent
@@ -321,6 +325,7 @@ func (s *Server) clusterState(ctx context.Context) (*clusterView, error) {
 	if v.Failovers, err = s.db.FailoverEventList(ctx, recentFailovers); err != nil {
 		return nil, err
 	}
+	v.Postgres = PostgresMembers(ctx, s.db, s.cfg.PatroniURLs)
 	if s.cfg.Cluster == nil {
 		v.Err = errors.New("no registry client")
 		return v, nil
@@ -334,7 +339,7 @@ func (s *Server) clusterState(ctx context.Context) (*clusterView, error) {
 	if err != nil {
 		return nil, err
 	}
-	v.Leader, v.Fenced = cl.Leader, cl.Fenced
+	v.Leader, v.Fenced, v.ZooKeeper = cl.Leader, cl.Fenced, cl.ZooKeeper
 	for _, m := range cl.Masters {
 		v.Masters = append(v.Masters, nodeView{NodeEntry: m, Leader: m.ID == cl.Leader && cl.Leader != ""})
 	}
@@ -370,4 +375,19 @@ func (s *Server) loadWorkflowList(ctx context.Context, v url.Values) (dao.Page[d
 		return dao.Page[dao.WorkflowRow]{}, err
 	}
 	return s.db.WorkflowListPage(ctx, f, c)
+}
+
+// PostgresMembers reads the database's servers with their roles for a cluster view (see
+// dao.PostgresNodes). A failed read is one member of unknown role that says why, so the
+// rest of the view is shown all the same.
+func PostgresMembers(ctx context.Context, db *dao.DB, patroniURLs []string) []registry.Member {
+	nodes, err := dao.PostgresNodes(ctx, db, patroniURLs)
+	if err != nil {
+		return []registry.Member{{Address: "postgresql", Role: dao.RoleUnknown, Error: err.Error()}}
+	}
+	out := make([]registry.Member, 0, len(nodes))
+	for _, n := range nodes {
+		out = append(out, registry.Member{Address: n.Address, Role: n.Role, Note: n.Note})
+	}
+	return out
 }

@@ -41,6 +41,9 @@ type Config struct {
 	CookieSecure bool
 	// Cluster reads ZooKeeper for the cluster view.
 	Cluster ClusterReader
+	// PatroniURLs are db.patroni-urls: where the cluster view reads PostgreSQL's primary and
+	// standbys (else from pg_stat_replication).
+	PatroniURLs []string
 	// Ready reports whether the node may take work, for /readyz.
 	Ready func() Readiness
 	// InstanceRetention is retention.instances: how long finished workflow instances are kept

@@ -684,6 +684,8 @@ func (s *Server) apiCluster(w http.ResponseWriter, r *http.Request) error {
 		out["fenced"] = fenced
 	}
 	out["failovers"] = failoversJSON(v.Failovers)
+	out["zookeeper"] = append([]registry.Member{}, v.ZooKeeper...)
+	out["postgres"] = append([]registry.Member{}, v.Postgres...)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }

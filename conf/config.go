@@ -199,6 +199,13 @@ type DB struct {
 	// connection and one that sends wake-ups, and a worker two more for its claims: keep
 	// masters × (MaxConns + 2) + workers × (MaxConns + 4) under the server's max_connections.
 	MaxConns int `yaml:"max-conns"`
+
+	// PatroniURLs are the REST APIs of the Patroni nodes that run PostgreSQL, when they do
+	// (http://host:8008): `zksched zk nodes` and the Cluster page ask the first that answers
+	// for the primary and the standbys. Empty by default: they are then read from
+	// pg_stat_replication on the server the DSN reaches, which shows a standby's address only
+	// to a role with pg_read_all_stats.
+	PatroniURLs []string `yaml:"patroni-urls"`
 }
 
 // Node is what the node advertises to the others.
@@ -603,8 +610,9 @@ func Defaults() Config {
 			OnLost:         OnLostStop,
 		},
 		DB: DB{
-			DSN:      "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
-			MaxConns: 20,
+			DSN:         "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
+			MaxConns:    20,
+			PatroniURLs: []string{},
 		},
 		Master: Master{
 			Port:             5678,

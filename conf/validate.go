@@ -55,6 +55,11 @@ func (c *Config) Validate() error {
 
 	v.check(checkDSN(c.DB.DSN), "db.dsn")
 	v.intRange("db.max-conns", c.DB.MaxConns, 1, 100000)
+	for i, u := range c.DB.PatroniURLs {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			v.problem(fmt.Sprintf("db.patroni-urls[%d]", i), "%q: want a Patroni REST API's http or https URL, like http://10.0.0.1:8008", u)
+		}
+	}
 
 	if h := c.Node.Host; h != "" && strings.ContainsFunc(h, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) }) {
 		v.problem("node.host", "%q: a host may not contain /, spaces or control characters; it is part of the node's znode name", h)

@@ -1,6 +1,9 @@
 package registry
 
 import (
+	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -183,4 +186,79 @@ func TestLastContactStopsWhenTheLeaderFreezes(t *testing.T) {
 	eventually(t, 10*time.Second, "LastContact to advance once the leader is back", func() bool {
 		return c.LastContact().After(frozenAt)
 	})
+}
+
+// Ensemble reports each configured server's mode: one leader and two followers in a whole
+// ensemble; a stopped server is unreachable, with the reason; the others keep their modes.
+func TestEnsembleModes(t *testing.T) {
+	b := setupEnsemble(t)
+	if err := b.ens.WaitServing(30 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := b.dial(t, b.config())
+	modes := func() map[string]int {
+		out := map[string]int{}
+		for i, m := range c.Ensemble(t.Context()) {
+			if m.Address != b.ens.Servers()[i] {
+				t.Fatalf("member %d is %s, want the configured %s", i, m.Address, b.ens.Servers()[i])
+			}
+			out[m.Mode]++
+			if (m.Mode == ModeUnreachable) != (m.Error != "") {
+				t.Errorf("member %+v: an error with unreachable and only then", m)
+			}
+		}
+		return out
+	}
+	if got := modes(); got[ModeLeader] != 1 || got[ModeFollower] != 2 {
+		t.Fatalf("modes = %v, want one leader and two followers", got)
+	}
+	f, _ := b.followers()
+	b.ens.Stop(f)
+	if got := modes(); got[ModeLeader] != 1 || got[ModeFollower] != 1 || got[ModeUnreachable] != 1 {
+		t.Fatalf("modes with a follower stopped = %v, want a leader, a follower and one unreachable", got)
+	}
+	cl, err := c.Cluster(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cl.ZooKeeper) != 3 {
+		t.Fatalf("Cluster's ZooKeeper = %+v, want the three servers", cl.ZooKeeper)
+	}
+}
+
+// A server without quorum answers srvr with a line saying it is not serving: that is no
+// mode, and says why.
+func TestServerModeNotServing(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 4)
+			_, _ = io.ReadFull(conn, buf)
+			_, _ = conn.Write([]byte("This ZooKeeper instance is not currently serving requests\n"))
+			conn.Close()
+		}
+	}()
+	// A port just freed: nothing listens there.
+	gone, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := gone.Addr().String()
+	gone.Close()
+	got := serverModes(t.Context(), nil, []string{ln.Addr().String(), closed})
+	if got[0].Mode != ModeUnreachable || !strings.Contains(got[0].Error, "not serving") {
+		t.Errorf("a server without quorum = %+v, want unreachable, not serving", got[0])
+	}
+	if got[1].Mode != ModeUnreachable || !strings.Contains(got[1].Error, "refused") {
+		t.Errorf("a closed port = %+v, want unreachable, connection refused", got[1])
+	}
 }

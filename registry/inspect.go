@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,6 +125,11 @@ type Cluster struct {
 	Masters []NodeEntry
 	Workers []NodeEntry
 	Fenced  []MarkerEntry
+	// ZooKeeper are the configured servers with their modes (see Ensemble).
+	ZooKeeper []Member
+	// Postgres are the database's servers with their roles, when the caller read them
+	// (Cluster does not: the registry knows nothing of PostgreSQL).
+	Postgres []Member
 }
 
 // NodeEntry is one registered node. Info is nil and Err (a *DataError) set when its data does not
@@ -161,6 +167,7 @@ func (c *Client) Cluster(ctx context.Context) (Cluster, error) {
 	if cl.Fenced, err = c.Markers(ctx); err != nil {
 		return Cluster{}, fmt.Errorf("cluster: %w", err)
 	}
+	cl.ZooKeeper = c.Ensemble(ctx)
 	return cl, nil
 }
 
@@ -363,6 +370,16 @@ func WriteCluster(w io.Writer, cl Cluster, now time.Time, asJSON bool) error {
 		}
 		ew.printf("    %s %s\t%s\n", m.Role, Printable(m.ID), Printable(markerSummary(m.Record, now)))
 	}
+	ew.printf("zookeeper (%d):\n", len(cl.ZooKeeper))
+	for _, m := range cl.ZooKeeper {
+		ew.printf("    %s\t%s\n", m.Address, memberSummary(m.Mode, m.Error))
+	}
+	if cl.Postgres != nil {
+		ew.printf("postgres (%d):\n", len(cl.Postgres))
+		for _, m := range cl.Postgres {
+			ew.printf("    %s\t%s\n", Printable(m.Address), Printable(memberSummary(m.Role, strings.Join(slices.DeleteFunc([]string{m.Note, m.Error}, func(s string) bool { return s == "" }), "; "))))
+		}
+	}
 	if ew.err != nil {
 		return ew.err
 	}
@@ -388,14 +405,17 @@ type markerJSON struct {
 }
 
 type clusterView struct {
-	Leader  *string      `json:"leader"`
-	Masters []nodeJSON   `json:"masters"`
-	Workers []nodeJSON   `json:"workers"`
-	Fenced  []markerJSON `json:"fenced"`
+	Leader    *string      `json:"leader"`
+	Masters   []nodeJSON   `json:"masters"`
+	Workers   []nodeJSON   `json:"workers"`
+	Fenced    []markerJSON `json:"fenced"`
+	ZooKeeper []Member     `json:"zookeeper"`
+	Postgres  []Member     `json:"postgres,omitempty"`
 }
 
 func clusterJSON(cl Cluster) clusterView {
-	v := clusterView{Masters: []nodeJSON{}, Workers: []nodeJSON{}, Fenced: []markerJSON{}}
+	v := clusterView{Masters: []nodeJSON{}, Workers: []nodeJSON{}, Fenced: []markerJSON{},
+		ZooKeeper: append([]Member{}, cl.ZooKeeper...), Postgres: cl.Postgres}
 	if cl.Leader != "" {
 		v.Leader = &cl.Leader
 	}
@@ -423,6 +443,14 @@ func clusterJSON(cl Cluster) clusterView {
 		v.Fenced = append(v.Fenced, j)
 	}
 	return v
+}
+
+// memberSummary is a Member's mode or role, with the error that made it so.
+func memberSummary(state, err string) string {
+	if err != "" {
+		return state + " (" + err + ")"
+	}
+	return state
 }
 
 // age formats how long before now t was: "42s", "5m3s", "3h5m", "12d4h" ("-" for an unset time).

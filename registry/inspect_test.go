@@ -155,7 +155,7 @@ func TestWriteClusterEmptyJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Join(strings.Fields(js.String()), "")
-	if want := `{"leader":null,"masters":[],"workers":[],"fenced":[]}`; got != want {
+	if want := `{"leader":null,"masters":[],"workers":[],"fenced":[],"zookeeper":[]}`; got != want {
 		t.Fatalf("empty cluster JSON = %s, want %s", got, want)
 	}
 }

@@ -450,15 +450,37 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 }
 
 // report writes an attempt's result, retrying while the database is unreachable: a result is
-// never dropped while the worker lives. A refused token ends it: the task is someone else's.
+// never dropped while the worker lives. A refused token ends it: the task is someone else's,
+// unless an earlier try failed without knowing whether it committed (a connection lost
+// mid-commit, a PostgreSQL switchover) and the attempt's row shows that try's outcome: then the
+// result was recorded once, by that try.
 func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult) {
 	wait := 100 * time.Millisecond
+	uncertain, lostAnswer := false, false
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		wf, err := w.done.finish(ctx, tok, r)
+		if errors.Is(err, dao.ErrTokenRefused) && uncertain {
+			o, rerr := w.db.AttemptOutcome(ctx, tok)
+			switch {
+			case rerr != nil:
+				// Unknown again: try the finish once more; it is refused again, or applied.
+				err = rerr
+			case o != nil && *o == r.Outcome:
+				err, lostAnswer = nil, true
+			}
+		}
 		cancel()
+		if err != nil && !errors.Is(err, dao.ErrTokenRefused) {
+			uncertain = true
+		}
 		if w.cfg.Events != nil && (err == nil || errors.Is(err, dao.ErrTokenRefused)) {
 			w.cfg.Events.Ended(r.Outcome, err != nil)
+		}
+		if lostAnswer {
+			log.Info().Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).
+				Msg("attempt ended: its result was recorded by a try whose answer was lost")
+			return
 		}
 		switch {
 		case err == nil:

@@ -32,7 +32,7 @@ func (openGate) Changed() <-chan struct{} { return nil }
 
 type testBundle struct {
 	db  *dao.DB
-	dsn string // reaches db's schema; "" when a test made db alone
+	dsn string // the DSN of db's schema
 	ctx context.Context
 }
 

@@ -363,7 +363,7 @@ func (n *node) httpHandler() (http.Handler, error) {
 	a := n.cfg.API
 	srv, err := api.New(api.Config{NodeID: n.id, Version: Version, Token: n.token, UsersFile: a.UsersFile,
 		Hosts: ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
-		InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(), Log: n.log}, n.db)
+		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(), Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}

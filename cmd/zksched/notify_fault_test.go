@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
@@ -123,4 +127,84 @@ func (f *fault) storeFile(t *testing.T, file map[string]any) int64 {
 		t.Fatal(err)
 	}
 	return st.Instance
+}
+
+// hookBody is what the test reads of a webhook's JSON body.
+type hookBody struct {
+	Event string `json:"event"`
+	Node  string `json:"node"`
+	State string `json:"state"`
+	Key   string `json:"-"`
+}
+
+// TestFaultWorkerKilledNotifiesTheCluster: the masters' notify.default hears the cluster's
+// events; a worker killed with kill -9 while it runs a task is fenced by the leader, which
+// moves the task elsewhere. The webhook hears node-fenced and failover for that worker, each
+// once, from the outbox rows the failover step's own transaction wrote.
+func TestFaultWorkerKilledNotifiesTheCluster(t *testing.T) {
+	f := setupFault(t)
+	var (
+		mu     sync.Mutex
+		bodies []hookBody
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b hookBody
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		b.Key = r.Header.Get("Idempotency-Key")
+		mu.Lock()
+		bodies = append(bodies, b)
+		mu.Unlock()
+	}))
+	t.Cleanup(hook.Close)
+	config := filepath.Join(t.TempDir(), "master.yaml")
+	if err := os.WriteFile(config, []byte("notify:\n  default:\n    - {on: [node-fenced, failover], webhook-url-env: OPS_WEBHOOK}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.startMaster(t, "master", "ZKSCHED_CONFIG="+config, "OPS_WEBHOOK="+hook.URL, "ZKSCHED_NOTIFY_BACKOFF=100ms")
+	victim := f.startWorker(t, "worker-1", 1)
+	wf := f.submit(t, "fenced-notified", task{name: "long", body: "sleep 3"})
+	lost := f.waitAliveOn(t, victim, 1)
+	f.startWorker(t, "worker-2", 1)
+	faultAt := time.Now()
+	if err := victim.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	history.Check(t, f.db, f.rec, history.Options{Workflows: []int64{wf}, FaultAt: faultAt})
+	f.expectFailedOver(t, victim, lost)
+
+	var ns []dao.Notification
+	waitUntil(t, 30*time.Second, "both cluster notifications sent", func() bool {
+		var err error
+		if ns, err = f.db.NotificationList(context.Background(), "", 0, 10); err != nil {
+			t.Fatal(err)
+		}
+		sent := 0
+		for _, n := range ns {
+			if n.State == dao.NotificationSent {
+				sent++
+			}
+		}
+		return sent == 2
+	})
+	rows := map[string]dao.Notification{}
+	for _, n := range ns {
+		rows[n.Event] = n
+	}
+	if len(ns) != 2 || rows["node-fenced"].ID == 0 || rows["failover"].ID == 0 {
+		t.Fatalf("outbox = %+v; want one node-fenced row and one failover row", ns)
+	}
+	mu.Lock()
+	got := append([]hookBody(nil), bodies...)
+	mu.Unlock()
+	if len(got) != 2 {
+		t.Fatalf("webhook heard %+v; want two requests, one per row", got)
+	}
+	for _, b := range got {
+		n, ok := rows[b.Event]
+		if !ok || b.Node != victim.id || b.Key != n.IdempotencyKey {
+			t.Errorf("webhook heard %+v; want event node-fenced or failover of node %s with its row's key %s", b, victim.id, n.IdempotencyKey)
+		}
+	}
 }

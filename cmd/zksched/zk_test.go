@@ -67,6 +67,8 @@ func TestZKInspection(t *testing.T) {
 			Record *registry.FenceRecord `json:"record"`
 			Error  string                `json:"error"`
 		} `json:"fenced"`
+		ZooKeeper []registry.Member `json:"zookeeper"`
+		Postgres  []registry.Member `json:"postgres"`
 	}
 	waitUntil(t, 30*time.Second, "the killed worker's marker to finish", func() bool {
 		out, code := e.Run("zk", "nodes", "--json")
@@ -83,6 +85,12 @@ func TestZKInspection(t *testing.T) {
 		}
 		return false
 	})
+	if len(cl.ZooKeeper) != 1 || cl.ZooKeeper[0].Mode != "standalone" {
+		t.Errorf("zookeeper = %+v, want the test's one standalone server", cl.ZooKeeper)
+	}
+	if len(cl.Postgres) != 1 || cl.Postgres[0].Role != "primary" {
+		t.Errorf("postgres = %+v, want the test's one primary", cl.Postgres)
+	}
 	if cl.Leader == nil || *cl.Leader != masterID {
 		t.Errorf("leader = %v, want %s", cl.Leader, masterID)
 	}
