@@ -579,7 +579,8 @@ type LLM struct {
 }
 
 // Provider is one model provider: where it is, which model, and how hard zksched may use it.
-// Rate limits here are per worker process; a global limit across workers is a pool (see
+// RequestsPerMinute and TokensPerMinute hold for the whole cluster, kept in PostgreSQL;
+// MaxConcurrent is per worker process (a limit on running tasks across workers is a pool, see
 // [Config.Pools]).
 type Provider struct {
 	// Type is [ProviderOpenAI], [ProviderOllama], [ProviderAnthropic] or [ProviderOffline].
@@ -606,9 +607,20 @@ type Provider struct {
 	// retried like a server error; the task's own timeout bounds all of its requests.
 	Timeout time.Duration `yaml:"timeout"`
 
-	// RequestsPerMinute caps the requests one worker sends to the provider in any 60 s
-	// window, retries included; a request over the cap waits. 0 (the default) means no cap.
+	// RequestsPerMinute caps the requests all the workers together send to the provider in
+	// any 60 s window, retries included: each request is admitted by the database against
+	// every worker's requests of the last minute (a second more, for the way to the
+	// provider), and one over the cap waits. A 429 with Retry-After from a provider with a
+	// limit holds every worker back until then. Give every worker the same value: each
+	// admits its own requests against its own. 0 (the default) means no cap.
 	RequestsPerMinute int `yaml:"requests-per-minute"`
+
+	// TokensPerMinute caps the tokens of the requests all the workers together send to the
+	// provider in any 60 s window, as RequestsPerMinute does requests. A request reserves
+	// its prompt's estimate (a token per 4 bytes) and the task's max-tokens before it is
+	// sent, and its reservation becomes the usage the provider reports once it answers; a
+	// request that reserves more than the cap fails at once. 0 (the default) means no cap.
+	TokensPerMinute int `yaml:"tokens-per-minute"`
 
 	// MaxConcurrent caps the requests one worker has in flight to the provider at once; a
 	// request over the cap waits. 0 (the default) means no cap.

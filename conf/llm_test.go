@@ -1,6 +1,8 @@
 package conf_test
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,6 +22,7 @@ llm:
       api-key-env: OPENAI_API_KEY
       timeout: 90s
       requests-per-minute: 500
+      tokens-per-minute: 200000
       max-concurrent: 8
     local:
       type: ollama
@@ -35,6 +38,7 @@ pools:
 		"ZKSCHED_LLM_PROVIDERS_EXTRA_MODEL=claude-sonnet",
 		"ZKSCHED_LLM_PROVIDERS_EXTRA_API_KEY_ENV=ANTHROPIC_API_KEY",
 		"ZKSCHED_LLM_PROVIDERS_OPENAI_MAIN_MAX_ATTEMPTS=3",
+		"ZKSCHED_LLM_PROVIDERS_LOCAL_TOKENS_PER_MINUTE=90000",
 		"ZKSCHED_LLM_PROVIDERS_DEMO_TYPE=openai",
 		"ZKSCHED_LLM_PROVIDERS_DEMO_BASE_URL=http://127.0.0.1:8000/v1",
 		"ZKSCHED_LLM_PROVIDERS_DEMO_MODEL=qwen",
@@ -45,8 +49,8 @@ pools:
 	}
 	want := map[string]conf.Provider{
 		"openai-main": {Type: "openai", Model: "gpt-4o-mini", APIKeyEnv: "OPENAI_API_KEY", Timeout: 90 * time.Second,
-			RequestsPerMinute: 500, MaxConcurrent: 8, MaxAttempts: 3},
-		"local": {Type: "ollama", BaseURL: "http://127.0.0.1:11434", Model: "llama3.2"},
+			RequestsPerMinute: 500, TokensPerMinute: 200000, MaxConcurrent: 8, MaxAttempts: 3},
+		"local": {Type: "ollama", BaseURL: "http://127.0.0.1:11434", Model: "llama3.2", TokensPerMinute: 90000},
 		"extra": {Type: "anthropic", Model: "claude-sonnet", APIKeyEnv: "ANTHROPIC_API_KEY"},
 		"demo":  {Type: "openai", BaseURL: "http://127.0.0.1:8000/v1", Model: "qwen"},
 	}
@@ -80,6 +84,9 @@ func TestValidateLLMAndPools(t *testing.T) {
 		{"bad URL", provider(conf.Provider{Type: "openai", Model: "m", BaseURL: "localhost:8000"}), `llm.providers.p.base-url: "localhost:8000" is not an http:// or https:// URL`},
 		{"negative timeout", provider(conf.Provider{Type: "offline", Timeout: -time.Second}), "llm.providers.p.timeout: -1s: must not be negative"},
 		{"negative rate", provider(conf.Provider{Type: "offline", RequestsPerMinute: -1}), "llm.providers.p.requests-per-minute: -1 is out of range"},
+		{"negative token rate", provider(conf.Provider{Type: "offline", TokensPerMinute: -1}), "llm.providers.p.tokens-per-minute: -1 is out of range 0..1000000000"},
+		{"token rate too high", provider(conf.Provider{Type: "offline", TokensPerMinute: 1_000_000_001}), "llm.providers.p.tokens-per-minute: 1000000001 is out of range"},
+		{"both rates", provider(conf.Provider{Type: "openai", Model: "m", RequestsPerMinute: 500, TokensPerMinute: 200_000}), ""},
 		{"too many attempts", provider(conf.Provider{Type: "offline", MaxAttempts: 101}), "llm.providers.p.max-attempts: 101 is out of range 0..100"},
 		{"provider name", func(c *conf.Config) { c.LLM.Providers["a b"] = conf.Provider{Type: "offline"} }, `llm.providers.a b: "a b": a provider name is`},
 		{"pool", func(c *conf.Config) { c.Pools = map[string]int{"openai": 4} }, ""},
@@ -101,5 +108,30 @@ func TestValidateLLMAndPools(t *testing.T) {
 				t.Errorf("Validate() = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestReadmeLLMLimits: the config block of the README's LLM section loads as it is printed,
+// with the cluster-wide limits it shows.
+func TestReadmeLLMLimits(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## LLM and agent tasks\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	const first = "# in the config of the workers"
+	_, block, ok2 := strings.Cut(section, "```yaml\n"+first)
+	block, _, ok3 := strings.Cut(first+block, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("README's LLM section has no config block")
+	}
+	got, err := conf.Load(writeConfig(t, block), nil)
+	if err != nil {
+		t.Fatalf("the README's LLM config block: %v", err)
+	}
+	if p := got.LLM.Providers["openai-main"]; p.RequestsPerMinute != 500 || p.TokensPerMinute != 200000 {
+		t.Errorf("openai-main loads as %+v, want requests-per-minute 500 and tokens-per-minute 200000", p)
 	}
 }

@@ -305,6 +305,7 @@ func (v *validation) provider(key, name string, p Provider) {
 	}
 	v.nonNegative(key+".timeout", p.Timeout)
 	v.intRange(key+".requests-per-minute", p.RequestsPerMinute, 0, 1000000)
+	v.intRange(key+".tokens-per-minute", p.TokensPerMinute, 0, 1000000000)
 	v.intRange(key+".max-concurrent", p.MaxConcurrent, 0, 100000)
 	v.intRange(key+".max-attempts", p.MaxAttempts, 0, 100)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
@@ -152,4 +153,22 @@ func BenchmarkWorkerStatements(b *testing.B) {
 			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tasks/s")
 		})
 	}
+}
+
+// BenchmarkLLMAdmit admits model requests to one provider from many goroutines at once, as
+// the workers of a cluster do: every admission locks the provider's row, so admissions/s is
+// the most one provider can be asked of the cluster. The limits are never reached.
+func BenchmarkLLMAdmit(b *testing.B) {
+	db, _ := daotest.New(b)
+	ctx := context.Background()
+	lim := dao.LLMLimits{Requests: 1_000_000_000, Tokens: 1_000_000_000, Window: time.Minute}
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if a, err := db.LLMAdmitIfUnderLimits(ctx, "p", lim, 100); err != nil || !a.Admitted {
+				b.Fatal(a, err)
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admissions/s")
 }

@@ -11,6 +11,7 @@
 //	zksched_task_results_refused_total                   worker: results refused by the fencing token (the task was taken away)
 //	zksched_task_dispatch_seconds                        worker: histogram of queued_at → started (claim) of claimed tasks
 //	zksched_tasks_running                                worker: attempts running now (slots in use)
+//	zksched_llm_admission_wait_seconds{provider}         worker: histogram of the wait of each model request of a provider with cluster-wide limits for its admission
 //	zksched_task_results_recording                       worker: attempts ended whose result is being written
 //	zksched_workflows_owned                              master: workflow instances this master drives
 //	zksched_leader                                       master: 1 while this master leads
@@ -48,6 +49,7 @@ type Metrics struct {
 	attempts  *prometheus.CounterVec
 	refused   prometheus.Counter
 	dispatch  prometheus.Histogram
+	admission *prometheus.HistogramVec
 	queue     *prometheus.GaugeVec
 	fenced    *prometheus.GaugeVec
 	failovers *countCollector
@@ -74,6 +76,9 @@ func New(node, role, version string) *Metrics {
 		dispatch: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "zksched_task_dispatch_seconds",
 			Help:    "Time from a task instance entering the queue to its claim by this worker.",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}),
+		admission: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "zksched_llm_admission_wait_seconds",
+			Help:    "Time each model request of a provider with requests-per-minute or tokens-per-minute waited for its admission under the cluster-wide limits.",
+			Buckets: []float64{.001, .005, .025, .1, .5, 1, 5, 15, 30, 60, 120, 300}}, []string{"provider"}),
 		queue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zksched_queue_depth",
 			Help: "Queued task instances per worker group, counted periodically by each master."}, []string{"group"}),
 		fenced: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "zksched_fenced_nodes",
@@ -91,7 +96,7 @@ func New(node, role, version string) *Metrics {
 	info.Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	if role == string(registry.RoleWorker) {
-		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch)
+		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission)
 	} else {
 		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified)
 	}
@@ -121,6 +126,12 @@ func (m *Metrics) Ended(outcome dao.Outcome, refused bool) {
 		return
 	}
 	m.attempts.WithLabelValues(string(outcome)).Inc()
+}
+
+// AdmissionWaited records how long a model request of provider waited for its admission:
+// llm.Options.AdmissionWaited.
+func (m *Metrics) AdmissionWaited(provider string, d time.Duration) {
+	m.admission.WithLabelValues(provider).Observe(d.Seconds())
 }
 
 // Notified counts a notification's try by its result, sent, failed or dead: notify.Config.

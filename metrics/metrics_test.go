@@ -134,3 +134,22 @@ func TestRetentionMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionWaitMetrics: a worker's histogram of the waits for admission, by provider.
+func TestAdmissionWaitMetrics(t *testing.T) {
+	t.Parallel()
+	m := metrics.New("w1", "worker", "v1")
+	m.AdmissionWaited("openai-main", 0)
+	m.AdmissionWaited("openai-main", 3*time.Second)
+	out := scrape(t, m)
+	for _, want := range []string{
+		`zksched_llm_admission_wait_seconds_count{provider="openai-main"} 2`,
+		`zksched_llm_admission_wait_seconds_sum{provider="openai-main"} 3`,
+		`zksched_llm_admission_wait_seconds_bucket{provider="openai-main",le="1"} 1`,
+		`zksched_llm_admission_wait_seconds_bucket{provider="openai-main",le="5"} 2`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

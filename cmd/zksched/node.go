@@ -329,10 +329,12 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 	return shell, secrets, nil
 }
 
-// llmProviders returns the worker's model providers. A provider that cannot be used (its
-// API key variable unset) is reported now and fails only the tasks that name it.
+// llmProviders returns the worker's model providers, their requests-per-minute and
+// tokens-per-minute kept in the database for the whole cluster. A provider that cannot be
+// used (its API key variable unset) is reported now and fails only the tasks that name it.
 func (n *node) llmProviders() *llm.Providers {
-	providers := llm.NewProviders(n.cfg.LLM.Providers, llm.Options{Log: n.log})
+	providers := llm.NewProviders(n.cfg.LLM.Providers, llm.Options{Log: n.log, Limits: n.db,
+		AdmissionWaited: n.metrics.AdmissionWaited})
 	for _, name := range providers.Names() {
 		if c, err := providers.Get(name); err != nil {
 			n.log.Warn().Err(err).Str("provider", name).Msg("llm provider unusable; its tasks will fail")

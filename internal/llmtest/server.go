@@ -1,6 +1,7 @@
 // Package llmtest is an OpenAI-compatible chat completions server for tests, on loopback. It
 // answers every prompt deterministically ("answer to: <prompt>") with token usage, counts the
-// requests per prompt, records the high-water mark of requests in flight, and misbehaves on
+// requests per prompt and records when each arrived, records the high-water mark of requests
+// in flight, and misbehaves on
 // demand: an HTTP error (429 with Retry-After, 5xx, 400, 401) for the next n requests whose
 // prompt contains a string, a delay, or a hold until the test releases it. The worker under
 // test reaches it through an openai provider whose base-url is the server's URL, in-process
@@ -26,8 +27,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	rules    []*rule
-	prompts  []string // every request's user prompt, in arrival order
-	answered []string // the prompts answered with 200
+	prompts  []string    // every request's user prompt, in arrival order
+	arrived  []time.Time // when each of prompts arrived
+	answered []string    // the prompts answered with 200
 	inFlight int
 	high     int
 	served   time.Duration // time spent answering the 200s, delays included
@@ -100,6 +102,20 @@ func (s *Server) Prompts() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.prompts...)
+}
+
+// Arrivals returns when each request with a prompt starting with prefix arrived, failed ones
+// included, in arrival order.
+func (s *Server) Arrivals(prefix string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var at []time.Time
+	for i, p := range s.prompts {
+		if strings.HasPrefix(p, prefix) {
+			at = append(at, s.arrived[i])
+		}
+	}
+	return at
 }
 
 // HighWater returns the most requests that were in flight at once.
@@ -205,6 +221,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.prompts = append(s.prompts, prompt)
+	s.arrived = append(s.arrived, start)
 	s.inFlight++
 	s.high = max(s.high, s.inFlight)
 	var fail *rule

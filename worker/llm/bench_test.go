@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker/llm"
 )
@@ -32,6 +33,33 @@ func BenchmarkGenerate(b *testing.B) {
 	}
 	n, served := srv.Served()
 	b.ReportMetric(float64(served.Microseconds())/float64(n), "server-µs/op")
+}
+
+// BenchmarkGenerateClusterLimited is BenchmarkGenerate with the provider's limits kept in
+// PostgreSQL: with requests-per-minute each call is admitted by one statement, with
+// tokens-per-minute too its usage is recorded by another. The limits are never reached; what
+// it measures is their cost.
+func BenchmarkGenerateClusterLimited(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		tokens int
+	}{{"requests", 0}, {"requests+tokens", 1_000_000_000}} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv := llmtest.New(b)
+			db, _ := daotest.New(b)
+			c, err := llm.New("bench", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m",
+				RequestsPerMinute: 1_000_000, TokensPerMinute: bc.tokens, MaxConcurrent: 64}, llm.Options{Log: zerolog.Nop(), Limits: db})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for b.Loop() {
+				if _, err := c.Generate(ctx, llm.Request{System: "be brief", Prompt: "summarise the week in one line"}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 // BenchmarkRawHTTP posts the same chat completion request with net/http alone.

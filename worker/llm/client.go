@@ -6,8 +6,10 @@
 //     the HTTP status the transport saw, not from the library's message strings;
 //   - retries of the retryable ones with exponential backoff and full jitter, honouring
 //     Retry-After, and never past the task's deadline or its cancellation;
-//   - the provider's per-worker limits: requests per minute (a sliding window) and requests in
-//     flight;
+//   - the provider's limits: requests and tokens per minute for the whole cluster (each request
+//     admitted by the cluster's database against every worker's requests of the last minute,
+//     and a 429's Retry-After holding every worker back; see Limits), and requests in flight
+//     per worker;
 //   - token usage (prompt, completion, total, and how many requests were sent) for every
 //     call.
 //
@@ -76,7 +78,7 @@ type Client struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	callOpts    []llms.CallOption
-	window      *window
+	limiter     *limiter // nil: no requests-per-minute nor tokens-per-minute
 	inFlight    chan struct{}
 	log         zerolog.Logger
 	clock       clockwork.Clock
@@ -105,9 +107,10 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		opts = append(opts, llms.WithMaxTokens(req.MaxTokens))
 	}
 
+	reserve := estimateTokens(req)
 	var usage Usage
 	for attempt := 1; ; attempt++ {
-		resp, info, err := c.once(ctx, msgs, opts)
+		resp, info, err := c.once(ctx, msgs, opts, reserve)
 		if info.sent {
 			usage.Calls++
 		}
@@ -118,6 +121,11 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		}
 		if ctx.Err() != nil {
 			return Response{Usage: usage}, context.Cause(ctx)
+		}
+		if e := (*Error)(nil); !info.sent && errors.As(err, &e) {
+			// Refused before it was sent: the limits, not the provider, said no.
+			e.Attempts = attempt
+			return Response{Usage: usage}, e
 		}
 		e := classify(c.name, err, info)
 		e.Attempts = attempt
@@ -143,8 +151,9 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 	}
 }
 
-// once sends one request within the provider's limits and its request timeout.
-func (c *Client) once(ctx context.Context, msgs []llms.MessageContent, opts []llms.CallOption) (*llms.ContentResponse, *callInfo, error) {
+// once sends one request within the provider's limits and its request timeout; reserve is
+// the tokens it holds of tokens-per-minute until its usage is known.
+func (c *Client) once(ctx context.Context, msgs []llms.MessageContent, opts []llms.CallOption, reserve int) (*llms.ContentResponse, *callInfo, error) {
 	info := &callInfo{}
 	if c.inFlight != nil {
 		select {
@@ -154,8 +163,10 @@ func (c *Client) once(ctx context.Context, msgs []llms.MessageContent, opts []ll
 			return nil, info, ctx.Err()
 		}
 	}
-	if c.window != nil {
-		if err := c.window.wait(ctx); err != nil {
+	var start int64
+	if c.limiter != nil {
+		var err error
+		if start, err = c.limiter.admit(ctx, reserve); err != nil {
 			return nil, info, err
 		}
 	}
@@ -171,6 +182,16 @@ func (c *Client) once(ctx context.Context, msgs []llms.MessageContent, opts []ll
 		info.timedOut = true
 	}
 	c.endChat(chat, resp, info, err)
+	if c.limiter != nil {
+		if err == nil {
+			// A failed request keeps its reservation: the provider may have counted it.
+			_, u := readResponse(resp)
+			c.limiter.settle(start, u.TotalTokens)
+		}
+		if info.status == http.StatusTooManyRequests && info.retryAfter > 0 {
+			c.limiter.block(min(info.retryAfter, maxRetryAfter))
+		}
+	}
 	return resp, info, err
 }
 

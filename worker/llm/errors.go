@@ -34,6 +34,10 @@ const (
 	// ClassConfig: the provider cannot be used as configured (an unknown provider, an unset
 	// API key variable). Not retried.
 	ClassConfig Class = "config"
+	// ClassAdmission: the database refused the statement that admits a request under the
+	// provider's limits (a database that cannot be reached is waited for instead). Nothing
+	// was sent. Not retried.
+	ClassAdmission Class = "admission"
 )
 
 // Retryable reports whether a call that failed this way may succeed if sent again.

@@ -39,9 +39,19 @@ type Options struct {
 	// MaxBackoff, with jitter. Zero means 500 ms and 30 s; tests shorten them.
 	Backoff, MaxBackoff time.Duration
 	Log                 zerolog.Logger
-	// Clock is the time source of the pauses between tries and of the requests-per-minute
-	// window; nil is the real clock.
+	// Clock is the time source of the pauses between tries and of the waits for admission;
+	// nil is the real clock.
 	Clock clockwork.Clock
+	// Limits keeps requests-per-minute and tokens-per-minute for the whole cluster: the
+	// cluster's database. Nil keeps them for each client alone, in memory, by Clock (a
+	// process without the database: tests, benchmarks).
+	Limits Limits
+	// Window is the period requests-per-minute and tokens-per-minute count over. Zero means a
+	// minute; tests shorten it.
+	Window time.Duration
+	// AdmissionWaited, if set, is told how long each request of a limited provider waited
+	// for its admission.
+	AdmissionWaited func(provider string, d time.Duration)
 }
 
 // Providers builds and keeps one Client per configured provider.
@@ -166,8 +176,8 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 	if c.maxBackoff < c.backoff {
 		c.maxBackoff = max(30*time.Second, c.backoff)
 	}
-	if pc.RequestsPerMinute > 0 {
-		c.window = newWindow(pc.RequestsPerMinute, time.Minute, c.clock)
+	if pc.RequestsPerMinute > 0 || pc.TokensPerMinute > 0 {
+		c.limiter = newLimiter(name, pc, opts, c.clock)
 	}
 	if pc.MaxConcurrent > 0 {
 		c.inFlight = make(chan struct{}, pc.MaxConcurrent)
