@@ -563,6 +563,18 @@ func TestValidate(t *testing.T) {
 		{"public url", func(c *conf.Config) { c.API.PublicURL = "https://zksched.example.com" }, ""},
 		{"public url relative", func(c *conf.Config) { c.API.PublicURL = "zksched.example.com" },
 			`api.public-url: "zksched.example.com": want an absolute http or https URL`},
+		{"tracing on", func(c *conf.Config) {
+			c.Tracing.Enabled, c.Tracing.Endpoint, c.Tracing.SampleRatio = true, "http://127.0.0.1:4318", 0.25
+		}, ""},
+		{"tracing sample ratio above 1", func(c *conf.Config) { c.Tracing.SampleRatio = 1.5 },
+			"tracing.sample-ratio: 1.5: want a share from 0"},
+		{"tracing sample ratio negative", func(c *conf.Config) { c.Tracing.SampleRatio = -0.1 }, "tracing.sample-ratio"},
+		{"tracing endpoint without scheme", func(c *conf.Config) { c.Tracing.Endpoint = "collector:4318" },
+			`tracing.endpoint: "collector:4318": want the collector's OTLP/HTTP URL`},
+		{"tracing queue size 0", func(c *conf.Config) { c.Tracing.QueueSize = 0 }, "tracing.queue-size"},
+		{"patroni urls", func(c *conf.Config) { c.DB.PatroniURLs = []string{"http://10.0.0.1:8008", "https://pg2:8008"} }, ""},
+		{"patroni url without scheme", func(c *conf.Config) { c.DB.PatroniURLs = []string{"10.0.0.1:8008"} },
+			`db.patroni-urls[0]: "10.0.0.1:8008": want a Patroni REST API's http or https URL`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
