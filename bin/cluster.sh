@@ -9,6 +9,8 @@
 # state lives under .run/cluster/ (ignored by git).
 #
 #   up            build, start everything, migrate, start the nodes; idempotent
+#   net           only the namespaces, links and bridge (up makes them too), so that a
+#                 service can listen on the bridge's address before the hosts start
 #   down          stop every process, delete the namespaces, the bridge and the state
 #   status        each host's processes, the ensemble's modes, Patroni's view
 #   env           the ZKSCHED_* variables that point zksched commands at the cluster
@@ -337,6 +339,7 @@ host_arg() { case "${1:-}" in 1|2|3) ;; *) die "want a host: 1, 2 or 3";; esac; 
 cmd="${1:-}"; shift || true
 case "$cmd" in
   up) up ;;
+  net) [ "$(id -u)" = 0 ] || die "needs root (network namespaces)"; net_up ;;
   down) locate 2>/dev/null || true; down ;;
   status) locate; status ;;
   env) env_vars ;;

@@ -17,8 +17,9 @@ import (
 // topology is a test's own three simulated hosts, started by bin/cluster.sh with a name and
 // a network of the test's, and taken down when it ends.
 type topology struct {
-	env []string // the cluster.sh variables: its name, network, state folder, binary
-	zk  []string // ZKSCHED_* from `cluster.sh env`
+	name, net string
+	env       []string // the cluster.sh variables: its name, network, state folder, binary
+	zk        []string // ZKSCHED_* from `cluster.sh env`
 }
 
 // topologyNet is the test topology's network: not the one a developer's `bin/cluster.sh up`
@@ -29,15 +30,36 @@ const topologyNet = "10.79.0"
 // namespaces): outside CI a test without root is skipped, in CI it fails.
 func startTopology(t *testing.T) *topology {
 	t.Helper()
+	tp := newTopology(t, "zkt", topologyNet)
+	tp.up(t)
+	return tp
+}
+
+// newTopology readies a topology named name on the network net (a /24 prefix) and takes it
+// down when the test ends; up starts it.
+func newTopology(t *testing.T, name, net string) *topology {
+	t.Helper()
+	requireRoot(t)
+	tp := &topology{name: name, net: net, env: []string{"ZKSCHED_CLUSTER_NAME=" + name, "ZKSCHED_CLUSTER_NET=" + net,
+		"ZKSCHED_RUN_DIR=" + t.TempDir(), "ZKSCHED_BIN=" + testcluster.Binary(t)}}
+	t.Cleanup(func() { tp.down(t) })
+	return tp
+}
+
+// requireRoot skips a topology test without root outside CI, and fails it in CI.
+func requireRoot(t *testing.T) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("CI runs as root and must run the topology tests")
 		}
 		t.Skip("the topology needs root (network namespaces)")
 	}
-	tp := &topology{env: []string{"ZKSCHED_CLUSTER_NAME=zkt", "ZKSCHED_CLUSTER_NET=" + topologyNet,
-		"ZKSCHED_RUN_DIR=" + t.TempDir(), "ZKSCHED_BIN=" + testcluster.Binary(t)}}
-	t.Cleanup(func() { tp.down(t) })
+}
+
+// up runs bin/cluster.sh up and reads the variables of `cluster.sh env`.
+func (tp *topology) up(t *testing.T) {
+	t.Helper()
 	start := time.Now()
 	tp.run(t, 10*time.Minute, "up")
 	t.Logf("bin/cluster.sh up: %v", time.Since(start).Round(100*time.Millisecond))
@@ -47,8 +69,10 @@ func startTopology(t *testing.T) *topology {
 			tp.zk = append(tp.zk, k+"="+strings.Trim(v, "'"))
 		}
 	}
-	return tp
 }
+
+// envValue is a variable of `cluster.sh env`.
+func (tp *topology) envValue(key string) string { return envValue(tp.zk, key) }
 
 // run runs bin/cluster.sh with args and returns its standard output; it fails the test when
 // the script fails.
@@ -87,7 +111,7 @@ func (tp *topology) zksched(t *testing.T, args ...string) (string, int) {
 func (tp *topology) down(t *testing.T) {
 	t.Helper()
 	tp.run(t, 2*time.Minute, "down")
-	nothingLeft(t, "zkt", topologyNet)
+	nothingLeft(t, tp.name, tp.net)
 }
 
 // nothingLeft checks that no namespace, link or process of the topology named name on the
@@ -156,12 +180,7 @@ func TestTopology(t *testing.T) {
 // TestReadmeSeveralHosts runs the README's tour of bin/cluster.sh as it is printed, in bash,
 // on a network and with names of its own, and the test binary for bin/zksched.
 func TestReadmeSeveralHosts(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI runs as root and must run the topology tests")
-		}
-		t.Skip("the topology needs root (network namespaces)")
-	}
+	requireRoot(t)
 	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
 	if err != nil {
 		t.Fatal(err)

@@ -34,7 +34,14 @@ type link struct {
 // NewProxy starts a proxy to upstream on 127.0.0.1:0. It is closed when the test ends.
 func NewProxy(t testing.TB, upstream string) *Proxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return NewProxyOn(t, "127.0.0.1:0", upstream)
+}
+
+// NewProxyOn starts a proxy to upstream listening on addr: for instance on the bridge of
+// simulated hosts (network namespaces), which reach the root namespace's loopback only so.
+func NewProxyOn(t testing.TB, addr, upstream string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("testenv: proxy listen: %v", err)
 	}
