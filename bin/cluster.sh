@@ -19,6 +19,9 @@
 #   cut HOST      take the host's link down: it is cut off from the others and from this one
 #   heal HOST     bring its link up again
 #   netem HOST ARGS...   tc netem on the host's link (e.g. delay 100ms loss 5%); `netem HOST off`
+#                        (needs the kernel's sch_netem: some VM kernels lack it, then use shape)
+#   shape HOST RATE LATENCY   a slow link (tc tbf): RATE (e.g. 512kbit) both ways, packets
+#                        queued up to LATENCY (e.g. 200ms) and dropped beyond; `shape HOST off`
 #   stop-node HOST master|worker|zookeeper|patroni|haproxy   kill -9 one process
 #   exec HOST CMD...     run a command inside the host's namespace
 #
@@ -334,6 +337,11 @@ env_vars() {
   printf "ZKSCHED_TOKEN='%s'\n" "$(secret api-token)"
 }
 
+link_off() { # link_off HOST: the host's link without netem or shaping
+  tc qdisc del dev "$(ns "$1")" root 2>/dev/null || true
+  in_ns "$1" tc qdisc del dev eth0 root 2>/dev/null || true
+}
+
 host_arg() { case "${1:-}" in 1|2|3) ;; *) die "want a host: 1, 2 or 3";; esac; }
 
 cmd="${1:-}"; shift || true
@@ -351,11 +359,20 @@ case "$cmd" in
     host_arg "${1:-}"; h=$1; shift
     # Both ends of the host's link, so that both directions suffer.
     if [ "${1:-}" = off ]; then
-      tc qdisc del dev "$(ns "$h")" root 2>/dev/null || true
-      in_ns "$h" tc qdisc del dev eth0 root 2>/dev/null || true
+      link_off "$h"
     else
-      tc qdisc replace dev "$(ns "$h")" root netem "$@"
+      tc qdisc replace dev "$(ns "$h")" root netem "$@" 2>/dev/null ||
+        die "tc netem failed on $(ns "$h"): this kernel ($(uname -r)) may lack the netem qdisc (sch_netem); shape HOST RATE LATENCY needs only tbf"
       in_ns "$h" tc qdisc replace dev eth0 root netem "$@"
+    fi ;;
+  shape)
+    host_arg "${1:-}"; h=$1; shift
+    if [ "${1:-}" = off ]; then
+      link_off "$h"
+    else
+      rate=${1:?want a rate like 512kbit} latency=${2:?want a latency like 200ms}
+      tc qdisc replace dev "$(ns "$h")" root tbf rate "$rate" burst 4kb latency "$latency"
+      in_ns "$h" tc qdisc replace dev eth0 root tbf rate "$rate" burst 4kb latency "$latency"
     fi ;;
   stop-node)
     host_arg "${1:-}"; locate

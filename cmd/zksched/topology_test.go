@@ -91,6 +91,17 @@ func (tp *topology) run(t *testing.T, d time.Duration, args ...string) string {
 	return string(out)
 }
 
+// runErr runs bin/cluster.sh with args and returns its output and error, for a command that
+// may fail.
+func (tp *topology) runErr(d time.Duration, args ...string) (string, error) {
+	cmd := exec.Command(filepath.Join(repoRoot(), "bin", "cluster.sh"), args...)
+	cmd.Env = append(os.Environ(), tp.env...)
+	timer := time.AfterFunc(d, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
 // zksched runs the binary against the topology, as a user would after `cluster.sh env`.
 func (tp *topology) zksched(t *testing.T, args ...string) (string, int) {
 	t.Helper()
