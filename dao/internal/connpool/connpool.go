@@ -59,6 +59,7 @@ func Open(ctx context.Context, dsn string, o Options, log zerolog.Logger) (*sqlx
 // OpenLazy opens a pool of connections to dsn, which connect at their first use.
 func OpenLazy(dsn string, o Options) (*sqlx.DB, error) {
 	dsn = WithConnectTimeout(dsn)
+	dsn = WithReadWrite(dsn)
 	for _, kv := range o.Params {
 		dsn = withParam(dsn, kv[0], kv[1])
 	}
@@ -95,4 +96,30 @@ func WithConnectTimeout(dsn string) string {
 		return dsn
 	}
 	return withParam(dsn, "connect_timeout", "5")
+}
+
+// WithReadWrite makes a DSN that names several hosts connect only to one that takes writes
+// (target_session_attrs=read-write), unless it says otherwise: lib/pq's default, any, would
+// settle on the first host that answers, a standby as well, where every statement of a node
+// fails. A DSN of one host is left as it is. Open and OpenLazy apply it.
+func WithReadWrite(dsn string) string {
+	if strings.Contains(dsn, "target_session_attrs") || !multiHost(dsn) {
+		return dsn
+	}
+	return withParam(dsn, "target_session_attrs", "read-write")
+}
+
+// multiHost reports whether dsn names more than one host: a URL's host list, or host= (or
+// hostaddr=) with commas in a key=value string.
+func multiHost(dsn string) bool {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return strings.Contains(u.Host, ",") || strings.Contains(u.Query().Get("host"), ",")
+	}
+	for _, f := range strings.Fields(dsn) {
+		k, v, _ := strings.Cut(f, "=")
+		if (k == "host" || k == "hostaddr") && strings.Contains(v, ",") {
+			return true
+		}
+	}
+	return false
 }
