@@ -52,10 +52,23 @@ type Config struct {
 	// returned: its log, output and error, an agent's checkpoints (conf.Config.SecretValues).
 	// Values shorter than 6 bytes are not masked (see minSecretLen).
 	Secrets []string
+	// Peers, if set, lists the other live workers that serve one of Groups (the registry's
+	// registry.Peers): while they have free slots, a claim takes no more than this worker's
+	// share of a burst of tasks (dao.Share), so that the burst spreads over the idle workers
+	// instead of running on the first to look. A task of a share that its worker does not
+	// come for (that worker died, or is slow) is anyone's once it has waited PollInterval,
+	// and claimed at the next poll. Nil: the worker claims as if alone in its groups.
+	Peers Peers
 	// Clock is the time source of the polls, the claim's gathering of freed slots, the
 	// tasks' timeouts, the retries of result and checkpoint writes, the log's flushes and
 	// the shutdown's waits; nil is the real clock.
 	Clock clockwork.Clock
+}
+
+// Peers lists the other live workers that share a group with this one.
+type Peers interface {
+	// Slots returns their slots by worker id. The caller does not change the map.
+	Slots() map[string]int
 }
 
 // Events receives what the worker does, for metrics. Its methods must return quickly.
@@ -162,7 +175,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	checkKills := false
 	// look asks for a claim. backlog says the last one may have left claimable tasks behind
 	// (it filled every slot), so a freed slot claims again; after a claim that found fewer
-	// than it asked for, a freed slot waits for a wake-up or the poll instead of asking the
+	// than it asked for (the queue's end, or this worker's share of a burst, the rest left to
+	// the others), a freed slot waits for a wake-up or the poll instead of asking the
 	// database again for nothing.
 	look, backlog := true, true
 	// gather holds back the claim of a freed slot while tasks are waiting (backlog): slots
@@ -316,7 +330,7 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 		if ctx.Err() != nil {
 			return false
 		}
-		got, err := lifecycle.Claim(ctx, w.db, w.cfg.ID, w.cfg.Groups, min(free, 100), !w.unpooled)
+		got, err := lifecycle.ClaimShare(ctx, w.db, w.cfg.ID, w.cfg.Groups, min(free, 100), !w.unpooled, w.share())
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn().Err(err).Msg("claim failed; retrying at the next poll")
@@ -347,6 +361,15 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			return true
 		}
 	}
+}
+
+// share is what a claim needs to take no more than this worker's share of a burst: its peers
+// now, its slots, and its poll interval as the time a task stays part of a burst.
+func (w *Worker) share() dao.Share {
+	if w.cfg.Peers == nil {
+		return dao.Share{}
+	}
+	return dao.Share{Slots: w.cfg.Slots, Peers: w.cfg.Peers.Slots(), Fresh: w.cfg.PollInterval}
 }
 
 // start runs a claimed attempt, unless the node may not take work now (see Gate): it reports
