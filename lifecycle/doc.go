@@ -228,7 +228,8 @@
 //	ended                               all ended; its instance locked
 //	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueuedShare,
 //	                                    free pool slot; up to the worker's share    TaskClaimQueuedUnpooledShare
-//	                                    of a burst while others have free slots
+//	                                    of a burst while others have free slots     (alone: TaskClaimQueued,
+//	                                                                                TaskClaimQueuedUnpooled)
 //	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
 //	                                                                                TaskFinishIfRunning
 //	failed over  leader                 running on a fenced worker                  TaskRequeueIfRunningOnWorker
