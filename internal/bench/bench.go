@@ -223,8 +223,16 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 	}
 	self, _ := os.Executable()
 	for i := range o.Workers {
+		// The workers know each other as a node's registry tells it, so that their claims
+		// take their shares of a burst as a cluster's do.
+		peers := fixedPeers{}
+		for j := range o.Workers {
+			if j != i {
+				peers[fmt.Sprintf("bench-worker-%d", j)] = o.Slots
+			}
+		}
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
-			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log},
+			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log, Peers: peers},
 			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
@@ -238,6 +246,11 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		}
 	}
 }
+
+// fixedPeers are the other in-process workers, by id, with their slots (worker.Peers).
+type fixedPeers map[string]int
+
+func (p fixedPeers) Slots() map[string]int { return p }
 
 // define stores a workflow definition and returns its version.
 func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
