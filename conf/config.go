@@ -392,7 +392,10 @@ type Worker struct {
 
 	// PollInterval is how often a worker looks for queued tasks without being woken by a
 	// NOTIFY. Defaults to 1 s; like [Master.PollInterval] it only bounds the delay when a
-	// notification is lost.
+	// notification is lost. It is also how long a worker leaves another's share of a burst
+	// for it (the workers of a group share a burst, see dao.Share) before it takes that
+	// share itself at its next look: a worker listed in the registry may be gone until its
+	// session expires.
 	PollInterval time.Duration `yaml:"poll-interval"`
 
 	// LogLimit is how many bytes of a task's stdout and stderr are kept per attempt.
