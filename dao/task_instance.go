@@ -55,8 +55,9 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 // and running tasks together, less what runs here already; but at least what the others'
 // free slots cannot take and every task that has waited longer than fresh, and $3 when the
 // claimable tasks fill every free slot. Both counts are bounded: the claimable tasks are
-// counted up to the free slots of all ($3 and the others'), the running ones of each worker
-// through task_instance_running. The share's reads lock nothing.
+// counted up to the free slots of all ($3 and the others'), at most 1,000 (a burst larger
+// than that is claimed as a backlog is), the running ones of each worker through
+// task_instance_running. The share's reads lock nothing.
 //
 // The candidates are each of the worker's groups' queued tasks without a pool in claim order,
 // up to n a group, straight off task_instance_queued (one "worker_group = ANY" would read
@@ -97,7 +98,7 @@ const claimSQL = `
 					WHERE greatest(head.queued_at, head.not_before) <= now() - $7::bigint * interval '1 millisecond')
 				THEN $3::int
 				ELSE (
-					SELECT least($3::int, CASE WHEN queue.claimable >= $3::int + peer.free THEN $3::int
+					SELECT least($3::int, CASE WHEN queue.claimable >= least($3::int + peer.free, 1000) THEN $3::int
 						ELSE greatest(
 							ceil((queue.claimable + peer.running + mine.running) * $6::int
 								/ ($6::int + peer.slots)::numeric)::int - mine.running,
@@ -119,8 +120,8 @@ const claimSQL = `
 								  AND (t.pool IS NULL OR t.pool IN (SELECT name FROM open_pool))
 								  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 								ORDER BY t.priority DESC, t.id
-								LIMIT $3::int + peer.free) q
-							LIMIT $3::int + peer.free) q) queue)
+								LIMIT least($3::int + peer.free, 1000)) q
+							LIMIT least($3::int + peer.free, 1000)) q) queue)
 			END AS n
 		), candidate AS (
 			SELECT c.id, c.priority FROM share CROSS JOIN unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
@@ -175,7 +176,7 @@ const claimUnpooledSQL = `
 					WHERE greatest(head.queued_at, head.not_before) <= now() - $7::bigint * interval '1 millisecond')
 				THEN $3::int
 				ELSE (
-					SELECT least($3::int, CASE WHEN queue.claimable >= $3::int + peer.free THEN $3::int
+					SELECT least($3::int, CASE WHEN queue.claimable >= least($3::int + peer.free, 1000) THEN $3::int
 						ELSE greatest(
 							ceil((queue.claimable + peer.running + mine.running) * $6::int
 								/ ($6::int + peer.slots)::numeric)::int - mine.running,
@@ -196,8 +197,8 @@ const claimUnpooledSQL = `
 								WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
 								  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 								ORDER BY t.priority DESC, t.id
-								LIMIT $3::int + peer.free) q
-							LIMIT $3::int + peer.free) q) queue)
+								LIMIT least($3::int + peer.free, 1000)) q
+							LIMIT least($3::int + peer.free, 1000)) q) queue)
 			END AS n
 		), candidate AS (
 			SELECT c.id, c.priority FROM share CROSS JOIN unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
@@ -240,8 +241,8 @@ const claimUnpooledSQL = `
 type Share struct {
 	// Slots is the claiming worker's own slots.
 	Slots int
-	// Peers are the other live workers that serve one of the claim's groups: their slots, by
-	// worker id.
+	// Peers are the other live workers that serve every one of the claim's groups (so that
+	// they can take any task left to them): their slots, by worker id.
 	Peers map[string]int
 	// Fresh is how long a task, once claimable, counts as part of a burst.
 	Fresh time.Duration

@@ -150,8 +150,8 @@ func TestClaimShareCountsWhatRunsOnEach(t *testing.T) {
 }
 
 // TestClaimShareLeavesNothingStranded: what a share leaves for a worker that never comes for
-// it (listed, but gone) is claimed once it has waited Fresh; without peers a claim takes all
-// its free slots can hold.
+// it (listed, but gone) is claimed once it has waited Fresh; without peers, in a backlog and
+// in a burst of more than 1,000 tasks a claim takes all its free slots can hold.
 func TestClaimShareLeavesNothingStranded(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -179,6 +179,15 @@ func TestClaimShareLeavesNothingStranded(t *testing.T) {
 	b.burst(t, "fresh", 4, 0, "")
 	if got, err := b.db.TaskClaimQueuedShare(b.ctx, "w6", []string{"default"}, 6, shareOf("w6", []string{"w6", "w7"}, 6)); err != nil || len(got) != 6 {
 		t.Errorf("a worker claimed %d of a backlog, %v; want 6", len(got), err)
+	}
+	// So is a burst of more than 1,000, whatever the others' free slots (its count stops there).
+	b.burst(t, "large", 1100, 0, "")
+	many := dao.Share{Slots: 100, Peers: map[string]int{}, Fresh: time.Minute}
+	for i := range 20 {
+		many.Peers[fmt.Sprint("p", i)] = 100
+	}
+	if got, err := b.db.TaskClaimQueuedShare(b.ctx, "w8", []string{"default"}, 100, many); err != nil || len(got) != 100 {
+		t.Errorf("a worker beside 20 idle ones claimed %d of a burst of 1,100, %v; want 100", len(got), err)
 	}
 }
 

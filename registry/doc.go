@@ -200,7 +200,7 @@
 //
 // # A worker's peers
 //
-// Peers lists the other registered workers that share a group with a worker, with the slots
+// Peers lists the other registered workers that serve every group of a worker, with the slots
 // their data gives (read once per worker; never Running, which is refreshed every 2 s and too
 // stale for a burst): a worker's claims take no more than their share of a burst while these
 // have free slots, which PostgreSQL counts. The list follows the membership through a children

@@ -12,9 +12,10 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Peers follows the other workers registered under nodes/workers that serve one of a worker's
-// groups, with their slots: the workers a burst of its groups' tasks is spread over (the
-// worker's claims take no more than their share while the others have free slots). It reads
+// Peers follows the other workers registered under nodes/workers that serve every group a
+// worker serves, with their slots: the workers a burst of its groups' tasks is spread over (the
+// worker's claims take no more than their share while the others have free slots). A worker
+// of some of the groups only is no peer: it could not take every task left to it. It reads
 // a worker's data once, when the worker appears (its groups and slots never change), and
 // drops it when its znode goes: at once through a children watch, and at the latest at the
 // next resync, since watches can be lost across reconnects.
@@ -47,7 +48,7 @@ func (c *Client) NewPeers(self string, groups []string) *Peers {
 		log: c.log.With().Str("part", "peers").Logger(), slots: map[string]int{}}
 }
 
-// Slots returns the slots of every other registered worker that serves one of the groups,
+// Slots returns the slots of every other registered worker that serves all of the groups,
 // by id. The map is never changed once returned; the caller must not change it either.
 func (p *Peers) Slots() map[string]int {
 	p.mu.Lock()
@@ -107,7 +108,7 @@ func (p *Peers) look(ctx context.Context, known map[string]int) (<-chan struct{}
 			known[id] = 0
 		case err != nil:
 			return nil, err
-		case slices.ContainsFunc(info.Groups, func(g string) bool { return slices.Contains(p.groups, g) }):
+		case !slices.ContainsFunc(p.groups, func(g string) bool { return !slices.Contains(info.Groups, g) }):
 			known[id] = max(info.Slots, 0)
 		default:
 			known[id] = 0

@@ -52,7 +52,7 @@ type Config struct {
 	// returned: its log, output and error, an agent's checkpoints (conf.Config.SecretValues).
 	// Values shorter than 6 bytes are not masked (see minSecretLen).
 	Secrets []string
-	// Peers, if set, lists the other live workers that serve one of Groups (the registry's
+	// Peers, if set, lists the other live workers that serve all of Groups (the registry's
 	// registry.Peers): while they have free slots, a claim takes no more than this worker's
 	// share of a burst of tasks (dao.Share), so that the burst spreads over the idle workers
 	// instead of running on the first to look. A task of a share that its worker does not
@@ -65,7 +65,7 @@ type Config struct {
 	Clock clockwork.Clock
 }
 
-// Peers lists the other live workers that share a group with this one.
+// Peers lists the other live workers that serve all the groups this one serves.
 type Peers interface {
 	// Slots returns their slots by worker id. The caller does not change the map.
 	Slots() map[string]int
