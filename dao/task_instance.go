@@ -50,11 +50,11 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 // Its first part, share, says how many tasks the claim takes (n). With no other worker, or
 // when the first claimable task of a group's queue has waited longer than fresh (a backlog,
 // or a share that its worker did not come for), it is $3: the claim is what it was before
-// shares. Otherwise the worker takes its share of the burst: every worker of the groups is to
-// end with as many tasks running per slot, so its share is its slots' part of the claimable
-// and running tasks together, less what runs here already; but at least what the others'
-// free slots cannot take and every task that has waited longer than fresh, and $3 when the
-// claimable tasks fill every free slot. Both counts are bounded: the claimable tasks are
+// shares. Otherwise the worker takes its share of the burst: every worker of the groups with a
+// free slot is to end with as many tasks running per slot, so its share is its slots' part of
+// the claimable tasks and of those running on these workers, less what runs here already; but
+// at least what the others' free slots cannot take and every task that has waited longer than
+// fresh, and $3 when the claimable tasks fill every free slot. Both counts are bounded: the claimable tasks are
 // counted up to the free slots of all ($3 and the others'), at most 1,000 (a burst larger
 // than that is claimed as a backlog is), the running ones of each worker through
 // task_instance_running. The share's reads lock nothing.
@@ -106,7 +106,8 @@ const claimSQL = `
 					FROM (SELECT count(*)::int AS running FROM task_instance t
 					      WHERE t.state = 'running' AND t.worker_id = $1) mine
 					CROSS JOIN (
-						SELECT coalesce(sum(p.slots), 0)::int AS slots, coalesce(sum(r.n), 0)::int AS running,
+						SELECT coalesce(sum(p.slots) FILTER (WHERE r.n < p.slots), 0)::int AS slots,
+							coalesce(sum(r.n) FILTER (WHERE r.n < p.slots), 0)::int AS running,
 							coalesce(sum(greatest(p.slots - r.n, 0)), 0)::int AS free
 						FROM unnest($4::text[], $5::int[]) AS p(id, slots) CROSS JOIN LATERAL (
 							SELECT count(*)::int AS n FROM task_instance t
@@ -184,7 +185,8 @@ const claimUnpooledSQL = `
 					FROM (SELECT count(*)::int AS running FROM task_instance t
 					      WHERE t.state = 'running' AND t.worker_id = $1) mine
 					CROSS JOIN (
-						SELECT coalesce(sum(p.slots), 0)::int AS slots, coalesce(sum(r.n), 0)::int AS running,
+						SELECT coalesce(sum(p.slots) FILTER (WHERE r.n < p.slots), 0)::int AS slots,
+							coalesce(sum(r.n) FILTER (WHERE r.n < p.slots), 0)::int AS running,
 							coalesce(sum(greatest(p.slots - r.n, 0)), 0)::int AS free
 						FROM unnest($4::text[], $5::int[]) AS p(id, slots) CROSS JOIN LATERAL (
 							SELECT count(*)::int AS n FROM task_instance t

@@ -149,6 +149,24 @@ func TestClaimShareCountsWhatRunsOnEach(t *testing.T) {
 	}
 }
 
+// TestClaimShareLeavesOutFullPeers: a peer whose every slot is taken counts for nothing: the
+// workers with free slots share the burst evenly.
+func TestClaimShareLeavesOutFullPeers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.burst(t, "busy", 4, 0, "")
+	if got, err := b.db.TaskClaimQueuedUnpooled(b.ctx, "x2", []string{"default"}, 4); err != nil || len(got) != 4 {
+		t.Fatalf("x2 claimed %d, %v", len(got), err)
+	}
+	b.burst(t, "even", 4, 0, "")
+	for _, w := range []string{"x1", "x3"} {
+		got, err := b.db.TaskClaimQueuedUnpooledShare(b.ctx, w, []string{"default"}, 4, shareOf(w, []string{"x1", "x2", "x3"}, 4))
+		if err != nil || len(got) != 2 {
+			t.Errorf("%s beside a full x2 claimed %d, %v; want 2", w, len(got), err)
+		}
+	}
+}
+
 // TestClaimShareLeavesNothingStranded: what a share leaves for a worker that never comes for
 // it (listed, but gone) is claimed once it has waited Fresh; without peers, in a backlog and
 // in a burst of more than 1,000 tasks a claim takes all its free slots can hold.
