@@ -21,8 +21,8 @@ import (
 // next resync, since watches can be lost across reconnects.
 //
 // A worker listed here is one whose session ZooKeeper still holds: a worker that died is
-// listed until its session expires. The claims allow for that (a share not claimed within a
-// poll interval is anyone's), so Peers needs no liveness of its own.
+// listed until its session expires. The claims allow for that (a share not claimed within
+// worker.spread-wait is anyone's), so Peers needs no liveness of its own.
 type Peers struct {
 	c      *Client
 	self   string
@@ -39,7 +39,8 @@ type Peers struct {
 }
 
 // peersResync is how often Peers reads the membership again in case a watch was lost: a dead
-// worker listed past its expiry only delays its share by a poll interval, so this can be slow.
+// worker listed past its expiry only delays its share by worker.spread-wait, so this can be
+// slow.
 const peersResync = 10 * time.Second
 
 // NewPeers returns the Peers of worker self serving groups; Run keeps it current.

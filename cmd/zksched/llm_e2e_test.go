@@ -142,11 +142,12 @@ tasks:
 
 // TestDemoRunsOffline runs examples/demo.yaml as the quickstart does, with the default
 // config: its agent step answers through the offline provider, and its four parallel tasks
-// run two on each worker, the workers knowing each other from the registry. The poll interval is the quickstart's default, 1 s: the spread waits that long
-// for a worker to come for its share.
+// run two on each worker, the workers knowing each other from the registry. Each leaves the
+// other its share for 1 s rather than the default 100 ms, which a loaded machine running the
+// tests in parallel may not give a worker to come for it.
 func TestDemoRunsOffline(t *testing.T) {
 	t.Parallel()
-	e := setupE2E(t, nil, "", "ZKSCHED_WORKER_POLL_INTERVAL=1s")
+	e := setupE2E(t, nil, "", "ZKSCHED_WORKER_SPREAD_WAIT=1s")
 	e.Master("master")
 	workers := []*testcluster.Proc{e.Worker("worker-1"), e.Worker("worker-2")}
 	for _, w := range workers {

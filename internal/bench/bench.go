@@ -232,7 +232,8 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 			}
 		}
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
-			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log, Peers: peers},
+			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log,
+			Peers: peers, SpreadWait: conf.Defaults().Worker.SpreadWait},
 			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
