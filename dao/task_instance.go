@@ -47,10 +47,11 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 // free slots), and its share's facts: $4 and $5 the other workers of the groups and their slots,
 // $6 the worker's own slots, $7 how long a task stays fresh, in milliseconds (see Share).
 //
-// Its first part, share, says how many tasks the claim takes (n). With no other worker, or
-// when the first claimable task of a group's queue has waited longer than fresh (a backlog,
-// or a share that its worker did not come for), it is $3: the claim is what it was before
-// shares. Otherwise the worker takes its share of the burst: every worker of the groups with a
+// Its first part, share, says how many tasks the claim takes (n). With no other worker, with
+// fewer than two claimable tasks (one task is no burst: the first to look takes it), or when
+// one of the first two of a group's queue has waited longer than fresh (a backlog, or a share
+// that its worker did not come for), it is $3: the claim is what it was before shares, and
+// nothing more is read. Otherwise the worker takes its share of the burst: every worker of the groups with a
 // free slot is to end with as many tasks running per slot, so its share is its slots' part of
 // the claimable tasks and of those running on these workers, less what runs here already; but
 // at least what the others' free slots cannot take and every task that has waited longer than
@@ -87,15 +88,14 @@ const claimSQL = `
 		), share AS MATERIALIZED (
 			SELECT CASE
 				WHEN cardinality($4::text[]) = 0 THEN $3::int
-				WHEN EXISTS (
-					SELECT FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
-						SELECT t.queued_at, t.not_before FROM task_instance t
+				WHEN (SELECT count(*) < 2 OR bool_or(head.stale) FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+						SELECT greatest(t.queued_at, t.not_before) <= now() - $7::bigint * interval '1 millisecond' AS stale
+						FROM task_instance t
 						WHERE t.state = 'queued' AND t.worker_group = g.name
 						  AND (t.pool IS NULL OR t.pool IN (SELECT name FROM open_pool))
 						  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 						ORDER BY t.priority DESC, t.id
-						LIMIT 1) head
-					WHERE greatest(head.queued_at, head.not_before) <= now() - $7::bigint * interval '1 millisecond')
+						LIMIT 2) head)
 				THEN $3::int
 				ELSE (
 					SELECT least($3::int, CASE WHEN queue.claimable >= least($3::int + peer.free, 1000) THEN $3::int
@@ -167,14 +167,13 @@ const claimUnpooledSQL = `
 		WITH share AS MATERIALIZED (
 			SELECT CASE
 				WHEN cardinality($4::text[]) = 0 THEN $3::int
-				WHEN EXISTS (
-					SELECT FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
-						SELECT t.queued_at, t.not_before FROM task_instance t
+				WHEN (SELECT count(*) < 2 OR bool_or(head.stale) FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+						SELECT greatest(t.queued_at, t.not_before) <= now() - $7::bigint * interval '1 millisecond' AS stale
+						FROM task_instance t
 						WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
 						  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 						ORDER BY t.priority DESC, t.id
-						LIMIT 1) head
-					WHERE greatest(head.queued_at, head.not_before) <= now() - $7::bigint * interval '1 millisecond')
+						LIMIT 2) head)
 				THEN $3::int
 				ELSE (
 					SELECT least($3::int, CASE WHEN queue.claimable >= least($3::int + peer.free, 1000) THEN $3::int

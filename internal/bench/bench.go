@@ -48,6 +48,8 @@ type Options struct {
 	// Masters, Workers and Slots size the cluster: in process, or processes for failover and
 	// memory.
 	Masters, Workers, Slots int
+	// SpreadWait is the in-process workers' worker.spread-wait (0: they claim as if alone).
+	SpreadWait time.Duration
 	// DSN is the database; the run makes a schema of its own in it, unless Cluster.
 	DSN string
 	// Cluster runs burn-down, latency or dag against the configured cluster: its database
@@ -233,7 +235,7 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		}
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
 			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log,
-			Peers: peers, SpreadWait: conf.Defaults().Worker.SpreadWait},
+			Peers: peers, SpreadWait: o.SpreadWait},
 			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
