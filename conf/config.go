@@ -448,6 +448,16 @@ type Worker struct {
 	// notification is lost.
 	PollInterval time.Duration `yaml:"poll-interval"`
 
+	// SpreadWait is how long a worker leaves the other workers of its groups their share of
+	// a burst of tasks. While they have free slots its claims take only its own share, so
+	// that a burst spreads over the idle workers instead of filling the first to look (see
+	// dao.Share), and it takes what is left once the tasks have waited this long. Defaults
+	// to 100 ms: ample for a live worker, woken by the same notification, to come for its
+	// share, and the most a share left to a worker that died (listed in the registry until
+	// its session expires) waits. 0 turns the spread off: every claim takes all that the
+	// worker's free slots hold.
+	SpreadWait time.Duration `yaml:"spread-wait"`
+
 	// LogLimit is how many bytes of a task's stdout and stderr are kept per attempt.
 	// Defaults to 1048576 (1 MiB), so a chatty task cannot fill the database. 0 keeps no
 	// output.
@@ -675,6 +685,7 @@ func Defaults() Config {
 			ShutdownTimeout: 30 * time.Second,
 			KillGrace:       2 * time.Second,
 			PollInterval:    time.Second,
+			SpreadWait:      100 * time.Millisecond,
 			LogLimit:        1 << 20,
 			TaskCgroup:      TaskCgroupAuto,
 			TaskEnv:         []string{},

@@ -108,6 +108,7 @@ func (c *Config) Validate() error {
 	v.nonNegative("worker.shutdown-timeout", w.ShutdownTimeout)
 	v.nonNegative("worker.kill-grace", w.KillGrace)
 	v.positive("worker.poll-interval", w.PollInterval)
+	v.nonNegative("worker.spread-wait", w.SpreadWait)
 	if w.LogLimit < 0 {
 		v.problem("worker.log-limit", "%d is negative; 0 keeps no output", w.LogLimit)
 	}

@@ -81,6 +81,40 @@ func BenchmarkTaskClaimUnpooled(b *testing.B) {
 	reportTasks(b)
 }
 
+// BenchmarkTaskClaimShare is BenchmarkTaskClaimUnpooled by a worker beside a peer of 200 slots,
+// 100 of them running: in a backlog (the head of the queue waited longer than Fresh: nothing
+// is counted), and in a burst (every task fresh: the share is reckoned, counting the peer's
+// running tasks and 200 queued ones). Each claim is by a worker of its own, running nothing.
+func BenchmarkTaskClaimShare(b *testing.B) {
+	for _, c := range []struct {
+		name  string
+		fresh time.Duration
+	}{{"backlog", time.Millisecond}, {"burst", time.Hour}} {
+		b.Run(c.name, func(b *testing.B) {
+			db := benchDB(b)
+			benchQueue(b, db, b.N*benchBatch+3*benchBatch)
+			ctx := context.Background()
+			if got, err := db.TaskClaimQueuedUnpooled(ctx, "peer", []string{"g"}, benchBatch); err != nil || len(got) != benchBatch {
+				b.Fatalf("claim = %d tasks, %v", len(got), err)
+			}
+			if c.fresh < time.Second {
+				if _, err := db.SQL().Exec(`UPDATE task_instance SET queued_at = now() - interval '1 hour' WHERE state = 'queued'`); err != nil {
+					b.Fatal(err)
+				}
+			}
+			share := dao.Share{Slots: benchBatch, Peers: map[string]int{"peer": 2 * benchBatch}, Fresh: c.fresh}
+			b.ResetTimer()
+			for i := range b.N {
+				got, err := db.TaskClaimQueuedUnpooledShare(ctx, fmt.Sprint("w", i), []string{"g"}, benchBatch, share)
+				if err != nil || len(got) != benchBatch {
+					b.Fatalf("claim = %d tasks, %v", len(got), err)
+				}
+			}
+			reportTasks(b)
+		})
+	}
+}
+
 // BenchmarkTaskFinishMany records 100 attempts' results a statement, as the completer does.
 func BenchmarkTaskFinishMany(b *testing.B) {
 	db := benchDB(b)

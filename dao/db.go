@@ -155,6 +155,17 @@ func (db *DB) TaskClaimQueuedUnpooled(ctx context.Context, worker string, groups
 	return db.claims.TaskClaimQueuedUnpooled(ctx, worker, groups, limit)
 }
 
+// TaskClaimQueuedShare is Queries.TaskClaimQueuedShare on the claim connections (claimSettings).
+func (db *DB) TaskClaimQueuedShare(ctx context.Context, worker string, groups []string, limit int, share Share) ([]TaskInstance, error) {
+	return db.claims.TaskClaimQueuedShare(ctx, worker, groups, limit, share)
+}
+
+// TaskClaimQueuedUnpooledShare is Queries.TaskClaimQueuedUnpooledShare on the claim connections
+// (claimSettings).
+func (db *DB) TaskClaimQueuedUnpooledShare(ctx context.Context, worker string, groups []string, limit int, share Share) ([]TaskInstance, error) {
+	return db.claims.TaskClaimQueuedUnpooledShare(ctx, worker, groups, limit, share)
+}
+
 // SQL returns the underlying pool, for tests and tools that need plain database/sql.
 func (db *DB) SQL() *sqlx.DB { return db.db }
 

@@ -177,6 +177,20 @@ type node struct {
 	Rows                float64 `json:"Actual Rows"`
 }
 
+// claimTypes are the types of the claims' parameters, for their generic plans.
+const claimTypes = "text, text[], int, text[], int[], int, bigint"
+
+// claimArgs are the parameters of a claim of 100 tasks by w1 in groups, alone in them.
+func claimArgs(groups ...string) []any {
+	return []any{"w1", pq.Array(groups), 100, pq.Array([]string{}), pq.Array([]int64{}), 0, 0}
+}
+
+// shareArgs are the parameters of a claim of 100 tasks by w1 in groups, beside w2 and w3,
+// all of 100 slots, of tasks fresh for a minute.
+func shareArgs(groups ...string) []any {
+	return []any{"w1", pq.Array(groups), 100, pq.Array([]string{"w2", "w3"}), pq.Array([]int64{100, 100}), 100, 60000}
+}
+
 // TestHotStatementsUseTheirIndexes checks, with EXPLAIN, that the statements every task goes
 // through read task_instance by index and never scan it: the finished rows, which are nearly
 // all of a long-lived table, are never read again. It checks the plans with no statistics (a
@@ -220,10 +234,15 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 			index       string // any of, separated by "|"
 			types       string // of the parameters, for the generic plan
 		}{
-			{"claim", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued", "text, text[], int"},
-			{"claim, two groups", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued", "text, text[], int"},
-			{"claim without pools", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 100}, "task_instance_queued", "text, text[], int"},
-			{"claim without pools, two groups", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g", "h"}), 100}, "task_instance_queued", "text, text[], int"},
+			{"claim", dao.ClaimSQL, claimArgs("g"), "task_instance_queued", claimTypes},
+			{"claim, two groups", dao.ClaimSQL, claimArgs("g", "h"), "task_instance_queued", claimTypes},
+			{"claim without pools", dao.ClaimUnpooledSQL, claimArgs("g"), "task_instance_queued", claimTypes},
+			{"claim without pools, two groups", dao.ClaimUnpooledSQL, claimArgs("g", "h"), "task_instance_queued", claimTypes},
+			// A share counts what runs on each worker through task_instance_running.
+			{"claim a share", dao.ClaimSQL, shareArgs("g"), "task_instance_running", claimTypes},
+			{"claim a share, two groups", dao.ClaimSQL, shareArgs("g", "h"), "task_instance_running", claimTypes},
+			{"claim a share without pools", dao.ClaimUnpooledSQL, shareArgs("g"), "task_instance_running", claimTypes},
+			{"claim a share without pools, two groups", dao.ClaimUnpooledSQL, shareArgs("g", "h"), "task_instance_running", claimTypes},
 			{"finish", dao.FinishManySQL, []any{pq.Array(some), pq.Array(strs("w1")), pq.Array(ints), pq.Array(strs("succeeded")),
 				pq.Array(bools), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(strs("succeeded")), pq.Array(nulls),
 				pq.Array(nulls), pq.Array(nulls), pq.Array(nulls)}, "task_instance_pkey|task_instance_running",
@@ -364,13 +383,13 @@ func TestWorkerBatchesAreLinear(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := claimConn.ExecContext(ctx, "PREPARE claim (text, text[], int) AS "+dao.ClaimUnpooledSQL); err != nil {
+	if _, err := claimConn.ExecContext(ctx, "PREPARE claim ("+claimTypes+") AS "+dao.ClaimUnpooledSQL); err != nil {
 		t.Fatal(err)
 	}
 	for w, generic := range []bool{false, true} {
 		worker := fmt.Sprint("w", w)
 		var raw string
-		if err := claimConn.QueryRowxContext(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim ('%s', '{g}', %d)",
+		if err := claimConn.QueryRowxContext(ctx, fmt.Sprintf("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE claim ('%s', '{g}', %d, '{}', '{}', 0, 0)",
 			worker, n)).Scan(&raw); err != nil {
 			t.Fatal(err)
 		}
@@ -489,10 +508,10 @@ func TestClaimPlanMadeOnAnEmptyTable(t *testing.T) {
 	for _, kv := range dao.ClaimSettings {
 		setup = append(setup, "SET "+kv[0]+" = "+kv[1])
 	}
-	setup = append(setup, "PREPARE pooled (text, text[], int) AS "+dao.ClaimSQL,
-		"PREPARE unpooled (text, text[], int) AS "+dao.ClaimUnpooledSQL,
+	setup = append(setup, "PREPARE pooled ("+claimTypes+") AS "+dao.ClaimSQL,
+		"PREPARE unpooled ("+claimTypes+") AS "+dao.ClaimUnpooledSQL,
 		// The first execution makes the plan, on the empty table.
-		"EXECUTE pooled ('w1', '{g}', 100)", "EXECUTE unpooled ('w1', '{g}', 100)")
+		"EXECUTE pooled ('w1', '{g}', 100, '{w2}', '{100}', 100, 60000)", "EXECUTE unpooled ('w1', '{g}', 100, '{w2}', '{100}', 100, 60000)")
 	for _, stmt := range setup {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt[:min(len(stmt), 40)], err)
@@ -501,7 +520,7 @@ func TestClaimPlanMadeOnAnEmptyTable(t *testing.T) {
 	createStarted(t, db, "backlog", 20000)
 	for _, name := range []string{"pooled", "unpooled"} {
 		var raw string
-		if err := conn.QueryRowxContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE "+name+" ('w1', '{g}', 100)").Scan(&raw); err != nil {
+		if err := conn.QueryRowxContext(ctx, "EXPLAIN (FORMAT JSON) EXECUTE "+name+" ('w1', '{g}', 100, '{w2}', '{100}', 100, 60000)").Scan(&raw); err != nil {
 			t.Fatal(err)
 		}
 		nodes := flatten(t, raw)

@@ -76,8 +76,8 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		args  []any
 		want  []string
 	}{
-		{"TaskClaimQueued", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
-		{"TaskClaimQueuedUnpooled", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 1}, task},
+		{"TaskClaimQueuedShare", dao.ClaimSQL, []any{"w1", pq.Array([]string{"g"}), 1, pq.Array([]string{"w2"}), pq.Array([]int64{4}), 4, 1000}, task},
+		{"TaskClaimQueuedUnpooledShare", dao.ClaimUnpooledSQL, []any{"w1", pq.Array([]string{"g"}), 1, pq.Array([]string{"w2"}), pq.Array([]int64{4}), 4, 1000}, task},
 		{"TaskGet", dao.TaskGetSQL, []any{0}, task},
 		{"TaskListByWorkflows", dao.ListByWorkflowsSQL, []any{none}, dbTags(&dao.TaskOutcome{})},
 		{"TaskListByWorkflow", dao.TaskListByWorkflowSQL, []any{0}, task},
@@ -126,8 +126,9 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 	}
 }
 
-// TestClaimsEndAlike: the two task claims take their candidates without a pool and claim
-// them alike, and so do the two claims of workflow instances.
+// TestClaimsEndAlike: the two task claims reckon a worker's share alike (but for the pools'
+// tasks they count), take their candidates without a pool and claim them alike, and so do the
+// two claims of workflow instances.
 func TestClaimsEndAlike(t *testing.T) {
 	t.Parallel()
 	norm := func(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -148,7 +149,8 @@ func TestClaimsEndAlike(t *testing.T) {
 		a, b     string
 		from, to string
 	}{
-		{"task candidates", dao.ClaimSQL, dao.ClaimUnpooledSQL, "SELECT c.id, c.priority FROM unnest(", "SKIP LOCKED) c"},
+		{"task candidates", dao.ClaimSQL, dao.ClaimUnpooledSQL, "SELECT c.id, c.priority FROM share CROSS JOIN unnest(", "SKIP LOCKED) c"},
+		{"task shares", dao.ClaimSQL, dao.ClaimUnpooledSQL, "ELSE ( SELECT least(", "AS claimable"},
 		{"task claims", dao.ClaimSQL, dao.ClaimUnpooledSQL, "), claimed AS (", "ORDER BY priority DESC, id"},
 		{"workflow claims", dao.ClaimUnownedSQL, dao.ClaimStrandedSQL, ") UPDATE workflow_instance w", "AS fresh"},
 	} {

@@ -43,14 +43,29 @@ func queryRows[T any](ctx context.Context, q *Queries, capHint int, fields func(
 	return out, rows.Err()
 }
 
-// claimSQL is TaskClaimQueued's statement: $1 the worker, $2 its groups, $3 the limit.
+// claimSQL is TaskClaimQueuedShare's statement: $1 the worker, $2 its groups, $3 the limit (its
+// free slots), and its share's facts: $4 and $5 the other workers of the groups and their slots,
+// $6 the worker's own slots, $7 how long a task stays fresh, in milliseconds (see Share).
 //
-// Its candidates are each of the worker's groups' queued tasks without a pool in claim order,
-// up to $3 a group, straight off task_instance_queued (one "worker_group = ANY" would read
+// Its first part, share, says how many tasks the claim takes (n). With no other worker, with
+// fewer than two claimable tasks (one task is no burst: the first to look takes it), or when
+// one of the first two of a group's queue has waited longer than fresh (a backlog, or a share
+// that its worker did not come for), it is $3: the claim is what it was before shares, and
+// nothing more is read. Otherwise the worker takes its share of the burst: every worker of the groups with a
+// free slot is to end with as many tasks running per slot, so its share is its slots' part of
+// the claimable tasks and of those running on these workers, less what runs here already; but
+// at least what the others' free slots cannot take and every task that has waited longer than
+// fresh, and $3 when the claimable tasks fill every free slot. Both counts are bounded: the claimable tasks are
+// counted up to the free slots of all ($3 and the others'), at most 1,000 (a burst larger
+// than that is claimed as a backlog is), the running ones of each worker through
+// task_instance_running. The share's reads lock nothing.
+//
+// The candidates are each of the worker's groups' queued tasks without a pool in claim order,
+// up to n a group, straight off task_instance_queued (one "worker_group = ANY" would read
 // every queued row of the groups to sort them), and those of every pool with room, up to its
 // room; each is locked as it is read, skipping those another claimer holds, so that claimers
 // at once take the next tasks down the queue instead of all finding the same ones taken. The
-// best $3 of them become running under worker $1 with their next attempt, and each gets its
+// best n of them become running under worker $1 with their next attempt, and each gets its
 // task_attempt row. The columns returned are those TaskInstance.fields scans, in its order
 // (TestStatementColumnsMatchTheirStructs).
 //
@@ -70,25 +85,64 @@ const claimSQL = `
 			       LIMIT 1)
 			ORDER BY p.name
 			FOR UPDATE OF p
+		), share AS MATERIALIZED (
+			SELECT CASE
+				WHEN cardinality($4::text[]) = 0 THEN $3::int
+				WHEN (SELECT count(*) < 2 OR bool_or(head.stale) FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+						SELECT greatest(t.queued_at, t.not_before) <= now() - $7::bigint * interval '1 millisecond' AS stale
+						FROM task_instance t
+						WHERE t.state = 'queued' AND t.worker_group = g.name
+						  AND (t.pool IS NULL OR t.pool IN (SELECT name FROM open_pool))
+						  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
+						ORDER BY t.priority DESC, t.id
+						LIMIT 2) head)
+				THEN $3::int
+				ELSE (
+					SELECT least($3::int, CASE WHEN queue.claimable >= least($3::int + peer.free, 1000) THEN $3::int
+						ELSE greatest(
+							ceil((queue.claimable + peer.running + mine.running) * $6::int
+								/ ($6::int + peer.slots)::numeric)::int - mine.running,
+							queue.claimable - peer.free, queue.stale, 0) END)
+					FROM (SELECT count(*)::int AS running FROM task_instance t
+					      WHERE t.state = 'running' AND t.worker_id = $1) mine
+					CROSS JOIN (
+						SELECT coalesce(sum(p.slots) FILTER (WHERE r.n < p.slots), 0)::int AS slots,
+							coalesce(sum(r.n) FILTER (WHERE r.n < p.slots), 0)::int AS running,
+							coalesce(sum(greatest(p.slots - r.n, 0)), 0)::int AS free
+						FROM unnest($4::text[], $5::int[]) AS p(id, slots) CROSS JOIN LATERAL (
+							SELECT count(*)::int AS n FROM task_instance t
+							WHERE t.state = 'running' AND t.worker_id = p.id) r) peer
+					CROSS JOIN LATERAL (
+						SELECT count(*)::int AS claimable, (count(*) FILTER (WHERE q.stale))::int AS stale FROM (
+							SELECT q.stale FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+								SELECT greatest(t.queued_at, t.not_before) <= now() - $7::bigint * interval '1 millisecond' AS stale
+								FROM task_instance t
+								WHERE t.state = 'queued' AND t.worker_group = g.name
+								  AND (t.pool IS NULL OR t.pool IN (SELECT name FROM open_pool))
+								  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
+								ORDER BY t.priority DESC, t.id
+								LIMIT least($3::int + peer.free, 1000)) q
+							LIMIT least($3::int + peer.free, 1000)) q) queue)
+			END AS n
 		), candidate AS (
-			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+			SELECT c.id, c.priority FROM share CROSS JOIN unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
 				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
-				LIMIT $3
+				LIMIT share.n
 				FOR UPDATE OF t SKIP LOCKED) c
 			UNION ALL
-			SELECT c.id, c.priority FROM open_pool op CROSS JOIN LATERAL (
+			SELECT c.id, c.priority FROM share CROSS JOIN open_pool op CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.pool = op.name AND t.state = 'queued' AND t.worker_group = ANY($2)
 				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
-				LIMIT least(op.free, $3)
+				LIMIT least(op.free, share.n)
 				FOR UPDATE OF t SKIP LOCKED) c
 		), locked AS (
-			-- The best $3 of the groups' and pools' candidates; the others are let go at commit.
-			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3
+			-- The best n of the groups' and pools' candidates; the others are let go at commit.
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT (SELECT n FROM share)
 		), claimed AS (
 			UPDATE task_instance t
 			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
@@ -108,18 +162,55 @@ const claimSQL = `
 			paused_step, item_count
 		FROM claimed ORDER BY priority DESC, id`
 
-// claimUnpooledSQL is TaskClaimQueuedUnpooled's statement: claimSQL without its pools.
+// claimUnpooledSQL is TaskClaimQueuedUnpooledShare's statement: claimSQL without its pools.
 const claimUnpooledSQL = `
-		WITH candidate AS (
-			SELECT c.id, c.priority FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+		WITH share AS MATERIALIZED (
+			SELECT CASE
+				WHEN cardinality($4::text[]) = 0 THEN $3::int
+				WHEN (SELECT count(*) < 2 OR bool_or(head.stale) FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+						SELECT greatest(t.queued_at, t.not_before) <= now() - $7::bigint * interval '1 millisecond' AS stale
+						FROM task_instance t
+						WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+						  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
+						ORDER BY t.priority DESC, t.id
+						LIMIT 2) head)
+				THEN $3::int
+				ELSE (
+					SELECT least($3::int, CASE WHEN queue.claimable >= least($3::int + peer.free, 1000) THEN $3::int
+						ELSE greatest(
+							ceil((queue.claimable + peer.running + mine.running) * $6::int
+								/ ($6::int + peer.slots)::numeric)::int - mine.running,
+							queue.claimable - peer.free, queue.stale, 0) END)
+					FROM (SELECT count(*)::int AS running FROM task_instance t
+					      WHERE t.state = 'running' AND t.worker_id = $1) mine
+					CROSS JOIN (
+						SELECT coalesce(sum(p.slots) FILTER (WHERE r.n < p.slots), 0)::int AS slots,
+							coalesce(sum(r.n) FILTER (WHERE r.n < p.slots), 0)::int AS running,
+							coalesce(sum(greatest(p.slots - r.n, 0)), 0)::int AS free
+						FROM unnest($4::text[], $5::int[]) AS p(id, slots) CROSS JOIN LATERAL (
+							SELECT count(*)::int AS n FROM task_instance t
+							WHERE t.state = 'running' AND t.worker_id = p.id) r) peer
+					CROSS JOIN LATERAL (
+						SELECT count(*)::int AS claimable, (count(*) FILTER (WHERE q.stale))::int AS stale FROM (
+							SELECT q.stale FROM unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
+								SELECT greatest(t.queued_at, t.not_before) <= now() - $7::bigint * interval '1 millisecond' AS stale
+								FROM task_instance t
+								WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
+								  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
+								ORDER BY t.priority DESC, t.id
+								LIMIT least($3::int + peer.free, 1000)) q
+							LIMIT least($3::int + peer.free, 1000)) q) queue)
+			END AS n
+		), candidate AS (
+			SELECT c.id, c.priority FROM share CROSS JOIN unnest($2::text[]) AS g(name) CROSS JOIN LATERAL (
 				SELECT t.id, t.priority FROM task_instance t
 				WHERE t.state = 'queued' AND t.worker_group = g.name AND t.pool IS NULL
 				  AND (t.not_before IS NULL OR t.not_before <= now()) AND NOT t.kill_requested
 				ORDER BY t.priority DESC, t.id
-				LIMIT $3
+				LIMIT share.n
 				FOR UPDATE OF t SKIP LOCKED) c
 		), locked AS (
-			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT $3
+			SELECT id FROM candidate ORDER BY priority DESC, id LIMIT (SELECT n FROM share)
 		), claimed AS (
 			UPDATE task_instance t
 			SET state = 'running', worker_id = $1, attempt = t.attempt + 1, started_at = now(),
@@ -139,11 +230,56 @@ const claimUnpooledSQL = `
 			paused_step, item_count
 		FROM claimed ORDER BY priority DESC, id`
 
-// TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool (TaskPoolsExist
-// says so): it claims the tasks without a pool only, with a statement that has neither the
-// pools' CTE nor their lateral probe, and so is cheaper for PostgreSQL to plan and to run.
+// Share is what a worker's claim needs to take no more than its share of a burst of tasks
+// while other workers of its groups have free slots, rather than every task its free slots
+// can hold while the others idle. The zero Share claims as a worker alone in its groups.
+//
+// The others are known from the registry (their live sessions, their slots); what runs on
+// each, from PostgreSQL. A worker listed that is gone, or that does not come for its share,
+// holds its share back for Fresh at most: a task that became claimable longer ago is claimed
+// by whichever worker looks. So Fresh bounds the delay a burst's spread can add, and the
+// claim of a backlog stays what it was.
+type Share struct {
+	// Slots is the claiming worker's own slots.
+	Slots int
+	// Peers are the other live workers that serve every one of the claim's groups (so that
+	// they can take any task left to them): their slots, by worker id.
+	Peers map[string]int
+	// Fresh is how long a task, once claimable, counts as part of a burst.
+	Fresh time.Duration
+}
+
+// args are the share's parameters of the claims, $4-$7.
+func (s Share) args() []any {
+	ids, slots := make([]string, 0, len(s.Peers)), make([]int64, 0, len(s.Peers))
+	for id, n := range s.Peers {
+		if n > 0 {
+			ids, slots = append(ids, id), append(slots, int64(n))
+		}
+	}
+	if s.Slots <= 0 {
+		ids, slots = ids[:0], slots[:0]
+	}
+	return []any{pq.Array(ids), pq.Array(slots), s.Slots, s.Fresh.Milliseconds()}
+}
+
+// TaskClaimQueuedUnpooled is TaskClaimQueued for a database where no task names a pool
+// (TaskPoolsExist says so): it claims the tasks without a pool only, with a statement that has
+// neither the pools' CTE nor their lateral probe, and so is cheaper for PostgreSQL to plan and
+// to run.
 func (q *Queries) TaskClaimQueuedUnpooled(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
-	tasks, err := queryTasks(ctx, q, limit, claimUnpooledSQL, worker, pq.Array(groups), limit)
+	return q.TaskClaimQueuedUnpooledShare(ctx, worker, groups, limit, Share{})
+}
+
+// TaskClaimQueuedUnpooledShare is TaskClaimQueuedUnpooled taking no more than the worker's
+// share (see TaskClaimQueuedShare).
+func (q *Queries) TaskClaimQueuedUnpooledShare(ctx context.Context, worker string, groups []string, limit int, share Share) ([]TaskInstance, error) {
+	return q.claim(ctx, claimUnpooledSQL, worker, groups, limit, share)
+}
+
+// claim runs a claim statement.
+func (q *Queries) claim(ctx context.Context, query, worker string, groups []string, limit int, share Share) ([]TaskInstance, error) {
+	tasks, err := queryTasks(ctx, q, limit, query, append([]any{worker, pq.Array(groups), limit}, share.args()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
 	}
@@ -173,11 +309,19 @@ func (q *Queries) TaskPoolsExist(ctx context.Context) (bool, error) {
 // pool are serialized and each sees the count the last one left; a full pool's tasks stay
 // queued and do not stand in the way of other tasks.
 func (q *Queries) TaskClaimQueued(ctx context.Context, worker string, groups []string, limit int) ([]TaskInstance, error) {
-	tasks, err := queryTasks(ctx, q, limit, claimSQL, worker, pq.Array(groups), limit)
-	if err != nil {
-		return nil, fmt.Errorf("claim tasks for %s in groups %v: %w", worker, groups, err)
-	}
-	return tasks, nil
+	return q.TaskClaimQueuedShare(ctx, worker, groups, limit, Share{})
+}
+
+// TaskClaimQueuedShare is TaskClaimQueued taking no more than the worker's share of a burst
+// (see Share and claimSQL): of 4 tasks queued at once for 2 idle workers of 4 slots each,
+// each takes 2; of 6 for 3 such workers, each 2, whichever claims first and whether their
+// claims run at once or one after the other. A claim that takes less than its free slots
+// leaves the rest queued for the others, woken by the same notification; what none of them
+// took is claimed at a later look once it has waited Fresh. The tasks of a pool with room count
+// among the claimable ones however little room it has, which can make a share larger, never
+// smaller.
+func (q *Queries) TaskClaimQueuedShare(ctx context.Context, worker string, groups []string, limit int, share Share) ([]TaskInstance, error) {
+	return q.claim(ctx, claimSQL, worker, groups, limit, share)
 }
 
 // AttemptResult is what a worker reports at the end of an attempt.

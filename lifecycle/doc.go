@@ -226,8 +226,10 @@
 //	             transaction
 //	for-each     master (advance)       a for-each's parent, waiting, its items     TaskFinishManyForEachIfWaiting
 //	ended                               all ended; its instance locked
-//	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueued,
-//	                                    free pool slot                              TaskClaimQueuedUnpooled
+//	claimed      worker                 queued, retry wait passed, its group, a     TaskClaimQueuedShare,
+//	                                    free pool slot; up to the worker's share    TaskClaimQueuedUnpooledShare
+//	                                    of a burst while others have free slots     (alone: TaskClaimQueued,
+//	                                                                                TaskClaimQueuedUnpooled)
 //	ended        worker                 running under the attempt's token           TaskFinishManyIfRunning,
 //	                                                                                TaskFinishIfRunning
 //	failed over  leader                 running on a fenced worker                  TaskRequeueIfRunningOnWorker

@@ -11,12 +11,19 @@ import (
 // Claim is the transition "claimed": up to limit queued task instances of groups, whose
 // retry wait has passed and whose pools have a free slot, become running on worker under a
 // new attempt (dao.TaskClaimQueued; dao.TaskClaimQueuedUnpooled when the database knows no
-// pool, pooled false).
+// pool, pooled false). It claims as a worker alone in its groups: see ClaimShare.
 func Claim(ctx context.Context, db *dao.DB, worker string, groups []string, limit int, pooled bool) ([]dao.TaskInstance, error) {
+	return ClaimShare(ctx, db, worker, groups, limit, pooled, dao.Share{})
+}
+
+// ClaimShare is Claim by a worker beside others: while they have free slots it takes no more
+// than its share of a burst, so that a burst spreads over the workers instead of all running
+// on the first to look (dao.TaskClaimQueuedShare, dao.Share).
+func ClaimShare(ctx context.Context, db *dao.DB, worker string, groups []string, limit int, pooled bool, share dao.Share) ([]dao.TaskInstance, error) {
 	if !pooled {
-		return db.TaskClaimQueuedUnpooled(ctx, worker, groups, limit)
+		return db.TaskClaimQueuedUnpooledShare(ctx, worker, groups, limit, share)
 	}
-	return db.TaskClaimQueued(ctx, worker, groups, limit)
+	return db.TaskClaimQueuedShare(ctx, worker, groups, limit, share)
 }
 
 // Next is the rule of an attempt's end: the state a task instance t goes to when an attempt

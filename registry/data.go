@@ -9,7 +9,8 @@ import (
 )
 
 // NodeInfo is the data of a node's ephemeral znode, plain JSON so zkCli.sh and ZooInspector show
-// it readably. It is for inspection and the UI only: liveness is the session, never this data.
+// it readably. It is for inspection and the UI, and a worker's Groups and Slots for its peers
+// (Peers): liveness is the session, never this data.
 type NodeInfo struct {
 	ID        string    `json:"id"`
 	Role      Role      `json:"role"`
@@ -21,7 +22,8 @@ type NodeInfo struct {
 	HTTPAddr  string    `json:"httpAddr,omitempty"`
 	// Groups are the worker groups a worker serves.
 	Groups []string `json:"groups,omitempty"`
-	// Slots is how many tasks a worker runs at once.
+	// Slots is how many tasks a worker runs at once; the other workers of its groups spread
+	// bursts of tasks by it (Peers).
 	Slots int `json:"slots,omitempty"`
 	// Running is how many tasks (worker) or workflows (master) the node runs now.
 	Running int `json:"running"`

@@ -197,4 +197,13 @@
 // a role's registered nodes with a children watch; watches only make the leader fast, its periodic
 // resync makes it correct. Reads that decide something (Members, Marker, Markers, Tree, Cluster)
 // begin with a Sync, since a reconnect may land on a follower that lags behind the leader.
+//
+// # A worker's peers
+//
+// Peers lists the other registered workers that serve every group of a worker, with the slots
+// their data gives (read once per worker; never Running, which is refreshed every 2 s and too
+// stale for a burst): a worker's claims take no more than their share of a burst while these
+// have free slots, which PostgreSQL counts. The list follows the membership through a children
+// watch and a periodic resync; a dead worker stays listed until its session expires, and the
+// claims bound what that costs (see dao.Share).
 package registry

@@ -372,7 +372,7 @@ func WriteCluster(w io.Writer, cl Cluster, now time.Time, asJSON bool) error {
 	}
 	ew.printf("zookeeper (%d):\n", len(cl.ZooKeeper))
 	for _, m := range cl.ZooKeeper {
-		ew.printf("    %s\t%s\n", m.Address, memberSummary(m.Mode, m.Error))
+		ew.printf("    %s\t%s\n", Printable(m.Address), Printable(memberSummary(m.Mode, m.Error)))
 	}
 	if cl.Postgres != nil {
 		ew.printf("postgres (%d):\n", len(cl.Postgres))

@@ -246,7 +246,10 @@ func TestWriteEscapesControlCharacters(t *testing.T) {
 	}
 	info := &NodeInfo{ID: "w1", Role: RoleWorker, Version: evil, Groups: []string{"\x1b]0;title\x07"}}
 	cl := Cluster{Leader: "\u202eleader", Workers: []NodeEntry{{ID: "w1", Info: info}, {ID: "w\u200b2", Raw: []byte(evil), Err: errors.New("bad")}},
-		Fenced: []MarkerEntry{{Role: RoleWorker, ID: "x\u202e", Record: FenceRecord{Phase: PhaseFenced, Leader: evil}}}}
+		Fenced: []MarkerEntry{{Role: RoleWorker, ID: "x\u202e", Record: FenceRecord{Phase: PhaseFenced, Leader: evil}}},
+		// A server's answer (srvr's Mode, Patroni's JSON) is data from the network too.
+		ZooKeeper: []Member{{Address: "zk1:2181", Mode: evil}},
+		Postgres:  []Member{{Address: evil, Role: "unknown", Note: evil}}}
 	if err := WriteCluster(&out, cl, now, false); err != nil {
 		t.Fatal(err)
 	}
@@ -256,8 +259,9 @@ func TestWriteEscapesControlCharacters(t *testing.T) {
 			t.Errorf("output holds %q unescaped:\n%s", bad, got)
 		}
 	}
-	if lines := strings.Count(got, "\n"); lines != 3+7 {
-		t.Errorf("output has %d lines, want 10 (3 znodes, then leader, masters, workers, 2 workers, fenced, 1 marker):\n%s", lines, got)
+	if lines := strings.Count(got, "\n"); lines != 3+11 {
+		t.Errorf("output has %d lines, want 14 (3 znodes, then leader, masters, workers, 2 workers, fenced, 1 marker, "+
+			"zookeeper, 1 server, postgres, 1 server):\n%s", lines, got)
 	}
 	if !strings.Contains(got, `\u202etxt.exe`) || !strings.Contains(got, `\x1b[31mred`) {
 		t.Errorf("escaped forms missing:\n%s", got)

@@ -53,6 +53,17 @@ type Config struct {
 	// returned: its log, output and error, an agent's checkpoints (conf.Config.SecretValues).
 	// Values shorter than 6 bytes are not masked (see minSecretLen).
 	Secrets []string
+	// Peers, if set, lists the other live workers that serve all of Groups (the registry's
+	// registry.Peers): while they have free slots, a claim takes no more than this worker's
+	// share of a burst of tasks (dao.Share), so that the burst spreads over the idle workers
+	// instead of running on the first to look. Nil: the worker claims as if alone.
+	Peers Peers
+	// SpreadWait is how long the worker leaves its peers their shares (conf's
+	// worker.spread-wait): a task that has waited longer is anyone's, and a claim that left
+	// tasks behind looks again once that long has passed, to take what nobody came for (its
+	// worker died, or the tasks of a peer ended before the last share was reckoned). 0 turns
+	// the spread off.
+	SpreadWait time.Duration
 	// Clock is the time source of the polls, the claim's gathering of freed slots, the
 	// tasks' timeouts, the retries of result and checkpoint writes, the log's flushes and
 	// the shutdown's waits; nil is the real clock.
@@ -60,6 +71,12 @@ type Config struct {
 	// Tracer, unless nil (tracing off), gets a span for every attempt of a traced instance,
 	// which it ends once the attempt's result is recorded.
 	Tracer *tracing.Tracer
+}
+
+// Peers lists the other live workers that serve all the groups this one serves.
+type Peers interface {
+	// Slots returns their slots by worker id. The caller does not change the map.
+	Slots() map[string]int
 }
 
 // Events receives what the worker does, for metrics. Its methods must return quickly.
@@ -92,8 +109,10 @@ type Worker struct {
 	// hardStop ends the retries of result reports once shutdown has given up on them.
 	hardStop chan struct{}
 	// unpooled says the database knew no task pool at the last look, poolsSeen that it knew
-	// one (then it always will). Both belong to the claim loop's goroutine.
-	unpooled, poolsSeen bool
+	// one (then it always will). leftToPeers says the last claim took less than it asked
+	// for beside peers: it may have left tasks for them. All belong to the claim loop's
+	// goroutine.
+	unpooled, poolsSeen, leftToPeers bool
 
 	// polled is a test signal, nil outside tests: the claim loop calls it once it has handled
 	// a poll (reconcile included).
@@ -169,8 +188,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	checkKills := false
 	// look asks for a claim. backlog says the last one may have left claimable tasks behind
 	// (it filled every slot), so a freed slot claims again; after a claim that found fewer
-	// than it asked for, a freed slot waits for a wake-up or the poll instead of asking the
-	// database again for nothing.
+	// than it asked for (the queue's end, or this worker's share of a burst, the rest left to
+	// its peers: see relook), a freed slot waits for a wake-up or the poll instead of asking
+	// the database again for nothing.
 	look, backlog := true, true
 	// gather holds back the claim of a freed slot while tasks are waiting (backlog): slots
 	// free up in bursts (a claimed batch of short tasks ends nearly at once), and claiming
@@ -194,11 +214,29 @@ func (w *Worker) Run(ctx context.Context) error {
 		gather = gatherTimer.Chan()
 	}
 	defer gatherStop()
+	// relook is armed by a claim that may have left tasks to its peers, for SpreadWait from
+	// then: the look it makes takes whatever they did not come for, and arms nothing itself,
+	// so an idle worker does not look again and again.
+	var relook <-chan time.Time
+	var relookTimer clockwork.Timer
+	relooking := false
+	defer func() {
+		if relookTimer != nil {
+			relookTimer.Stop()
+		}
+	}()
 	w.lookForPools(ctx)
 	for ctx.Err() == nil {
 		if look && w.gate.Active() {
 			backlog = w.claim(ctx)
-			look = false
+			if w.leftToPeers && !relooking {
+				if relookTimer != nil {
+					relookTimer.Stop()
+				}
+				relookTimer = clock.NewTimer(w.cfg.SpreadWait)
+				relook = relookTimer.Chan()
+			}
+			look, relooking = false, false
 			gatherStop()
 		}
 		if checkKills {
@@ -234,6 +272,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			} else {
 				gatherIn(claimGather)
 			}
+		case <-relook:
+			relook, relookTimer = nil, nil
+			look, relooking = true, true
 		case <-w.gate.Changed():
 			look = true
 		}
@@ -315,6 +356,7 @@ func (w *Worker) halfFree() bool { return 2*w.free() >= w.cfg.Slots }
 // claim claims tasks while half the slots or more are free and the queue gives them. It
 // reports whether claimable tasks may be left: its last claim got all it asked for.
 func (w *Worker) claim(ctx context.Context) (backlog bool) {
+	w.leftToPeers = false
 	for {
 		free := w.free()
 		if free <= 0 {
@@ -323,7 +365,8 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 		if ctx.Err() != nil {
 			return false
 		}
-		got, err := lifecycle.Claim(ctx, w.db, w.cfg.ID, w.cfg.Groups, min(free, 100), !w.unpooled)
+		share := w.share()
+		got, err := lifecycle.ClaimShare(ctx, w.db, w.cfg.ID, w.cfg.Groups, min(free, 100), !w.unpooled, share)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.cfg.Log.Warn().Err(err).Msg("claim failed; retrying at the next poll")
@@ -351,6 +394,7 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			return false
 		}
 		if len(got) < min(free, 100) {
+			w.leftToPeers = len(share.Peers) > 0
 			return false
 		}
 		if !w.halfFree() {
@@ -358,6 +402,15 @@ func (w *Worker) claim(ctx context.Context) (backlog bool) {
 			return true
 		}
 	}
+}
+
+// share is what a claim needs to take no more than this worker's share of a burst: its peers
+// now, its slots, and SpreadWait as the time a task stays part of a burst.
+func (w *Worker) share() dao.Share {
+	if w.cfg.Peers == nil || w.cfg.SpreadWait <= 0 {
+		return dao.Share{}
+	}
+	return dao.Share{Slots: w.cfg.Slots, Peers: w.cfg.Peers.Slots(), Fresh: w.cfg.SpreadWait}
 }
 
 // traceparents returns the trace contexts of the instances of tasks, by instance. A failed

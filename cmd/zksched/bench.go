@@ -132,7 +132,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: benchLog(*nodeLog, stderr),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
 		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold, Cluster: *external,
-		Retention: *retention, Tracing: cfg.Tracing}
+		Retention: *retention, Tracing: cfg.Tracing, SpreadWait: cfg.Worker.SpreadWait}
 	s, err := bench.Run(ctx, opts)
 	if s == nil {
 		return err

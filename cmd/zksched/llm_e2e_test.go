@@ -11,6 +11,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/llmtest"
+	"github.com/zksched/zksched/internal/testcluster"
 )
 
 // llmEnv points the processes' provider "test" at the test server, with its API key in a
@@ -140,16 +141,33 @@ tasks:
 }
 
 // TestDemoRunsOffline runs examples/demo.yaml as the quickstart does, with the default
-// config: its agent step answers through the offline provider.
+// config: its agent step answers through the offline provider, and its four parallel tasks
+// run two on each worker, the workers knowing each other from the registry. Each leaves the
+// other its share for 1 s rather than the default 100 ms, which a loaded machine running the
+// tests in parallel may not give a worker to come for it.
 func TestDemoRunsOffline(t *testing.T) {
 	t.Parallel()
-	e := setupE2E(t, nil, "")
+	e := setupE2E(t, nil, "", "ZKSCHED_WORKER_SPREAD_WAIT=1s")
 	e.Master("master")
-	e.Worker("worker-1")
-	e.Worker("worker-2")
+	workers := []*testcluster.Proc{e.Worker("worker-1"), e.Worker("worker-2")}
+	for _, w := range workers {
+		w.WaitLog(t, 30*time.Second, `"peers":1`)
+	}
 	out, code := e.Run("submit", "--wait", "--param", "limit=2000", filepath.Join("..", "..", "examples", "demo.yaml"))
 	if code != 0 {
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
+	}
+	t.Logf("submit --wait:\n%s", out)
+	ran := map[string][]string{}
+	for _, name := range []string{"count-primes", "fibonacci", "word-count", "checksum"} {
+		w := e.tasks(t, 1)[name].WorkerID
+		if w == nil {
+			t.Fatalf("%s ran on no worker", name)
+		}
+		ran[*w] = append(ran[*w], name)
+	}
+	if len(ran) != 2 || len(ran[workers[0].ID(t, time.Second)]) != 2 {
+		t.Errorf("the four parallel tasks ran %v; want two on each worker", ran)
 	}
 	c := e.tasks(t, 1)["commentary"]
 	if c.State != dao.TaskSucceeded || c.Output == nil || !strings.HasPrefix(*c.Output, "[offline model]") {

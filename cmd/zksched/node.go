@@ -237,9 +237,16 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			OnLost: func() { w.Interrupt() }, Log: n.log})
 		shell.KillGrace, shell.Cgroup = cfg.Worker.KillGrace, taskCgroup
 		shell.ParentStopLimit = min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())
+		var peers worker.Peers // none: the spread is off
+		if cfg.Worker.SpreadWait > 0 {
+			p := n.client.NewPeers(n.id, cfg.Worker.Groups)
+			work.Go("peers", p.Run)
+			peers = p
+		}
 		w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
 			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: secrets, Tracer: tracer}, n.db, n.guard,
+			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: secrets, Tracer: tracer,
+			Peers: peers, SpreadWait: cfg.Worker.SpreadWait}, n.db, n.guard,
 			executor.Set{"noop": executor.Noop{}, "shell": shell,
 				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 		running = w.Running

@@ -49,6 +49,8 @@ type Options struct {
 	// Masters, Workers and Slots size the cluster: in process, or processes for failover and
 	// memory.
 	Masters, Workers, Slots int
+	// SpreadWait is the in-process workers' worker.spread-wait (0: they claim as if alone).
+	SpreadWait time.Duration
 	// DSN is the database; the run makes a schema of its own in it, unless Cluster.
 	DSN string
 	// Cluster runs burn-down, latency or dag against the configured cluster: its database
@@ -243,9 +245,17 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 	}
 	self, _ := os.Executable()
 	for i := range o.Workers {
+		// The workers know each other as a node's registry tells it, so that their claims
+		// take their shares of a burst as a cluster's do.
+		peers := fixedPeers{}
+		for j := range o.Workers {
+			if j != i {
+				peers[fmt.Sprintf("bench-worker-%d", j)] = o.Slots
+			}
+		}
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
 			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log,
-			Tracer: tracer},
+			Tracer: tracer, Peers: peers, SpreadWait: o.SpreadWait},
 			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
@@ -265,6 +275,11 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		}
 	}
 }
+
+// fixedPeers are the other in-process workers, by id, with their slots (worker.Peers).
+type fixedPeers map[string]int
+
+func (p fixedPeers) Slots() map[string]int { return p }
 
 // define stores a workflow definition and returns its version.
 func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
