@@ -131,7 +131,9 @@ net_down() {
 spawn() {
   local h=$1 what=$2; shift 2
   local d; d=$(hdir "$h")
-  ip netns exec "$(ns "$h")" setsid "$@" >>"$d/$what.log" 2>&1 </dev/null &
+  # In the host's folder: the processes that run as postgres cannot use a working directory
+  # they may not enter (a checkout in a private folder), and initdb refuses to start there.
+  (cd "$d" && exec ip netns exec "$(ns "$h")" setsid "$@") >>"$d/$what.log" 2>&1 </dev/null &
   echo $! > "$d/$what.pid"
 }
 
