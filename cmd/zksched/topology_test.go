@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 // a network of the test's, and taken down when it ends.
 type topology struct {
 	name, net string
+	runDir    string   // ZKSCHED_RUN_DIR: the hosts' processes carry it in their command lines
 	env       []string // the cluster.sh variables: its name, network, state folder, binary
 	zk        []string // ZKSCHED_* from `cluster.sh env`
 }
@@ -40,8 +42,9 @@ func startTopology(t *testing.T) *topology {
 func newTopology(t *testing.T, name, net string) *topology {
 	t.Helper()
 	requireRoot(t)
-	tp := &topology{name: name, net: net, env: []string{"ZKSCHED_CLUSTER_NAME=" + name, "ZKSCHED_CLUSTER_NET=" + net,
-		"ZKSCHED_RUN_DIR=" + t.TempDir(), "ZKSCHED_BIN=" + testcluster.Binary(t)}}
+	run := topologyRunDir(t)
+	tp := &topology{name: name, net: net, runDir: run, env: []string{"ZKSCHED_CLUSTER_NAME=" + name, "ZKSCHED_CLUSTER_NET=" + net,
+		"ZKSCHED_RUN_DIR=" + run, "ZKSCHED_BIN=" + testcluster.Binary(t)}}
 	t.Cleanup(func() { tp.down(t) })
 	return tp
 }
@@ -122,12 +125,28 @@ func (tp *topology) zksched(t *testing.T, args ...string) (string, int) {
 func (tp *topology) down(t *testing.T) {
 	t.Helper()
 	tp.run(t, 2*time.Minute, "down")
-	nothingLeft(t, tp.name, tp.net)
+	nothingLeft(t, tp.name, tp.runDir)
 }
 
-// nothingLeft checks that no namespace, link or process of the topology named name on the
-// network net is left.
-func nothingLeft(t *testing.T, name, net string) {
+// topologyRunDir is a state folder for a topology that the postgres user can enter, so that
+// cluster.sh keeps the state there (not in /var/tmp) and every process of the hosts names it
+// in its command line (its config files are in it). Removed when the test ends.
+func topologyRunDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "zksched-topology-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+// nothingLeft checks that no namespace or link of the topology named name is left, nor any
+// process whose command line names its state folder runDir.
+func nothingLeft(t *testing.T, name, runDir string) {
 	t.Helper()
 	netns, _ := exec.Command("ip", "netns", "list").Output()
 	links, _ := exec.Command("ip", "-o", "link", "show").Output()
@@ -136,7 +155,7 @@ func nothingLeft(t *testing.T, name, net string) {
 			t.Errorf("a %s of the topology is left after down:\n%s", want.what, want.out)
 		}
 	}
-	procs, _ := exec.Command("pgrep", "-af", strings.ReplaceAll(net, ".", `\.`)+`\.`).Output()
+	procs, _ := exec.Command("pgrep", "-af", regexp.QuoteMeta(runDir)+"/").Output()
 	if len(procs) > 0 {
 		t.Errorf("processes of the topology are left after down:\n%s", procs)
 	}
@@ -204,11 +223,12 @@ func TestReadmeSeveralHosts(t *testing.T) {
 		t.Fatal("README has no sh block in its section on several hosts")
 	}
 	const name, net = "zkr", "10.80.0"
+	runDir := topologyRunDir(t)
 	bin := testcluster.Binary(t)
 	script := strings.ReplaceAll(block, "bin/zksched ", bin+" ")
 	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", script)
 	cmd.Env = append(os.Environ(), "ZKSCHED_CLUSTER_NAME="+name, "ZKSCHED_CLUSTER_NET="+net,
-		"ZKSCHED_RUN_DIR="+t.TempDir(), "ZKSCHED_BIN="+bin)
+		"ZKSCHED_RUN_DIR="+runDir, "ZKSCHED_BIN="+bin)
 	cmd.Dir = repoRoot()
 	t.Cleanup(func() {
 		down := exec.Command(filepath.Join(repoRoot(), "bin", "cluster.sh"), "down")
@@ -230,5 +250,5 @@ func TestReadmeSeveralHosts(t *testing.T) {
 			t.Errorf("the tour's output lacks %q:\n%s", want, out)
 		}
 	}
-	nothingLeft(t, name, net)
+	nothingLeft(t, name, runDir)
 }
