@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 )
 
 // The cluster-wide limits of model providers (migration 00024): every request a worker sends
@@ -159,4 +161,21 @@ func (db *DB) LLMLimitBlock(ctx context.Context, provider string, d time.Duratio
 		return fmt.Errorf("block provider %q for %v: %w", provider, d, err)
 	}
 	return nil
+}
+
+// LLMBlockedFor is how long provider is still held back by a 429's Retry-After, by the
+// database's clock; 0 when it is not. It reads the provider's row without locking it: what
+// the requests of a provider without limits ask before they are sent.
+func (db *DB) LLMBlockedFor(ctx context.Context, provider string) (time.Duration, error) {
+	var ms int64
+	err := sqlx.GetContext(ctx, db.q, &ms, `
+		SELECT ceil(extract(epoch FROM blocked_until - statement_timestamp()) * 1000)::bigint
+		FROM llm_limit WHERE provider = $1 AND blocked_until > statement_timestamp()`, provider)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("read whether provider %q is held back: %w", provider, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }

@@ -163,6 +163,13 @@ func TestLLMLimitBlock(t *testing.T) {
 	if a.Admitted {
 		t.Fatal("admitted while blocked")
 	}
+	for provider, want := range map[string]time.Duration{"p": 30 * time.Second, "q": 0} {
+		d, err := b.db.LLMBlockedFor(b.ctx, provider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(t, "block read of "+provider, d, max(0, want-time.Second), want)
+	}
 	within(t, "wait of a blocked provider", a.Wait(), 29*time.Second, 30*time.Second)
 	if a.BlockedMillis == 0 || a.RequestsMillis != 0 || a.TokensMillis != 0 {
 		t.Errorf("refused %+v: want a wait for the block alone", a)
@@ -175,6 +182,9 @@ func TestLLMLimitBlock(t *testing.T) {
 	}
 	if a := b.admit(t, "p", minute, 0); !a.Admitted {
 		t.Errorf("%+v, want admitted once the block has passed", a)
+	}
+	if d, err := b.db.LLMBlockedFor(b.ctx, "p"); err != nil || d != 0 {
+		t.Errorf("block read once it has passed: %v, %v; want 0", d, err)
 	}
 }
 

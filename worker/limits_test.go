@@ -172,9 +172,21 @@ func (s blockSignal) LLMLimitBlock(ctx context.Context, provider string, d time.
 }
 
 // TestClusterRetryAfter: a 429 with Retry-After: 2 to one worker holds back the requests of
-// the others for 2 s.
+// the others for 2 s, whether the provider has limits configured or not.
 func TestClusterRetryAfter(t *testing.T) {
 	t.Parallel()
+	for _, c := range []struct {
+		name string
+		rpm  int
+	}{{"limited", 1000}, {"unlimited", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testClusterRetryAfter(t, c.rpm)
+		})
+	}
+}
+
+func testClusterRetryAfter(t *testing.T, rpm int) {
 	b := setup(t)
 	srv := llmtest.New(t)
 	srv.Fail("first", 429, 1, "2")
@@ -183,7 +195,7 @@ func TestClusterRetryAfter(t *testing.T) {
 		// One slot each: the worker that got the 429 waits out its Retry-After in its slot,
 		// so the others run the rest.
 		b.startLimited(t, id, limitedWorker{slots: 1,
-			provider: conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", RequestsPerMinute: 1000},
+			provider: conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", RequestsPerMinute: rpm},
 			limits:   func(db llm.Limits) llm.Limits { return blockSignal{Limits: db, blocked: blocked} }})
 	}
 	first := b.submit(t, "name: first\ntasks:\n  - {name: t, type: llm, provider: limited, prompt: first}\n")

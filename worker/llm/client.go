@@ -78,7 +78,7 @@ type Client struct {
 	backoff     time.Duration
 	maxBackoff  time.Duration
 	callOpts    []llms.CallOption
-	limiter     *limiter // nil: no requests-per-minute nor tokens-per-minute
+	limiter     *limiter // nil: no limits, and no cluster database to share a 429 through
 	inFlight    chan struct{}
 	log         zerolog.Logger
 	clock       clockwork.Clock

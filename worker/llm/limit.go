@@ -18,11 +18,13 @@ import (
 // cluster's database (*dao.DB), where every worker's requests count together. Each request
 // of a limited provider is admitted there before it is sent (LLMAdmitIfUnderLimits), its
 // reserved tokens are replaced by its usage once it is answered (LLMStartSetTokens), and a
-// 429 with Retry-After blocks the provider for every worker until then (LLMLimitBlock).
+// 429 with Retry-After blocks the provider for every worker until then (LLMLimitBlock). A
+// provider without limits is only asked whether it is blocked (LLMBlockedFor).
 type Limits interface {
 	LLMAdmitIfUnderLimits(ctx context.Context, provider string, limits dao.LLMLimits, tokens int) (dao.LLMAdmission, error)
 	LLMStartSetTokens(ctx context.Context, startID int64, tokens int) error
 	LLMLimitBlock(ctx context.Context, provider string, d time.Duration) error
+	LLMBlockedFor(ctx context.Context, provider string) (time.Duration, error)
 }
 
 // AdmissionMargin is added to the window a provider's limits are counted over. A start is
@@ -44,7 +46,10 @@ type limiter struct {
 	// shared is set when store is the cluster's: the window then has AdmissionMargin added,
 	// a late admission is not used, and waits get jitter.
 	shared bool
-	limits dao.LLMLimits
+	// blockOnly is set when the provider has no limits: its requests only wait out a block
+	// another worker's 429 has set.
+	blockOnly bool
+	limits    dao.LLMLimits
 	// recheck bounds a wait for tokens: a 60th of the window.
 	recheck time.Duration
 	clock   clockwork.Clock
@@ -66,6 +71,7 @@ func newLimiter(provider string, pc conf.Provider, opts Options, clock clockwork
 		l.limits.Window = time.Minute
 	}
 	l.recheck = l.limits.Window / 60
+	l.blockOnly = l.limits.Requests == 0 && l.limits.Tokens == 0
 	if l.shared {
 		l.limits.Window += AdmissionMargin
 	} else {
@@ -79,6 +85,9 @@ func newLimiter(provider string, pc conf.Provider, opts Options, clock clockwork
 // with backoff: a request is never sent without an admission. It returns ctx's error when
 // ctx ends first, and an *Error when the database refuses the statement itself.
 func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
+	if l.blockOnly {
+		return 0, l.unblocked(ctx)
+	}
 	if l.limits.Tokens > 0 && tokens > l.limits.Tokens {
 		return 0, &Error{Provider: l.provider, Class: ClassBadRequest, Msg: fmt.Sprintf(
 			"the request reserves %d tokens (its prompt's estimate and max-tokens), more than the provider's tokens-per-minute, %d",
@@ -134,6 +143,43 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 		case <-ctx.Done():
 			t.Stop()
 			return 0, ctx.Err()
+		case <-t.Chan():
+		}
+	}
+}
+
+// unblocked waits until the provider is not held back by a block. There are no limits to
+// keep: when the database cannot say, the request goes, and the provider's own 429 is
+// honoured by the call that gets it.
+func (l *limiter) unblocked(ctx context.Context) error {
+	began := l.clock.Now()
+	defer func() {
+		if l.waited != nil && ctx.Err() == nil {
+			l.waited(l.provider, l.clock.Since(began))
+		}
+	}()
+	for {
+		actx, cancel := context.WithTimeout(ctx, admissionTry)
+		wait, err := l.store.LLMBlockedFor(actx, l.provider)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			l.log.Warn().Err(err).Str("provider", l.provider).
+				Msg("could not read whether the provider is held back by another worker's 429; sending")
+			return nil
+		case wait <= 0:
+			return nil
+		}
+		if l.shared {
+			wait += rand.N(wait/20 + time.Millisecond)
+		}
+		t := l.clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
 		case <-t.Chan():
 		}
 	}
@@ -248,6 +294,13 @@ func (m *localLimits) LLMLimitBlock(_ context.Context, _ string, d time.Duration
 	defer m.mu.Unlock()
 	m.blocked = max(m.blocked, m.clock.Since(m.epoch)+d)
 	return nil
+}
+
+// LLMBlockedFor implements Limits.
+func (m *localLimits) LLMBlockedFor(_ context.Context, _ string) (time.Duration, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return max(0, m.blocked-m.clock.Since(m.epoch)), nil
 }
 
 // millis is d in whole milliseconds, rounded up: a wait never ends before its moment.

@@ -114,6 +114,51 @@ func TestAdmissionWaitsForTheDatabase(t *testing.T) {
 	}
 }
 
+// TestUnlimitedProviderGoesWithoutTheDatabase: a provider without limits asks the database
+// only whether another worker's 429 holds it back; while the database cannot be reached its
+// requests go, since there are no limits to keep.
+func TestUnlimitedProviderGoesWithoutTheDatabase(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, dsn := daotest.New(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testenv.NewProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	q := u.Query()
+	q.Set("connect_timeout", "1")
+	u.RawQuery = q.Encode()
+	db, err := dao.Open(b.ctx, u.String(), 4, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	unread := signalWriter{what: "could not read whether the provider is held back", seen: make(chan struct{}, 1)}
+	c, err := llm.New("unlimited", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m"},
+		llm.Options{Limits: db, Log: zerolog.New(unread)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Generate(b.ctx, llm.Request{Prompt: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Cut()
+	proxy.Reset()
+	if err := ended(t, b.generate(b.ctx, c, "while cut off")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-unread.seen:
+	default:
+		t.Error("the call went without saying it could not read the provider's block")
+	}
+	if n := b.srv.Calls("while cut off"); n != 1 {
+		t.Errorf("server saw %d calls while the database was gone, want 1", n)
+	}
+}
+
 // TestAdmissionRefusedIsNotSent: a database that refuses the admission's statement (here its
 // table is gone) fails the call at once, unsent and not retried.
 func TestAdmissionRefusedIsNotSent(t *testing.T) {

@@ -43,8 +43,10 @@ type Options struct {
 	// nil is the real clock.
 	Clock clockwork.Clock
 	// Limits keeps requests-per-minute and tokens-per-minute for the whole cluster: the
-	// cluster's database. Nil keeps them for each client alone, in memory, by Clock (a
-	// process without the database: tests, benchmarks).
+	// cluster's database, which also holds every worker's requests to a provider back after
+	// a 429 with Retry-After, whether the provider has limits or not. Nil keeps the limits
+	// for each client alone, in memory, by Clock (a process without the database: tests,
+	// benchmarks), and a 429 holds back only the call that got it.
 	Limits Limits
 	// Window is the period requests-per-minute and tokens-per-minute count over. Zero means a
 	// minute; tests shorten it.
@@ -176,7 +178,10 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 	if c.maxBackoff < c.backoff {
 		c.maxBackoff = max(30*time.Second, c.backoff)
 	}
-	if pc.RequestsPerMinute > 0 || pc.TokensPerMinute > 0 {
+	if pc.RequestsPerMinute > 0 || pc.TokensPerMinute > 0 || (opts.Limits != nil && pc.Type != conf.ProviderOffline) {
+		// With the cluster's database, a provider without limits still has a limiter: a 429
+		// one worker gets holds every worker's requests back. The offline model never
+		// answers 429.
 		c.limiter = newLimiter(name, pc, opts, c.clock)
 	}
 	if pc.MaxConcurrent > 0 {
