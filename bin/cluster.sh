@@ -23,6 +23,8 @@
 #   shape HOST RATE LATENCY   a slow link (tc tbf): RATE (e.g. 512kbit) both ways, packets
 #                        queued up to LATENCY (e.g. 200ms) and dropped beyond; `shape HOST off`
 #   stop-node HOST master|worker|zookeeper|patroni|haproxy   kill -9 one process
+#   switchover [HOST]    a planned switchover (patronictl): the primary hands over to the
+#                        synchronous standby (or to HOST's node) and becomes a standby
 #   exec HOST CMD...     run a command inside the host's namespace
 #
 #   ZKSCHED_CLUSTER_NET   the /24 prefix of the hosts' addresses (default 10.77.0): host N is
@@ -280,6 +282,9 @@ DO \$\$ BEGIN
     CREATE ROLE zksched LOGIN PASSWORD '$(secret zksched)';
   END IF;
 END \$\$;
+-- zk nodes reads the standbys' addresses from pg_stat_replication when Patroni's API is not
+-- configured; without this role the view hides them from a non-superuser.
+GRANT pg_read_all_stats TO zksched;
 SELECT NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = 'zksched') AS missing \gset
 \if :missing
 CREATE DATABASE zksched OWNER zksched;
@@ -382,6 +387,14 @@ case "$cmd" in
     [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; rm -f "$f"
     # Patroni's PostgreSQL outlives Patroni killed alone; a lost PostgreSQL node is both.
     [ "$2" = patroni ] && pkill -9 -f "$(hdir "$1")/patroni/data" 2>/dev/null || true ;;
+  switchover)
+    locate
+    p=$(primary) || die "no PostgreSQL primary to switch over from"
+    to=()
+    if [ -n "${1:-}" ]; then host_arg "$1"; to=(--candidate "pg$1"); fi
+    # patronictl reaches the ensemble and the nodes' REST APIs from inside a host; it returns
+    # once the candidate has been promoted, the old primary then rejoins as a standby.
+    in_ns "$p" patronictl -c "$(hdir "$p")/etc/patroni/config.yml" switchover --leader "pg$p" "${to[@]}" --force ;;
   exec) host_arg "${1:-}"; h=$1; shift; in_ns "$h" "$@" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; [ -z "$cmd" ] || exit 2 ;;
 esac
