@@ -126,9 +126,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	if err := define(ctx, db, ks); err != nil {
 		t.Fatalf("soak: %v", err)
 	}
-	model := llmtest.New(t)
-	model.Key = "sk-soak"
-	model.Delay("S", 150*time.Millisecond)
+	model := NewModel(t)
 	token := randomHex(16)
 
 	common := append([]string{
@@ -138,13 +136,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		"ZKSCHED_WORKER_POLL_INTERVAL=200ms", "ZKSCHED_MASTER_POLL_INTERVAL=200ms",
 		"ZKSCHED_WORKER_SHUTDOWN_TIMEOUT=5s",
 		"ZKSCHED_API_TOKEN=" + token,
-		fmt.Sprintf("ZKSCHED_POOLS_SOAK=%d", poolLimits["soak"]), fmt.Sprintf("ZKSCHED_POOLS_MODEL=%d", poolLimits["model"]),
-		"ZKSCHED_LLM_PROVIDERS_TEST_TYPE=openai",
-		"ZKSCHED_LLM_PROVIDERS_TEST_BASE_URL=" + model.BaseURL(),
-		"ZKSCHED_LLM_PROVIDERS_TEST_MODEL=test-model",
-		"ZKSCHED_LLM_PROVIDERS_TEST_API_KEY_ENV=LLMTEST_API_KEY",
-		"LLMTEST_API_KEY=" + model.Key,
-	}, rec.Env()...)
+	}, append(NodeEnv(model, model.BaseURL()), rec.Env()...)...)
 	tc := testcluster.New(t, ens.Servers(), root, pg.DSN, common...)
 	tc.PipeOutput = true
 	cl := &cluster{c: tc, ids: map[string]*node{}}
@@ -191,10 +183,10 @@ func Run(t testing.TB, cfg Config) *Result {
 		}
 	}()
 	t.Cleanup(zkc.Close)
-	var masters []*node
+	var masters []string
 	for _, n := range cl.nodes {
 		if n.role == registry.RoleMaster {
-			masters = append(masters, n)
+			masters = append(masters, fmt.Sprintf("http://127.0.0.1:%d", n.port))
 		}
 	}
 	w := &workload{db: db, kinds: ks, every: cfg.SubmitEvery,
@@ -214,7 +206,11 @@ func Run(t testing.TB, cfg Config) *Result {
 		nm.run(chaos, mrand.New(mrand.NewSource(cfg.Seed)))
 	}()
 	go w.run(chaos, mrand.New(mrand.NewSource(cfg.Seed+1)))
-	go progress(chaos, db, nm, logf)
+	go progress(chaos, db, func() int {
+		nm.mu.Lock()
+		defer nm.mu.Unlock()
+		return len(nm.events)
+	}, logf)
 	<-chaos.Done()
 	<-done
 	healedAt := time.Now()
@@ -228,8 +224,31 @@ func Run(t testing.TB, cfg Config) *Result {
 	return res
 }
 
+// NewModel is the test model server the workload's agent tasks call: its answers to the
+// prompts that start with S take 150 ms.
+func NewModel(t testing.TB) *llmtest.Server {
+	model := llmtest.New(t)
+	model.Key = "sk-soak"
+	model.Delay("S", 150*time.Millisecond)
+	return model
+}
+
+// NodeEnv is what the nodes of a soak's cluster need in their environment for the workload:
+// the limits of its pools and the provider "test", the model at modelURL (its base URL as the
+// nodes reach it).
+func NodeEnv(model *llmtest.Server, modelURL string) []string {
+	return []string{
+		fmt.Sprintf("ZKSCHED_POOLS_SOAK=%d", poolLimits["soak"]), fmt.Sprintf("ZKSCHED_POOLS_MODEL=%d", poolLimits["model"]),
+		"ZKSCHED_LLM_PROVIDERS_TEST_TYPE=openai",
+		"ZKSCHED_LLM_PROVIDERS_TEST_BASE_URL=" + modelURL,
+		"ZKSCHED_LLM_PROVIDERS_TEST_MODEL=test-model",
+		"ZKSCHED_LLM_PROVIDERS_TEST_API_KEY_ENV=LLMTEST_API_KEY",
+		"LLMTEST_API_KEY=" + model.Key,
+	}
+}
+
 // progress logs a line every 10 s while the chaos lasts.
-func progress(ctx context.Context, db *dao.DB, nm *nemesis, logf func(string, ...any)) {
+func progress(ctx context.Context, db *dao.DB, faultCount func() int, logf func(string, ...any)) {
 	start := time.Now()
 	for {
 		select {
@@ -241,9 +260,7 @@ func progress(ctx context.Context, db *dao.DB, nm *nemesis, logf func(string, ..
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := db.SQL().QueryRowContext(qctx, `SELECT count(*) FILTER (WHERE state IN ('succeeded', 'failed', 'stopped')), count(*) FROM workflow_instance`).Scan(&done, &all)
 		cancel()
-		nm.mu.Lock()
-		faults := len(nm.events)
-		nm.mu.Unlock()
+		faults := faultCount()
 		if err != nil {
 			logf("soak: %v: %d faults; workflows unknown (%v)", time.Since(start).Round(time.Second), faults, err)
 			continue

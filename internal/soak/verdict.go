@@ -58,6 +58,9 @@ type Result struct {
 	Flows map[string]int
 	// AllowedOverlaps counts the overlapping runs that a whole-machine freeze explains.
 	AllowedOverlaps int
+	// Outside is set when the soak ran on a cluster it did not start (RunOn): the node exits,
+	// fence markers and freezes are not its to judge.
+	Outside bool
 	// Anomalies make the soak fail; Notes are what was allowed.
 	Anomalies []string
 	Notes     []string
@@ -74,8 +77,10 @@ type verdict struct {
 	rec *history.Recorder
 	w   *workload
 	nm  *nemesis
-	zkc *zk.Conn
-	res *Result
+	// outside is the nemesis of a cluster the soak did not start (RunOn); cl and nm are nil then.
+	outside Nemesis
+	zkc     *zk.Conn
+	res     *Result
 	// suspects are the workflow instances the history's problems are about.
 	suspects []int64
 	// chaosAt is when the nemesis began: the origin of every time the report shows.
@@ -101,17 +106,24 @@ func (v *verdict) anomaly(format string, args ...any) {
 // judge waits for the cluster to come back and every workflow to end, then judges the
 // history, the nodes' exits and the fence markers.
 func (v *verdict) judge(healedAt time.Time) *Result {
-	v.res = &Result{Seed: v.cfg.Seed, Duration: v.cfg.Duration, Servers: len(v.nm.ens.Servers()), Faults: v.nm.counts,
+	v.res = &Result{Seed: v.cfg.Seed, Duration: v.cfg.Duration, Servers: v.cfg.Servers,
 		Workflows: map[string]int{}, Attempts: map[string]int{}, Exits: map[string]int{}, FencedAfter: map[string]int{},
-		FencedByServers: map[string]int{}, Failovers: map[string]int{}}
-	for _, f := range v.nm.failures {
+		FencedByServers: map[string]int{}, Failovers: map[string]int{}, Outside: v.nm == nil}
+	failures := v.nemesisFailures()
+	if v.nm != nil {
+		v.res.Faults = v.nm.counts
+	} else {
+		v.res.Faults = v.outside.Faults()
+	}
+	for _, f := range failures {
 		v.anomaly("nemesis: %s", f)
 	}
 	ctx := context.Background()
 
-	// Every node back: a node that cannot start again is an anomaly of its own.
+	// Every node back: a node that cannot start again is an anomaly of its own. (A cluster
+	// the soak did not start is brought back by its own nemesis.)
 	deadline := time.Now().Add(60 * time.Second)
-	for _, n := range v.cl.nodes {
+	for _, n := range v.nodes() {
 		for {
 			p, id := n.current()
 			if id != "" && strings.Contains(p.Log(), `"message":"registered"`) {
@@ -192,8 +204,10 @@ func (v *verdict) judge(healedAt time.Time) *Result {
 		v.anomaly("%v", err)
 	}
 	v.judgeHistory(h)
-	v.judgeMarkers(healedAt)
-	v.judgeExits()
+	if v.cl != nil {
+		v.judgeMarkers(healedAt)
+		v.judgeExits()
+	}
 	if len(v.res.Anomalies) > 0 || v.cfg.Detail {
 		v.res.Detail = v.detail(h)
 	}
@@ -207,7 +221,7 @@ func (v *verdict) judgeHistory(h *history.History) {
 		mayFail[k.name] = k.mayFail
 	}
 	// FaultAt only sets the timelines' origin: the start of the chaos, as in the fault log.
-	opts := history.Options{Freezes: v.nm.freezes, WakeGrace: v.cfg.KillGrace + time.Second,
+	opts := history.Options{Freezes: v.freezes(), WakeGrace: v.cfg.KillGrace + time.Second,
 		Kills: v.w.kills, Reruns: v.w.reruns, AtLeastOnce: true, FaultAt: v.chaosAt}
 	for _, wf := range h.Workflows {
 		v.res.Workflows[string(wf.State)]++
@@ -244,8 +258,8 @@ func (v *verdict) judgeHistory(h *history.History) {
 		v.judgeChildren(h, v.parentOf, l.childOnly)
 		v.judgeKeys(h, l.keyMax)
 	}
-	for _, k := range v.nm.kills {
-		for _, f := range h.Moved(k.worker, k.at) {
+	for _, k := range v.lost() {
+		for _, f := range h.Moved(k.Worker, k.At) {
 			v.res.Elsewhere = append(v.res.Elsewhere, f.Elsewhere)
 		}
 	}
@@ -261,6 +275,9 @@ const orphanGrace = 500 * time.Millisecond
 // judgeOrphans checks that no run outlived its worker's process: started or still alive more
 // than orphanGrace after the process had exited.
 func (v *verdict) judgeOrphans(h *history.History) {
+	if v.cl == nil {
+		return // the processes of a cluster the soak did not start are not watched
+	}
 	v.cl.mu.Lock()
 	gone := map[string]time.Time{}
 	for _, e := range v.cl.exits {
@@ -342,9 +359,46 @@ func (v *verdict) judgePools(h *history.History) {
 	}
 }
 
+// nodes are the soak's own nodes, none when it did not start the cluster.
+func (v *verdict) nodes() []*node {
+	if v.cl == nil {
+		return nil
+	}
+	return v.cl.nodes
+}
+
+// freezes are the whole-worker freezes of the soak's own nemesis; an outside nemesis
+// freezes nothing.
+func (v *verdict) freezes() []history.Freeze {
+	if v.nm == nil {
+		return nil
+	}
+	return v.nm.freezes
+}
+
+// lost are the workers killed with kill -9, by either nemesis.
+func (v *verdict) lost() []Lost {
+	if v.nm == nil {
+		return v.outside.Lost()
+	}
+	out := make([]Lost, 0, len(v.nm.kills))
+	for _, k := range v.nm.kills {
+		out = append(out, Lost{Worker: k.worker, At: k.at})
+	}
+	return out
+}
+
+// nemesisFailures are the faults either nemesis could not inject or heal.
+func (v *verdict) nemesisFailures() []string {
+	if v.nm == nil {
+		return v.outside.Failures()
+	}
+	return v.nm.failures
+}
+
 // frozenDuring reports whether the run's worker was frozen whole while it ran.
 func (v *verdict) frozenDuring(r history.Run) bool {
-	for _, f := range v.nm.freezes {
+	for _, f := range v.freezes() {
 		if f.Worker == r.Worker && f.From.Before(r.Last) && r.Start.Before(f.To.Add(v.cfg.KillGrace+time.Second)) {
 			return true
 		}
@@ -487,6 +541,13 @@ func (v *verdict) judgeMarkers(healedAt time.Time) {
 func (v *verdict) detail(h *history.History) string {
 	var b strings.Builder
 	origin := v.chaosAt
+	if v.nm == nil {
+		fmt.Fprintf(&b, "seed %d; faults (0 = the chaos's start, %s):\n%s", v.cfg.Seed, origin.Format("15:04:05.000"), v.outside.Log(origin))
+		if len(v.suspects) > 0 {
+			b.WriteString(h.Timeline(history.Options{FaultAt: origin}, v.suspects...))
+		}
+		return b.String()
+	}
 	v.nm.mu.Lock()
 	fmt.Fprintf(&b, "seed %d; faults (0 = the chaos's start, %s):\n", v.cfg.Seed, origin.Format("15:04:05.000"))
 	for _, e := range v.nm.events {
@@ -529,10 +590,14 @@ func (r *Result) String() string {
 	fmt.Fprintf(&b, "flows judged: %s\n", sortedCounts(r.Flows))
 	fmt.Fprintf(&b, "failovers by the lost node's role: %s\n", sortedCounts(r.Failovers))
 	fmt.Fprintf(&b, "kill -9 of a worker → its tasks running elsewhere: %s\n", spread(r.Elsewhere))
-	fmt.Fprintf(&b, "node exits: %s; fenced exits by the node's own fault: %s; fault healed → exit 75: %s\n",
-		sortedCounts(r.Exits), sortedCounts(r.FencedAfter), spread(r.HealToFencedExit))
-	fmt.Fprintf(&b, "fenced exits with no fault of the node's own before, by the server faults then: %s\n", sortedCounts(r.FencedByServers))
-	fmt.Fprintf(&b, "overlaps a whole-machine freeze explains (allowed): %d\n", r.AllowedOverlaps)
+	if r.Outside {
+		b.WriteString("node exits and fence markers: not judged (the nemesis restarts the cluster's nodes)\n")
+	} else {
+		fmt.Fprintf(&b, "node exits: %s; fenced exits by the node's own fault: %s; fault healed → exit 75: %s\n",
+			sortedCounts(r.Exits), sortedCounts(r.FencedAfter), spread(r.HealToFencedExit))
+		fmt.Fprintf(&b, "fenced exits with no fault of the node's own before, by the server faults then: %s\n", sortedCounts(r.FencedByServers))
+		fmt.Fprintf(&b, "overlaps a whole-machine freeze explains (allowed): %d\n", r.AllowedOverlaps)
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "  allowed: %s\n", n)
 	}

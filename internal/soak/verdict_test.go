@@ -1,7 +1,9 @@
 package soak
 
 import (
+	"context"
 	"fmt"
+	"math/rand"
 	"strings"
 	"syscall"
 	"testing"
@@ -357,5 +359,48 @@ func TestJudgeKeys(t *testing.T) {
 				t.Errorf("anomalies %q, want one with %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// outsideNemesis is a Nemesis of a cluster the soak did not start, with fixed answers.
+type outsideNemesis struct{ lost []Lost }
+
+func (n outsideNemesis) Run(context.Context, *rand.Rand) {}
+func (n outsideNemesis) Faults() map[string]int          { return map[string]int{"host-kill": 1} }
+func (n outsideNemesis) Lost() []Lost                    { return n.lost }
+func (n outsideNemesis) Failures() []string              { return []string{"host 2 did not start"} }
+func (n outsideNemesis) Log(time.Time) string            { return "  +1.000s host-kill host 2\n" }
+
+// TestJudgeOnAnOutsideCluster: on a cluster it did not start, the verdict judges the runs
+// (pools here) as on its own, takes the lost workers and the fault log from the outside
+// nemesis, and has no node exits nor freezes to judge.
+func TestJudgeOnAnOutsideCluster(t *testing.T) {
+	v := &verdict{cfg: Config{KillGrace: 500 * time.Millisecond}, outside: outsideNemesis{lost: []Lost{{Worker: "w2", At: sec(1)}}},
+		res: &Result{Outside: true}, chaosAt: t0}
+	p := "soak"
+	var evs []history.Event
+	for i := int64(1); i <= 3; i++ {
+		evs = append(evs, runEvents(i, 1, "w1", 0, 2)...)
+	}
+	h := &history.History{Events: evs}
+	for i := int64(1); i <= 3; i++ {
+		h.Tasks = append(h.Tasks, dao.TaskInstance{ID: i, WorkflowInstanceID: 1, Pool: &p})
+	}
+	v.judgeOrphans(h)
+	v.judgePools(h)
+	if len(v.res.Anomalies) != 1 || !strings.Contains(v.res.Anomalies[0], "pool soak over its limit of 2") {
+		t.Errorf("anomalies %q, want the pool over its limit", v.res.Anomalies)
+	}
+	if got := v.lost(); len(got) != 1 || got[0].Worker != "w2" {
+		t.Errorf("lost %v, want the outside nemesis's w2", got)
+	}
+	if got := v.nemesisFailures(); len(got) != 1 {
+		t.Errorf("failures %v, want the outside nemesis's one", got)
+	}
+	if d := v.detail(h); !strings.Contains(d, "host-kill host 2") {
+		t.Errorf("detail lacks the outside nemesis's log:\n%s", d)
+	}
+	if s := v.res.String(); !strings.Contains(s, "not judged") || strings.Contains(s, "node exits: none") {
+		t.Errorf("the report of an outside soak claims to judge node exits:\n%s", s)
 	}
 }

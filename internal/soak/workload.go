@@ -440,7 +440,8 @@ func (w *workload) rerunFailed(r *rand.Rand, wf int64) {
 
 // apiClient calls the masters' API, trying them in the order given until one answers.
 type apiClient struct {
-	masters []*node
+	// masters are the masters' base URLs (http://host:port).
+	masters []string
 	token   string
 	client  *http.Client
 }
@@ -462,7 +463,7 @@ func (a *apiClient) send(order []int, path string, body any, out any) (status, s
 	var last error
 	for _, i := range order {
 		sent++
-		req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("http://127.0.0.1:%d%s", a.masters[i].port, path), bytes.NewReader(raw))
+		req, err := http.NewRequest(http.MethodPost, a.masters[i]+path, bytes.NewReader(raw))
 		if err != nil {
 			return 0, sent, err
 		}
