@@ -33,11 +33,15 @@ type hostFaults struct {
 }
 
 // startHostFaults brings up a topology named name on the network net whose workers' tasks
-// can write the run log.
-func startHostFaults(t *testing.T, name, net string) *hostFaults {
+// can write the run log. prepare, if not nil, runs once the network is up and before the
+// hosts start: it may add to the hosts' environment (tp.env) and listen on the bridge.
+func startHostFaults(t *testing.T, name, net string, prepare func(tp *topology)) *hostFaults {
 	t.Helper()
 	tp := newTopology(t, name, net)
 	tp.run(t, time.Minute, "net")
+	if prepare != nil {
+		prepare(tp)
+	}
 	rec := history.New(t)
 	for _, kv := range rec.Env() {
 		k, v, _ := strings.Cut(kv, "=")
@@ -182,9 +186,15 @@ func (h *hostFaults) claimsStall(t *testing.T, at time.Time, window time.Duratio
 // and the commit of its result: the task then runs again (AtLeastOnce).
 func (h *hostFaults) judge(t *testing.T, ids []int64, faultAt time.Time) *history.Report {
 	t.Helper()
+	return h.judgeWith(t, ids, faultAt, true)
+}
+
+// judgeWith is judge; atLeastOnce false also requires that no task's body ran twice.
+func (h *hostFaults) judgeWith(t *testing.T, ids []int64, faultAt time.Time, atLeastOnce bool) *history.Report {
+	t.Helper()
 	figure(t, "the longest time without an attempt starting, from the fault to the load's end",
 		h.claimsStall(t, faultAt, h.loadStopped.Sub(faultAt)), 0)
-	rep := history.Check(t, h.db, h.rec, history.Options{Workflows: ids, FaultAt: faultAt, Deadline: 3 * time.Minute, AtLeastOnce: true})
+	rep := history.Check(t, h.db, h.rec, history.Options{Workflows: ids, FaultAt: faultAt, Deadline: 3 * time.Minute, AtLeastOnce: atLeastOnce})
 	figure(t, "fault → the lost tasks running elsewhere (slowest)", rep.MaxElsewhere(), 0)
 	figure(t, "overlap", rep.MaxOverlap(), 0)
 	t.Log(rep.Summary())
@@ -234,13 +244,18 @@ func other(host int) int { return 1 + host%3 }
 //     ZooKeeper server, Patroni and PostgreSQL, HAProxy, master and worker), back 30 s later;
 //   - host cut off: the primary's host's link down for 25 s, then up;
 //   - PostgreSQL primary lost: Patroni and PostgreSQL killed on the primary's host, back later;
+//   - PostgreSQL switched over: a planned switchover (patronictl) to the synchronous standby,
+//     judged exactly once: no task's body runs twice;
+//   - the leading master lost in the middle of a worker's failover: a worker killed, and once
+//     ZooKeeper has expired its session (the leader waiting out the failover delay) the leader
+//     killed too; the next leader fails the worker over;
 //   - ZooKeeper leader lost: the leader's server killed, back later;
 //   - a bad link: 100 ms ± 20 ms of delay and 5 % loss on one host's link for 20 s.
 //
 // Patroni promotes the synchronous standby when the primary goes; the other hosts' nodes
 // reconnect through their HAProxy; a lost or cut worker's tasks run elsewhere.
 func TestTopologyFaults(t *testing.T) {
-	h := startHostFaults(t, "zkf", "10.81.0")
+	h := startHostFaults(t, "zkf", "10.81.0", nil)
 	pause := func(d time.Duration) { time.Sleep(d) } // the load running, not a wait for a condition
 
 	t.Run("host lost", func(t *testing.T) {
@@ -285,6 +300,55 @@ func TestTopologyFaults(t *testing.T) {
 		pause(10 * time.Second)
 		h.run(t, 5*time.Minute, "start", strconv.Itoa(victim))
 		pause(10 * time.Second)
+		h.judge(t, stop(), faultAt)
+	})
+
+	t.Run("postgresql switchover", func(t *testing.T) {
+		from := h.primary(t)
+		stop := h.load(t, 500*time.Millisecond, other(from))
+		pause(8 * time.Second)
+		faultAt := time.Now()
+		h.run(t, 2*time.Minute, "switchover")
+		figure(t, "switchover asked → the new primary promoted (patronictl returned)", time.Since(faultAt), 0)
+		t.Logf("switched PostgreSQL over from host %d to host %d", from, h.primary(t))
+		pause(15 * time.Second)
+		// Nothing was killed and no session lost: each task's body runs once.
+		h.judgeWith(t, stop(), faultAt, false)
+	})
+
+	t.Run("leader lost mid-failover", func(t *testing.T) {
+		reg := h.registry(t)
+		leader := reg.leaderHost()
+		victim := other(leader)
+		stop := h.load(t, 500*time.Millisecond, other(victim))
+		pause(8 * time.Second)
+		faultAt := time.Now()
+		lost := reg.noteLost(victim)
+		h.run(t, time.Minute, "stop-node", strconv.Itoa(victim), "worker")
+		gone := reg.waitGone(lost, 30*time.Second)
+		figure(t, "worker killed → its session expired (znode gone)", gone.Sub(faultAt), 0)
+		// Inside the failover delay: the leader has seen the loss and not yet fenced.
+		time.Sleep(time.Second)
+		cl, err := reg.registry()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.run(t, time.Minute, "stop-node", strconv.Itoa(leader), "master")
+		t.Logf("killed the worker of host %d (%s), then the leading master of host %d (%s) %v after the worker's session expired",
+			victim, lost, leader, cl.Leader, time.Since(gone).Round(time.Millisecond))
+		var by string
+		waitUntil(t, time.Minute, "the lost worker's failover", func() bool {
+			return h.db.SQL().QueryRowContext(context.Background(),
+				`SELECT leader FROM failover_event WHERE node_id = $1 AND finished_at IS NOT NULL`, lost).Scan(&by) == nil
+		})
+		if by == cl.Leader {
+			t.Errorf("the killed leader %s is recorded as failing the worker over; want the next leader", by)
+		}
+		figure(t, "worker killed → failed over by the next leader", time.Since(faultAt), 0)
+		pause(10 * time.Second)
+		h.run(t, 5*time.Minute, "start", strconv.Itoa(victim))
+		h.run(t, 5*time.Minute, "start", strconv.Itoa(leader))
+		pause(5 * time.Second)
 		h.judge(t, stop(), faultAt)
 	})
 
