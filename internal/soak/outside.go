@@ -79,7 +79,7 @@ func RunOn(t testing.TB, cfg Config, on Outside) *Result {
 		defer close(done)
 		on.Nemesis.Run(chaos, rand.New(rand.NewSource(cfg.Seed)))
 	}()
-	go w.run(chaos, rand.New(rand.NewSource(cfg.Seed+1)))
+	w.start(chaos, rand.New(rand.NewSource(cfg.Seed+1)))
 	go progress(chaos, on.DB, func() int {
 		n := 0
 		for _, c := range on.Nemesis.Faults() {

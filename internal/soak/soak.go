@@ -205,7 +205,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		defer close(done)
 		nm.run(chaos, mrand.New(mrand.NewSource(cfg.Seed)))
 	}()
-	go w.run(chaos, mrand.New(mrand.NewSource(cfg.Seed+1)))
+	w.start(chaos, mrand.New(mrand.NewSource(cfg.Seed+1)))
 	go progress(chaos, db, func() int {
 		nm.mu.Lock()
 		defer nm.mu.Unlock()

@@ -211,7 +211,17 @@ type workload struct {
 	ops       sync.WaitGroup
 }
 
-// run submits until ctx ends; the operators it started go on until their own end (wait).
+// start submits in a goroutine of its own until ctx ends; the operators it started go on
+// until their own end. wait waits for both.
+func (w *workload) start(ctx context.Context, r *rand.Rand) {
+	w.ops.Add(1)
+	go func() {
+		defer w.ops.Done()
+		w.run(ctx, r)
+	}()
+}
+
+// run submits until ctx ends.
 func (w *workload) run(ctx context.Context, r *rand.Rand) {
 	total := 0
 	for _, k := range w.kinds {
@@ -264,7 +274,7 @@ func (w *workload) submit(k kind, order []int, body map[string]any, opSeed int64
 	}
 }
 
-// wait waits for the operators to finish.
+// wait waits for the submissions (start) and the operators to finish.
 func (w *workload) wait() { w.ops.Wait() }
 
 func (w *workload) count(action string) {
