@@ -22,7 +22,11 @@
 #                        (needs the kernel's sch_netem: some VM kernels lack it, then use shape)
 #   shape HOST RATE LATENCY   a slow link (tc tbf): RATE (e.g. 512kbit) both ways, packets
 #                        queued up to LATENCY (e.g. 200ms) and dropped beyond; `shape HOST off`
-#   stop-node HOST master|worker|zookeeper|patroni|haproxy   kill -9 one process
+#   loss HOST PERCENT    drop PERCENT (e.g. 5%) of the packets to and from the host at random
+#                        (nftables, no netem needed); `loss HOST off`
+#   stop-node HOST master|worker|zookeeper|patroni|haproxy   kill -9 one process; a master
+#                        or worker is started again 3 s later by its supervisor, as the
+#                        deploy/ units' Restart=on-failure would (a fenced one too)
 #   switchover [HOST]    a planned switchover (patronictl): the primary hands over to the
 #                        synchronous standby (or to HOST's node) and becomes a standby
 #   exec HOST CMD...     run a command inside the host's namespace
@@ -117,9 +121,12 @@ net_up() {
   done
 }
 
+loss_table() { echo "${name}_loss_h$1"; }
+
 net_down() {
   local h
   for h in "${hosts[@]}"; do
+    command -v nft >/dev/null && nft delete table netdev "$(loss_table "$h")" 2>/dev/null || true
     ip link del "$(ns "$h")" 2>/dev/null || true
     ip netns del "$(ns "$h")" 2>/dev/null || true
   done
@@ -137,6 +144,16 @@ spawn() {
   # they may not enter (a checkout in a private folder), and initdb refuses to start there.
   (cd "$d" && exec ip netns exec "$(ns "$h")" setsid "$@") >>"$d/$what.log" 2>&1 </dev/null &
   echo $! > "$d/$what.pid"
+}
+
+# spawn_supervised HOST NAME CMD...: spawn, with CMD started again 3 s after it exits, as the
+# deploy/ units' Restart=on-failure (RestartSec=3s, RestartPreventExitStatus=2) do: a node
+# killed or fenced (exit 75) comes back as a new identity; one that stopped cleanly (0) or
+# has a bad config (2) stays down. The pid file holds the supervising shell's pid.
+spawn_supervised() {
+  local h=$1 what=$2; shift 2
+  spawn "$h" "$what" bash -c 'while :; do "$@"; rc=$?; case $rc in 0|2) exit "$rc";; esac
+    printf "cluster: %s exited with %s; starting it again in 3 s\n" "$0" "$rc" >&2; sleep 3; done' "$what" "$@"
 }
 
 running() { # running HOST NAME
@@ -209,8 +226,8 @@ start_haproxy() {
 
 start_nodes() {
   local h=$1 cfg; cfg="$(hdir "$h")/etc/zksched/zksched.yaml"
-  running "$h" master || spawn "$h" master "$bin" master --config "$cfg"
-  running "$h" worker || spawn "$h" worker "$bin" worker --config "$cfg"
+  running "$h" master || spawn_supervised "$h" master "$bin" master --config "$cfg"
+  running "$h" worker || spawn_supervised "$h" worker "$bin" worker --config "$cfg"
 }
 
 start_host() {
@@ -244,11 +261,15 @@ ensemble_whole() {
 }
 
 kill_host() { # kill -9 every process in the host's namespace
-  local h=$1 pids
-  pids=$(ip netns pids "$(ns "$h")" 2>/dev/null || true)
-  [ -n "$pids" ] && kill -9 $pids 2>/dev/null || true
-  # Processes outside the namespace that belong to it: none; PostgreSQL's children are in it.
-  wait_for 10 "host $h's processes to die" sh -c "[ -z \"\$(ip netns pids $(ns "$h"))\" ]" || true
+  local h=$1 pids i
+  # Again until none is left: a supervisor may have started a node between the listing and
+  # its own death. Processes outside the namespace that belong to it: none.
+  for i in $(seq 40); do
+    pids=$(ip netns pids "$(ns "$h")" 2>/dev/null || true)
+    [ -n "$pids" ] || break
+    kill -9 $pids 2>/dev/null || true
+    sleep 0.25
+  done
   rm -f "$(hdir "$h")"/*.pid
 }
 
@@ -294,7 +315,16 @@ SQL
     log "building bin/zksched"
     (cd "$top" && PATH="$PATH:/usr/local/go/bin" go build -o "$bin" ./cmd/zksched)
   fi
-  "$bin" migrate --config "$(hdir 1)/etc/zksched/zksched.yaml" >/dev/null
+  # A cluster just bootstrapped may still move its primary or cut HAProxy's sessions once:
+  # migrations are safe to run again (each in its own transaction, under a lock), so a run
+  # cut short is tried again.
+  local try out
+  for try in 1 2 3 4 5; do
+    out=$("$bin" migrate --config "$(hdir 1)/etc/zksched/zksched.yaml" 2>&1) && break
+    [ "$try" -lt 5 ] || die "zksched migrate failed: $out"
+    log "zksched migrate failed (${out##*: }); trying again in 2 s"
+    sleep 2
+  done
   touch "$dir/migrated"
   for h in "${hosts[@]}"; do start_nodes "$h"; done
   for h in "${hosts[@]}"; do
@@ -381,10 +411,31 @@ case "$cmd" in
       tc qdisc replace dev "$(ns "$h")" root tbf rate "$rate" burst 4kb latency "$latency"
       in_ns "$h" tc qdisc replace dev eth0 root tbf rate "$rate" burst 4kb latency "$latency"
     fi ;;
+  loss)
+    host_arg "${1:-}"; h=$1; shift
+    command -v nft >/dev/null || need_pkg /usr/sbin/nft nftables
+    nft delete table netdev "$(loss_table "$h")" 2>/dev/null || true
+    if [ "${1:-}" != off ]; then
+      pct=${1:?want a percentage like 5%}; pct=${pct%\%}
+      case "$pct" in ''|*[!0-9]*) die "want a whole percentage like 5%, got $1";; esac
+      [ "$pct" -le 100 ] || die "want a percentage up to 100%, got $1"
+      # On the bridge's end of the host's link: ingress is what the host sends, egress what
+      # it receives; dropped silently, as a lossy wire would.
+      nft -f - <<NFT
+table netdev $(loss_table "$h") {
+  chain from_host { type filter hook ingress device "$(ns "$h")" priority 0; numgen random mod 100 < $pct drop; }
+  chain to_host { type filter hook egress device "$(ns "$h")" priority 0; numgen random mod 100 < $pct drop; }
+}
+NFT
+    fi ;;
   stop-node)
     host_arg "${1:-}"; locate
     f="$(hdir "$1")/${2:?want master, worker, zookeeper, patroni or haproxy}.pid"
-    [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null; rm -f "$f"
+    case "$2" in
+      # The node under its supervisor, which starts it again.
+      master|worker) [ -s "$f" ] && pkill -9 -P "$(cat "$f")" 2>/dev/null || true ;;
+      *) [ -s "$f" ] && kill -9 "$(cat "$f")" 2>/dev/null || true; rm -f "$f" ;;
+    esac
     # Patroni's PostgreSQL outlives Patroni killed alone; a lost PostgreSQL node is both.
     [ "$2" = patroni ] && pkill -9 -f "$(hdir "$1")/patroni/data" 2>/dev/null || true ;;
   switchover)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 
 	"os"
 	"os/exec"
@@ -45,8 +46,39 @@ func newTopology(t *testing.T, name, net string) *topology {
 	run := topologyRunDir(t)
 	tp := &topology{name: name, net: net, runDir: run, env: []string{"ZKSCHED_CLUSTER_NAME=" + name, "ZKSCHED_CLUSTER_NET=" + net,
 		"ZKSCHED_RUN_DIR=" + run, "ZKSCHED_BIN=" + testcluster.Binary(t)}}
-	t.Cleanup(func() { tp.down(t) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			tp.showLogs(t)
+		}
+		tp.down(t)
+	})
 	return tp
+}
+
+// showLogs logs, for a failed test, the lines of each host's master and worker logs that
+// tell why a node stopped or struggled (warnings, errors, the supervisor's restarts), the
+// last 25 of each: the hosts' state folder is gone once the test ends.
+func (tp *topology) showLogs(t *testing.T) {
+	t.Helper()
+	for h := 1; h <= 3; h++ {
+		for _, what := range []string{"master", "worker"} {
+			path := filepath.Join(tp.runDir, "cluster", fmt.Sprintf("h%d", h), what+".log")
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Logf("host %d's %s log: %v", h, what, err)
+				continue
+			}
+			var lines []string
+			for line := range strings.Lines(string(data)) {
+				if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) ||
+					strings.Contains(line, `"level":"fatal"`) || strings.HasPrefix(line, "cluster: ") {
+					lines = append(lines, line)
+				}
+			}
+			lines = lines[max(0, len(lines)-25):]
+			t.Logf("host %d's %s log (%s), its last %d warnings, errors and restarts:\n%s", h, what, path, len(lines), strings.Join(lines, ""))
+		}
+	}
 }
 
 // requireRoot skips a topology test without root outside CI, and fails it in CI.
