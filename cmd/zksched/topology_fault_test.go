@@ -136,6 +136,29 @@ func (h *hostFaults) load(t *testing.T, every time.Duration, via int) (stop func
 	}
 }
 
+// badLink makes host's link bad: 100 ms ± 20 ms of delay and 5 % loss with netem where the
+// kernel has it; else (a VM kernel without sch_netem) a slow link from tbf, which delays
+// packets in its queue and drops what overflows it, with 5 % of the packets to and from the
+// host dropped at random by nftables. It returns what it did and the cluster.sh commands that
+// undo it.
+func (h *hostFaults) badLink(host int) (what string, undo [][]string, err error) {
+	hs := strconv.Itoa(host)
+	out, err := h.runErr(time.Minute, "netem", hs, "delay", "100ms", "20ms", "loss", "5%")
+	if err == nil {
+		return "100 ms ± 20 ms of delay and 5 % loss (netem)", [][]string{{"netem", hs, "off"}}, nil
+	}
+	if !strings.Contains(out, "sch_netem") {
+		return "", nil, fmt.Errorf("cluster.sh netem: %v\n%s", err, out)
+	}
+	undo = [][]string{{"shape", hs, "off"}, {"loss", hs, "off"}}
+	for _, args := range [][]string{{"shape", hs, "512kbit", "200ms"}, {"loss", hs, "5%"}} {
+		if out, err := h.runErr(time.Minute, args...); err != nil {
+			return "", undo, fmt.Errorf("cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	return "no netem in this kernel: 512 kbit/s queued up to 200 ms (tbf), 5 % of the packets dropped at random (nftables)", undo, nil
+}
+
 // primary is the host number of the PostgreSQL primary, by Patroni.
 func (h *hostFaults) primary(t *testing.T) int {
 	t.Helper()
@@ -250,7 +273,8 @@ func other(host int) int { return 1 + host%3 }
 //     ZooKeeper has expired its session (the leader waiting out the failover delay) the leader
 //     killed too; the next leader fails the worker over;
 //   - ZooKeeper leader lost: the leader's server killed, back later;
-//   - a bad link: 100 ms ± 20 ms of delay and 5 % loss on one host's link for 20 s.
+//   - a bad link: 100 ms ± 20 ms of delay and 5 % loss on one host's link for 20 s (where the
+//     kernel has no netem: a 512 kbit/s queue of up to 200 ms and 5 % random loss; badLink).
 //
 // Patroni promotes the synchronous standby when the primary goes; the other hosts' nodes
 // reconnect through their HAProxy; a lost or cut worker's tasks run elsewhere.
@@ -282,8 +306,9 @@ func TestTopologyFaults(t *testing.T) {
 		figure(t, "primary's host cut off → a new primary", h.waitPrimaryNotOn(t, victim, faultAt), 0)
 		pause(15 * time.Second)
 		h.run(t, time.Minute, "heal", strconv.Itoa(victim))
-		// The cut host's master and worker were fenced and exited; the supervisor of a real
-		// host (systemd) starts them again, as start does here.
+		// The cut host's master and worker learn on reconnecting that they were fenced and
+		// exit 75; their supervisor starts them again as new identities, as systemd would.
+		// start brings back anything else the host lacks.
 		h.run(t, 5*time.Minute, "start", strconv.Itoa(victim))
 		pause(10 * time.Second)
 		h.judge(t, stop(), faultAt)
@@ -370,22 +395,17 @@ func TestTopologyFaults(t *testing.T) {
 		stop := h.load(t, 500*time.Millisecond, other(victim))
 		pause(8 * time.Second)
 		faultAt := time.Now()
-		// netem where the kernel has it; a VM kernel without sch_netem gets a slow link
-		// from tbf instead, which delays packets in its queue and drops what overflows it.
-		how := "netem"
-		if out, err := h.runErr(time.Minute, "netem", strconv.Itoa(victim), "delay", "100ms", "20ms", "loss", "5%"); err != nil {
-			if !strings.Contains(out, "sch_netem") {
-				t.Fatalf("cluster.sh netem: %v\n%s", err, out)
-			}
-			how = "shape"
-			h.run(t, time.Minute, "shape", strconv.Itoa(victim), "512kbit", "200ms")
-			t.Logf("this kernel has no netem: host %d's link shaped to 512 kbit/s, queued up to 200 ms, dropped beyond", victim)
-		} else {
-			t.Logf("100 ms ± 20 ms of delay and 5 %% loss on host %d's link", victim)
+		what, undo, err := h.badLink(victim)
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Logf("host %d's link: %s", victim, what)
 		pause(20 * time.Second)
-		h.run(t, time.Minute, how, strconv.Itoa(victim), "off")
-		// A worker or master that lost its session to the loss was fenced and exited.
+		for _, args := range undo {
+			h.run(t, time.Minute, args...)
+		}
+		// A worker or master that lost its session to the loss was fenced, exited and was
+		// started again by its supervisor; start brings back anything else the host lacks.
 		h.run(t, 5*time.Minute, "start", strconv.Itoa(victim))
 		pause(5 * time.Second)
 		h.judge(t, stop(), faultAt)

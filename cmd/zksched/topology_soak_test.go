@@ -29,7 +29,7 @@ const (
 	workerKill      = "worker-kill"     // one worker killed with kill -9
 	masterKill      = "leader-kill"     // the leading master killed with kill -9
 	leaderMidFail   = "leader-change-mid-failover"
-	slowLink        = "slow-link" // a host's link shaped to 512 kbit/s (netem where the kernel has it)
+	badLinkKind     = "bad-link" // delay and loss on a host's link (badLink)
 	hostFaultsEvery = 3 * time.Second
 )
 
@@ -39,7 +39,7 @@ var hostFaultWeights = []struct {
 	weight int
 }{
 	{hostKill, 2}, {hostCut, 2}, {pgPrimaryKill, 2}, {pgSwitchover, 2}, {zkLeaderKill, 1},
-	{workerKill, 2}, {masterKill, 1}, {leaderMidFail, 2}, {slowLink, 1},
+	{workerKill, 2}, {masterKill, 1}, {leaderMidFail, 2}, {badLinkKind, 1},
 }
 
 // registry is a nemesis of the topology with a read-only registry client of its own, which
@@ -149,8 +149,8 @@ func (n *hostNemesis) Run(ctx context.Context, r *rand.Rand) {
 			return
 		case <-time.After(pause):
 		}
-		if !n.whole(90 * time.Second) {
-			n.fail("the cluster was not whole 90 s after the last fault healed")
+		if ok, why := n.whole(90 * time.Second); !ok {
+			n.fail("the cluster was not whole 90 s after the last fault healed: %s", why)
 			n.healAll()
 			return
 		}
@@ -260,15 +260,17 @@ func (n *hostNemesis) inject(ctx context.Context, kind string, host int, scale, 
 		hold(ctx, span(5*time.Second))
 		cluster("start", strconv.Itoa(host))
 		cluster("start", strconv.Itoa(l))
-	case slowLink:
-		how := "netem"
-		if _, err := h.runErr(time.Minute, "netem", strconv.Itoa(host), "delay", "100ms", "20ms", "loss", "5%"); err != nil {
-			how = "shape"
-			cluster("shape", strconv.Itoa(host), "512kbit", "200ms")
+	case badLinkKind:
+		what, undo, err := h.badLink(host)
+		if err != nil {
+			n.fail("%s: %v", kind, err)
+		} else {
+			n.record(kind, fmt.Sprintf("host %d: %s", host, what))
+			hold(ctx, span(15*time.Second))
 		}
-		n.record(kind, fmt.Sprintf("host %d (%s)", host, how))
-		hold(ctx, span(15*time.Second))
-		cluster(how, strconv.Itoa(host), "off")
+		for _, args := range undo {
+			cluster(args...)
+		}
 		cluster("start", strconv.Itoa(host))
 	}
 }
@@ -276,14 +278,14 @@ func (n *hostNemesis) inject(ctx context.Context, kind string, host int, scale, 
 // healAll brings every link up and every process back.
 func (n *hostNemesis) healAll() {
 	for i := 1; i <= 3; i++ {
-		for _, args := range [][]string{{"heal", strconv.Itoa(i)}, {"shape", strconv.Itoa(i), "off"}, {"start", strconv.Itoa(i)}} {
+		for _, args := range [][]string{{"heal", strconv.Itoa(i)}, {"shape", strconv.Itoa(i), "off"}, {"loss", strconv.Itoa(i), "off"}, {"start", strconv.Itoa(i)}} {
 			if out, err := n.h.runErr(5*time.Minute, args...); err != nil {
 				n.fail("heal: bin/cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 			}
 		}
 	}
-	if !n.whole(2 * time.Minute) {
-		n.fail("the cluster was not whole 2 min after the chaos ended")
+	if ok, why := n.whole(2 * time.Minute); !ok {
+		n.fail("the cluster was not whole 2 min after the chaos ended: %s", why)
 	}
 }
 
@@ -372,8 +374,8 @@ func (n *hostNemesis) waitGone(id string, d time.Duration) time.Time {
 
 // whole waits up to d for the cluster to be whole: a ZooKeeper leader and two followers, a
 // PostgreSQL primary with a synchronous standby and the third node streaming, three masters
-// and three workers registered.
-func (n *hostNemesis) whole(d time.Duration) bool {
+// and three workers registered. When it is not, why says what was missing last.
+func (n *hostNemesis) whole(d time.Duration) (ok bool, why string) {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
 		modes := map[string]int{}
 		for i := 1; i <= 3; i++ {
@@ -387,10 +389,12 @@ func (n *hostNemesis) whole(d time.Duration) bool {
 			}
 		}
 		if modes["leader"] != 1 || modes["follower"] != 2 {
+			why = fmt.Sprintf("zookeeper servers' modes %v", modes)
 			continue
 		}
 		nodes, err := dao.PostgresNodes(context.Background(), nil, strings.Split(n.h.envValue("ZKSCHED_DB_PATRONI_URLS"), ","))
 		if err != nil || len(nodes) != 3 {
+			why = fmt.Sprintf("postgresql nodes %+v (%v)", nodes, err)
 			continue
 		}
 		roles := map[string]int{}
@@ -398,14 +402,17 @@ func (n *hostNemesis) whole(d time.Duration) bool {
 			roles[m.Role+" "+m.Note]++
 		}
 		if roles["primary "] != 1 || roles["standby synchronous"] != 1 || roles["standby "] != 1 {
+			why = fmt.Sprintf("postgresql nodes %+v", nodes)
 			continue
 		}
 		cl, err := n.registry()
-		if err == nil && len(cl.Masters) == 3 && len(cl.Workers) == 3 {
-			return true
+		if err != nil || len(cl.Masters) != 3 || len(cl.Workers) != 3 {
+			why = fmt.Sprintf("registry: %d masters, %d workers (%v)", len(cl.Masters), len(cl.Workers), err)
+			continue
 		}
+		return true, ""
 	}
-	return false
+	return false, why
 }
 
 // TestTopologySoak is the randomized soak on the three simulated hosts: the soak's mixed
@@ -414,7 +421,7 @@ func (n *hostNemesis) whole(d time.Duration) bool {
 // concurrency keys) on workers of two slots each, under a seeded nemesis of host faults
 // (a host killed or cut off, the PostgreSQL primary killed or switched over, the ZooKeeper
 // leader killed, a worker or the leading master killed, the leader killed in the middle of a
-// worker's failover, a slow link), one host at a time: every kind once in a drawn order, then
+// worker's failover, a bad link: delay and loss), one host at a time: every kind once in a drawn order, then
 // kinds drawn by weight. The verdict is the soak's: the history
 // of every workflow, its pools, signals and flows. The seed is logged first:
 // ZKSCHED_TOPOLOGY_SEED replays the schedule, ZKSCHED_TOPOLOGY_DURATION lengthens it.
