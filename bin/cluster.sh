@@ -152,7 +152,8 @@ spawn() {
 # has a bad config (2) stays down. The pid file holds the supervising shell's pid.
 spawn_supervised() {
   local h=$1 what=$2; shift 2
-  spawn "$h" "$what" bash -c 'while :; do "$@"; rc=$?; case $rc in 0|2) exit "$rc";; esac
+  spawn "$h" "$what" bash -c 'while :; do "$@"; rc=$?
+    case $rc in 0|2) printf "cluster: %s exited with %s; not started again\n" "$0" "$rc" >&2; exit "$rc";; esac
     printf "cluster: %s exited with %s; starting it again in 3 s\n" "$0" "$rc" >&2; sleep 3; done' "$what" "$@"
 }
 

@@ -47,12 +47,49 @@ func newTopology(t *testing.T, name, net string) *topology {
 	tp := &topology{name: name, net: net, runDir: run, env: []string{"ZKSCHED_CLUSTER_NAME=" + name, "ZKSCHED_CLUSTER_NET=" + net,
 		"ZKSCHED_RUN_DIR=" + run, "ZKSCHED_BIN=" + testcluster.Binary(t)}}
 	t.Cleanup(func() {
+		counts, odd := tp.nodeExits(t)
+		if len(counts) > 0 {
+			t.Logf("the nodes' exits, by exit status: %v", counts)
+		}
+		for _, o := range odd {
+			t.Errorf("a node exited neither killed (137) nor fenced (75):\n%s", o)
+		}
 		if t.Failed() {
 			tp.showLogs(t)
 		}
 		tp.down(t)
 	})
 	return tp
+}
+
+// supervisorLine is what a node's supervisor (bin/cluster.sh) logs when the node exits.
+var supervisorLine = regexp.MustCompile(`^cluster: (master|worker) exited with (\d+);`)
+
+// nodeExits reads the supervisors' lines in each host's master and worker logs: the exits by
+// status, and for each exit that is neither a kill -9 (137) nor a fenced node's (75) the
+// lines that led to it. Under its supervisor a node that crashed would come back unseen.
+func (tp *topology) nodeExits(t *testing.T) (counts map[string]int, odd []string) {
+	t.Helper()
+	counts = map[string]int{}
+	for h := 1; h <= 3; h++ {
+		for _, what := range []string{"master", "worker"} {
+			data, err := os.ReadFile(filepath.Join(tp.runDir, "cluster", fmt.Sprintf("h%d", h), what+".log"))
+			if err != nil {
+				continue
+			}
+			var last []string
+			for line := range strings.Lines(string(data)) {
+				if m := supervisorLine.FindStringSubmatch(line); m != nil {
+					counts[m[2]]++
+					if m[2] != "137" && m[2] != "75" {
+						odd = append(odd, fmt.Sprintf("host %d's %s: %s", h, what, strings.Join(append(last, line), "")))
+					}
+				}
+				last = append(last, line)[max(0, len(last)+1-4):]
+			}
+		}
+	}
+	return counts, odd
 }
 
 // showLogs logs, for a failed test, the lines of each host's master and worker logs that
