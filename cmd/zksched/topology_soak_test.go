@@ -193,6 +193,14 @@ func (n *hostNemesis) inject(ctx context.Context, kind string, host int, scale, 
 			n.fail("bin/cluster.sh %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
+	// down kills one process of a host with stop-node and starts what the host lacks once
+	// d (stretched) has passed, or the chaos has ended.
+	down := func(host int, what string, d time.Duration) {
+		cluster("stop-node", strconv.Itoa(host), what)
+		n.record(kind, fmt.Sprintf("%s of host %d", what, host))
+		hold(ctx, span(d))
+		cluster("start", strconv.Itoa(host))
+	}
 	switch kind {
 	case hostKill:
 		n.noteLost(host)
@@ -214,10 +222,7 @@ func (n *hostNemesis) inject(ctx context.Context, kind string, host int, scale, 
 			n.fail("%s: no PostgreSQL primary", kind)
 			return
 		}
-		cluster("stop-node", strconv.Itoa(p), "patroni")
-		n.record(kind, fmt.Sprintf("host %d", p))
-		hold(ctx, span(15*time.Second))
-		cluster("start", strconv.Itoa(p))
+		down(p, "patroni", 15*time.Second)
 	case pgSwitchover:
 		p := n.primary()
 		n.record(kind, fmt.Sprintf("from host %d", p))
@@ -229,22 +234,12 @@ func (n *hostNemesis) inject(ctx context.Context, kind string, host int, scale, 
 			n.fail("no zookeeper server leads")
 			return
 		}
-		cluster("stop-node", strconv.Itoa(l), "zookeeper")
-		n.record(kind, fmt.Sprintf("host %d", l))
-		hold(ctx, span(10*time.Second))
-		cluster("start", strconv.Itoa(l))
+		down(l, "zookeeper", 10*time.Second)
 	case workerKill:
 		n.noteLost(host)
-		cluster("stop-node", strconv.Itoa(host), "worker")
-		n.record(kind, fmt.Sprintf("host %d", host))
-		hold(ctx, span(6*time.Second))
-		cluster("start", strconv.Itoa(host))
+		down(host, "worker", 6*time.Second)
 	case masterKill:
-		l := n.leaderHost()
-		cluster("stop-node", strconv.Itoa(l), "master")
-		n.record(kind, fmt.Sprintf("host %d", l))
-		hold(ctx, span(4*time.Second))
-		cluster("start", strconv.Itoa(l))
+		down(n.leaderHost(), "master", 4*time.Second)
 	case leaderMidFail:
 		// The leader is killed while the lost worker's failover is due: after its session
 		// has expired (its znode gone), within the failover delay, or just after it.

@@ -71,26 +71,13 @@ func RunOn(t testing.TB, cfg Config, on Outside) *Result {
 		submitted: map[string]int{}, actions: map[string]int{}}
 	setup := time.Since(began)
 
-	chaos, stopChaos := context.WithTimeout(context.Background(), cfg.Duration)
-	defer stopChaos()
-	chaosAt := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		on.Nemesis.Run(chaos, rand.New(rand.NewSource(cfg.Seed)))
-	}()
-	w.start(chaos, rand.New(rand.NewSource(cfg.Seed+1)))
-	go progress(chaos, on.DB, func() int {
+	chaosAt, healedAt := runChaos(cfg, on.Nemesis.Run, w, on.DB, func() int {
 		n := 0
 		for _, c := range on.Nemesis.Faults() {
 			n += c
 		}
 		return n
-	}, logf)
-	<-chaos.Done()
-	<-done
-	healedAt := time.Now()
-	logf("soak: chaos over after %v, everything healed after %v; draining", cfg.Duration, healedAt.Sub(chaosAt).Round(time.Millisecond))
+	})
 
 	v := &verdict{cfg: cfg, db: on.DB, rec: on.Rec, w: w, outside: on.Nemesis, chaosAt: chaosAt}
 	res := v.judge(healedAt)

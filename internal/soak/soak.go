@@ -197,24 +197,11 @@ func Run(t testing.TB, cfg Config) *Result {
 	setup := time.Since(began)
 	logf("soak: cluster up in %v; chaos for %v", setup.Round(time.Millisecond), cfg.Duration)
 
-	chaos, stopChaos := context.WithTimeout(context.Background(), cfg.Duration)
-	defer stopChaos()
-	chaosAt := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		nm.run(chaos, mrand.New(mrand.NewSource(cfg.Seed)))
-	}()
-	w.start(chaos, mrand.New(mrand.NewSource(cfg.Seed+1)))
-	go progress(chaos, db, func() int {
+	chaosAt, healedAt := runChaos(cfg, nm.run, w, db, func() int {
 		nm.mu.Lock()
 		defer nm.mu.Unlock()
 		return len(nm.events)
-	}, logf)
-	<-chaos.Done()
-	<-done
-	healedAt := time.Now()
-	logf("soak: chaos over after %v, everything healed after %v; draining", cfg.Duration, healedAt.Sub(chaosAt).Round(time.Millisecond))
+	})
 
 	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, chaosAt: chaosAt}
 	res := v.judge(healedAt)
@@ -222,6 +209,27 @@ func Run(t testing.TB, cfg Config) *Result {
 	res.Setup = setup
 	res.Wall = time.Since(began)
 	return res
+}
+
+// runChaos runs the nemesis and the workload for cfg.Duration, each with a generator of its
+// own from the seed, logging progress (faults counts the faults so far); it returns when the
+// chaos began and when the nemesis had healed everything after it.
+func runChaos(cfg Config, nemesis func(context.Context, *mrand.Rand), w *workload, db *dao.DB, faults func() int) (began, healed time.Time) {
+	chaos, stop := context.WithTimeout(context.Background(), cfg.Duration)
+	defer stop()
+	began = time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nemesis(chaos, mrand.New(mrand.NewSource(cfg.Seed)))
+	}()
+	w.start(chaos, mrand.New(mrand.NewSource(cfg.Seed+1)))
+	go progress(chaos, db, faults, cfg.Logf)
+	<-chaos.Done()
+	<-done
+	healed = time.Now()
+	cfg.Logf("soak: chaos over after %v, everything healed after %v; draining", cfg.Duration, healed.Sub(began).Round(time.Millisecond))
+	return began, healed
 }
 
 // NewModel is the test model server the workload's agent tasks call: its answers to the
