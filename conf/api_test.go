@@ -2,6 +2,8 @@ package conf_test
 
 import (
 	"crypto/sha256"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,7 +35,7 @@ func TestAPIToken(t *testing.T) {
 		{"short token", conf.API{Token: "secret"}, "api.token: the token is 6 characters; use at least 16", ""},
 		{"file", conf.API{TokenFile: good}, "", "0123456789abcdef0123"},
 		{"short file", conf.API{TokenFile: short}, "api.token-file: the token is 3 characters", ""},
-		{"missing file", conf.API{TokenFile: filepath.Join(dir, "nope")}, "api.token-file: read token file:", ""},
+		{"unreadable file", conf.API{TokenFile: dir}, "api.token-file: read token file:", ""},
 		{"both", conf.API{Token: "0123456789abcdef", TokenFile: good}, "api.token-file: set api.token or api.token-file, not both", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -55,6 +57,48 @@ func TestAPIToken(t *testing.T) {
 				t.Errorf("ResolveToken() = %q, %v; want %q", got, err, tc.wantToken)
 			}
 		})
+	}
+}
+
+// TestAPITokenFileMissing: a token file that does not exist yet is valid, since the master
+// creates it at start; until then ResolveToken says it is missing.
+func TestAPITokenFileMissing(t *testing.T) {
+	t.Parallel()
+	c := conf.Defaults()
+	c.Node.Host = "127.0.0.1"
+	c.API.TokenFile = filepath.Join(t.TempDir(), "nope")
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate() = %v, want nil", err)
+	}
+	if _, err := c.API.ResolveToken(); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("ResolveToken() error = %v, want one wrapping fs.ErrNotExist", err)
+	}
+}
+
+// TestStateDir: node.state-dir follows ZKSCHED_NODE_STATE_DIR, then the XDG state folder,
+// then the home's, and must be absolute.
+func TestStateDir(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"HOME=/home/ann", "XDG_STATE_HOME=/x/state", "ZKSCHED_NODE_STATE_DIR=/srv/zk"}, "/srv/zk"},
+		{[]string{"HOME=/home/ann", "XDG_STATE_HOME=/x/state"}, "/x/state/zksched"},
+		{[]string{"HOME=/home/ann", "XDG_STATE_HOME=relative"}, "/home/ann/.local/state/zksched"},
+		{[]string{"HOME=/home/ann"}, "/home/ann/.local/state/zksched"},
+		{nil, ""},
+	} {
+		cfg, err := conf.Load("", tc.env)
+		if err != nil {
+			t.Fatalf("Load(%q): %v", tc.env, err)
+		}
+		if cfg.Node.StateDir != tc.want {
+			t.Errorf("Load(%q): node.state-dir = %q, want %q", tc.env, cfg.Node.StateDir, tc.want)
+		}
+	}
+	if _, err := conf.Load("", []string{"ZKSCHED_NODE_STATE_DIR=rel/dir"}); err == nil || !strings.Contains(err.Error(), `node.state-dir: "rel/dir" is not an absolute path`) {
+		t.Errorf("Load with a relative state dir: error %v, want node.state-dir named", err)
 	}
 }
 

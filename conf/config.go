@@ -262,6 +262,13 @@ type Node struct {
 	// address of an up interface, else 127.0.0.1. Set it on machines with several
 	// interfaces, or behind NAT, to the address the others can reach.
 	Host string `yaml:"host"`
+
+	// StateDir is the folder of what a node keeps for its own user between starts: the API
+	// token a master generates when it is given no credential (api-token). Empty in
+	// [Defaults]: [Load] fills an empty StateDir with $XDG_STATE_HOME/zksched, else
+	// $HOME/.local/state/zksched, so that the CLI run by the same user on the same machine
+	// finds the token without being told where. A master creates it with mode 0700.
+	StateDir string `yaml:"state-dir"`
 }
 
 // Master configures the master role.
@@ -290,14 +297,17 @@ type API struct {
 	// Token, when set, is the token of an admin named "admin", required (or a user's token
 	// from UsersFile) by every API call (Authorization: Bearer <token>) and by every page of
 	// the web UI, whose login form starts a session. Empty by default: without a token or a
-	// users file the master serves only on loopback (see AllowUnauthenticated). At least 16
-	// characters. Prefer TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the
-	// config file.
+	// users file the master generates a token into node.state-dir (see [GeneratedTokenFile])
+	// and serves only on loopback (see AllowUnauthenticated). At least 16 characters. Prefer
+	// TokenFile (or ZKSCHED_API_TOKEN), which keeps the secret out of the config file.
 	Token string `yaml:"token"`
 
 	// TokenFile is a file whose content, surrounding whitespace trimmed, is the token. Empty
 	// by default. Set Token or TokenFile, not both. It is read when the master starts:
-	// restart the masters to change the token (which also ends the token's UI sessions).
+	// restart the masters to change the token (which also ends the token's UI sessions). A
+	// file that does not exist is created with a random token, mode 0600 (several masters
+	// of one user share it: the first creates it, the others read it); one that its group or
+	// others may read stops the master at start, since whoever reads it is an admin.
 	TokenFile string `yaml:"token-file"`
 
 	// UsersFile is a file of users, one a line: "NAME ROLE sha256:HEX", where ROLE is
@@ -309,10 +319,12 @@ type API struct {
 	// stops the process at start with the line at fault.
 	UsersFile string `yaml:"users-file"`
 
-	// AllowUnauthenticated lets a master with neither a token nor a users file serve on
-	// node.host. False by default: such a master serves only on loopback (127.0.0.1), since
-	// anyone who reaches an open API can run any shell command on every worker. Set it only
-	// behind a network that admits nobody else; the master warns at every start.
+	// AllowUnauthenticated makes a master with neither a token nor a users file serve every
+	// caller as an anonymous admin, on node.host. False by default: such a master generates
+	// a token (see [GeneratedTokenFile]) and serves only on loopback (127.0.0.1), since
+	// anyone who reaches an open API can run any shell command on every worker, and loopback
+	// admits every local user. Set it only on a machine and a network that admit nobody
+	// else; the master warns at every start.
 	AllowUnauthenticated bool `yaml:"allow-unauthenticated"`
 
 	// AllowedHosts are the names, besides the node's own (node.host, the machine's hostname,
@@ -345,7 +357,8 @@ func (a API) Authenticated() bool {
 }
 
 // ResolveToken returns the API token: Token, or the content of TokenFile; "" when neither is
-// set (no authentication).
+// set. A TokenFile that does not exist yet is an error wrapping
+// [fs.ErrNotExist]: the master creates it at start.
 func (a API) ResolveToken() (string, error) {
 	if a.TokenFile == "" {
 		return a.Token, nil
@@ -490,6 +503,12 @@ type Worker struct {
 	// worker not running as root, an unknown user, or a home or temporary directory the user
 	// cannot write stops the worker at start.
 	TaskUser string `yaml:"task-user"`
+
+	// AllowRootTasks lets a worker running as root without TaskUser start, its shell tasks
+	// then running as root. False by default: such a worker stops at start, since any
+	// user who may submit a workflow would otherwise own the machine. Set it only where
+	// the tasks are as trusted as root; the worker warns at every start.
+	AllowRootTasks bool `yaml:"allow-root-tasks"`
 }
 
 // Failover configures how the leader fails over lost nodes.

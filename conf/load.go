@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 // Load reads the YAML file at path ("" means no file: defaults plus environment), applies the
 // ZKSCHED_* variables found in env (os.Environ() form, "K=V"), fills defaults and validates.
 // The environment beats the file and the file beats [Defaults]. An empty Node.Host is filled
-// with the machine's address (see [Node.Host]). The error, if any, lists every problem found,
+// with the machine's address (see [Node.Host]), an empty Node.StateDir with the user's state
+// folder as env names it (see [DefaultStateDir]). The error, if any, lists every problem found,
 // each naming its key and, for the file, its line.
 func Load(path string, env []string) (*Config, error) {
 	cfg := Defaults()
@@ -29,6 +32,9 @@ func Load(path string, env []string) (*Config, error) {
 	}
 	if cfg.Node.Host == "" {
 		cfg.Node.Host = detectHost()
+	}
+	if cfg.Node.StateDir == "" {
+		cfg.Node.StateDir = DefaultStateDir(env)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -66,3 +72,32 @@ func detectHost() string {
 	}
 	return "127.0.0.1"
 }
+
+// DefaultStateDir returns the state folder of the user whose environment env is (os.Environ()
+// form): $ZKSCHED_NODE_STATE_DIR, else $XDG_STATE_HOME/zksched, else
+// $HOME/.local/state/zksched, as the XDG base directory specification places state that
+// outlives a restart; "" when none of them is set to an absolute path.
+func DefaultStateDir(env []string) string {
+	get := func(name string) string {
+		for _, kv := range env {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+				return v
+			}
+		}
+		return ""
+	}
+	if d := get("ZKSCHED_NODE_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := get("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "zksched")
+	}
+	if h := get("HOME"); filepath.IsAbs(h) {
+		return filepath.Join(h, ".local", "state", "zksched")
+	}
+	return ""
+}
+
+// GeneratedTokenFile is the file of the admin token a master generates when it is given no
+// credential: api-token in stateDir.
+func GeneratedTokenFile(stateDir string) string { return filepath.Join(stateDir, "api-token") }

@@ -9,6 +9,7 @@ import (
 	"net/mail"
 	"net/url"
 	"path"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -65,6 +66,10 @@ func (c *Config) Validate() error {
 		v.problem("node.host", "%q: a host may not contain /, spaces or control characters; it is part of the node's znode name", h)
 	}
 
+	if d := c.Node.StateDir; d != "" && !filepath.IsAbs(d) {
+		v.problem("node.state-dir", "%q is not an absolute path", d)
+	}
+
 	v.port("master.port", c.Master.Port)
 	v.positive("master.poll-interval", c.Master.PollInterval)
 	v.positive("master.misfire-threshold", c.Master.MisfireThreshold)
@@ -79,6 +84,8 @@ func (c *Config) Validate() error {
 		}
 		token, err := a.ResolveToken()
 		switch {
+		case a.TokenFile != "" && errors.Is(err, fs.ErrNotExist):
+			// The master creates it at start, with a token of its own making.
 		case err != nil:
 			v.problem(key, "%v", err)
 		case len(token) < minTokenLen:
