@@ -121,7 +121,7 @@ func TestClientKey(t *testing.T) {
 // route that changes state cannot be left to a viewer.
 func TestRouteTable(t *testing.T) {
 	t.Parallel()
-	s, err := New(Config{NodeID: "n", Log: zerolog.Nop()}, nil)
+	s, err := New(Config{NodeID: "n", AllowUnauthenticated: true, Log: zerolog.Nop()}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

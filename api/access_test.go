@@ -17,6 +17,9 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/api"
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/internal/testenv"
 )
@@ -362,7 +365,7 @@ func TestWrongTokensAreRateLimitedPerAddress(t *testing.T) {
 
 func TestHostHeaderIsChecked(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{hosts: []string{"zksched.internal.example", "10.1.2.3"}})
+	b := setup(t, setupOpts{open: true, hosts: []string{"zksched.internal.example", "10.1.2.3"}})
 	port := b.srv.URL[strings.LastIndex(b.srv.URL, ":")+1:]
 	for host, want := range map[string]int{
 		"127.0.0.1:" + port:                 200,
@@ -388,7 +391,7 @@ func TestHostHeaderIsChecked(t *testing.T) {
 
 func TestCookiesAreSecureOverTLSOrWhenAsked(t *testing.T) {
 	t.Parallel()
-	db := setup(t, setupOpts{}).db
+	db := setup(t, setupOpts{open: true}).db
 	for _, tc := range []struct {
 		name         string
 		tls, setting bool
@@ -417,7 +420,7 @@ func TestCookiesAreSecureOverTLSOrWhenAsked(t *testing.T) {
 
 func TestStaticListsNothing(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	for path, want := range map[string]int{"/static/": 404, "/static/x/": 404, "/static/style.css": 200, "/static/app.js": 200,
 		"/static/nope.css": 404} {
 		r := b.do(t, "GET", path, "")
@@ -510,5 +513,32 @@ func TestRefusalsAreLoggedAtInfoWithTheAddress(t *testing.T) {
 	}
 	if !seen[401] || !seen[403] {
 		t.Fatalf("refusals logged: %v", seen)
+	}
+}
+
+// TestNoServerWithoutCredential: a server is given a token or a users file, or is told
+// explicitly to serve everyone; nothing else grants a role (issue 29: loopback is no
+// boundary between local users).
+func TestNoServerWithoutCredential(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		cfg     api.Config
+		wantErr string
+	}{
+		{"nothing", api.Config{}, "no credential"},
+		{"token", api.Config{Token: "the-admin-token-0123456789"}, ""},
+		{"users file", api.Config{UsersFile: filepath.Join(t.TempDir(), "users")}, ""},
+		{"open", api.Config{AllowUnauthenticated: true}, ""},
+		{"open with a token", api.Config{Token: "the-admin-token-0123456789", AllowUnauthenticated: true}, "choose one"},
+	} {
+		tc.cfg.Log = zerolog.Nop()
+		_, err := api.New(tc.cfg, nil)
+		switch {
+		case tc.wantErr == "" && err != nil:
+			t.Errorf("%s: New() = %v, want nil", tc.name, err)
+		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+			t.Errorf("%s: New() = %v, want an error containing %q", tc.name, err, tc.wantErr)
+		}
 	}
 }

@@ -40,7 +40,9 @@ type testBundle struct {
 }
 
 type setupOpts struct {
-	token   string
+	token string
+	// open serves without a credential, as an anonymous admin (api.allow-unauthenticated).
+	open    bool
 	cluster api.ClusterReader
 	maxBody int64
 	// usersFile, hosts and cookieSecure are api.Config's.
@@ -70,8 +72,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.log != nil {
 		log = zerolog.New(o.log)
 	}
-	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, Cluster: o.cluster,
-		MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
+	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, AllowUnauthenticated: o.open,
+		Cluster: o.cluster, MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
 		InstanceRetention: o.instanceRetention, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +230,7 @@ type taskPage struct {
 
 func TestTaskListFilters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 12)
 	tomorrow := time.Now().UTC().Add(24 * time.Hour).Format("2006-01-02T15:04")
 	for _, tc := range []struct {
@@ -263,7 +265,7 @@ func TestTaskListFilters(t *testing.T) {
 
 func TestTaskListKeysetPaging(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	b.seed(t, 24) // 25 task instances
 	var ids []int64
 	var pages []taskPage
@@ -306,7 +308,7 @@ func TestTaskListKeysetPaging(t *testing.T) {
 
 func TestBadInputIsAJSONErrorWithTheRightStatus(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{maxBody: 1024})
+	b := setup(t, setupOpts{open: true, maxBody: 1024})
 	f := b.seed(t, 6)
 	for _, tc := range []struct {
 		name, method, path, body string
@@ -449,7 +451,7 @@ func TestAuthentication(t *testing.T) {
 
 func TestWithoutATokenEverythingIsOpen(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	for _, p := range []string{"/", "/workflows", "/cluster", "/definitions", "/api/v1/task-instances", "/api/v1/cluster"} {
 		if r := b.do(t, "GET", p, ""); r.status != 200 {
 			t.Errorf("GET %s: status %d", p, r.status)
@@ -471,7 +473,7 @@ func between(s, start, end string) string {
 
 func TestTaskDetailShowsAttemptsFailoverAndLog(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	// t3 runs on w1; w1 is lost and the leader fails it over.
 	if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
@@ -517,7 +519,7 @@ func TestTaskDetailShowsAttemptsFailoverAndLog(t *testing.T) {
 
 func TestLogTailAndEarlierChunks(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	b.seed(t, 6)
 	wf := daotest.Submit(t, b.db, "chatty", map[string]any{"name": "chatty"})
 	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: wf, Name: "c", Type: "noop", State: dao.TaskQueued, Group: "chat"}}); err != nil {
@@ -564,7 +566,7 @@ func TestLogTailAndEarlierChunks(t *testing.T) {
 
 func TestUserTextIsEscaped(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	var id int64
 	if err := b.db.SQL().Get(&id, `INSERT INTO task_instance (workflow_instance_id, name, type, state, output, error)
@@ -603,7 +605,7 @@ func TestUserTextIsEscaped(t *testing.T) {
 
 func TestActionsThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	var out map[string]any
 	r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/kill", f.byName["t5"]), "")
@@ -657,7 +659,7 @@ func TestActionsThroughTheAPI(t *testing.T) {
 
 func TestDefinitionsAndSubmit(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	yaml := "name: nightly\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends-on: [a]}\n"
 	var got struct {
 		Name    string `json:"name"`
@@ -733,7 +735,7 @@ func TestClusterView(t *testing.T) {
 		ZooKeeper: []registry.Member{{Address: "10.0.0.1:2181", Mode: "leader"},
 			{Address: "10.0.0.2:2181", Mode: "unreachable", Error: "srvr from 10.0.0.2:2181: connection refused"}},
 	}
-	b := setup(t, setupOpts{cluster: fakeCluster{cl: cl}})
+	b := setup(t, setupOpts{open: true, cluster: fakeCluster{cl: cl}})
 	b.seed(t, 6)
 	var got struct {
 		Leader  string `json:"leader"`
@@ -775,7 +777,7 @@ func TestClusterView(t *testing.T) {
 		}
 	}
 
-	down := setup(t, setupOpts{cluster: fakeCluster{err: errors.New("zk: could not connect to a server")}})
+	down := setup(t, setupOpts{open: true, cluster: fakeCluster{err: errors.New("zk: could not connect to a server")}})
 	if r := down.do(t, "GET", "/api/v1/cluster", ""); r.status != 503 || !strings.Contains(r.errorMessage(t), "could not connect") {
 		t.Errorf("cluster API with zookeeper down: %d %s", r.status, r.body)
 	}
@@ -815,7 +817,7 @@ func TestHealthAndReadiness(t *testing.T) {
 // body that is not JSON is a 400.
 func TestSignalThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{{WorkflowInstanceID: f.wf, Name: "review",
 		Type: "wait", State: dao.TaskWaiting, Group: "g"}}); err != nil {
@@ -880,7 +882,7 @@ func TestSignalThroughTheAPI(t *testing.T) {
 // renders empty is refused.
 func TestConcurrencyKeyThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	yaml := "name: chat\nconcurrency: {key: 'thread-{{ .params.thread }}', when-full: skip}\ntasks:\n  - {name: a, type: noop}\n"
 	if r := b.do(t, "POST", "/api/v1/definitions", yaml, "Content-Type", "application/yaml"); r.status != 200 {
 		t.Fatalf("store: %d %s", r.status, r.body)
@@ -922,7 +924,7 @@ func TestConcurrencyKeyThroughTheAPI(t *testing.T) {
 // paused_step in the answer), and a second signal is a 409.
 func TestSignalResumesAPausedAgentThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	id := f.byName["t3"]
 	tok := dao.Token{TaskID: id, WorkerID: "w1", Attempt: 1}
@@ -975,7 +977,7 @@ func TestSignalResumesAPausedAgentThroughTheAPI(t *testing.T) {
 // signal to it is a 409.
 func TestForEachThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	if _, err := b.db.TaskCreateMany(b.ctx, []dao.NewTask{
 		{WorkflowInstanceID: f.wf, Name: "sum", Type: "noop", State: dao.TaskWaiting, Group: "g", Items: []string{"a", "b"}},

@@ -199,7 +199,7 @@ func TestEveryChangeLeavesItsAuditRow(t *testing.T) {
 // through the API fails and leaves nothing changed.
 func TestChangeWithoutItsRecordDoesNotCommit(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	if r := b.do(t, "POST", "/api/v1/definitions", "name: cron\nschedule: {cron: '30 2 * * *'}\ntasks:\n  - {name: t, type: noop}\n",
 		"Content-Type", "application/yaml"); r.status != 200 {
@@ -254,7 +254,7 @@ func TestChangeWithoutItsRecordDoesNotCommit(t *testing.T) {
 // page, and no route that writes or deletes a row.
 func TestAuditListAndPage(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	for i := range 7 {
 		ev := dao.AuditEvent{Actor: []string{"alice", "bob"}[i%2], Role: "operator", Action: dao.AuditTaskKill,
 			Target: fmt.Sprintf("task-instance/%d", 10+i), Client: "10.0.0.1"}

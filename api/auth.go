@@ -60,6 +60,12 @@ func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authentica
 		a.users = s
 	}
 	a.enabled = a.token != nil || a.users != nil
+	switch {
+	case !a.enabled && !cfg.AllowUnauthenticated:
+		return nil, errors.New("no credential: set a token or a users file, or allow unauthenticated access explicitly")
+	case a.enabled && cfg.AllowUnauthenticated:
+		return nil, errors.New("unauthenticated access allowed while a token or a users file is set: choose one")
+	}
 	return a, nil
 }
 
@@ -179,8 +185,8 @@ func (s *Server) requireAuth(next http.Handler) http.Handler {
 			return
 		}
 		if !s.auth.enabled {
-			// No token and no users: the master serves on loopback only, or was told to
-			// serve everyone (api.allow-unauthenticated).
+			// No token and no users: the master was told to serve everyone
+			// (api.allow-unauthenticated); New refuses it otherwise.
 			s.serveAs(w, r, next, Principal{Name: "anonymous", Role: RoleAdmin})
 			return
 		}

@@ -18,7 +18,7 @@ const maxErrorAnswer = 64 << 10
 // refused with a 400 whose body stays under 64 KiB, and nothing is stored.
 func TestHostileDefinitionIsRefusedSmall(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	shapes := append(workflowtest.All(1<<20-4096),
 		workflowtest.Hostile{Name: "the reported attack", YAML: workflowtest.AliasBomb(900<<10, 300)},
 		workflowtest.Hostile{Name: "many errors of angle brackets", YAML: []byte(strings.ReplaceAll(string(workflowtest.ManyErrors(1<<20-4096)), "k", "<"))})
@@ -46,7 +46,7 @@ func TestHostileDefinitionIsRefusedSmall(t *testing.T) {
 // nothing.
 func TestParamsFromTheAPIFollowTheFileRules(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	file := "name: nightly\nschedule: {cron: '30 2 * * *'}\ntasks:\n  - {name: t, type: noop}\n"
 	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK {
 		t.Fatalf("submit: %d %s", r.status, r.body)
@@ -83,7 +83,7 @@ func TestParamsFromTheAPIFollowTheFileRules(t *testing.T) {
 // page at a time, older then newer: every version once, newest first, no gap.
 func TestDefinitionVersionsArePaged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	const n = 3000
 	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec, task_count, has_timeout, when_full_skip)
 		SELECT 'many', v, jsonb_build_object('name', 'many', 'tasks', jsonb_build_array(jsonb_build_object('name', 't', 'type', 'noop'))),
@@ -167,7 +167,7 @@ func TestDefinitionVersionsArePaged(t *testing.T) {
 // each once, in order; the page of the UI links to the next one.
 func TestDefinitionListIsPaged(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	if _, err := b.db.SQL().Exec(`INSERT INTO workflow_definition (name, version, spec, has_timeout, when_full_skip)
 		SELECT format('wf-%s', lpad(i::text, 3, '0')), v, '{}'::jsonb, false, false
 		FROM generate_series(1, 120) i, generate_series(1, 2) v`); err != nil {

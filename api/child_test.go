@@ -13,7 +13,7 @@ import (
 // API's JSON and on their pages.
 func TestChildWorkflowLinks(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 6)
 	child := daotest.Submit(t, b.db, "child", map[string]any{"name": "child", "tasks": []map[string]any{{"name": "x", "type": "noop"}}})
 	task, err := b.db.TaskCreateWaitingOnChild(b.ctx, dao.NewTask{WorkflowInstanceID: f.wf, Name: "publish",

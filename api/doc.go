@@ -24,9 +24,10 @@
 // The route table (routes) gives every route the least role that may use it: a viewer
 // reads; an operator also kills, reruns and stops instances and enables, disables and
 // triggers schedules; an admin also stores definitions and submits instances. Others get
-// 403, and the UI shows only the actions its user may take. Without a token or a users file
-// everything is open to everyone as an admin: the master then serves on loopback only,
-// unless api.allow-unauthenticated says otherwise (cmd/zksched decides where it listens).
+// 403, and the UI shows only the actions its user may take. A server needs a token or a
+// users file; only with Config.AllowUnauthenticated (api.allow-unauthenticated) is everything
+// open to everyone as an admin (cmd/zksched decides where it listens, and gives a master
+// without either a token it generates).
 //
 // Every request's Host must be a name of the master (node.host, the loopback names, the
 // hostname, api.allowed-hosts), or it is refused with 421: a page whose DNS name is rebound

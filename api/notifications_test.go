@@ -14,7 +14,7 @@ import (
 // error, filtered by state; a bad filter is refused with what to write instead.
 func TestNotifications(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	wf := daotest.Submit(t, b.db, "nightly", map[string]any{"name": "nightly", "notify": []map[string]any{
 		{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK", "email": []string{"ops@example.com"}}}})
 	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 10); err != nil {

@@ -110,7 +110,7 @@ func pointer(s string) string {
 // its handler accepts: they are the ones it lists when refusing an unknown one.
 func TestOpenAPIQueryParameters(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Parameters []struct {

@@ -14,7 +14,7 @@ import (
 // setting; an id never issued, or any id when nothing is purged, is a plain 404.
 func TestPurgedInstanceIsNotFoundWithAWordOnRetention(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{instanceRetention: 30 * 24 * time.Hour})
+	b := setup(t, setupOpts{open: true, instanceRetention: 30 * 24 * time.Hour})
 	f := b.seed(t, 6)
 	task := f.byName["t0"]
 	if _, err := b.db.SQL().Exec(`UPDATE workflow_instance SET state = 'succeeded', owner = NULL, ended_at = now() - interval '31 days'
@@ -64,7 +64,7 @@ func TestPurgedInstanceIsNotFoundWithAWordOnRetention(t *testing.T) {
 	}
 
 	// A master that keeps instances for ever says nothing of retention.
-	keep := setup(t, setupOpts{db: b.db})
+	keep := setup(t, setupOpts{open: true, db: b.db})
 	r := keep.do(t, "GET", fmt.Sprintf("/api/v1/workflow-instances/%d", f.wf), "")
 	if got, want := r.errorMessage(t), fmt.Sprintf("workflow instance %d not found", f.wf); r.status != 404 || got != want {
 		t.Errorf("without retention: %d %q, want 404 %q", r.status, got, want)

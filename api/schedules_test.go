@@ -12,7 +12,7 @@ import (
 // definitions page shows the next fires.
 func TestSchedulesAPI(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	file := "name: nightly\nschedule: {cron: '30 2 * * *', timezone: Asia/Tokyo}\ntasks:\n  - {name: t, type: noop}\n"
 	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK ||
 		!strings.Contains(r.body, `"next_fire_at"`) {

@@ -33,6 +33,10 @@ type Config struct {
 	// UsersFile, when set, is the file of users with roles (conf.ReadUsersFile), read again
 	// when it changes.
 	UsersFile string
+	// AllowUnauthenticated serves every request as an anonymous admin; it is the only way
+	// to have a server without Token or UsersFile (api.allow-unauthenticated), so that no
+	// server grants a role without a credential unless told to.
+	AllowUnauthenticated bool
 	// Hosts are the names a request's Host may carry besides the loopback ones: the node's
 	// host and the operator's api.allowed-hosts. Any other Host is refused with 421.
 	Hosts []string
