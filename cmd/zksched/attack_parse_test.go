@@ -36,10 +36,16 @@ func hostileShapes() []workflowtest.Hostile {
 
 // postDefinition posts a workflow file to a master and returns the status and at most 1 MiB
 // of the answer (enough to tell that it is over 64 KiB).
-func postDefinition(t testing.TB, base string, body []byte) (int, []byte) {
+func postDefinition(t testing.TB, base, token string, body []byte) (int, []byte) {
 	t.Helper()
 	client := &http.Client{Timeout: time.Minute}
-	resp, err := client.Post(base+"/api/v1/definitions", "application/yaml", bytes.NewReader(body))
+	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/definitions", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/yaml")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatalf("post definition: %v", err)
 	}
@@ -71,9 +77,10 @@ func TestAttackHostileDefinitionIsRefused(t *testing.T) {
 	e := setupE2E(t, nil, "")
 	m := e.Master("master")
 	base := fmt.Sprintf("http://127.0.0.1:%d", m.Port)
+	token := e.Token()
 	waitUntil(t, 60*time.Second, "the master serving", func() bool { return masterServes(base) })
 	for _, h := range hostileShapes() {
-		status, body := postDefinition(t, base, h.YAML)
+		status, body := postDefinition(t, base, token, h.YAML)
 		if status != http.StatusBadRequest {
 			t.Errorf("%s: status %d, want 400; answer %.300s", h.Name, status, body)
 		}
@@ -87,7 +94,7 @@ func TestAttackHostileDefinitionIsRefused(t *testing.T) {
 	for range 2 {
 		for _, h := range hostileShapes() {
 			wg.Go(func() {
-				if status, body := postDefinition(t, base, h.YAML); status != http.StatusBadRequest || len(body) >= maxHostileAnswer {
+				if status, body := postDefinition(t, base, token, h.YAML); status != http.StatusBadRequest || len(body) >= maxHostileAnswer {
 					t.Errorf("%s in a flood: status %d, %d bytes; want 400 under %d", h.Name, status, len(body), maxHostileAnswer)
 				}
 			})
@@ -102,7 +109,7 @@ func TestAttackHostileDefinitionIsRefused(t *testing.T) {
 	if !masterServes(base) {
 		t.Fatal("the master no longer serves /healthz")
 	}
-	if status, body := postDefinition(t, base, []byte("name: after\ntasks: [{name: a, type: noop}]\n")); status != http.StatusOK {
+	if status, body := postDefinition(t, base, token, []byte("name: after\ntasks: [{name: a, type: noop}]\n")); status != http.StatusOK {
 		t.Errorf("a good file after the attack: %d %s", status, body)
 	}
 }
@@ -124,8 +131,9 @@ func BenchmarkAttackHostileDefinitionMaster(b *testing.B) {
 	c.Bin = bin
 	m := c.Master("master")
 	base := fmt.Sprintf("http://127.0.0.1:%d", m.Port)
+	token := c.Token()
 	waitUntil(b, 60*time.Second, "the master serving", func() bool { return masterServes(base) })
-	if status, body := postDefinition(b, base, []byte("name: warm\ntasks: [{name: a, type: noop}]\n")); status != http.StatusOK {
+	if status, body := postDefinition(b, base, token, []byte("name: warm\ntasks: [{name: a, type: noop}]\n")); status != http.StatusOK {
 		b.Fatalf("a good file: %d %s", status, body)
 	}
 	pid := m.Cmd.Process.Pid
@@ -135,7 +143,7 @@ func BenchmarkAttackHostileDefinitionMaster(b *testing.B) {
 		b.Run(strings.ReplaceAll(h.Name, " ", "-"), func(b *testing.B) {
 			b.SetBytes(int64(len(h.YAML)))
 			for b.Loop() {
-				if status, body := postDefinition(b, base, h.YAML); status != http.StatusBadRequest || len(body) >= maxHostileAnswer {
+				if status, body := postDefinition(b, base, token, h.YAML); status != http.StatusBadRequest || len(body) >= maxHostileAnswer {
 					b.Fatalf("status %d, %d bytes", status, len(body))
 				}
 			}
@@ -150,7 +158,7 @@ func BenchmarkAttackHostileDefinitionMaster(b *testing.B) {
 			for range 2 {
 				for _, h := range shapes {
 					wg.Go(func() {
-						if status, body := postDefinition(b, base, h.YAML); status != http.StatusBadRequest || len(body) >= maxHostileAnswer {
+						if status, body := postDefinition(b, base, token, h.YAML); status != http.StatusBadRequest || len(body) >= maxHostileAnswer {
 							b.Errorf("status %d, %d bytes", status, len(body))
 						}
 					})
@@ -252,7 +260,12 @@ tasks:
 	wf = submit("loops-until-killed", "  - name: loops\n    type: agent\n    provider: test\n    priority: 10\n    steps:\n"+
 		"      - {name: first, prompt: first}\n      - {name: second, prompt: "+loop+"}\n  - {name: behind, type: noop}\n")
 	ts = wait(wf, "the agent's first step answered", func(map[string]dao.TaskInstance) bool { return srv.Answered("first") == 1 })
-	resp, err := http.Post(fmt.Sprintf("%s/api/v1/task-instances/%d/kill", base, ts["loops"].ID), "", nil)
+	req, err := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api/v1/task-instances/%d/kill", base, ts["loops"].ID), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.Token())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -141,7 +141,7 @@ func addInstanceFlags(fs *flag.FlagSet) instanceFlags {
 		config: configFlag(fs),
 		server: fs.String("server", os.Getenv("ZKSCHED_SERVER"),
 			"a master's URL (http://host:5678): act through its API, with the role of the token's user (default: ZKSCHED_SERVER; none: on the database, as an admin)"),
-		tokenFile: fs.String("token-file", "", "with --server: a file holding the API token (default: the ZKSCHED_TOKEN variable)"),
+		tokenFile: fs.String("token-file", "", "with --server: a file holding the API token (default: the ZKSCHED_TOKEN variable, else the token a master of this user generated, api-token in the state folder)"),
 		asJSON:    fs.Bool("json", false, "print JSON"),
 	}
 }

@@ -58,10 +58,10 @@ func trimNewline(p []byte) []byte {
 	return p
 }
 
-// listenNode binds the node's HTTP port. A master serves on node.host only when its API asks
-// who calls it (a token or a users file) or api.allow-unauthenticated says so; otherwise on
-// loopback alone, since anyone who reaches an open API can run shell commands on every
-// worker. A master with api.tls-cert serves TLS. It returns the listener and the URL the
+// listenNode binds the node's HTTP port. A master serves on node.host only when it was given
+// a credential (a token or a users file) or api.allow-unauthenticated says so; with the token
+// it generated (masterToken) on loopback alone, since its operator set nothing up for
+// callers from elsewhere. A master with api.tls-cert serves TLS. It returns the listener and the URL the
 // node advertises.
 func listenNode(cfg *conf.Config, role registry.Role, port int, authenticated bool, log zerolog.Logger) (net.Listener, string, error) {
 	host := cfg.Node.Host
@@ -73,8 +73,8 @@ func listenNode(cfg *conf.Config, role registry.Role, port int, authenticated bo
 				"anyone who reaches this port may read everything, store definitions and run them, that is run shell commands on every worker")
 		default:
 			log.Warn().Str("node_host", host).Str("listen", "127.0.0.1").Msg("no api.token and no api.users-file: serving the API " +
-				"on loopback only, since anyone who reached it could run shell commands on every worker; set a token or a users file " +
-				"(zksched user add) to serve on node.host, or api.allow-unauthenticated: true on a network nobody else reaches")
+				"on loopback only, with the admin token generated into node.state-dir, since anyone who reached it could run shell " +
+				"commands on every worker; set a token or a users file (zksched user add) to serve on node.host")
 			host = "127.0.0.1"
 		}
 	}

@@ -68,7 +68,8 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w, "\nEvery command takes --help; flags may come before or after the arguments (-- ends them).")
 	fmt.Fprintln(w, "Configuration: --config FILE (YAML) and ZKSCHED_<SECTION>_<KEY> variables.")
-	fmt.Fprintln(w, "--server URL (or ZKSCHED_SERVER) acts through a master's API with the token of --token-file (or ZKSCHED_TOKEN).")
+	fmt.Fprintln(w, "--server URL (or ZKSCHED_SERVER) acts through a master's API with the token of --token-file (or ZKSCHED_TOKEN, "+
+		"or else the one a master of this user generated in its state folder).")
 	fmt.Fprintln(w, "Exit codes: 0 done, 1 failed or refused, 2 usage, 3 no such instance, 75 node fenced.")
 }
 

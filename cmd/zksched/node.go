@@ -48,7 +48,8 @@ type node struct {
 	client  *registry.Client
 	reg     *registry.Registration
 	guard   *failover.Guard
-	// token is the master's API token (api.token or api.token-file); "" without one.
+	// token is the master's admin token (api.token, api.token-file or the one it generated,
+	// see masterToken); "" with a users file alone or api.allow-unauthenticated.
 	token string
 	// ln is the node's HTTP listener.
 	ln net.Listener
@@ -94,11 +95,11 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	// Two processes on one host and port would be told apart only by their start time: bind
 	// first, so a second one fails here instead of running beside the first.
 	if role == registry.RoleMaster {
-		if n.token, err = cfg.API.ResolveToken(); err != nil {
-			return exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
+		if n.token, err = masterToken(cfg, n.log); err != nil {
+			return err
 		}
 	}
-	ln, httpURL, err := listenNode(cfg, role, port, n.token != "" || cfg.API.UsersFile != "", n.log)
+	ln, httpURL, err := listenNode(cfg, role, port, cfg.API.Authenticated(), n.log)
 	if err != nil {
 		return err
 	}
@@ -327,7 +328,12 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 		shell.User = u
 		n.log.Info().Str("user", u.Name).Uint32("uid", u.UID).Str("home", u.Home).Msg("shell tasks run as the task user")
 	} else if os.Geteuid() == 0 {
-		n.log.Warn().Msg("shell tasks run as root, like the worker: set worker.task-user so that they cannot read its config and secrets")
+		if !cfg.Worker.AllowRootTasks {
+			return executor.Shell{}, nil, exitError{code: exitUsage, msg: "conf: worker.task-user: empty while the worker runs as root, " +
+				"so every shell task would run as root and anyone who may submit a workflow would own this machine; set worker.task-user " +
+				"to an unprivileged user (useradd --system --create-home zksched-task), or worker.allow-root-tasks: true where tasks are as trusted as root"}
+		}
+		n.log.Warn().Msg("worker.allow-root-tasks: shell tasks run as root, like the worker: set worker.task-user so that they cannot read its config and secrets nor own the machine")
 	}
 	secrets, err := cfg.SecretValues(os.Getenv)
 	if err != nil {
@@ -389,7 +395,8 @@ func (n *node) httpHandler() (http.Handler, error) {
 	}
 	a := n.cfg.API
 	srv, err := api.New(api.Config{NodeID: n.id, Version: Version, Token: n.token, UsersFile: a.UsersFile,
-		Hosts: ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
+		AllowUnauthenticated: a.AllowUnauthenticated,
+		Hosts:                ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
 		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(), Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}

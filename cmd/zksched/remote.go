@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/zksched/zksched/conf"
 )
 
 // apiClient acts through a master's HTTP API (/api/v1) as the user of its token: the master
@@ -26,8 +28,11 @@ type apiClient struct {
 const apiRequestTimeout = 30 * time.Second
 
 // newAPIClient returns a client of the master at server. The token is the content of
-// tokenFile, or else of the ZKSCHED_TOKEN variable; none sends requests without one, which
-// only a master without authentication serves.
+// tokenFile, or else of the ZKSCHED_TOKEN variable, or else of the token file a master of
+// this user on this machine generated (api-token in the state folder: ZKSCHED_NODE_STATE_DIR,
+// else $XDG_STATE_HOME/zksched, else $HOME/.local/state/zksched), so that the user who
+// started a master reaches it with no flag. None sends requests without one, which only a
+// master with api.allow-unauthenticated serves.
 func newAPIClient(server, tokenFile string) (*apiClient, error) {
 	u, err := url.Parse(server)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
@@ -41,6 +46,12 @@ func newAPIClient(server, tokenFile string) (*apiClient, error) {
 		}
 		if token = strings.TrimSpace(string(b)); token == "" {
 			return nil, usageError{fmt.Errorf("--token-file %s is empty", tokenFile)}
+		}
+	}
+	if dir := conf.DefaultStateDir(os.Environ()); token == "" && dir != "" {
+		// Absent or unreadable (another user's): the master will say 401.
+		if b, err := os.ReadFile(conf.GeneratedTokenFile(dir)); err == nil {
+			token = strings.TrimSpace(string(b))
 		}
 	}
 	return &apiClient{base: strings.TrimSuffix(u.String(), "/"), token: token, http: &http.Client{Timeout: apiRequestTimeout}}, nil

@@ -319,11 +319,13 @@ func (r *procCluster) writeConfig() error {
 		"registry": map[string]any{"servers": r.o.ZooKeeper, "root": r.root,
 			"session-timeout": r.o.SessionTimeout.String(), "on-lost": "stop"},
 		"db":   map[string]any{"dsn": u.String()},
-		"node": map[string]any{"host": "127.0.0.1"},
+		// The masters keep the token they generate in the run's folder, not in the user's.
+		"node": map[string]any{"host": "127.0.0.1", "state-dir": r.dir},
 		// GORACE reaches the task supervisors only through task-env: a race-built binary's
 		// supervisor (the tests') would otherwise sleep 1 s at its exit, after every task.
+		// The run's tasks are its own sleeps, so a worker run as root may run them as root.
 		"worker": map[string]any{"slots": r.o.Slots, "kill-grace": failoverKillGrace.String(),
-			"shutdown-timeout": "5s", "task-env": []string{"GORACE"}},
+			"shutdown-timeout": "5s", "task-env": []string{"GORACE"}, "allow-root-tasks": true},
 		// The sweep finds a lost node whose watch event was missed; short, as the run is.
 		"failover": map[string]any{"delay": r.o.FailoverDelay.String(), "sweep-interval": "5s"},
 		"log":      map[string]any{"level": "info", "format": "json"},

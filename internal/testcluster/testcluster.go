@@ -89,10 +89,17 @@ type Cluster struct {
 
 // New returns a cluster whose processes reach ZooKeeper at zkServers under root and
 // PostgreSQL at dsn. extraEnv (ZKSCHED_* settings) is added to every process.
+//
+// The cluster has a state folder of its own (node.state-dir, see StateDir): its masters
+// without a token generate theirs there, as on a machine, and its CLI runs (Run) find it
+// there; Token reads it for a test's own requests. Its workers may run tasks as root, as
+// the tests do (worker.allow-root-tasks): a test about the task user sets one.
 func New(t testing.TB, zkServers []string, root, dsn string, extraEnv ...string) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t, Bin: Binary(t), Dir: t.TempDir()}
 	c.Env = append([]string{
+		"ZKSCHED_NODE_STATE_DIR=" + c.StateDir(),
+		"ZKSCHED_WORKER_ALLOW_ROOT_TASKS=true",
 		"ZKSCHED_REGISTRY_SERVERS=" + strings.Join(zkServers, ","),
 		"ZKSCHED_REGISTRY_ROOT=" + root,
 		"ZKSCHED_DB_DSN=" + dsn,
@@ -106,6 +113,29 @@ func New(t testing.TB, zkServers []string, root, dsn string, extraEnv ...string)
 	}, extraEnv...)
 	t.Cleanup(c.stopAll)
 	return c
+}
+
+// StateDir is the cluster's node.state-dir: where its masters without a token keep the one
+// they generate (api-token).
+func (c *Cluster) StateDir() string { return filepath.Join(c.Dir, "state") }
+
+// Token waits up to 30 s for the admin token a master of the cluster without one generated
+// (in StateDir) and returns it: what a test sends as Authorization: Bearer. The file appears
+// whole (a master links it into place), so a file that exists holds the token.
+func (c *Cluster) Token() string {
+	c.t.Helper()
+	path := filepath.Join(c.StateDir(), "api-token")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			return strings.TrimSpace(string(b))
+		}
+		if !os.IsNotExist(err) || time.Now().After(deadline) {
+			c.t.Fatalf("testcluster: the generated api token: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // Proc is one running zksched process.
