@@ -37,13 +37,23 @@ eval "$(bin/services.sh env | sed 's/^/export /')"
 echo "== building bin/zksched"
 go build -o "$bin" ./cmd/zksched
 
+# A worker run as root runs its shell tasks as an unprivileged user of their own (a worker
+# refuses to run them as root): zksched-task, made here when the machine lacks it.
+task_user=""
+if [ "$(id -u)" = 0 ]; then
+  task_user=zksched-task
+  id "$task_user" >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin "$task_user"
+fi
+
 # One config per node: the master's HTTP port and each worker's port are part of their
-# identities. Everything else comes from ZKSCHED_* (set above) and the defaults.
+# identities. Everything else comes from ZKSCHED_* (set above) and the defaults; the master,
+# given no token, generates one into ~/.local/state/zksched/api-token, where the CLI of this
+# user finds it.
 write_config() { # name role port
   cat > "$qs/$1.yaml" <<CFG
 node: {host: 127.0.0.1}
 master: {port: $3}
-worker: {port: $3, slots: 4, shutdown-timeout: 10s}
+worker: {port: $3, slots: 4, shutdown-timeout: 10s, task-user: "$task_user"}
 log: {level: info, format: json}
 CFG
 }
@@ -70,11 +80,13 @@ echo "== submitting examples/demo.yaml and waiting for it"
 echo
 echo "== the registry in ZooKeeper (zksched zk tree)"
 "$bin" zk tree
+token_file=$(grep -o '"token_file":"[^"]*"' "$qs/master.log" | head -n 1 | cut -d'"' -f4)
 cat <<MSG
 
 zksched is running:
   web UI          http://127.0.0.1:5678/          (task instances, workflows with their DAG, cluster)
   HTTP API        http://127.0.0.1:5678/api/v1/   (JSON; /metrics, /healthz, /readyz beside it)
+  admin token     $token_file   (the UI's login; Authorization: Bearer for the API)
   the registry    $bin zk tree    |  $bin zk nodes
   node logs       $qs/{master,worker-1,worker-2}.log
   submit more     $bin submit --wait examples/demo.yaml
