@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/internal/testcluster"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // llmEnv points the processes' provider "test" at the test server, with its API key in a
@@ -147,7 +149,12 @@ tasks:
 // tests in parallel may not give a worker to come for it.
 func TestDemoRunsOffline(t *testing.T) {
 	t.Parallel()
-	e := setupE2E(t, nil, "", "ZKSCHED_WORKER_SPREAD_WAIT=1s")
+	env := []string{"ZKSCHED_WORKER_SPREAD_WAIT=1s"}
+	if os.Geteuid() == 0 {
+		// The quickstart, run as root, runs the tasks as a user of their own.
+		env = append(env, "ZKSCHED_WORKER_TASK_USER="+testenv.TaskUser(t).Username)
+	}
+	e := setupE2E(t, nil, "", env...)
 	e.Master("master")
 	workers := []*testcluster.Proc{e.Worker("worker-1"), e.Worker("worker-2")}
 	for _, w := range workers {
