@@ -5,6 +5,14 @@
 #
 #   ZKSCHED_ZK_PORT  ZooKeeper client port (default 2181)
 #   ZKSCHED_PG_PORT  PostgreSQL port (default 5432)
+#   ZKSCHED_RUN_DIR  where their data lives (default .run/ of this checkout)
+#
+# PostgreSQL's role zksched is no superuser: it owns its database zksched and logs in with a
+# generated password kept in $ZKSCHED_RUN_DIR/zksched-db-password (mode 0600), which `env`
+# puts in ZKSCHED_DB_DSN. The superuser postgres logs in only over the unix socket, as the
+# system user that runs the server (peer): a local account or a task cannot reach it over TCP.
+# A cluster made by an older services.sh (zksched a superuser, trust for everyone) is
+# converted by the next start.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -13,6 +21,7 @@ zk_port="${ZKSCHED_ZK_PORT:-2181}"
 pg_port="${ZKSCHED_PG_PORT:-5432}"
 zk_dir="$run/zookeeper"
 pg_dir="$run/postgres"
+pw_file="$run/zksched-db-password"
 pg_bin=/usr/lib/postgresql/15/bin
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -35,7 +44,10 @@ start_zk() {
   command -v java >/dev/null || need_pkg /usr/bin/java default-jre-headless
   mkdir -p "$zk_dir/data"
   # tickTime 500 ms with minSessionTimeout 1 s lets tests use short sessions; a production
-  # ensemble keeps the defaults. 4lw ruok/mntr for health checks; no admin server on 8080.
+  # ensemble keeps the defaults. Of the four-letter words only srvr (zksched's server mode),
+  # ruok and mntr (health checks): the others (cons, dump, wchc…) tell any local account the
+  # sessions and paths of every client. zksched's conf check has nothing to say of a
+  # standalone server and is skipped. No admin server on 8080.
   cat > "$zk_dir/zoo.cfg" <<CFG
 tickTime=500
 minSessionTimeout=1000
@@ -44,7 +56,7 @@ dataDir=$zk_dir/data
 clientPort=$zk_port
 clientPortAddress=127.0.0.1
 maxClientCnxns=0
-4lw.commands.whitelist=*
+4lw.commands.whitelist=srvr,ruok,mntr
 admin.enableServer=false
 CFG
   cat > "$zk_dir/log4j.properties" <<'CFG'
@@ -118,8 +130,83 @@ pg_huge_pages_release() {
   rm -f "$pg_dir/hugepages"
 }
 
+# pg_owner is the system user the server runs as: the one allowed to log in as postgres.
+pg_owner() { if [ "$(id -u)" = 0 ]; then echo postgres; else id -un; fi; }
+
+# pg_auth writes pg_hba.conf and pg_ident.conf (as the server's user, who owns them): no trust
+# anywhere, postgres only over the unix socket as the server's system user, every other role
+# with its password. It says whether they changed, so that a running server reloads them.
+pg_auth() {
+  local hba ident changed=1
+  hba="# Written by bin/services.sh; it rewrites this file at every start.
+# The superuser only over the unix socket, as the system user that runs the server.
+local  all  postgres                 peer map=owner
+host   all  postgres  0.0.0.0/0     reject
+host   all  postgres  ::/0          reject
+# Everyone else (zksched) with a password.
+local  all  all                      scram-sha-256
+host   all  all       127.0.0.1/32  scram-sha-256
+host   all  all       ::1/128       scram-sha-256"
+  ident="# Written by bin/services.sh: the system user $(pg_owner) may log in as postgres.
+owner  $(pg_owner)  postgres"
+  if [ "$(as_pg cat "$pg_dir/data/pg_hba.conf")" != "$hba" ] || [ "$(as_pg cat "$pg_dir/data/pg_ident.conf")" != "$ident" ]; then
+    printf '%s\n' "$hba" | as_pg tee "$pg_dir/data/pg_hba.conf" >/dev/null
+    printf '%s\n' "$ident" | as_pg tee "$pg_dir/data/pg_ident.conf" >/dev/null
+    log "postgresql: no trust; postgres by peer over the socket only, zksched by password"
+    changed=0
+  fi
+  return $changed
+}
+
+# psql_pg runs psql as postgres over the unix socket the server was configured with.
+psql_pg() {
+  local sock
+  sock=$(sed -n "s/^unix_socket_directories = '\(.*\)'/\1/p" "$pg_dir/data/postgresql.conf" | tail -1)
+  as_pg psql -X -q -v ON_ERROR_STOP=1 -h "${sock:-$pg_dir}" -p "$pg_port" -U postgres "$@"
+}
+
+# pg_role makes the role zksched what it must be, whatever an older services.sh made it: no
+# superuser nor any other power over the server, the owner of its database, logging in with
+# the password of $pw_file (made here once). pg_stat_statements, for profiling, is created in
+# its database, with its reset granted to zksched.
+pg_role() {
+  if [ ! -s "$pw_file" ]; then
+    (umask 077 && od -An -tx1 -N24 /dev/urandom | tr -d ' \n' > "$pw_file")
+    log "generated zksched's database password in $pw_file"
+  fi
+  chmod 600 "$pw_file"
+  # The password goes on psql's standard input, never on a command line others can read.
+  psql_pg -d postgres <<SQL
+SELECT 'CREATE ROLE zksched LOGIN' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'zksched') \gexec
+SET password_encryption = 'scram-sha-256';
+ALTER ROLE zksched LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD '$(cat "$pw_file")';
+SELECT 'CREATE DATABASE zksched OWNER zksched' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'zksched') \gexec
+ALTER DATABASE zksched OWNER TO zksched;
+SQL
+  psql_pg -d zksched <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS pg_stat_statements;
+GRANT EXECUTE ON FUNCTION pg_stat_statements_reset TO zksched;
+SQL
+}
+
+# pg_ours says whether the server on $pg_port runs from this run folder's data directory.
+pg_ours() {
+  [ -f "$pg_dir/data/postmaster.pid" ] && [ "$(sed -n 4p "$pg_dir/data/postmaster.pid")" = "$pg_port" ]
+}
+
 start_pg() {
-  if pg_ok; then log "postgresql up on 127.0.0.1:$pg_port"; return; fi
+  if pg_ok; then
+    [ -L "$pg_dir" ] && pg_dir=$(readlink "$pg_dir")
+    if ! pg_ours; then
+      log "postgresql up on 127.0.0.1:$pg_port, not from $pg_dir: its roles are left as they are"
+      return
+    fi
+    if pg_auth; then psql_pg -d postgres -tAc "SELECT pg_reload_conf()" >/dev/null; fi
+    pg_role
+    log "postgresql up on 127.0.0.1:$pg_port"
+    return
+  fi
   need_pkg "$pg_bin/postgres" postgresql-15
   pg_locate
   mkdir -p "$pg_dir"
@@ -127,7 +214,7 @@ start_pg() {
   [ "$(id -u)" = 0 ] && chown postgres: "$pg_dir" && chmod 700 "$pg_dir"
   if [ ! -f "$pg_dir/data/PG_VERSION" ]; then
     log "initdb $pg_dir/data"
-    as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --no-locale >/dev/null
+    as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U postgres --auth-local=peer --auth-host=scram-sha-256 -E UTF8 --no-locale >/dev/null
     cat >> "$pg_dir/data/postgresql.conf" <<CFG
 listen_addresses = '127.0.0.1'
 port = $pg_port
@@ -144,14 +231,11 @@ CFG
     echo "shared_preload_libraries = 'pg_stat_statements'" >> "$pg_dir/data/postgresql.conf"
   grep -q '^autovacuum_naptime' "$pg_dir/data/postgresql.conf" ||
     echo "autovacuum_naptime = 2s" >> "$pg_dir/data/postgresql.conf"
+  pg_auth || true
   pg_huge_pages_reserve
   log "starting postgresql on 127.0.0.1:$pg_port (data in $pg_dir/data)"
   as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/postgres.log" -o "-p $pg_port" -w -t 60 start >/dev/null
-  psql_pg() { psql -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$pg_port" -U postgres "$@"; }
-  psql_pg -d postgres -tAc "SELECT 1 FROM pg_roles WHERE rolname='zksched'" | grep -q 1 ||
-    psql_pg -d postgres -c "CREATE ROLE zksched LOGIN SUPERUSER"
-  psql_pg -d postgres -tAc "SELECT 1 FROM pg_database WHERE datname='zksched'" | grep -q 1 ||
-    psql_pg -d postgres -c "CREATE DATABASE zksched OWNER zksched"
+  pg_role
   log "postgresql up"
 }
 
@@ -177,6 +261,7 @@ case "${1:-}" in
     pg_ok && echo "postgresql: up on 127.0.0.1:$pg_port" || echo "postgresql: down" ;;
   env)
     echo "ZKSCHED_REGISTRY_SERVERS=127.0.0.1:$zk_port"
-    echo "ZKSCHED_DB_DSN=postgres://zksched@127.0.0.1:$pg_port/zksched?sslmode=disable" ;;
+    if [ ! -r "$pw_file" ]; then log "no database password in $pw_file: run $0 start first"; exit 1; fi
+    echo "ZKSCHED_DB_DSN=postgres://zksched:$(cat "$pw_file")@127.0.0.1:$pg_port/zksched?sslmode=disable" ;;
   *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
 esac

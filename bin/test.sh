@@ -7,6 +7,11 @@ cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
 
 bin/services.sh start
+# The tests reach the servers as `services.sh env` gives them (the DSN with zksched's
+# password), unless ZKSCHED_TEST_DSN or ZKSCHED_TEST_ZK already name others.
+services_env=$(bin/services.sh env)
+export ZKSCHED_TEST_DSN="${ZKSCHED_TEST_DSN:-$(sed -n 's/^ZKSCHED_DB_DSN=//p' <<<"$services_env")}"
+export ZKSCHED_TEST_ZK="${ZKSCHED_TEST_ZK:-$(sed -n 's/^ZKSCHED_REGISTRY_SERVERS=//p' <<<"$services_env")}"
 
 # The browser tests (cmd/zksched/ui_test.go) drive Debian's chromium through chromedp. Install
 # it when missing (about a minute on a fresh machine; nothing to do when it is there).

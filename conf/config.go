@@ -237,7 +237,8 @@ type DB struct {
 	// DSN is the lib/pq connection string: a postgres:// or postgresql:// URL with a host,
 	// or a key=value string with host=. Defaults to
 	// "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable", the local development
-	// database; lib/pq would otherwise require TLS, which a local server does not offer.
+	// database (whose password `bin/services.sh env` adds to the DSN it gives); lib/pq would
+	// otherwise require TLS, which a local server does not offer.
 	DSN string `yaml:"dsn"`
 
 	// MaxConns caps the node's pooled PostgreSQL connections. Defaults to 20, enough for a

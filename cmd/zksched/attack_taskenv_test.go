@@ -27,9 +27,9 @@ const (
 	attackModelKey   = "sk-attack-model-key-9876543210"
 )
 
-// secretE2E is a cluster whose processes hold a DSN with a password (the test server trusts
-// loopback, so it is not checked), an API token and a model provider's key. It returns the
-// cluster and every secret value a task must never see.
+// secretE2E is a cluster whose processes hold a DSN with a password (bin/services.sh's, or
+// attackDBPassword where the test server trusts loopback and so checks none), an API token and
+// a model provider's key. It returns the cluster and every secret value a task must never see.
 func secretE2E(t *testing.T) (*e2e, []string) {
 	t.Helper()
 	e := setupE2E(t, nil, "", "ZKSCHED_API_TOKEN="+taskAttackToken,
@@ -46,9 +46,13 @@ func secretE2E(t *testing.T) (*e2e, []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.User = url.UserPassword(u.User.Username(), attackDBPassword)
-	e.Env = append(e.Env, "ZKSCHED_DB_DSN="+u.String())
-	return e, []string{u.String(), attackDBPassword, taskAttackToken, attackModelKey}
+	password, ok := u.User.Password()
+	if !ok {
+		password = attackDBPassword
+		u.User = url.UserPassword(u.User.Username(), password)
+		e.Env = append(e.Env, "ZKSCHED_DB_DSN="+u.String())
+	}
+	return e, []string{u.String(), password, taskAttackToken, attackModelKey}
 }
 
 // storedText returns everything stored of a workflow instance's task: its first attempt's

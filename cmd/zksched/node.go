@@ -53,6 +53,10 @@ type node struct {
 	token string
 	// ln is the node's HTTP listener.
 	ln net.Listener
+	// dbRole is the database role's powers as read at start, and dbRoleWarning what /readyz
+	// says of them: "" when the role has none zksched does not need (see checkDBRole).
+	dbRole        dao.RolePowers
+	dbRoleWarning string
 }
 
 // runNode starts a master or a worker: it binds its HTTP port (part of its identity), waits for
@@ -111,6 +115,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		return startupError(ctx, err)
 	}
 	defer n.db.Close()
+	n.checkDBRole(ctx)
 	tracer, err := tracing.New(ctx, cfg.Tracing, tracing.Options{Node: n.id, Role: string(role), Version: Version, Log: n.log})
 	if err != nil {
 		return exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
@@ -410,8 +415,9 @@ func (n *node) httpHandler() (http.Handler, error) {
 
 // readiness is /readyz: the node may take work when it is registered under a live session.
 func (n *node) readiness() api.Readiness {
-	return api.Readiness{Ready: n.guard.Active(), Details: map[string]any{
-		"zookeeper": n.client.Status().State.String(), "registration": n.reg.State().Kind.String()}}
+	details := map[string]any{"zookeeper": n.client.Status().State.String(), "registration": n.reg.State().Kind.String()}
+	n.dbRoleDetails(details)
+	return api.Readiness{Ready: n.guard.Active(), Details: details}
 }
 
 func boolFloat(b bool) float64 {

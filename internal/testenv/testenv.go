@@ -14,6 +14,8 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +34,34 @@ func ZKServers() []string {
 	return []string{"127.0.0.1:2181"}
 }
 
-// BaseDSN returns the DSN of the database the tests make their schemas in.
+// BaseDSN returns the DSN of the database the tests make their schemas in: ZKSCHED_TEST_DSN,
+// else the database zksched of bin/services.sh (on ZKSCHED_PG_PORT, default 5432) with the
+// password that script keeps in its run folder (ZKSCHED_RUN_DIR, default .run/ of this
+// checkout), as `bin/services.sh env` gives it.
 func BaseDSN() string {
 	if s := os.Getenv("ZKSCHED_TEST_DSN"); s != "" {
 		return s
 	}
-	return "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable"
+	port := os.Getenv("ZKSCHED_PG_PORT")
+	if port == "" {
+		port = "5432"
+	}
+	u := url.URL{Scheme: "postgres", User: url.User("zksched"), Host: "127.0.0.1:" + port, Path: "/zksched", RawQuery: "sslmode=disable"}
+	// Without the file the DSN has no password, and the server's refusal says what is wrong.
+	if pw, err := os.ReadFile(filepath.Join(runDir(), "zksched-db-password")); err == nil {
+		u.User = url.UserPassword("zksched", strings.TrimSpace(string(pw)))
+	}
+	return u.String()
+}
+
+// runDir is bin/services.sh's run folder: ZKSCHED_RUN_DIR, else .run/ at the top of the
+// checkout this package was built from.
+func runDir() string {
+	if d := os.Getenv("ZKSCHED_RUN_DIR"); d != "" {
+		return d
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", ".run")
 }
 
 // Name returns a short random name with the given prefix, safe for znodes and SQL identifiers.
