@@ -15,6 +15,7 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
+	"github.com/zksched/zksched/workflow"
 )
 
 // ClusterReader reads the registry for the cluster view (registry.Client).
@@ -61,7 +62,11 @@ type Config struct {
 	MaxBody int64
 	// RequestTimeout bounds the database and ZooKeeper work of one request. Defaults to 30 s.
 	RequestTimeout time.Duration
-	Log            zerolog.Logger
+	// WebhookEnvPattern is notify.webhook-env-pattern: a workflow file naming a
+	// webhook-url-env that does not match it is refused when stored. Empty is
+	// workflow.DefaultWebhookEnvPattern.
+	WebhookEnvPattern string
+	Log               zerolog.Logger
 }
 
 // Readiness is the answer of /readyz: Ready decides the status code (200 or 503), Details are
@@ -108,6 +113,9 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	}
 	if cfg.Ready == nil {
 		cfg.Ready = func() Readiness { return Readiness{Ready: true} }
+	}
+	if cfg.WebhookEnvPattern == "" {
+		cfg.WebhookEnvPattern = workflow.DefaultWebhookEnvPattern
 	}
 	p, err := newPages()
 	if err != nil {

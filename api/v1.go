@@ -549,6 +549,9 @@ func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, []byte, error
 		return nil, nil, err
 	}
 	spec, err := workflow.Parse(body)
+	if err == nil {
+		err = spec.CheckWebhookEnv(s.cfg.WebhookEnvPattern)
+	}
 	if err != nil {
 		return nil, nil, badRequest("the workflow file is rejected, nothing stored:\n%v", err)
 	}

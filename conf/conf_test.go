@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/workflow"
 )
 
 // writeConfig writes content to a zksched.yaml of the test's own and returns its path.
@@ -526,9 +527,20 @@ func TestValidate(t *testing.T) {
 		{"unknown log level", func(c *conf.Config) { c.Log.Level = "verbose" }, `log.level: "verbose": want one of trace, debug, info, warn, error`},
 		{"unknown log format", func(c *conf.Config) { c.Log.Format = "text" }, `log.format: "text": want one of json, console`},
 		{"notify default", func(c *conf.Config) {
-			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure", "node-fenced", "failover"}, WebhookURLEnv: "OPS", Slack: true},
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure", "node-fenced", "failover"}, WebhookURLEnv: "ZKSCHED_WEBHOOK_OPS", Slack: true},
 				{On: []string{"deadline"}, Email: []string{"ops@example.com"}}}
 		}, ""},
+		{"notify default outside the webhook pattern", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}, WebhookURLEnv: "PATH"}}
+		}, `notify.default[0].webhook-url-env: "PATH" does not match notify.webhook-env-pattern (ZKSCHED_WEBHOOK_*)`},
+		{"notify default in a wider webhook pattern", func(c *conf.Config) {
+			c.Notify.WebhookEnvPattern = "*_WEBHOOK"
+			c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}, WebhookURLEnv: "OPS_WEBHOOK"}}
+		}, ""},
+		{"notify empty webhook pattern", func(c *conf.Config) { c.Notify.WebhookEnvPattern = "" },
+			`notify.webhook-env-pattern: "" is not a glob of variable names`},
+		{"notify malformed webhook pattern", func(c *conf.Config) { c.Notify.WebhookEnvPattern = "ZKSCHED_[" },
+			`notify.webhook-env-pattern: "ZKSCHED_[" is not a glob of variable names`},
 		{"notify no events", func(c *conf.Config) { c.Notify.Default = []conf.NotifyEntry{{Email: []string{"a@example.com"}}} },
 			"notify.default[0].on: empty: list the events (failure, success, timeout, deadline, task-failed, node-fenced, failover)"},
 		{"notify unknown event", func(c *conf.Config) {
@@ -635,25 +647,28 @@ func TestLoadNotify(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "zksched.yaml")
 	yaml := `notify:
   default:
-    - {on: [failure, timeout, deadline], webhook-url-env: OPS_WEBHOOK}   # the variable is read by the masters
-    - {on: [node-fenced, failover], webhook-url-env: CLUSTER_HOOK, slack: true}
+    - {on: [failure, timeout, deadline], webhook-url-env: ZKSCHED_WEBHOOK_OPS}   # the variable is read by the masters
+    - {on: [node-fenced, failover], webhook-url-env: ZKSCHED_WEBHOOK_CLUSTER, slack: true}
     - {on: [failure], email: [ops@example.com]}
   max-attempts: 3
 `
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := conf.Load(path, []string{"ZKSCHED_NOTIFY_BACKOFF=2s", "ZKSCHED_API_PUBLIC_URL=https://zksched.example.com"})
+	// A webhook's variable is no config key: ZKSCHED_WEBHOOK is no section.
+	c, err := conf.Load(path, []string{"ZKSCHED_NOTIFY_BACKOFF=2s", "ZKSCHED_API_PUBLIC_URL=https://zksched.example.com",
+		"ZKSCHED_WEBHOOK_OPS=https://hooks.example.com/x"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []conf.NotifyEntry{
-		{On: []string{"failure", "timeout", "deadline"}, WebhookURLEnv: "OPS_WEBHOOK"},
-		{On: []string{"node-fenced", "failover"}, WebhookURLEnv: "CLUSTER_HOOK", Slack: true},
+		{On: []string{"failure", "timeout", "deadline"}, WebhookURLEnv: "ZKSCHED_WEBHOOK_OPS"},
+		{On: []string{"node-fenced", "failover"}, WebhookURLEnv: "ZKSCHED_WEBHOOK_CLUSTER", Slack: true},
 		{On: []string{"failure"}, Email: []string{"ops@example.com"}},
 	}
 	if !reflect.DeepEqual(c.Notify.Default, want) || c.Notify.MaxAttempts != 3 || c.Notify.Backoff != 2*time.Second ||
-		c.API.PublicURL != "https://zksched.example.com" {
+		c.API.PublicURL != "https://zksched.example.com" || c.Notify.AllowPrivateTargets ||
+		c.Notify.WebhookEnvPattern != workflow.DefaultWebhookEnvPattern {
 		t.Fatalf("notify = %+v, public url %q", c.Notify, c.API.PublicURL)
 	}
 }

@@ -391,6 +391,20 @@ type Notify struct {
 	Backoff time.Duration `yaml:"backoff"`
 	// MaxBackoff caps the wait between retries. Defaults to 1h.
 	MaxBackoff time.Duration `yaml:"max-backoff"`
+	// WebhookEnvPattern is the glob (Go's path.Match: *, ?, [a-z]) every webhook-url-env,
+	// of a workflow file or of Default, must match: the masters post to the URL in that
+	// variable, and without the rule a workflow could name any of theirs (PATH, a proxy
+	// setting, a secret). Checked when a file is stored and again at each delivery. Defaults
+	// to ZKSCHED_WEBHOOK_*: variables of that form hold webhook URLs alone and, being
+	// ZKSCHED_*, never reach a task.
+	WebhookEnvPattern string `yaml:"webhook-env-pattern"`
+	// AllowPrivateTargets lets webhooks connect to loopback, link-local (169.254.169.254,
+	// fe80::/10), unspecified and cloud metadata addresses, refused otherwise when the
+	// connection is made, whatever the name resolved to or redirected through. Defaults to
+	// false: a webhook is for another host, and those addresses are where a master's own
+	// services and the cloud's credentials answer. RFC 1918 and fc00::/7 addresses are
+	// always allowed, for chat servers on the internal network.
+	AllowPrivateTargets bool `yaml:"allow-private-targets"`
 	// Email is the SMTP server the masters mail through.
 	Email SMTP `yaml:"email"`
 }
@@ -741,7 +755,10 @@ func Defaults() Config {
 			Timeout:     10 * time.Second,
 			Backoff:     10 * time.Second,
 			MaxBackoff:  time.Hour,
-			Email:       SMTP{Port: 587, StartTLS: true},
+			// The default of workflow.DefaultWebhookEnvPattern; conf imports no
+			// package of zksched, and a test keeps the two equal.
+			WebhookEnvPattern: "ZKSCHED_WEBHOOK_*",
+			Email:             SMTP{Port: 587, StartTLS: true},
 		},
 	}
 }

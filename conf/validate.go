@@ -189,6 +189,10 @@ func (v *validation) tracing(t Tracing) {
 // notify checks the notifications' section: each default entry as a workflow file's entry is
 // checked (the cluster's events allowed), and the delivery's limits.
 func (v *validation) notify(n Notify) {
+	_, patternErr := path.Match(n.WebhookEnvPattern, "")
+	if n.WebhookEnvPattern == "" || patternErr != nil {
+		v.problem("notify.webhook-env-pattern", "%q is not a glob of variable names like ZKSCHED_WEBHOOK_*", n.WebhookEnvPattern)
+	}
 	for i, e := range n.Default {
 		key := fmt.Sprintf("notify.default[%d]", i)
 		if len(e.On) == 0 {
@@ -207,6 +211,9 @@ func (v *validation) notify(n Notify) {
 		}
 		if e.WebhookURLEnv != "" && !envVarName.MatchString(e.WebhookURLEnv) {
 			v.problem(key+".webhook-url-env", "%q is not an environment variable name: use letters, digits and _, not starting with a digit", e.WebhookURLEnv)
+		} else if ok, _ := path.Match(n.WebhookEnvPattern, e.WebhookURLEnv); e.WebhookURLEnv != "" && patternErr == nil && !ok {
+			v.problem(key+".webhook-url-env", "%q does not match notify.webhook-env-pattern (%s): name the variable like that, "+
+				"or widen the pattern", e.WebhookURLEnv, n.WebhookEnvPattern)
 		}
 		if e.Slack && e.WebhookURLEnv == "" {
 			v.problem(key+".slack", "slack: true needs webhook-url-env: it is the webhook's body")

@@ -15,4 +15,13 @@
 // environment variable the rule names, read when it is sent: the URL is never stored. A
 // variable that is unset fails the try like a refused request, so setting it and restarting
 // the masters delivers what is still due.
+//
+// A workflow's author names the variable and the webhook's target writes the answer, so
+// neither is trusted: a variable whose name does not match notify.webhook-env-pattern is not
+// read (the check at store can be older than the masters' config); no redirect is followed;
+// no proxy is used; and unless notify.allow-private-targets is set, a connection to an
+// address PrivateTarget names is refused when it is made, after the name was resolved. A
+// try's error is stored for every viewer of the Notifications page, so it says the class of
+// the failure or the status code, never the URL, an address or the target's words; the
+// master's log has the cause.
 package notify

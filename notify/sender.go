@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // Config configures a Sender.
@@ -37,8 +38,13 @@ type Config struct {
 	PollInterval time.Duration
 	// Getenv reads the webhooks' variables; nil is os.Getenv.
 	Getenv func(string) string
-	// Client sends the webhooks; nil is a client with Timeout.
-	Client *http.Client
+	// WebhookEnvPattern is notify.webhook-env-pattern, the glob (path.Match) a webhook's
+	// variable must match to be read, checked again here because the masters' config may
+	// have changed since the workflow was stored. Empty is workflow.DefaultWebhookEnvPattern.
+	WebhookEnvPattern string
+	// AllowPrivateTargets is notify.allow-private-targets: webhooks may connect to the
+	// addresses PrivateTarget refuses otherwise.
+	AllowPrivateTargets bool
 	// Mailer sends the mails; nil fails them ("email is not configured").
 	Mailer Mailer
 	// Clock is the time source of the polls; nil is the real clock.
@@ -100,6 +106,8 @@ const batch = 50
 type Sender struct {
 	cfg Config
 	db  *dao.DB
+	// client sends the webhooks (webhookClient).
+	client *http.Client
 	// mu makes the calls of Counted one at a time.
 	mu sync.Mutex
 }
@@ -109,8 +117,8 @@ func NewSender(cfg Config, db *dao.DB) *Sender {
 	if cfg.Getenv == nil {
 		cfg.Getenv = os.Getenv
 	}
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	if cfg.WebhookEnvPattern == "" {
+		cfg.WebhookEnvPattern = workflow.DefaultWebhookEnvPattern
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
@@ -118,7 +126,7 @@ func NewSender(cfg Config, db *dao.DB) *Sender {
 	if cfg.Jitter == nil {
 		cfg.Jitter = rand.Float64
 	}
-	return &Sender{cfg: cfg, db: db}
+	return &Sender{cfg: cfg, db: db, client: webhookClient(cfg.Timeout, cfg.AllowPrivateTargets)}
 }
 
 // Run sends the notifications due until ctx ends, looking every PollInterval.
@@ -189,9 +197,9 @@ func (s *Sender) try(ctx context.Context, n dao.Notification) error {
 	case dao.NotificationSent:
 		log.Info().Msg("notification sent")
 	case dao.NotificationDead:
-		log.Error().Err(err).Msg("notification is dead: its last try failed")
+		log.Error().Err(err).AnErr("cause", errors.Unwrap(err)).Msg("notification is dead: its last try failed")
 	default:
-		log.Warn().Err(err).Dur("retry_in", retryIn).Msg("notification failed; retrying")
+		log.Warn().Err(err).AnErr("cause", errors.Unwrap(err)).Dur("retry_in", retryIn).Msg("notification failed; retrying")
 	}
 	return nil
 }
@@ -267,8 +275,12 @@ func (s *Sender) send(ctx context.Context, n dao.Notification) error {
 	return fmt.Errorf("unknown channel %q", n.Channel)
 }
 
-// webhook POSTs m to the URL in n's variable.
+// webhook POSTs m to the URL in n's variable, if the variable is one webhooks may name.
 func (s *Sender) webhook(ctx context.Context, n dao.Notification, m Message) error {
+	if !workflow.WebhookEnvAllowed(s.cfg.WebhookEnvPattern, n.Target) {
+		return fmt.Errorf("environment variable %s may not hold a webhook's URL: its name does not match notify.webhook-env-pattern (%s)",
+			n.Target, s.cfg.WebhookEnvPattern)
+	}
 	url := s.cfg.Getenv(n.Target)
 	if url == "" {
 		return fmt.Errorf("environment variable %s is not set on this master: it holds the webhook's URL", n.Target)
@@ -291,18 +303,28 @@ func (s *Sender) webhook(ctx context.Context, n dao.Notification, m Message) err
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", n.IdempotencyKey)
 	req.Header.Set("User-Agent", "zksched")
-	resp, err := s.cfg.Client.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
-		var uerr interface{ Unwrap() error }
-		if errors.As(err, &uerr) {
-			err = uerr.Unwrap()
-		}
-		return fmt.Errorf("post to the webhook in %s: %w", n.Target, err)
+		return classify(n.Target, err)
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return fmt.Errorf("the webhook in %s answered %s", n.Target, resp.Status)
+	// The status code alone: the reason phrase, the headers (a Location) and the body are the
+	// target's words, not for every viewer of the notification.
+	switch code := resp.StatusCode; {
+	case code >= 200 && code <= 299:
+		return nil
+	case code >= 300 && code <= 399:
+		return fmt.Errorf("the webhook in %s answered %s: a redirect, which is not followed", n.Target, statusText(code))
+	default:
+		return fmt.Errorf("the webhook in %s answered %s", n.Target, statusText(code))
 	}
-	return nil
+}
+
+// statusText is code with its standard name, if it has one.
+func statusText(code int) string {
+	if t := http.StatusText(code); t != "" {
+		return fmt.Sprintf("%d %s", code, t)
+	}
+	return strconv.Itoa(code)
 }

@@ -69,13 +69,16 @@ type testBundle struct {
 	env     map[string]string
 	counted []string
 	mu      sync.Mutex
+	// refusePrivate leaves notify.allow-private-targets off; the receivers are on loopback,
+	// so the other tests turn it on.
+	refusePrivate bool
 }
 
 func setup(t *testing.T, answers ...int) *testBundle {
 	t.Helper()
 	db, _ := daotest.New(t)
 	b := &testBundle{ctx: context.Background(), db: db, hook: newReceiver(t, answers...)}
-	b.env = map[string]string{"OPS_WEBHOOK": b.hook.srv.URL, "SLACK_WEBHOOK": b.hook.srv.URL}
+	b.env = map[string]string{"ZKSCHED_WEBHOOK_OPS": b.hook.srv.URL, "ZKSCHED_WEBHOOK_SLACK": b.hook.srv.URL}
 	return b
 }
 
@@ -83,7 +86,10 @@ func (b *testBundle) sender(cfg notify.Config) *notify.Sender {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = 5
 	}
-	cfg.Timeout = 5 * time.Second
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	cfg.AllowPrivateTargets = !b.refusePrivate
 	if cfg.Backoff == 0 {
 		cfg.Backoff, cfg.MaxBackoff = time.Millisecond, time.Millisecond
 	}
@@ -135,7 +141,7 @@ func (b *testBundle) row(t *testing.T) dao.Notification {
 func TestWebhookBody(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wf := b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK"})
+	wf := b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"})
 	b.sendAll(t, b.sender(notify.Config{PublicURL: "https://zksched.example.com/"}), 1)
 	got := b.hook.got()
 	if len(got) != 1 {
@@ -167,7 +173,7 @@ func jsonNumber(id int64) string { b, _ := json.Marshal(id); return string(b) }
 func TestWebhookSlack(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	wf := b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "SLACK_WEBHOOK", "slack": true})
+	wf := b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_SLACK", "slack": true})
 	b.sendAll(t, b.sender(notify.Config{}), 1)
 	got := b.hook.got()
 	if len(got) != 1 || len(got[0].body) != 1 {
@@ -184,7 +190,7 @@ func TestWebhookSlack(t *testing.T) {
 func TestWebhookRetries(t *testing.T) {
 	t.Parallel()
 	b := setup(t, http.StatusServiceUnavailable, http.StatusInternalServerError)
-	b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK"})
+	b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"})
 	b.sendAll(t, b.sender(notify.Config{}), 5)
 	got := b.hook.got()
 	if len(got) != 3 || got[0].key != got[1].key || got[1].key != got[2].key {
@@ -192,7 +198,7 @@ func TestWebhookRetries(t *testing.T) {
 	}
 	n := b.row(t)
 	if n.State != dao.NotificationSent || n.Attempts != 3 || n.LastError == nil ||
-		*n.LastError != "the webhook in OPS_WEBHOOK answered 500 Internal Server Error" {
+		*n.LastError != "the webhook in ZKSCHED_WEBHOOK_OPS answered 500 Internal Server Error" {
 		t.Fatalf("row = %+v; want sent at attempt 3, its last error kept", n)
 	}
 	if !slices.Equal(b.counted, []string{"failed", "failed", "sent"}) {
@@ -204,7 +210,7 @@ func TestWebhookRetries(t *testing.T) {
 func TestWebhookDead(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 500, 500, 500, 500)
-	b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK"})
+	b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"})
 	b.sendAll(t, b.sender(notify.Config{MaxAttempts: 2}), 5)
 	if got := b.hook.got(); len(got) != 2 {
 		t.Fatalf("webhook got %d tries; want 2", len(got))
@@ -222,20 +228,20 @@ func TestWebhookDead(t *testing.T) {
 func TestWebhookUnsetVariable(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.fail(t, "a", map[string]any{"on": []string{"failure"}, "webhook-url-env": "NOT_SET"})
+	b.fail(t, "a", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_NOT_SET"})
 	b.sendAll(t, b.sender(notify.Config{MaxAttempts: 1}), 1)
 	n := b.row(t)
 	if n.State != dao.NotificationDead || n.LastError == nil ||
-		*n.LastError != "environment variable NOT_SET is not set on this master: it holds the webhook's URL" {
+		*n.LastError != "environment variable ZKSCHED_WEBHOOK_NOT_SET is not set on this master: it holds the webhook's URL" {
 		t.Fatalf("row = %+v", n)
 	}
 
 	b2 := setup(t)
-	b2.env["OPS_WEBHOOK"] = "http://127.0.0.1:1/secret-token"
-	b2.fail(t, "b", map[string]any{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK"})
+	b2.env["ZKSCHED_WEBHOOK_OPS"] = "http://127.0.0.1:1/secret-token"
+	b2.fail(t, "b", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"})
 	b2.sendAll(t, b2.sender(notify.Config{MaxAttempts: 1}), 1)
 	n = b2.row(t)
-	if n.LastError == nil || strings.Contains(*n.LastError, "secret-token") || !strings.Contains(*n.LastError, "OPS_WEBHOOK") {
+	if n.LastError == nil || strings.Contains(*n.LastError, "secret-token") || !strings.Contains(*n.LastError, "ZKSCHED_WEBHOOK_OPS") {
 		t.Fatalf("last error %v; want the variable's name, not the URL", n.LastError)
 	}
 }
@@ -271,7 +277,7 @@ func TestRunPolls(t *testing.T) {
 	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK"})
+	b.fail(t, "nightly", map[string]any{"on": []string{"failure"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"})
 	if got := b.hook.got(); len(got) != 0 {
 		t.Fatalf("sent %d before the poll", len(got))
 	}

@@ -86,12 +86,13 @@
 //     Past it, while the instance has not ended, the deadline event is sent once and nothing
 //     else changes: the instance goes on. Default 0, none.
 //   - notify: who hears of the workflow's events, a list of entries like
-//     {on: [failure, timeout, deadline], webhook-url-env: OPS_WEBHOOK} or
+//     {on: [failure, timeout, deadline], webhook-url-env: ZKSCHED_WEBHOOK_OPS} or
 //     {on: [failure], email: [ops@example.com]}. on lists the events: failure (an instance
 //     failed), success, timeout (an instance failed by its timeout; it sends timeout, not
 //     failure), deadline (its or a task's deadline passed) and task-failed (a task failed
 //     after its retries). webhook-url-env names the environment variable of the masters
-//     that holds the webhook's URL (the URL itself is never stored); slack: true sends a
+//     that holds the webhook's URL (the URL itself is never stored), a name matching their
+//     notify.webhook-env-pattern (Spec.CheckWebhookEnv, at store); slack: true sends a
 //     Slack-compatible body ({"text": ...}) to it; email lists addresses. An entry needs
 //     a webhook, an address, or both. A workflow without notify: gets the masters'
 //     notify.default. An instance stopped by an operator sends nothing.

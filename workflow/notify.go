@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"errors"
 	"fmt"
 	"net/mail"
+	"path"
 	"slices"
 	"strings"
 
@@ -40,7 +42,7 @@ func (d *decoder) decodeNotify(v *yaml.Node) []Notify {
 		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		d.errorf(v.Line, "notify must be a list of entries, like [{on: [failure], webhook-url-env: OPS_WEBHOOK}], not %s", kindName(v))
+		d.errorf(v.Line, "notify must be a list of entries, like [{on: [failure], webhook-url-env: ZKSCHED_WEBHOOK_OPS}], not %s", kindName(v))
 		return nil
 	}
 	if len(v.Content) > MaxNotify {
@@ -158,4 +160,32 @@ func (s *Spec) notifyProblems() []problem {
 		probs = append(probs, problem{task: -1, field: "deadline", msg: fmt.Sprintf("workflow deadline %s is negative", s.Deadline)})
 	}
 	return probs
+}
+
+// DefaultWebhookEnvPattern is the default of notify.webhook-env-pattern. Variables of this
+// form hold nothing but webhook URLs, and being ZKSCHED_* they never reach a task.
+const DefaultWebhookEnvPattern = "ZKSCHED_WEBHOOK_*"
+
+// WebhookEnvAllowed reports whether a notify entry may name the variable name as its
+// webhook-url-env under pattern (notify.webhook-env-pattern, a path.Match glob). The masters
+// read that variable and post to what it holds, so a name outside the pattern (PATH, a proxy
+// setting, a secret) would let the file's author send a master's variable where it points.
+// A malformed pattern allows nothing.
+func WebhookEnvAllowed(pattern, name string) bool {
+	ok, err := path.Match(pattern, name)
+	return ok && err == nil
+}
+
+// CheckWebhookEnv reports the notify entries whose webhook-url-env does not match pattern
+// (notify.webhook-env-pattern); call it where a file is stored, with the config's pattern.
+func (s *Spec) CheckWebhookEnv(pattern string) error {
+	var errs []error
+	for i, n := range s.Notify {
+		if n.WebhookURLEnv != "" && !WebhookEnvAllowed(pattern, n.WebhookURLEnv) {
+			errs = append(errs, &Error{Msg: fmt.Sprintf(
+				"notify entry #%d: webhook-url-env %s is not a webhook variable: the masters' notify.webhook-env-pattern "+
+					"allows names like %s, so that a workflow cannot name their other variables", i+1, quote(n.WebhookURLEnv), pattern)})
+		}
+	}
+	return errors.Join(errs...)
 }

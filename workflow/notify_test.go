@@ -74,3 +74,44 @@ func TestParseNotifyErrors(t *testing.T) {
 		t.Errorf("negative task deadline: %v", err)
 	}
 }
+
+// TestCheckWebhookEnv: a webhook-url-env outside notify.webhook-env-pattern is refused with
+// the entry and the pattern; one inside it, or an entry without a webhook, is not.
+func TestCheckWebhookEnv(t *testing.T) {
+	t.Parallel()
+	s, err := Parse([]byte(`name: w
+notify:
+  - {on: [failure], webhook-url-env: ZKSCHED_WEBHOOK_OPS}
+  - {on: [failure], webhook-url-env: PATH}
+  - {on: [failure], email: [ops@example.com]}
+  - {on: [failure], webhook-url-env: HTTPS_PROXY}
+tasks:
+  - {name: a, type: noop}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.CheckWebhookEnv(DefaultWebhookEnvPattern)
+	if err == nil {
+		t.Fatal("CheckWebhookEnv passed PATH and HTTPS_PROXY")
+	}
+	for _, want := range []string{
+		`notify entry #2: webhook-url-env "PATH" is not a webhook variable: the masters' notify.webhook-env-pattern allows names like ZKSCHED_WEBHOOK_*`,
+		`notify entry #4: webhook-url-env "HTTPS_PROXY" is not a webhook variable`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q; want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "#1") || strings.Contains(err.Error(), "#3") {
+		t.Errorf("error %q names an entry that is allowed", err)
+	}
+	if err := s.CheckWebhookEnv("*"); err != nil {
+		t.Errorf("CheckWebhookEnv(*) = %v; want nil", err)
+	}
+	for _, bad := range []string{"", "ZKSCHED_["} {
+		if WebhookEnvAllowed(bad, "ZKSCHED_WEBHOOK_OPS") {
+			t.Errorf("WebhookEnvAllowed(%q) allowed a variable", bad)
+		}
+	}
+}

@@ -368,7 +368,7 @@ var schemaDocs = map[string]string{
 
 	"concurrency.key":        "A template over the params alone, such as \"{{ .params.thread }}\", rendered when an instance is submitted.",
 	"notify.on":              "The events heard: failure, success, timeout (failed by the workflow timeout), deadline, task-failed (after its retries).",
-	"notify.webhook-url-env": "The environment variable of the masters holding the webhook's URL; the URL is never in the file.",
+	"notify.webhook-url-env": "The environment variable of the masters holding the webhook's URL; the URL is never in the file. Its name must match the masters' notify.webhook-env-pattern (default ZKSCHED_WEBHOOK_*).",
 	"notify.slack":           "Send a Slack-compatible body ({\"text\": ...}) to the webhook.",
 	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",
 	"concurrency.max":        "How many instances with one key run at once; 1 when left out.",

@@ -218,7 +218,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		}
 		sender := notify.NewSender(notify.Config{MaxAttempts: cfg.Notify.MaxAttempts, Timeout: cfg.Notify.Timeout,
 			Backoff: cfg.Notify.Backoff, MaxBackoff: cfg.Notify.MaxBackoff, PublicURL: cfg.API.PublicURL,
-			PollInterval: cfg.Master.PollInterval, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
+			PollInterval: cfg.Master.PollInterval, WebhookEnvPattern: cfg.Notify.WebhookEnvPattern,
+			AllowPrivateTargets: cfg.Notify.AllowPrivateTargets, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
 		work.Go("notifications", sender.Run)
 		if tracer != nil {
 			export := master.NewTraceExport(master.TraceExportConfig{PollInterval: cfg.Master.PollInterval, Log: n.log}, n.db, tracer)
@@ -402,7 +403,8 @@ func (n *node) httpHandler() (http.Handler, error) {
 	srv, err := api.New(api.Config{NodeID: n.id, Version: Version, Token: n.token, UsersFile: a.UsersFile,
 		AllowUnauthenticated: a.AllowUnauthenticated,
 		Hosts:                ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
-		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(), Log: n.log}, n.db)
+		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(),
+		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}

@@ -68,10 +68,11 @@ func (h *heldHook) got() []string {
 func TestFaultMasterKilledMidDelivery(t *testing.T) {
 	f := setupFault(t)
 	hook := newHeldHook(t)
-	env := []string{"OPS_WEBHOOK=" + hook.srv.URL, "ZKSCHED_NOTIFY_TIMEOUT=3s", "ZKSCHED_NOTIFY_BACKOFF=100ms"}
+	env := []string{"ZKSCHED_WEBHOOK_OPS=" + hook.srv.URL, "ZKSCHED_NOTIFY_TIMEOUT=3s", "ZKSCHED_NOTIFY_BACKOFF=100ms",
+		"ZKSCHED_NOTIFY_ALLOW_PRIVATE_TARGETS=true"}
 	victim := f.startMaster(t, "master-1", env...)
 	f.startWorker(t, "worker-1", 2)
-	file := map[string]any{"name": "notified", "notify": []map[string]any{{"on": []string{"success"}, "webhook-url-env": "OPS_WEBHOOK"}},
+	file := map[string]any{"name": "notified", "notify": []map[string]any{{"on": []string{"success"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"}},
 		"tasks": []map[string]any{{"name": "a", "type": "noop"}}}
 	id := f.storeFile(t, file)
 	select {
@@ -159,10 +160,11 @@ func TestFaultWorkerKilledNotifiesTheCluster(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	config := filepath.Join(t.TempDir(), "master.yaml")
-	if err := os.WriteFile(config, []byte("notify:\n  default:\n    - {on: [node-fenced, failover], webhook-url-env: OPS_WEBHOOK}\n"), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte("notify:\n  default:\n    - {on: [node-fenced, failover], webhook-url-env: ZKSCHED_WEBHOOK_OPS}\n"+
+		"  allow-private-targets: true\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.startMaster(t, "master", "ZKSCHED_CONFIG="+config, "OPS_WEBHOOK="+hook.URL, "ZKSCHED_NOTIFY_BACKOFF=100ms")
+	f.startMaster(t, "master", "ZKSCHED_CONFIG="+config, "ZKSCHED_WEBHOOK_OPS="+hook.URL, "ZKSCHED_NOTIFY_BACKOFF=100ms")
 	victim := f.startWorker(t, "worker-1", 1)
 	wf := f.submit(t, "fenced-notified", task{name: "long", body: "sleep 3"})
 	lost := f.waitAliveOn(t, victim, 1)

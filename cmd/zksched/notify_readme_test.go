@@ -14,7 +14,8 @@ import (
 )
 
 // TestReadmeNotifications: the README's Notifications section shows a workflow file that
-// parses, a masters' config that loads, and a webhook body that is notify.Message's.
+// parses, a masters' config that loads and lets that file's webhooks be stored, and a
+// webhook body that is notify.Message's.
 func TestReadmeNotifications(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
@@ -58,8 +59,12 @@ func TestReadmeNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatalf("README's config: %v", err)
 	}
-	if len(cfg.Notify.Default) != 1 || cfg.Notify.Email.Host == "" || cfg.API.PublicURL == "" {
+	if len(cfg.Notify.Default) != 1 || cfg.Notify.Email.Host == "" || cfg.API.PublicURL == "" ||
+		cfg.Notify.WebhookEnvPattern != workflow.DefaultWebhookEnvPattern || cfg.Notify.AllowPrivateTargets {
 		t.Errorf("README's config loaded as %+v", cfg.Notify)
+	}
+	if err := spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern); err != nil {
+		t.Errorf("README's workflow is refused by README's config: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(jsons[0])))
 	dec.DisallowUnknownFields()

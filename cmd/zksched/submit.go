@@ -67,7 +67,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))); err != nil {
+	if err := errors.Join(spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))),
+		spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
 	log := newLogger(cfg.Log, stderr)
