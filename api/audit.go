@@ -18,8 +18,12 @@ import (
 // request's principal, its client address and what the handler learnt of the action's
 // target and parameters. When the handler refuses the change instead (400, 403, 404, 409 and
 // every other 4xx but 401, whose request has no identity), audited records the attempt in a
-// row of its own, outcome "refused: …", on the pool: best effort, since the refusal must be
-// answered whether or not the record can be written.
+// row of its own, outcome "refused: …", on the pool (dao.AuditRefusal), where the identical
+// refusals of a minute fold into one row with their count. That record is best effort, since
+// the refusal must be answered whether or not it can be written: one that cannot is logged at
+// error level and counted (RefusalsUnrecorded, zksched_api_audit_refusals_unrecorded_total).
+// A refusal's reason names the route, never the path: the refusals of a flood over many ids
+// or names are identical, and fold.
 
 // auditState is what a change's handler has learnt of its audit row so far.
 type auditState struct {
@@ -87,8 +91,10 @@ func (s *Server) auditRefusal(r *http.Request, st *auditState, err error) {
 	// The request may be at its deadline: the record gets a few seconds of its own.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 	defer cancel()
-	if werr := s.db.AuditInsert(ctx, ev); werr != nil {
-		logFor(r).Warn().Err(werr).Str("action", ev.Action).Str("target", ev.Target).Msg("refused change not recorded in the audit trail")
+	if werr := s.db.AuditRefusal(ctx, ev); werr != nil {
+		s.refusalsUnrecorded.Add(1)
+		logFor(r).Error().Err(werr).Str("user", ev.Actor).Str("action", ev.Action).Int("status", status).
+			Msg("refused change not recorded in the audit trail")
 	}
 }
 

@@ -45,10 +45,13 @@ type authenticator struct {
 	// refused unchecked because their address had failed too often.
 	failures atomic.Int64
 	limited  atomic.Int64
+
+	sessionCheck
 }
 
 func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authenticator, error) {
 	a := &authenticator{db: db, limiter: newFailLimiter(now)}
+	a.sessionCheck.init(cfg.Log, now)
 	if cfg.Token != "" {
 		a.token = &credential{name: tokenUser, role: RoleAdmin, hash: sha256.Sum256([]byte(cfg.Token))}
 	}
@@ -57,6 +60,7 @@ func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authentica
 		if err != nil {
 			return nil, err
 		}
+		s.onRead = a.usersRead
 		a.users = s
 	}
 	a.enabled = a.token != nil || a.users != nil
@@ -69,8 +73,16 @@ func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authentica
 	return a, nil
 }
 
-// credentials returns every credential that is valid now.
+// credentials returns every credential that is valid now, after ending the sessions the
+// users as last read no longer allow (endStaleSessions).
 func (a *authenticator) credentials() []credential {
+	out := a.currentCredentials()
+	a.endStaleSessions(a.currentCredentials, false)
+	return out
+}
+
+// currentCredentials returns every credential that is valid now.
+func (a *authenticator) currentCredentials() []credential {
 	var out []credential
 	if a.token != nil {
 		out = append(out, *a.token)
@@ -122,12 +134,18 @@ func (a *authenticator) newSession(r *http.Request, c credential) (string, time.
 	return value, exp, err
 }
 
-// session returns who the session cookie of r belongs to: a live session of a user who still
-// has the token the session was started with. An error is a failure to read the database.
+// session returns who the session cookie of r belongs to: a live session, of its user's
+// current generation, of a user who still has the token the session was started with. An
+// error is a failure to read the database, or to end the sessions the users file no longer
+// allows (no session is accepted until that is done).
 func (a *authenticator) session(r *http.Request) (credential, bool, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
 		return credential{}, false, nil
+	}
+	a.credentials()
+	if err := a.endStaleSessions(a.currentCredentials, true); err != nil {
+		return credential{}, false, err
 	}
 	s, err := a.db.APISessionGetIfLive(r.Context(), sessionHash(ck.Value))
 	if errors.Is(err, dao.ErrNoSession) {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // The task states and workflow states a filter accepts.
@@ -188,4 +190,58 @@ func pathID(r *http.Request, what string) (int64, error) {
 		return 0, badRequest("%q is not a valid %s id: want a positive integer", s, what)
 	}
 	return n, nil
+}
+
+// pathRules are the rules of the wildcards of the route patterns. route checks a request's
+// path values against them before anything else, the role included, so that a value breaking
+// its rule is refused with 400 before it reaches a log line, the audit trail or a statement.
+// The refusal states the rule and does not echo the value, which may be 60 KB long; its
+// message is the same for every bad value, so a flood of them folds into one audit row.
+var pathRules = map[string]func(string) error{
+	"name": func(v string) error {
+		if !workflow.ValidName(v) {
+			return badRequest("the workflow name in the path is invalid: %s", workflow.NameRule)
+		}
+		return nil
+	},
+	"id":      pathNumber,
+	"version": pathNumber,
+}
+
+// maxPathNumber is the most characters of an id or a version in a path: an int64's 19 digits
+// and a sign.
+const maxPathNumber = 20
+
+// pathNumber refuses an id or a version too long to be one; pathID and the handlers read a
+// shorter one and say what is wrong with it, quoting it.
+func pathNumber(v string) error {
+	if len(v) > maxPathNumber {
+		return badRequest("the number in the path is over %d characters long: ids and versions are positive integers", maxPathNumber)
+	}
+	return nil
+}
+
+// pathCheck returns the check of the path values of the requests of pattern. A wildcard
+// without a rule in pathRules stops the master at start: no route takes a path value
+// unchecked.
+func pathCheck(pattern string) func(*http.Request) error {
+	var names []string
+	for _, seg := range strings.Split(pattern, "/") {
+		if !strings.HasPrefix(seg, "{") || !strings.HasSuffix(seg, "}") || seg == "{$}" {
+			continue
+		}
+		name := strings.TrimSuffix(seg[1:len(seg)-1], "...")
+		if pathRules[name] == nil {
+			panic(fmt.Sprintf("api: route %s: no rule for the path value {%s}", pattern, name))
+		}
+		names = append(names, name)
+	}
+	return func(r *http.Request) error {
+		for _, n := range names {
+			if err := pathRules[n](r.PathValue(n)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -93,6 +94,8 @@ type Server struct {
 	specs lifecycle.Specs
 	// openapi is the OpenAPI document of /api/v1 (see openapi.go).
 	openapi []byte
+	// refusalsUnrecorded counts the refused changes whose audit row could not be written.
+	refusalsUnrecorded atomic.Int64
 }
 
 // maxConcurrentParses is how many workflow files the API reads and parses at once. Each
@@ -146,6 +149,10 @@ func (s *Server) AuthFailures() int64 { return s.auth.failures.Load() }
 // AuthRateLimited is how many credentials the server refused unchecked with 429, their
 // address having failed too often.
 func (s *Server) AuthRateLimited() int64 { return s.auth.limited.Load() }
+
+// RefusalsUnrecorded is how many refused changes the server could not record in the audit
+// trail (each also logged at error level).
+func (s *Server) RefusalsUnrecorded() int64 { return s.refusalsUnrecorded.Load() }
 
 // ServeHTTP serves one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
@@ -253,11 +260,17 @@ func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h handler,
 		panic(fmt.Sprintf("api: route %s changes state: it needs a role above viewer", pattern))
 	}
 	s.need[pattern] = need
+	checkPath := pathCheck(pattern)
 	checked := func(w http.ResponseWriter, r *http.Request) error {
+		if err := checkPath(r); err != nil {
+			return err
+		}
+		// The refusal names the route, not the path: a refused change's audit row folds the
+		// refusals of every id and name of the route into one.
 		if p := principalOf(r); !p.Role.Allows(need) {
 			logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", p.Name).Str("role", string(p.Role)).
 				Str("route", pattern).Str("needs", string(need)).Msg("request refused: role too low")
-			return errorf(http.StatusForbidden, "%s %s needs the %s role; %s is %s", r.Method, r.URL.Path, need, p.Name, p.Role)
+			return errorf(http.StatusForbidden, "%s needs the %s role; %s is %s", pattern, need, p.Name, p.Role)
 		}
 		return h(w, r)
 	}

@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,6 +43,9 @@ type userStore struct {
 	path string
 	log  zerolog.Logger
 	now  func() time.Time
+	// onRead, unless nil, is called (under mu) each time the file has been read again
+	// successfully, missing included.
+	onRead func()
 
 	mu      sync.Mutex
 	checked time.Time
@@ -132,6 +138,85 @@ func (s *userStore) current() []credential {
 		return nil
 	}
 	s.users = users
+	if s.onRead != nil {
+		s.onRead()
+	}
 	s.log.Info().Str("users_file", s.path).Int("users", len(users)).Bool("exists", st.exists).Msg("users file read again")
 	return users
+}
+
+// sessionCheck ends the sessions that the users, as last read, no longer allow: those of a
+// user removed from the users file or whose token changed (dao.APISessionsEndStale), at
+// start and after every reading of the file that succeeded. The end is for good, in
+// PostgreSQL: the same line coming back later (a restore, a config-management run) brings the
+// token back, not the sessions, on this master and on every other. Until the users of the
+// latest reading have been checked, no session is accepted.
+type sessionCheck struct {
+	log zerolog.Logger
+	now func() time.Time
+	// reads counts the readings of the users (the start's is the first); checked is the last
+	// one whose sessions were checked.
+	reads, checked atomic.Int64
+
+	mu sync.Mutex
+	// tried is when the check was last tried; a failed one is tried again usersReloadEvery later.
+	tried time.Time
+}
+
+// sessionCheckTimeout bounds one check of the sessions against the users.
+const sessionCheckTimeout = 5 * time.Second
+
+// init readies c: the users read at start are yet to be checked.
+func (c *sessionCheck) init(log zerolog.Logger, now func() time.Time) {
+	c.log, c.now = log, now
+	c.reads.Store(1)
+}
+
+// usersRead notes that the users have been read again.
+func (c *sessionCheck) usersRead() { c.reads.Add(1) }
+
+// endStaleSessions ends the sessions of the users the latest reading no longer allows,
+// unless done already; current returns the credentials now valid. With wait, it waits for a
+// check under way and reports whether the sessions are checked; without, it leaves the check
+// to whoever is doing it and reports nothing.
+func (a *authenticator) endStaleSessions(current func() []credential, wait bool) error {
+	c := &a.sessionCheck
+	if c.checked.Load() == c.reads.Load() {
+		return nil
+	}
+	if wait {
+		c.mu.Lock()
+	} else if !c.mu.TryLock() {
+		return nil
+	}
+	defer c.mu.Unlock()
+	n := c.reads.Load()
+	if c.checked.Load() >= n {
+		return nil
+	}
+	if now := c.now(); now.Sub(c.tried) >= usersReloadEvery {
+		c.tried = now
+		// The credentials are read after n: they are of reading n or a later one.
+		creds := current()
+		names, ids := make([]string, len(creds)), make([]string, len(creds))
+		for i, cr := range creds {
+			names[i], ids[i] = cr.name, cr.id()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), sessionCheckTimeout)
+		defer cancel()
+		ended, err := a.db.APISessionsEndStale(ctx, names, ids)
+		if err != nil {
+			c.log.Error().Err(err).Msg("the sessions of removed or changed users could not be ended: no session is accepted until they are")
+		} else {
+			if len(ended) > 0 {
+				c.log.Info().Strs("users", ended).Msg("sessions ended: their users left the users file or changed token")
+			}
+			c.checked.Store(n)
+			return nil
+		}
+	}
+	if !wait {
+		return nil
+	}
+	return errorf(http.StatusServiceUnavailable, "sessions cannot be checked against the users file now: try again in a few seconds")
 }

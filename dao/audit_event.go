@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/lib/pq"
 )
@@ -16,7 +17,13 @@ import (
 // audit_event row with AuditInsert on the Queries of the transaction that makes the change,
 // so that the change and its record commit together or not at all: a change whose record
 // cannot be written does not happen. A refused attempt is recorded apart, on the pool, since
-// its transaction rolled back. Nothing here updates or deletes a row.
+// its transaction rolled back (AuditRefusal), and folded: the refusals of one actor, action
+// and outcome within a minute are one row with their count. Nothing here deletes a row or
+// updates one but for that count.
+//
+// Every text a client can choose (actor, target, outcome) is clipped to maxAuditText bytes
+// with the hash of what was cut (auditClip), so a row always fits its indexes and is always
+// written, whatever the request held.
 
 // The actions recorded in audit_event.
 const (
@@ -56,6 +63,47 @@ type AuditEvent struct {
 	Params  json.RawMessage `db:"params" json:"params"`
 	Client  string          `db:"client" json:"client"`
 	Outcome string          `db:"outcome" json:"outcome"`
+	// Count is how many times the event happened: 1 for a change; for a refusal, the
+	// identical refusals (actor, action, outcome) of the minute that began at At.
+	Count int `db:"count" json:"count"`
+}
+
+// maxAuditText is the most bytes an audit row keeps of its actor, target and outcome: far
+// above any name or reason zksched writes, far below the btree entry limit of the indexes
+// that hold them.
+const maxAuditText = 256
+
+// auditClip returns s as valid UTF-8 without NUL (which PostgreSQL's text refuses), clipped
+// to maxAuditText bytes: a longer s keeps its start and ends with "…sha256:" and the first
+// 16 hex digits of the SHA-256 of what was cut, so two long texts that differ stay told apart.
+func auditClip(s string) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", "\uFFFD"), "\uFFFD")
+	if len(s) <= maxAuditText {
+		return s
+	}
+	const mark = "…sha256:"
+	cut := maxAuditText - len(mark) - 16
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	sum := sha256.Sum256([]byte(s[cut:]))
+	return s[:cut] + mark + hex.EncodeToString(sum[:8])
+}
+
+// clipped returns ev with its client-chosen texts clipped (auditClip) and its defaults set.
+func (ev AuditEvent) clipped() (AuditEvent, string, error) {
+	if ev.Actor == "" || ev.Action == "" {
+		return ev, "", fmt.Errorf("audit event %+v: actor and action are required", ev)
+	}
+	if ev.Outcome == "" {
+		ev.Outcome = AuditOK
+	}
+	ev.Actor, ev.Target, ev.Outcome, ev.Client = auditClip(ev.Actor), auditClip(ev.Target), auditClip(ev.Outcome), auditClip(ev.Client)
+	params := "{}"
+	if len(ev.Params) > 0 {
+		params = string(ev.Params)
+	}
+	return ev, params, nil
 }
 
 // AuditParams encodes v (a map or a struct of the request's parameters) for AuditEvent.Params.
@@ -81,20 +129,40 @@ func DefinitionAuditParams(name string, version int, file []byte) json.RawMessag
 // on the pool (DB) it is a transaction of its own, for a refused attempt or for a change
 // that lives outside the database (user.add and user.remove of the users file).
 func (q *Queries) AuditInsert(ctx context.Context, ev AuditEvent) error {
-	if ev.Actor == "" || ev.Action == "" {
-		return fmt.Errorf("audit event %+v: actor and action are required", ev)
+	ev, params, err := ev.clipped()
+	if err != nil {
+		return err
 	}
-	if ev.Outcome == "" {
-		ev.Outcome = AuditOK
-	}
-	params := "{}"
-	if len(ev.Params) > 0 {
-		params = string(ev.Params)
-	}
-	_, err := q.q.ExecContext(ctx, `INSERT INTO audit_event (actor, role, action, target, params, client, outcome)
+	_, err = q.q.ExecContext(ctx, `INSERT INTO audit_event (actor, role, action, target, params, client, outcome)
 		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7)`, ev.Actor, ev.Role, ev.Action, ev.Target, params, ev.Client, ev.Outcome)
 	if err != nil {
 		return fmt.Errorf("record audit event %s on %q by %s: %w", ev.Action, ev.Target, ev.Actor, err)
+	}
+	return nil
+}
+
+// auditRefusalSQL is AuditRefusal's statement: the refusal's row of this minute, by the
+// database's clock, or one more on its count (migration 00025 lets only that UPDATE through).
+const auditRefusalSQL = `
+		INSERT INTO audit_event (actor, role, action, target, params, client, outcome, fold_minute)
+		VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, date_trunc('minute', now()))
+		ON CONFLICT (actor, action, outcome, fold_minute) WHERE fold_minute IS NOT NULL
+		DO UPDATE SET count = audit_event.count + 1`
+
+// AuditRefusal records a refused attempt, whose outcome is AuditRefused's, on its own. The
+// identical refusals of a minute (same actor, action and outcome) are one row, the first's,
+// whose Count says how many there were: a client repeating a refused request adds one row a
+// minute, not one a request; the target and client kept are the first's.
+func (db *DB) AuditRefusal(ctx context.Context, ev AuditEvent) error {
+	ev, params, err := ev.clipped()
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(ev.Outcome, AuditRefused("")) {
+		return fmt.Errorf("record refusal %s on %q by %s: outcome %q is no refusal", ev.Action, ev.Target, ev.Actor, ev.Outcome)
+	}
+	if _, err := db.db.ExecContext(ctx, auditRefusalSQL, ev.Actor, ev.Role, ev.Action, ev.Target, params, ev.Client, ev.Outcome); err != nil {
+		return fmt.Errorf("record refusal %s on %q by %s: %w", ev.Action, ev.Target, ev.Actor, err)
 	}
 	return nil
 }
@@ -108,17 +176,12 @@ func (q *Queries) auditInsertMany(ctx context.Context, evs []AuditEvent) error {
 	actors, roles, actions, targets := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	params, clients, outcomes := make([]string, n), make([]string, n), make([]string, n)
 	for i, ev := range evs {
-		if ev.Actor == "" || ev.Action == "" {
-			return fmt.Errorf("audit event %+v: actor and action are required", ev)
+		ev, p, err := ev.clipped()
+		if err != nil {
+			return err
 		}
 		actors[i], roles[i], actions[i], targets[i], clients[i] = ev.Actor, ev.Role, ev.Action, ev.Target, ev.Client
-		params[i], outcomes[i] = "{}", ev.Outcome
-		if len(ev.Params) > 0 {
-			params[i] = string(ev.Params)
-		}
-		if outcomes[i] == "" {
-			outcomes[i] = AuditOK
-		}
+		params[i], outcomes[i] = p, ev.Outcome
 	}
 	_, err := q.q.ExecContext(ctx, `INSERT INTO audit_event (actor, role, action, target, params, client, outcome)
 		SELECT a, r, act, t, p::jsonb, c, o
@@ -177,7 +240,7 @@ func (q *Queries) AuditList(ctx context.Context, f AuditFilter, before int64, li
 // reduces a filter left out to true before it plans, so each page is planned as though the
 // statement held only the filters given.
 const auditListSQL = `
-		SELECT id, at, actor, role, action, target, params, client, outcome
+		SELECT id, at, actor, role, action, target, params, client, outcome, count
 		FROM audit_event
 		WHERE ($1::text = '' OR actor = $1) AND ($2::text = '' OR action = $2)
 		  AND ($3::text = '%' OR target LIKE $3 ESCAPE '\')

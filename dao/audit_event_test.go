@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
@@ -366,5 +367,113 @@ func TestSubmissionsTogetherEachCommitWithTheirRow(t *testing.T) {
 	}
 	if len(evs) != n-n/3 {
 		t.Errorf("%d audit rows, want %d", len(evs), n-n/3)
+	}
+}
+
+// TestAuditRefusalsFoldAndOnlyTheirCountChanges: identical refusals of a minute are one row
+// counting them, concurrent ones included; another outcome, actor or action is a row of its
+// own; a change's row is never folded. The trigger lets through only the count of a folded
+// refusal going up: not a change's, not a count going down, not any other column.
+func TestAuditRefusalsFoldAndOnlyTheirCountChanges(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	refusal := func(actor, action, target, outcome string) dao.AuditEvent {
+		ev := auditEvent(actor, action, target)
+		ev.Outcome = dao.AuditRefused(outcome)
+		return ev
+	}
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.db.AuditRefusal(b.ctx, refusal("vic", dao.AuditTaskKill, fmt.Sprintf("task-instance/%d", i), "forbidden: needs operator")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, ev := range []dao.AuditEvent{
+		refusal("vic", dao.AuditTaskKill, "task-instance/1", "not found: no task 1"),
+		refusal("eve", dao.AuditTaskKill, "task-instance/1", "forbidden: needs operator"),
+		refusal("vic", dao.AuditTaskRerun, "task-instance/1", "forbidden: needs operator"),
+	} {
+		if err := b.db.AuditRefusal(b.ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 2 {
+		if err := b.db.AuditInsert(b.ctx, auditEvent("olga", dao.AuditTaskKill, "task-instance/1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.db.AuditRefusal(b.ctx, auditEvent("olga", dao.AuditTaskKill, "task-instance/1")); err == nil {
+		t.Errorf("AuditRefusal took an outcome that is no refusal")
+	}
+	evs := auditAll(t, b, dao.AuditFilter{}, 50)
+	got := map[string]int{}
+	for _, ev := range evs {
+		got[ev.Actor+" "+ev.Action+" "+ev.Outcome] += ev.Count
+	}
+	want := map[string]int{
+		"vic task.kill refused: forbidden: needs operator": 40, "vic task.kill refused: not found: no task 1": 1,
+		"eve task.kill refused: forbidden: needs operator": 1, "vic task.rerun refused: forbidden: needs operator": 1,
+		"olga task.kill ok": 2,
+	}
+	if len(evs) != 6 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%d rows counting %v; want 6 counting %v", len(evs), got, want)
+	}
+
+	for _, stmt := range []string{
+		`UPDATE audit_event SET count = count + 1 WHERE outcome = 'ok'`,
+		`UPDATE audit_event SET count = count - 1 WHERE actor = 'vic'`,
+		`UPDATE audit_event SET count = count + 1, target = 'task-instance/999' WHERE actor = 'vic'`,
+		`UPDATE audit_event SET count = count + 1, outcome = 'ok' WHERE actor = 'vic'`,
+	} {
+		if _, err := b.db.SQL().Exec(stmt); err == nil || !strings.Contains(err.Error(), "audit_event is append-only") {
+			t.Errorf("%s: %v, want it refused", stmt, err)
+		}
+	}
+}
+
+// TestAuditRowIsAlwaysWritten: a target or outcome of any length or bytes (60 KB, random and
+// incompressible, invalid UTF-8, NUL) is clipped to 256 bytes with the hash of the rest, and
+// the row is written, for a change as for a refusal.
+func TestAuditRowIsAlwaysWritten(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	random := make([]byte, 8<<10)
+	for i := range random {
+		random[i] = byte(33 + (i*7919+i*i*31)%94)
+	}
+	for i, target := range []string{
+		"schedule/" + strings.Repeat("a", 60<<10),
+		"schedule/" + string(random),
+		"schedule/bad\xff\xfeutf8\x00nul",
+		"schedule/" + strings.Repeat("é", 300),
+	} {
+		ev := auditEvent("vic", dao.AuditScheduleEnable, target)
+		ev.Outcome = dao.AuditRefused("bad request: " + target)
+		if err := b.db.AuditRefusal(b.ctx, ev); err != nil {
+			t.Errorf("refusal %d: %v", i, err)
+		}
+		ev.Outcome = ""
+		if err := b.db.AuditInsert(b.ctx, ev); err != nil {
+			t.Errorf("change %d: %v", i, err)
+		}
+	}
+	evs := auditAll(t, b, dao.AuditFilter{}, 50)
+	if len(evs) != 8 {
+		t.Fatalf("%d rows, want 8", len(evs))
+	}
+	targets := map[string]bool{}
+	for _, ev := range evs {
+		if len(ev.Target) > 256 || len(ev.Outcome) > 256 || !utf8.ValidString(ev.Target) || strings.Contains(ev.Target, "\x00") {
+			t.Errorf("row %d: target of %d bytes, outcome of %d: %.60q", ev.ID, len(ev.Target), len(ev.Outcome), ev.Target)
+		}
+		targets[ev.Target] = true
+	}
+	if len(targets) != 4 {
+		t.Errorf("%d distinct targets, want 4: the clipped ones differ by their hash", len(targets))
 	}
 }

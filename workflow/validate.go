@@ -11,8 +11,7 @@ import (
 var (
 	// nameRE is the rule for workflow and task names: they appear in URLs, logs and the
 	// command line, so they are kept to characters that need no quoting there.
-	nameRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	nameRule = "use 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit"
+	nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
 	// groupRE is the rule conf applies to worker group names; pools and providers follow it
 	// too.
@@ -23,6 +22,16 @@ var (
 	envRule   = "use letters, digits and '_', not starting with a digit"
 	paramRule = "use 1 to 128 letters, digits and '_', not starting with a digit"
 )
+
+// nameRule states nameRE in words.
+const nameRule = "use 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit"
+
+// NameRule states the rule of workflow and task names, for the messages of those who check
+// a name with ValidName.
+const NameRule = nameRule
+
+// ValidName reports whether s follows the rule of workflow and task names (NameRule).
+func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // maxNameLen is the longest name of a workflow, task, group, pool, provider or param.
 const maxNameLen = 128

@@ -67,7 +67,7 @@ func runUser(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 		ev := cliAudit(dao.AuditUserAdd, "user/"+name, map[string]any{"role": *role, "users_file": path})
-		err = auditedUserChange(ctx, cfg, stderr, ev, func() (func() error, error) {
+		err = auditedUserChange(ctx, cfg, stderr, ev, func(*dao.Queries) (func() error, error) {
 			if err := appendUser(path, name, line); err != nil {
 				return nil, err
 			}
@@ -85,7 +85,13 @@ func runUser(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "its token, shown only now (the file keeps its hash): %s\n", token)
 	case "remove":
 		ev := cliAudit(dao.AuditUserRemove, "user/"+name, map[string]any{"users_file": path})
-		err := auditedUserChange(ctx, cfg, stderr, ev, func() (func() error, error) {
+		err := auditedUserChange(ctx, cfg, stderr, ev, func(q *dao.Queries) (func() error, error) {
+			// The user's sessions end with the removal, in PostgreSQL: its line coming back
+			// later, by hand or from a backup, brings back its token but none of them, and
+			// that holds whether or not a master is running now.
+			if err := q.APIUserEnd(ctx, name); err != nil {
+				return nil, err
+			}
 			line, err := removeUser(path, name)
 			if err != nil {
 				return nil, err
@@ -95,7 +101,7 @@ func runUser(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "removed user %s from %s; its token and sessions stop working within a second\n", name, path)
+		fmt.Fprintf(stdout, "removed user %s from %s; its sessions have ended, its token stops working within a second\n", name, path)
 	case "list":
 		users, err := conf.ReadUsersFile(path)
 		if err != nil {
@@ -115,11 +121,12 @@ func runUser(ctx context.Context, args []string, stdout, stderr io.Writer) error
 const userChangeTimeout = 30 * time.Second
 
 // auditedUserChange makes a change to the users file inside the transaction that writes its
-// audit_event row, and undoes the change when that transaction does not commit: the file
+// audit_event row (change gets that transaction, for what the database holds of users), and
+// undoes the change when that transaction does not commit: the file
 // never holds a change the trail lacks. The file is not in the database, so the two are not
 // one atomic write: a command killed between the change and the commit leaves the change
 // without its row (a crash, not a refusal).
-func auditedUserChange(ctx context.Context, cfg *conf.Config, stderr io.Writer, ev *dao.AuditEvent, change func() (undo func() error, err error)) error {
+func auditedUserChange(ctx context.Context, cfg *conf.Config, stderr io.Writer, ev *dao.AuditEvent, change func(q *dao.Queries) (undo func() error, err error)) error {
 	ctx, cancel := context.WithTimeout(ctx, userChangeTimeout)
 	defer cancel()
 	db, err := openDB(ctx, cfg, newLogger(cfg.Log, stderr))
@@ -133,7 +140,7 @@ func auditedUserChange(ctx context.Context, cfg *conf.Config, stderr io.Writer, 
 			return err
 		}
 		var err error
-		undo, err = change()
+		undo, err = change(q)
 		return err
 	})
 	if err != nil && undo != nil {
