@@ -124,7 +124,7 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(http.StatusForbidden, "cross-origin request refused"))
 	}))
-	s.h = s.logRequests(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(mux))))))
+	s.h = s.logRequests(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(s.checkText(mux)))))))
 	return s, nil
 }
 
