@@ -146,20 +146,26 @@ func (e errRateLimited) Error() string {
 
 func retrySeconds(d time.Duration) int { return max(1, int((d+time.Second-1)/time.Second)) }
 
-// checkToken checks a token a client sent, counting a wrong one against its address.
+// checkToken checks a token a client sent, counting a wrong one against its address. An
+// address over its limit is still served when its token is right, so that a guesser behind
+// the same NAT as a user does not lock the user out; its wrong tokens are answered with
+// errRateLimited, the same answer whichever user a token is near, and are not counted again.
+// The guesser still learns a right guess from a wrong one, as everyone must be able to
+// (tokens are random enough that this is no help: see the README's Security section).
 func (a *authenticator) checkToken(r *http.Request, token string) (credential, error) {
 	key := clientKey(r)
-	if wait := a.limiter.retryAfter(key); wait > 0 {
+	wait := a.limiter.retryAfter(key)
+	c, ok := a.byToken(token)
+	switch {
+	case ok:
+		return c, nil
+	case wait > 0:
 		a.limited.Add(1)
 		return credential{}, errRateLimited{wait}
 	}
-	c, ok := a.byToken(token)
-	if !ok {
-		a.failures.Add(1)
-		a.limiter.fail(key)
-		return credential{}, errWrongToken
-	}
-	return c, nil
+	a.failures.Add(1)
+	a.limiter.fail(key)
+	return credential{}, errWrongToken
 }
 
 var errWrongToken = errors.New("wrong token")
