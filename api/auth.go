@@ -41,8 +41,8 @@ type authenticator struct {
 	db      *dao.DB
 	limiter *failLimiter
 
-	// failures counts wrong tokens (bearer or login form); limited counts the credentials
-	// refused unchecked because their address had failed too often.
+	// failures counts wrong tokens (bearer or login form); limited counts the wrong ones
+	// refused with 429 because their address had failed too often.
 	failures atomic.Int64
 	limited  atomic.Int64
 }
@@ -137,7 +137,7 @@ func (a *authenticator) session(r *http.Request) (credential, bool, error) {
 	return c, true, nil
 }
 
-// errRateLimited is a credential refused unchecked: its address failed too often.
+// errRateLimited is a wrong credential from an address that failed too often.
 type errRateLimited struct{ wait time.Duration }
 
 func (e errRateLimited) Error() string {

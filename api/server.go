@@ -131,8 +131,8 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 // AuthFailures is how many wrong tokens (bearer or login) the server has refused.
 func (s *Server) AuthFailures() int64 { return s.auth.failures.Load() }
 
-// AuthRateLimited is how many credentials the server refused unchecked with 429, their
-// address having failed too often.
+// AuthRateLimited is how many wrong credentials the server refused with 429, their address
+// having failed too often.
 func (s *Server) AuthRateLimited() int64 { return s.auth.limited.Load() }
 
 // ServeHTTP serves one request.
