@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -40,6 +41,8 @@ type authenticator struct {
 	users   *userStore
 	db      *dao.DB
 	limiter *failLimiter
+	// cookieSecure is api.cookie-secure: requests reach a TLS proxy in front (see secure).
+	cookieSecure bool
 
 	// failures counts wrong tokens (bearer or login form); limited counts the wrong ones
 	// refused with 429 because their address had failed too often.
@@ -48,7 +51,7 @@ type authenticator struct {
 }
 
 func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authenticator, error) {
-	a := &authenticator{db: db, limiter: newFailLimiter(now)}
+	a := &authenticator{db: db, limiter: newFailLimiter(now), cookieSecure: cfg.CookieSecure}
 	if cfg.Token != "" {
 		a.token = &credential{name: tokenUser, role: RoleAdmin, hash: sha256.Sum256([]byte(cfg.Token))}
 	}
@@ -119,7 +122,7 @@ func (a *authenticator) newSession(r *http.Request, c credential) (string, time.
 // session returns who the session cookie of r belongs to: a live session of a user who still
 // has the token the session was started with. An error is a failure to read the database.
 func (a *authenticator) session(r *http.Request) (credential, bool, error) {
-	ck, err := r.Cookie(sessionCookie)
+	ck, err := r.Cookie(a.cookieName(r, sessionCookie))
 	if err != nil || ck.Value == "" {
 		return credential{}, false, nil
 	}
@@ -247,41 +250,6 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, why string) {
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 }
 
-// secure reports whether cookies set in answer to r must be Secure.
-func (s *Server) secure(r *http.Request) bool { return r.TLS != nil || s.cfg.CookieSecure }
-
-// csrfToken returns the request's CSRF token, setting the cookie that holds it when there is
-// none. Forms send it back in the csrf field; checkCSRF compares the two.
-func (s *Server) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 32 {
-		return c.Value
-	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	v := base64.RawURLEncoding.EncodeToString(b)
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
-	// A second call within the same request must return the same value.
-	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: v})
-	return v
-}
-
-// checkCSRF refuses a form whose csrf field does not match the cookie. A cross-site page can
-// make the browser post a form, but cannot read the cookie to fill the field in.
-func checkCSRF(r *http.Request) error {
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || len(c.Value) < 32 {
-		return errorf(http.StatusForbidden, "missing CSRF cookie: reload the page and try again")
-	}
-	if err := r.ParseForm(); err != nil {
-		return err
-	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get(csrfField)), []byte(c.Value)) != 1 {
-		return errorf(http.StatusForbidden, "CSRF token mismatch: reload the page and try again")
-	}
-	return nil
-}
-
 // safeNext keeps a post-login redirect on this site: next must be a path of this site ("/"
 // and not "//"), with no control character and no backslash, which browsers drop or read as
 // a slash (so "/\t/evil.example" and "/\\evil.example" lead to another host), and so must
@@ -316,7 +284,7 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	next := safeNext(r.PostForm.Get("next"))
@@ -344,8 +312,15 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	// A login that cannot be written to the audit trail does not happen.
+	if err := s.auditSession(r.Context(), r, dao.AuditLogin, Principal{Name: c.name, Role: c.role}); err != nil {
+		if rerr := s.auth.db.APISessionRevoke(context.WithoutCancel(r.Context()), sessionHash(value)); rerr != nil {
+			logFor(r).Error().Err(rerr).Str("user", c.name).Msg("unaudited session not revoked")
+		}
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{Name: s.auth.cookieName(r, sessionCookie), Value: value, Path: "/", Expires: exp, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.auth.secure(r)})
 	logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", c.name).Str("role", string(c.role)).Msg("logged in")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
@@ -354,16 +329,23 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
 // formLogout ends the session in the database, so that its cookie, wherever a copy of it
 // went, opens nothing any more.
 func (s *Server) formLogout(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
-	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" && s.auth.enabled {
+	name := s.auth.cookieName(r, sessionCookie)
+	if ck, err := r.Cookie(name); err == nil && ck.Value != "" && s.auth.enabled {
 		if err := s.auth.db.APISessionRevoke(r.Context(), sessionHash(ck.Value)); err != nil {
 			return err
 		}
+		// The session has ended whether or not its row is written: a logout is never
+		// refused.
+		p := principalOf(r)
+		if err := s.auditSession(context.WithoutCancel(r.Context()), r, dao.AuditLogout, p); err != nil {
+			logFor(r).Error().Err(err).Str("user", p.Name).Msg("logout not recorded in the audit trail")
+		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.auth.secure(r)})
 	logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", principalOf(r).Name).Msg("logged out")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil

@@ -36,8 +36,8 @@ type Config struct {
 	// Hosts are the names a request's Host may carry besides the loopback ones: the node's
 	// host and the operator's api.allowed-hosts. Any other Host is refused with 421.
 	Hosts []string
-	// CookieSecure marks cookies Secure on plain HTTP too (behind a TLS proxy); over TLS they
-	// always are.
+	// CookieSecure says that requests reach a TLS proxy in front of the master: cookies are
+	// then Secure and "__Host-" prefixed, and HSTS is sent, as they are over TLS.
 	CookieSecure bool
 	// Cluster reads ZooKeeper for the cluster view.
 	Cluster ClusterReader
@@ -72,6 +72,7 @@ type Server struct {
 	cfg   Config
 	db    *dao.DB
 	auth  *authenticator
+	csrf  *csrfKey
 	hosts hostSet
 	pages *pages
 	h     http.Handler
@@ -113,7 +114,7 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, db: db, auth: auth, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
+	s := &Server{cfg: cfg, db: db, auth: auth, csrf: &csrfKey{db: db}, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
 		parses: make(chan struct{}, maxConcurrentParses)}
 	mux := http.NewServeMux()
 	s.routes(mux)
@@ -121,10 +122,8 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 		return nil, fmt.Errorf("api: the OpenAPI document: %w", err)
 	}
 	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, errorf(http.StatusForbidden, "cross-origin request refused"))
-	}))
-	s.h = s.logRequests(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(s.checkText(mux)))))))
+	cop.SetDenyHandler(http.HandlerFunc(s.refuseCrossOrigin))
+	s.h = s.logRequests(s.strictTransport(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(s.checkText(mux))))))))
 	return s, nil
 }
 

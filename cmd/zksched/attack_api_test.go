@@ -367,7 +367,8 @@ func TestAttackTokenGuessingIsRateLimited(t *testing.T) {
 }
 
 // TestAttackTLSAndSecureCookies: with api.tls-cert and api.tls-key the master serves HTTPS
-// only and its cookies are Secure; a pair that does not load stops it at start.
+// only, sends HSTS, and its cookies are Secure and __Host- prefixed (so no sibling subdomain
+// can plant them); a pair that does not load stops it at start.
 func TestAttackTLSAndSecureCookies(t *testing.T) {
 	t.Parallel()
 	e := setupE2E(t, nil, "")
@@ -391,9 +392,17 @@ func TestAttackTLSAndSecureCookies(t *testing.T) {
 		t.Fatalf("cookies set: %v", cookies)
 	}
 	for _, ck := range cookies {
-		if !strings.Contains(ck, "; Secure") {
-			t.Errorf("cookie over TLS without Secure: %s", ck)
+		if !strings.Contains(ck, "; Secure") || !strings.HasPrefix(ck, "__Host-zksched_") || !strings.Contains(ck, "; Path=/") {
+			t.Errorf("cookie over TLS not Secure, __Host- prefixed with Path=/: %s", ck)
 		}
+	}
+	for _, h := range []http.Header{page.header, r.header} {
+		if hsts := h.Get("Strict-Transport-Security"); !strings.HasPrefix(hsts, "max-age=") {
+			t.Errorf("over TLS: Strict-Transport-Security %q, want max-age=…", hsts)
+		}
+	}
+	if home := call(t, c, "GET", base+"/", ""); home.status != 200 {
+		t.Errorf("a page with the __Host- session over TLS: %d, want 200", home.status)
 	}
 	if id := m.ID(t, time.Second); !strings.Contains(m.WaitLog(t, time.Second, `"message":"starting"`), `"url":"https://`) {
 		t.Errorf("%s does not advertise https", id)
