@@ -21,6 +21,7 @@ import (
 
 	"github.com/zksched/zksched/api"
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/testenv"
 )
 
@@ -95,13 +96,15 @@ func (s *session) post(path string, form url.Values) response {
 	return response{status: resp.StatusCode, header: resp.Header, body: string(raw)}
 }
 
-// login logs in with token and fails the test unless it is let in.
+// login logs in with token, fails the test unless it is let in, and opens the page it is
+// sent to, whose forms carry the session's CSRF token.
 func (s *session) login(token string) {
 	s.t.Helper()
 	s.get("/login")
 	if r := s.post("/login", url.Values{"token": {token}, "next": {"/"}}); r.status != http.StatusSeeOther || r.header.Get("Location") != "/" {
 		s.t.Fatalf("login: status %d to %q: %s", r.status, r.header.Get("Location"), r.body)
 	}
+	s.get("/")
 }
 
 func (s *session) cookie(name string) *http.Cookie {
@@ -176,8 +179,12 @@ func TestRolesPerRoute(t *testing.T) {
 	// Each refusal for the role is in the audit trail as a refused attempt, under its user.
 	b.token = "the-admin-token-0123456789"
 	trail := b.audit(t, "actor=vera&limit=500")
-	refused := 0
+	refused, logins := 0, 0
 	for _, ev := range trail.Items {
+		if ev.Action == dao.AuditLogin && ev.Outcome == dao.AuditOK {
+			logins++
+			continue
+		}
 		if ev.Role != "viewer" || !strings.HasPrefix(ev.Outcome, "refused: forbidden: ") || !strings.Contains(ev.Outcome, "needs the") {
 			t.Errorf("vera's row %+v: want a refused attempt for the role", ev)
 			continue
@@ -192,8 +199,8 @@ func TestRolesPerRoute(t *testing.T) {
 			want++
 		}
 	}
-	if refused != want {
-		t.Errorf("vera has %d refused rows in the trail, want %d", refused, want)
+	if refused != want || logins != 1 {
+		t.Errorf("vera has %d refused rows and %d logins in the trail, want %d and 1", refused, logins, want)
 	}
 }
 
@@ -345,21 +352,27 @@ func TestWrongTokensAreRateLimitedPerAddress(t *testing.T) {
 	if ra := limited.header.Get("Retry-After"); ra == "" || ra == "0" {
 		t.Errorf("429 without a Retry-After: %q", ra)
 	}
-	// The right token is refused too while the address is limited: a guesser cannot tell a
-	// hit among its misses.
-	if r := b.do(t, "GET", "/api/v1/cluster", "", "Authorization", "Bearer "+adminToken); r.status != http.StatusTooManyRequests {
-		t.Errorf("right token from a limited address: %d, want 429", r.status)
+	// While the address is limited, its wrong tokens get 429 and its right ones are served:
+	// a user behind the guesser's NAT is not locked out.
+	if r := b.do(t, "GET", "/api/v1/cluster", "", "Authorization", "Bearer another-guess"); r.status != http.StatusTooManyRequests {
+		t.Errorf("wrong token from a limited address: %d, want 429", r.status)
+	}
+	if r := b.do(t, "GET", "/api/v1/cluster", "", "Authorization", "Bearer "+adminToken); r.status != http.StatusOK {
+		t.Errorf("right token from a limited address: %d, want 200", r.status)
 	}
 	s := newSession(t, b)
 	s.get("/login")
-	if r := s.post("/login", url.Values{"token": {adminToken}}); r.status != http.StatusTooManyRequests || !strings.Contains(r.body, "Too many failed logins") {
-		t.Errorf("login from a limited address: %d", r.status)
+	if r := s.post("/login", url.Values{"token": {"a-wrong-guess"}}); r.status != http.StatusTooManyRequests || !strings.Contains(r.body, "Too many failed logins") {
+		t.Errorf("wrong login from a limited address: %d", r.status)
+	}
+	if r := s.post("/login", url.Values{"token": {adminToken}}); r.status != http.StatusSeeOther {
+		t.Errorf("right login from a limited address: %d, want 303", r.status)
 	}
 	if got := b.server.AuthFailures(); got != int64(n-1) {
 		t.Errorf("AuthFailures() = %d, want %d", got, n-1)
 	}
-	if got := b.server.AuthRateLimited(); got < 3 {
-		t.Errorf("AuthRateLimited() = %d, want at least 3", got)
+	if got := b.server.AuthRateLimited(); got != 3 {
+		t.Errorf("AuthRateLimited() = %d, want 3", got)
 	}
 }
 
@@ -403,17 +416,36 @@ func TestCookiesAreSecureOverTLSOrWhenAsked(t *testing.T) {
 	} {
 		b := setup(t, setupOpts{db: db, token: adminToken, tls: tc.tls, cookieSecure: tc.setting})
 		s := newSession(t, b)
-		s.get("/login")
+		page := s.get("/login")
 		r := s.post("/login", url.Values{"token": {adminToken}})
+		// Under TLS the cookies are __Host- prefixed (Secure, Path=/, no Domain), so that no
+		// other host of the domain can plant them, and HSTS is sent; over plain HTTP neither.
 		var cookies []string
-		for _, h := range r.header.Values("Set-Cookie") {
+		for _, h := range append(page.header.Values("Set-Cookie"), r.header.Values("Set-Cookie")...) {
 			cookies = append(cookies, h)
 			if got := strings.Contains(h, "; Secure"); got != tc.want {
 				t.Errorf("%s: cookie %q Secure = %v, want %v", tc.name, h, got, tc.want)
 			}
+			if got := strings.HasPrefix(h, "__Host-zksched_"); got != tc.want {
+				t.Errorf("%s: cookie %q __Host- prefixed = %v, want %v", tc.name, h, got, tc.want)
+			}
+			if !strings.Contains(h, "; Path=/") || strings.Contains(h, "Domain=") {
+				t.Errorf("%s: cookie %q: want Path=/ and no Domain", tc.name, h)
+			}
 		}
-		if len(cookies) == 0 {
-			t.Errorf("%s: the login set no cookie", tc.name)
+		if len(cookies) < 2 {
+			t.Errorf("%s: the login form and the login set cookies %v, want the pre-session's and the session's", tc.name, cookies)
+		}
+		for _, h := range []http.Header{page.header, r.header} {
+			if got := h.Get("Strict-Transport-Security"); (got == "max-age=31536000") != tc.want || (got != "") != tc.want {
+				t.Errorf("%s: Strict-Transport-Security %q, want it = %v", tc.name, got, tc.want)
+			}
+		}
+		if home := s.get("/"); home.status != http.StatusOK {
+			t.Errorf("%s: a page with the session: status %d, want 200", tc.name, home.status)
+		}
+		if r := s.post("/logout", nil); r.status != http.StatusSeeOther {
+			t.Errorf("%s: logout: status %d, want 303", tc.name, r.status)
 		}
 	}
 }

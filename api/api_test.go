@@ -432,14 +432,22 @@ func TestAuthentication(t *testing.T) {
 	if resp.StatusCode != 303 || resp.Header.Get("Location") != "/cluster" {
 		t.Fatalf("login: status %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
-	if resp, _ := get("/"); resp.StatusCode != 200 {
+	resp, home := get("/")
+	if resp.StatusCode != 200 {
 		t.Fatalf("page with a session: status %d", resp.StatusCode)
+	}
+	preSession := csrf
+	if csrf = between(home, `name="csrf" value="`, `"`); csrf == "" || csrf == preSession {
+		t.Fatalf("the page with a session has CSRF token %q, the login form had %q: want the session's own", csrf, preSession)
 	}
 	if resp, body := get("/api/v1/task-instances"); resp.StatusCode != 200 || !strings.Contains(body, `"items"`) {
 		t.Fatalf("API with a session cookie: status %d", resp.StatusCode)
 	}
 	if resp := post("/tasks/1/kill", url.Values{}); resp.StatusCode != 403 {
 		t.Fatalf("form without the CSRF token: status %d, want 403", resp.StatusCode)
+	}
+	if resp := post("/logout", url.Values{"csrf": {preSession}}); resp.StatusCode != 403 {
+		t.Fatalf("logout with the login form's CSRF token: status %d, want 403", resp.StatusCode)
 	}
 	if resp := post("/logout", url.Values{"csrf": {csrf}}); resp.StatusCode != 303 {
 		t.Fatalf("logout: status %d", resp.StatusCode)

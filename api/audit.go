@@ -207,7 +207,8 @@ func targetLink(target string) string {
 // auditActions are the actions the Audit page offers in its filter.
 var auditActions = []string{dao.AuditDefinitionStore, dao.AuditWorkflowSubmit, dao.AuditTaskKill, dao.AuditTaskRerun,
 	dao.AuditWorkflowStop, dao.AuditWorkflowRerun, dao.AuditScheduleEnable, dao.AuditScheduleDisable,
-	dao.AuditScheduleTrigger, dao.AuditBackfill, dao.AuditUserAdd, dao.AuditUserRemove}
+	dao.AuditScheduleTrigger, dao.AuditBackfill, dao.AuditUserAdd, dao.AuditUserRemove,
+	dao.AuditLogin, dao.AuditLogout, dao.AuditCrossOrigin}
 
 // pageAudit is the Audit page: the trail with the API's filters and an "older" link.
 func (s *Server) pageAudit(w http.ResponseWriter, r *http.Request) error {

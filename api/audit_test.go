@@ -182,6 +182,8 @@ func TestEveryChangeLeavesItsAuditRow(t *testing.T) {
 		t.Fatalf("login: %d", st)
 	}
 	t4 := fmt.Sprintf("/tasks/%d", f.byName["t4"])
+	// The task's page, opened with the session, carries the session's CSRF token.
+	csrf = between(page(t4), `name="csrf" value="`, `"`)
 	if st := post(t4+"/kill", url.Values{"csrf": {"forged-forged-forged-forged-forged-forged"}}); st != http.StatusForbidden {
 		t.Fatalf("form without the CSRF token: %d", st)
 	}

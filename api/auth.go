@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -40,9 +41,11 @@ type authenticator struct {
 	users   *userStore
 	db      *dao.DB
 	limiter *failLimiter
+	// cookieSecure is api.cookie-secure: requests reach a TLS proxy in front (see secure).
+	cookieSecure bool
 
-	// failures counts wrong tokens (bearer or login form); limited counts the credentials
-	// refused unchecked because their address had failed too often.
+	// failures counts wrong tokens (bearer or login form); limited counts the wrong ones
+	// refused with 429 because their address had failed too often.
 	failures atomic.Int64
 	limited  atomic.Int64
 
@@ -50,7 +53,7 @@ type authenticator struct {
 }
 
 func newAuthenticator(cfg Config, db *dao.DB, now func() time.Time) (*authenticator, error) {
-	a := &authenticator{db: db, limiter: newFailLimiter(now)}
+	a := &authenticator{db: db, limiter: newFailLimiter(now), cookieSecure: cfg.CookieSecure}
 	a.sessionCheck.init(cfg.Log, now)
 	if cfg.Token != "" {
 		a.token = &credential{name: tokenUser, role: RoleAdmin, hash: sha256.Sum256([]byte(cfg.Token))}
@@ -139,7 +142,7 @@ func (a *authenticator) newSession(r *http.Request, c credential) (string, time.
 // error is a failure to read the database, or to end the sessions the users file no longer
 // allows (no session is accepted until that is done).
 func (a *authenticator) session(r *http.Request) (credential, bool, error) {
-	ck, err := r.Cookie(sessionCookie)
+	ck, err := r.Cookie(a.cookieName(r, sessionCookie))
 	if err != nil || ck.Value == "" {
 		return credential{}, false, nil
 	}
@@ -161,7 +164,7 @@ func (a *authenticator) session(r *http.Request) (credential, bool, error) {
 	return c, true, nil
 }
 
-// errRateLimited is a credential refused unchecked: its address failed too often.
+// errRateLimited is a wrong credential from an address that failed too often.
 type errRateLimited struct{ wait time.Duration }
 
 func (e errRateLimited) Error() string {
@@ -170,20 +173,26 @@ func (e errRateLimited) Error() string {
 
 func retrySeconds(d time.Duration) int { return max(1, int((d+time.Second-1)/time.Second)) }
 
-// checkToken checks a token a client sent, counting a wrong one against its address.
+// checkToken checks a token a client sent, counting a wrong one against its address. An
+// address over its limit is still served when its token is right, so that a guesser behind
+// the same NAT as a user does not lock the user out; its wrong tokens are answered with
+// errRateLimited, the same answer whichever user a token is near, and are not counted again.
+// The guesser still learns a right guess from a wrong one, as everyone must be able to
+// (tokens are random enough that this is no help: see the README's Security section).
 func (a *authenticator) checkToken(r *http.Request, token string) (credential, error) {
 	key := clientKey(r)
-	if wait := a.limiter.retryAfter(key); wait > 0 {
+	wait := a.limiter.retryAfter(key)
+	c, ok := a.byToken(token)
+	switch {
+	case ok:
+		return c, nil
+	case wait > 0:
 		a.limited.Add(1)
 		return credential{}, errRateLimited{wait}
 	}
-	c, ok := a.byToken(token)
-	if !ok {
-		a.failures.Add(1)
-		a.limiter.fail(key)
-		return credential{}, errWrongToken
-	}
-	return c, nil
+	a.failures.Add(1)
+	a.limiter.fail(key)
+	return credential{}, errWrongToken
 }
 
 var errWrongToken = errors.New("wrong token")
@@ -265,41 +274,6 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, why string) {
 	http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 }
 
-// secure reports whether cookies set in answer to r must be Secure.
-func (s *Server) secure(r *http.Request) bool { return r.TLS != nil || s.cfg.CookieSecure }
-
-// csrfToken returns the request's CSRF token, setting the cookie that holds it when there is
-// none. Forms send it back in the csrf field; checkCSRF compares the two.
-func (s *Server) csrfToken(w http.ResponseWriter, r *http.Request) string {
-	if c, err := r.Cookie(csrfCookie); err == nil && len(c.Value) >= 32 {
-		return c.Value
-	}
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	v := base64.RawURLEncoding.EncodeToString(b)
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie, Value: v, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: s.secure(r)})
-	// A second call within the same request must return the same value.
-	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: v})
-	return v
-}
-
-// checkCSRF refuses a form whose csrf field does not match the cookie. A cross-site page can
-// make the browser post a form, but cannot read the cookie to fill the field in.
-func checkCSRF(r *http.Request) error {
-	c, err := r.Cookie(csrfCookie)
-	if err != nil || len(c.Value) < 32 {
-		return errorf(http.StatusForbidden, "missing CSRF cookie: reload the page and try again")
-	}
-	if err := r.ParseForm(); err != nil {
-		return err
-	}
-	if subtle.ConstantTimeCompare([]byte(r.PostForm.Get(csrfField)), []byte(c.Value)) != 1 {
-		return errorf(http.StatusForbidden, "CSRF token mismatch: reload the page and try again")
-	}
-	return nil
-}
-
 // safeNext keeps a post-login redirect on this site: next must be a path of this site ("/"
 // and not "//"), with no control character and no backslash, which browsers drop or read as
 // a slash (so "/\t/evil.example" and "/\\evil.example" lead to another host), and so must
@@ -334,7 +308,7 @@ func (s *Server) pageLogin(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	next := safeNext(r.PostForm.Get("next"))
@@ -362,8 +336,15 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: value, Path: "/", Expires: exp, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	// A login that cannot be written to the audit trail does not happen.
+	if err := s.auditSession(r.Context(), r, dao.AuditLogin, Principal{Name: c.name, Role: c.role}); err != nil {
+		if rerr := s.auth.db.APISessionRevoke(context.WithoutCancel(r.Context()), sessionHash(value)); rerr != nil {
+			logFor(r).Error().Err(rerr).Str("user", c.name).Msg("unaudited session not revoked")
+		}
+		return err
+	}
+	http.SetCookie(w, &http.Cookie{Name: s.auth.cookieName(r, sessionCookie), Value: value, Path: "/", Expires: exp, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.auth.secure(r)})
 	logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", c.name).Str("role", string(c.role)).Msg("logged in")
 	http.Redirect(w, r, next, http.StatusSeeOther)
 	return nil
@@ -372,16 +353,23 @@ func (s *Server) formLogin(w http.ResponseWriter, r *http.Request) error {
 // formLogout ends the session in the database, so that its cookie, wherever a copy of it
 // went, opens nothing any more.
 func (s *Server) formLogout(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
-	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" && s.auth.enabled {
+	name := s.auth.cookieName(r, sessionCookie)
+	if ck, err := r.Cookie(name); err == nil && ck.Value != "" && s.auth.enabled {
 		if err := s.auth.db.APISessionRevoke(r.Context(), sessionHash(ck.Value)); err != nil {
 			return err
 		}
+		// The session has ended whether or not its row is written: a logout is never
+		// refused.
+		p := principalOf(r)
+		if err := s.auditSession(context.WithoutCancel(r.Context()), r, dao.AuditLogout, p); err != nil {
+			logFor(r).Error().Err(err).Str("user", p.Name).Msg("logout not recorded in the audit trail")
+		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		SameSite: http.SameSiteLaxMode, Secure: s.secure(r)})
+	http.SetCookie(w, &http.Cookie{Name: name, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: s.auth.secure(r)})
 	logFor(r).Info().Str("remote", r.RemoteAddr).Str("user", principalOf(r).Name).Msg("logged out")
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 	return nil

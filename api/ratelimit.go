@@ -10,9 +10,10 @@ import (
 
 // Failed logins and wrong bearer tokens are limited per client address by a token bucket:
 // each failure takes a token, one comes back every failRefill, and an address with no token
-// left has every credential it sends refused with 429 before it is even checked, so a right
-// guess among wrong ones is not told apart. A user who mistypes a few times is not slowed
-// down; a guesser gets failBurst tries and then one every failRefill.
+// left has every wrong credential it sends refused with 429 (and not counted again), while a
+// right one is still served, so a guesser cannot lock out the users behind its NAT. A user
+// who mistypes a few times is not slowed down; a guesser gets 429 for its misses and sees its
+// hit, which the tokens' randomness, not this limit, makes hopeless (see checkToken).
 const (
 	failBurst  = 10
 	failRefill = 6 * time.Second

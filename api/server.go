@@ -42,8 +42,8 @@ type Config struct {
 	// Hosts are the names a request's Host may carry besides the loopback ones: the node's
 	// host and the operator's api.allowed-hosts. Any other Host is refused with 421.
 	Hosts []string
-	// CookieSecure marks cookies Secure on plain HTTP too (behind a TLS proxy); over TLS they
-	// always are.
+	// CookieSecure says that requests reach a TLS proxy in front of the master: cookies are
+	// then Secure and "__Host-" prefixed, and HSTS is sent, as they are over TLS.
 	CookieSecure bool
 	// Cluster reads ZooKeeper for the cluster view.
 	Cluster ClusterReader
@@ -82,6 +82,7 @@ type Server struct {
 	cfg   Config
 	db    *dao.DB
 	auth  *authenticator
+	csrf  *csrfKey
 	hosts hostSet
 	pages *pages
 	h     http.Handler
@@ -128,7 +129,7 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, db: db, auth: auth, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
+	s := &Server{cfg: cfg, db: db, auth: auth, csrf: &csrfKey{db: db}, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
 		parses: make(chan struct{}, maxConcurrentParses)}
 	mux := http.NewServeMux()
 	s.routes(mux)
@@ -136,18 +137,16 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 		return nil, fmt.Errorf("api: the OpenAPI document: %w", err)
 	}
 	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, errorf(http.StatusForbidden, "cross-origin request refused"))
-	}))
-	s.h = s.logRequests(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(mux))))))
+	cop.SetDenyHandler(http.HandlerFunc(s.refuseCrossOrigin))
+	s.h = s.logRequests(s.strictTransport(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(s.checkText(mux))))))))
 	return s, nil
 }
 
 // AuthFailures is how many wrong tokens (bearer or login) the server has refused.
 func (s *Server) AuthFailures() int64 { return s.auth.failures.Load() }
 
-// AuthRateLimited is how many credentials the server refused unchecked with 429, their
-// address having failed too often.
+// AuthRateLimited is how many wrong credentials the server refused with 429, their address
+// having failed too often.
 func (s *Server) AuthRateLimited() int64 { return s.auth.limited.Load() }
 
 // RefusalsUnrecorded is how many refused changes the server could not record in the audit

@@ -91,7 +91,12 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page
 }
 
 func (s *Server) renderTemplate(w http.ResponseWriter, r *http.Request, status int, page, tmpl string, data pageData) {
-	b := base{NodeID: s.cfg.NodeID, Version: s.cfg.Version, AuthOn: s.auth.enabled, CSRF: s.csrfToken(w, r),
+	csrf, err := s.csrfToken(w, r)
+	if err != nil {
+		// The page is shown all the same; its forms will ask for a reload.
+		logFor(r).Error().Err(err).Msg("csrf token")
+	}
+	b := base{NodeID: s.cfg.NodeID, Version: s.cfg.Version, AuthOn: s.auth.enabled, CSRF: csrf,
 		Now: time.Now().UTC()}
 	if p, ok := r.Context().Value(principalKey{}).(Principal); ok {
 		b.User, b.Role = p.Name, p.Role
@@ -259,7 +264,7 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) formTaskKill(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	id, err := pathID(r, "task instance")
@@ -279,7 +284,7 @@ func (s *Server) formTaskKill(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) formTaskRerun(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	id, err := pathID(r, "task instance")
@@ -296,7 +301,7 @@ func (s *Server) formTaskRerun(w http.ResponseWriter, r *http.Request) error {
 // formTaskSignal is the task page's Approve and Reject: a signal of the waiting task with the
 // text box as its output (approve) or its reason (reject).
 func (s *Server) formTaskSignal(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	id, err := pathID(r, "task instance")
@@ -383,7 +388,7 @@ func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) formWorkflowStop(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	id, err := pathID(r, "workflow instance")
@@ -398,7 +403,7 @@ func (s *Server) formWorkflowStop(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (s *Server) formWorkflowRerun(w http.ResponseWriter, r *http.Request) error {
-	if err := checkCSRF(r); err != nil {
+	if err := s.checkCSRF(r); err != nil {
 		return err
 	}
 	id, err := pathID(r, "workflow instance")

@@ -342,8 +342,10 @@ type API struct {
 	TLSCert string `yaml:"tls-cert"`
 	TLSKey  string `yaml:"tls-key"`
 
-	// CookieSecure marks the UI's cookies Secure even on plain HTTP, for a master behind a
-	// proxy that terminates TLS. False by default; over TLS they are always Secure.
+	// CookieSecure treats plain HTTP as TLS for the UI's cookies and HSTS, for a master
+	// behind a proxy that terminates TLS: the cookies are Secure and "__Host-" prefixed, and
+	// answers carry Strict-Transport-Security. False by default, since over plain HTTP a
+	// browser drops such cookies; over TLS they are always so.
 	CookieSecure bool `yaml:"cookie-secure"`
 
 	// PublicURL is the address users reach the web UI at, such as https://zksched.example.com:

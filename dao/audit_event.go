@@ -40,6 +40,12 @@ const (
 	AuditBackfill        = "backfill"
 	AuditUserAdd         = "user.add"
 	AuditUserRemove      = "user.remove"
+	// AuditLogin and AuditLogout are a user's login to and logout from the web UI;
+	// AuditCrossOrigin a request made with a session refused by the cross-origin or the CSRF
+	// check.
+	AuditLogin       = "session.login"
+	AuditLogout      = "session.logout"
+	AuditCrossOrigin = "session.cross-origin"
 )
 
 // AuditOK is the outcome of a change that committed. A refused attempt's outcome is

@@ -20,7 +20,7 @@
 //	zksched_fenced_nodes{role}                           master: fence markers in ZooKeeper; each is a node that exits 75 if it comes back
 //	zksched_retention_purged_rows_total{table}         master: rows the leader's retention deleted, by table
 //	zksched_api_auth_failures_total                      master: wrong tokens (bearer or login form) it refused
-//	zksched_api_auth_rate_limited_total                  master: credentials refused unchecked with 429 (their address failed too often)
+//	zksched_api_auth_rate_limited_total                  master: wrong credentials refused with 429 (their address failed too often)
 //	zksched_api_audit_refusals_unrecorded_total          master: refused changes whose audit row could not be written (each logged at error level)
 //
 // The cluster-wide ones (queue depth, failovers, fenced nodes) are read by every master on an

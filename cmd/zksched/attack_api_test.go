@@ -317,9 +317,9 @@ func TestAttackRemovedUserLosesAccessAtOnce(t *testing.T) {
 	}
 }
 
-// TestAttackTokenGuessingIsRateLimited: an address that sends wrong tokens gets 429 after a
-// handful, the right token included, while other addresses are not slowed; the failures are
-// counted in the metrics.
+// TestAttackTokenGuessingIsRateLimited: an address that sends wrong tokens gets 429 for them
+// after a handful, while the right token from that address (a user behind the guesser's NAT)
+// and other addresses are still served; the failures are counted in the metrics.
 func TestAttackTokenGuessingIsRateLimited(t *testing.T) {
 	t.Parallel()
 	e := setupE2E(t, nil, "")
@@ -341,14 +341,20 @@ func TestAttackTokenGuessingIsRateLimited(t *testing.T) {
 	if ra, err := strconv.Atoi(last.header.Get("Retry-After")); err != nil || ra < 1 {
 		t.Errorf("Retry-After %q", last.header.Get("Retry-After"))
 	}
-	if r := call(t, guesser, "GET", base+"/api/v1/cluster", "", bearer(attackToken)...); r.status != http.StatusTooManyRequests {
-		t.Errorf("the right token from the guessing address: %d, want 429", r.status)
+	if r := call(t, guesser, "GET", base+"/api/v1/cluster", "", bearer("guess-again-0123456789")...); r.status != http.StatusTooManyRequests {
+		t.Errorf("a wrong token from the guessing address: %d, want 429", r.status)
+	}
+	if r := call(t, guesser, "GET", base+"/api/v1/cluster", "", bearer(attackToken)...); r.status != 200 {
+		t.Errorf("the right token from the guessing address: %d, want 200", r.status)
 	}
 	page := call(t, guesser, "GET", base+"/login", "")
 	csrf := between(page.body, `name="csrf" value="`, `"`)
-	if r := call(t, guesser, "POST", base+"/login", url.Values{"csrf": {csrf}, "token": {attackToken}}.Encode(),
-		"Content-Type", "application/x-www-form-urlencoded"); r.status != http.StatusTooManyRequests {
-		t.Errorf("the login form from the guessing address: %d, want 429", r.status)
+	form := func(token string) string { return url.Values{"csrf": {csrf}, "token": {token}}.Encode() }
+	if r := call(t, guesser, "POST", base+"/login", form("guess-login-0123456789"), "Content-Type", "application/x-www-form-urlencoded"); r.status != http.StatusTooManyRequests {
+		t.Errorf("a wrong login from the guessing address: %d, want 429", r.status)
+	}
+	if r := call(t, guesser, "POST", base+"/login", form(attackToken), "Content-Type", "application/x-www-form-urlencoded"); r.status != http.StatusSeeOther {
+		t.Errorf("the right login from the guessing address: %d, want 303", r.status)
 	}
 	if r := call(t, client(t, "127.0.0.1", nil), "GET", base+"/api/v1/cluster", "", bearer(attackToken)...); r.status != 200 {
 		t.Errorf("the right token from another address: %d, want 200", r.status)
@@ -361,7 +367,8 @@ func TestAttackTokenGuessingIsRateLimited(t *testing.T) {
 }
 
 // TestAttackTLSAndSecureCookies: with api.tls-cert and api.tls-key the master serves HTTPS
-// only and its cookies are Secure; a pair that does not load stops it at start.
+// only, sends HSTS, and its cookies are Secure and __Host- prefixed (so no sibling subdomain
+// can plant them); a pair that does not load stops it at start.
 func TestAttackTLSAndSecureCookies(t *testing.T) {
 	t.Parallel()
 	e := setupE2E(t, nil, "")
@@ -385,9 +392,17 @@ func TestAttackTLSAndSecureCookies(t *testing.T) {
 		t.Fatalf("cookies set: %v", cookies)
 	}
 	for _, ck := range cookies {
-		if !strings.Contains(ck, "; Secure") {
-			t.Errorf("cookie over TLS without Secure: %s", ck)
+		if !strings.Contains(ck, "; Secure") || !strings.HasPrefix(ck, "__Host-zksched_") || !strings.Contains(ck, "; Path=/") {
+			t.Errorf("cookie over TLS not Secure, __Host- prefixed with Path=/: %s", ck)
 		}
+	}
+	for _, h := range []http.Header{page.header, r.header} {
+		if hsts := h.Get("Strict-Transport-Security"); !strings.HasPrefix(hsts, "max-age=") {
+			t.Errorf("over TLS: Strict-Transport-Security %q, want max-age=…", hsts)
+		}
+	}
+	if home := call(t, c, "GET", base+"/", ""); home.status != 200 {
+		t.Errorf("a page with the __Host- session over TLS: %d, want 200", home.status)
 	}
 	if id := m.ID(t, time.Second); !strings.Contains(m.WaitLog(t, time.Second, `"message":"starting"`), `"url":"https://`) {
 		t.Errorf("%s does not advertise https", id)

@@ -342,6 +342,7 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	f := addInstanceFlags(fs)
 	follow := fs.Bool("follow", false, "print new lines as they come until the attempt ends (a task not started yet: until it has run)")
 	attempt := fs.Int("attempt", 0, "the attempt whose log to print (default: the latest)")
+	raw := fs.Bool("raw", false, "print the log as the task wrote it, terminal control sequences included (by default they are escaped, ESC as \\x1b)")
 	id, err := parseInstance(fs, args, "task instance")
 	if err != nil {
 		return err
@@ -354,6 +355,8 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer done()
+	tw := &termWriter{w: stdout}
+	defer func() { _ = tw.Flush() }()
 	tick := time.NewTicker(followPoll)
 	defer tick.Stop()
 	from := 0
@@ -364,8 +367,12 @@ func runLogs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		ended := p.Attempt > 0 && (!*follow || !p.Running)
 		switch {
-		case !*f.asJSON:
+		case !*f.asJSON && *raw:
 			fmt.Fprint(stdout, p.Text)
+		case !*f.asJSON:
+			if _, err := tw.WriteString(p.Text); err != nil {
+				return err
+			}
 		case p.Text != "" || first || ended:
 			// JSON: an object a read with new text, and the first and the last read.
 			if err := writeJSON(stdout, p); err != nil {

@@ -410,7 +410,7 @@ func (n *node) httpHandler() (http.Handler, error) {
 	}
 	n.metrics.Counter("zksched_api_auth_failures_total", "Wrong tokens (bearer or login form) this master refused.",
 		func() float64 { return float64(srv.AuthFailures()) })
-	n.metrics.Counter("zksched_api_auth_rate_limited_total", "Credentials this master refused unchecked with 429: their address had failed too often.",
+	n.metrics.Counter("zksched_api_auth_rate_limited_total", "Wrong credentials this master refused with 429: their address had failed too often.",
 		func() float64 { return float64(srv.AuthRateLimited()) })
 	n.metrics.Counter("zksched_api_audit_refusals_unrecorded_total", "Refused changes this master could not record in the audit trail (each logged at error level).",
 		func() float64 { return float64(srv.RefusalsUnrecorded()) })
