@@ -390,7 +390,8 @@ func (n *node) httpHandler() (http.Handler, error) {
 	a := n.cfg.API
 	srv, err := api.New(api.Config{NodeID: n.id, Version: Version, Token: n.token, UsersFile: a.UsersFile,
 		Hosts: ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
-		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(), Log: n.log}, n.db)
+		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(),
+		RateLimit: float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}
@@ -398,6 +399,10 @@ func (n *node) httpHandler() (http.Handler, error) {
 		func() float64 { return float64(srv.AuthFailures()) })
 	n.metrics.Counter("zksched_api_auth_rate_limited_total", "Credentials this master refused unchecked with 429: their address had failed too often.",
 		func() float64 { return float64(srv.AuthRateLimited()) })
+	n.metrics.Counter("zksched_api_rate_limited_total", "Requests this master refused with 429: their user (or address) was over api.rate-limit.",
+		func() float64 { return float64(srv.RateLimited()) })
+	n.metrics.Counter("zksched_api_busy_total", "Heavy reads this master refused with 503: no place among api.heavy-reads came free within api.heavy-read-wait.",
+		func() float64 { return float64(srv.Busy()) })
 	return srv, nil
 }
 
