@@ -354,6 +354,7 @@ type API struct {
 	// Retry-After of a second (counted in zksched_api_busy_total). They default to 4 and 2 s:
 	// each read holds up to some MB while it runs, so this bounds what readers together can
 	// hold, while a read waiting its turn behind a few others is served well within the wait.
+	// 0 stands for the default.
 	HeavyReads    int           `yaml:"heavy-reads"`
 	HeavyReadWait time.Duration `yaml:"heavy-read-wait"`
 }
