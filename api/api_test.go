@@ -57,6 +57,11 @@ type setupOpts struct {
 	log io.Writer
 	// instanceRetention is api.Config.InstanceRetention.
 	instanceRetention time.Duration
+	// heavyReads, heavyReadWait, rateLimit and rateBurst are api.Config's.
+	heavyReads    int
+	heavyReadWait time.Duration
+	rateLimit     float64
+	rateBurst     int
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -74,7 +79,8 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	}
 	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, AllowUnauthenticated: o.open,
 		Cluster: o.cluster, MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
-		InstanceRetention: o.instanceRetention, Log: log}, db)
+		InstanceRetention: o.instanceRetention, HeavyReads: o.heavyReads, HeavyReadWait: o.heavyReadWait,
+		RateLimit: o.rateLimit, RateBurst: o.rateBurst, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
 	}

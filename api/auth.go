@@ -378,6 +378,8 @@ func (s *Server) formLogout(w http.ResponseWriter, r *http.Request) error {
 // requestInfo is what the access log learns from the layers below it.
 type requestInfo struct {
 	principal Principal
+	// busy is set on a heavy read refused for want of a place (see heavy).
+	busy bool
 }
 
 type requestInfoKey struct{}

@@ -18,7 +18,7 @@ func TestBuildGraphLayers(t *testing.T) {
 		{Name: "join", Type: "noop", DependsOn: []string{"a", "b", "side"}},
 		{Name: "late", Type: "noop", DependsOn: []string{"join", "extract"}},
 	}}
-	tasks := []dao.TaskInstance{{ID: 7, Name: "extract", State: dao.TaskSucceeded}, {ID: 8, Name: "a", State: dao.TaskFailed},
+	tasks := []dao.TaskBrief{{ID: 7, Name: "extract", State: dao.TaskSucceeded}, {ID: 8, Name: "a", State: dao.TaskFailed},
 		{ID: 9, Name: "stray", State: dao.TaskQueued}}
 	g := buildGraph(spec, tasks)
 	got := map[string]graphNode{}
@@ -72,7 +72,7 @@ func TestBuildGraphDrawsAForEachAsOneNode(t *testing.T) {
 		{Name: "sum", Type: "noop", ForEach: "a"},
 		{Name: "after", Type: "noop", DependsOn: []string{"sum"}},
 	}}
-	tasks := []dao.TaskInstance{{ID: 1, Name: "sum", State: dao.TaskWaiting}, {ID: 2, Name: "sum[0]", State: dao.TaskRunning},
+	tasks := []dao.TaskBrief{{ID: 1, Name: "sum", State: dao.TaskWaiting}, {ID: 2, Name: "sum[0]", State: dao.TaskRunning},
 		{ID: 3, Name: "sum[1]", State: dao.TaskQueued}}
 	g := buildGraph(spec, tasks)
 	var got []string
@@ -81,5 +81,41 @@ func TestBuildGraphDrawsAForEachAsOneNode(t *testing.T) {
 	}
 	if want := "[sum=waiting after=pending]"; fmt.Sprint(got) != want {
 		t.Errorf("nodes %v, want %s", got, want)
+	}
+}
+
+// TestBuildGraphSummarizesALargeGraph: above maxGraphNodes tasks, each node is a layer with
+// its tasks counted by state, and an edge joins layers with dependencies between them.
+func TestBuildGraphSummarizesALargeGraph(t *testing.T) {
+	t.Parallel()
+	spec := &workflow.Spec{Name: "w", Tasks: []workflow.Task{{Name: "root", Type: "noop"}}}
+	for i := range maxGraphNodes + 500 {
+		spec.Tasks = append(spec.Tasks, workflow.Task{Name: fmt.Sprintf("mid-%d", i), Type: "noop", DependsOn: []string{"root"}})
+	}
+	spec.Tasks = append(spec.Tasks, workflow.Task{Name: "end", Type: "noop", DependsOn: []string{"mid-0", "root"}})
+	tasks := []dao.TaskBrief{{ID: 1, Name: "root", State: dao.TaskSucceeded}, {ID: 2, Name: "mid-0", State: dao.TaskFailed},
+		{ID: 3, Name: "mid-1", State: dao.TaskRunning}, {ID: 4, Name: "stray", State: dao.TaskQueued}}
+	g := buildGraph(spec, tasks)
+	if !g.Summarized || g.Tasks != maxGraphNodes+503 {
+		t.Fatalf("summarized %v, %d tasks; want a summary of %d tasks", g.Summarized, g.Tasks, maxGraphNodes+503)
+	}
+	var got []string
+	for _, n := range g.Nodes {
+		got = append(got, fmt.Sprintf("%s=%s/%d/%v", n.Name, n.State, n.Count, n.States))
+	}
+	want := fmt.Sprintf("[layer 0=succeeded/1/map[succeeded:1] layer 1=failed/%d/map[failed:1 pending:%d running:1] "+
+		"layer 2=pending/1/map[pending:1] other tasks=queued/1/map[queued:1]]", maxGraphNodes+500, maxGraphNodes+498)
+	if fmt.Sprint(got) != want {
+		t.Errorf("nodes\n%v\nwant\n%s", got, want)
+	}
+	var edges []string
+	for _, e := range g.Edges {
+		edges = append(edges, e.From+"→"+e.To)
+	}
+	if want := "[layer 0→layer 1 layer 0→layer 2 layer 1→layer 2]"; fmt.Sprint(edges) != want {
+		t.Errorf("edges %v, want %s", edges, want)
+	}
+	if g.Width < 4*nodeW || g.Height < nodeH || g.Height > 1000 {
+		t.Errorf("picture %dx%d: want 4 columns in one row", g.Width, g.Height)
 	}
 }

@@ -74,9 +74,7 @@ const maxErrorMessage = 32 << 10
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	err = s.explainMissing(r.Context(), err)
 	status, msg := classify(err)
-	if status >= 500 {
-		logFor(r).Error().Err(err).Msg("request failed")
-	}
+	logFailure(r, status, err)
 	if len(msg) > maxErrorMessage {
 		msg = strings.ToValidUTF8(msg[:maxErrorMessage], "") + "…"
 	}
@@ -89,6 +87,18 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	_ = enc.Encode(body)
+}
+
+// logFailure logs a server-side failure at error level. A heavy read refused for want of a
+// place is no failure of the master's: it is counted (Server.Busy) and its request logged at
+// info, so that a flood of them does not flood the log at error level too.
+func logFailure(r *http.Request, status int, err error) {
+	if info := infoOf(r); info != nil && info.busy {
+		return
+	}
+	if status >= 500 {
+		logFor(r).Error().Err(err).Msg("request failed")
+	}
 }
 
 // writeJSON writes v as the response body.

@@ -223,11 +223,17 @@ func (s *Server) spec(ctx context.Context, wf *dao.WorkflowInstance) (*workflow.
 	return s.specs.Get(ctx, s.db.Queries, wf.WorkflowName, wf.WorkflowVersion)
 }
 
-// workflowDetail is a workflow instance with its tasks and its graph.
+// workflowDetail is a workflow instance with a page of its tasks, their counts by state, and
+// its graph.
 type workflowDetail struct {
 	Workflow dao.WorkflowInstance
-	Tasks    []dao.TaskInstance
-	Graph    graph
+	// Tasks is the page of its tasks the request asked for (see workflowTaskParams).
+	Tasks dao.WorkflowTaskPage
+	// TaskStates counts all its tasks by state.
+	TaskStates dao.TaskStateCounts
+	// TaskCursor is where the page starts, as the request gave it.
+	TaskCursor dao.WorkflowTaskCursor
+	Graph      graph
 	// Spec is nil when the definition does not parse.
 	Spec *workflow.Spec
 	// Parent is the task that started the instance, if a workflow task did.
@@ -236,20 +242,47 @@ type workflowDetail struct {
 	Children map[int64]int64
 }
 
-// loadWorkflow loads the workflow instance named by the request's path, after checking that
-// its query holds only params.
+// workflowTaskParams are the query parameters of a page of a workflow instance's tasks:
+// ?after= and ?before= (task ids, the cursors of the next and previous pages), ?state= and
+// ?limit= (default defaultTaskPage, at most 1000).
+var workflowTaskParams = []string{"after", "before", "state", "limit"}
+
+// defaultTaskPage is how many tasks an instance's page and its API answer hold unless asked:
+// a screenful, and an answer of some tens of KB however many tasks the instance has.
+const defaultTaskPage = 100
+
+// loadWorkflow loads the workflow instance named by the request's path with the page of its
+// tasks that workflowTaskParams select, after checking that its query holds only those and
+// params.
 func (s *Server) loadWorkflow(r *http.Request, params ...string) (*workflowDetail, error) {
 	id, err := pathID(r, "workflow instance")
 	if err != nil {
 		return nil, err
 	}
-	if _, err := newQuery(r.URL.Query(), params...); err != nil {
+	q, err := newQuery(r.URL.Query(), append(params, workflowTaskParams...)...)
+	if err != nil {
 		return nil, err
 	}
-	return s.workflowByID(r.Context(), id)
+	var c dao.WorkflowTaskCursor
+	if c.Limit, err = q.intRange("limit", defaultTaskPage, 1, 1000); err != nil {
+		return nil, err
+	}
+	if c.After, err = q.id("after"); err != nil {
+		return nil, err
+	}
+	if c.Before, err = q.id("before"); err != nil {
+		return nil, err
+	}
+	if c.After != 0 && c.Before != 0 {
+		return nil, badRequest("give after or before, not both")
+	}
+	if c.State, err = taskStateParam(q); err != nil {
+		return nil, err
+	}
+	return s.workflowByID(r.Context(), id, c)
 }
 
-func (s *Server) workflowByID(ctx context.Context, id int64) (*workflowDetail, error) {
+func (s *Server) workflowByID(ctx context.Context, id int64, c dao.WorkflowTaskCursor) (*workflowDetail, error) {
 	wf, err := s.db.WorkflowGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("workflow instance", id)
@@ -257,11 +290,13 @@ func (s *Server) workflowByID(ctx context.Context, id int64) (*workflowDetail, e
 	if err != nil {
 		return nil, err
 	}
-	tasks, err := s.db.TaskListByWorkflow(ctx, id)
-	if err != nil {
+	d := &workflowDetail{Workflow: *wf, TaskCursor: c}
+	if d.Tasks, err = s.db.TaskPageOfWorkflow(ctx, id, c); err != nil {
 		return nil, err
 	}
-	d := &workflowDetail{Workflow: *wf, Tasks: tasks}
+	if d.TaskStates, err = s.db.TaskStateCountsOfWorkflow(ctx, id); err != nil {
+		return nil, err
+	}
 	if d.Parent, err = s.db.WorkflowParent(ctx, id); err != nil {
 		return nil, err
 	}
@@ -274,7 +309,11 @@ func (s *Server) workflowByID(ctx context.Context, id int64) (*workflowDetail, e
 		spec = nil
 	}
 	d.Spec = spec
-	d.Graph = buildGraph(spec, tasks)
+	briefs, err := s.db.TaskBriefsOfWorkflow(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d.Graph = buildGraph(spec, briefs)
 	return d, nil
 }
 

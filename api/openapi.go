@@ -64,8 +64,10 @@ var failDocs = map[int]string{
 	http.StatusConflict:              "The state does not allow the action.",
 	http.StatusRequestEntityTooLarge: "A body over the limit (1 MiB by default).",
 	http.StatusUnsupportedMediaType:  "The wrong content type.",
-	http.StatusTooManyRequests:       "Too many wrong tokens from this address; Retry-After says when to try again.",
-	http.StatusServiceUnavailable:    "PostgreSQL (or, for the cluster, ZooKeeper) cannot be reached, or the request timed out.",
+	http.StatusTooManyRequests: "Too many wrong tokens from this address, or too many requests from this user (api.rate-limit); " +
+		"Retry-After says when to try again.",
+	http.StatusServiceUnavailable: "PostgreSQL (or, for the cluster, ZooKeeper) cannot be reached, or the request timed out; or, " +
+		"for a heavy read (an instance, a task, a log), the master is busy with api.heavy-reads others and Retry-After says to try again in a second.",
 }
 
 // Parameters shared by the lists.
@@ -201,7 +203,12 @@ func operations() []operation {
 				"id": positiveID, "workflow_name": str, "workflow_version": map[string]any{"type": "integer"},
 			})}},
 			fails: []int{400, 404, 409, 413, 415}},
-		{pattern: "GET /api/v1/workflow-instances/{id}", summary: "One workflow instance, with its tasks and its graph.",
+		{pattern: "GET /api/v1/workflow-instances/{id}", summary: "One workflow instance, with its tasks counted by state (task_states), " +
+			"a page of its tasks by id (tasks, with the cursors tasks_next and tasks_prev) and its graph (summarized by layer above 2,000 tasks).",
+			query: []param{{"after", "The page of tasks after this task id: the `tasks_next` of the page before.", positiveID},
+				{"before", "The page of tasks before this task id: the `tasks_prev` of the page after.", positiveID},
+				{"state", "Only the tasks in this state (task_states still counts them all).", enumOf(taskStates)},
+				{"limit", "The page's size, 1..1000; 100 by default.", intIn(1, 1000)}},
 			ok:    map[int]answer{200: {"The workflow instance.", ref("WorkflowInstanceDetail")}},
 			fails: []int{400, 404}},
 		{pattern: "POST /api/v1/workflow-instances/{id}/stop", summary: "Stop a workflow instance: its queued tasks are killed, its running ones asked to stop.",

@@ -159,15 +159,9 @@ var taskListParams = []string{"state", "workflow", "task", "worker", "from", "to
 // taskFilter reads the filters and cursor of a task list.
 func taskFilter(q query) (dao.TaskFilter, dao.PageCursor, error) {
 	var f dao.TaskFilter
-	state, err := q.str("state", 32)
-	if err != nil {
+	var err error
+	if f.State, err = taskStateParam(q); err != nil {
 		return f, dao.PageCursor{}, err
-	}
-	if state != "" {
-		if !slices.Contains(taskStates, dao.TaskState(state)) {
-			return f, dao.PageCursor{}, badRequest("state: unknown task state %q; want one of %s", state, joinStates(taskStates))
-		}
-		f.State = dao.TaskState(state)
 	}
 	if f.WorkflowInstanceID, err = q.id("workflow"); err != nil {
 		return f, dao.PageCursor{}, err
@@ -189,6 +183,18 @@ func taskFilter(q query) (dao.TaskFilter, dao.PageCursor, error) {
 	}
 	c, err := q.cursor()
 	return f, c, err
+}
+
+// taskStateParam reads ?state=, a task state or nothing.
+func taskStateParam(q query) (dao.TaskState, error) {
+	state, err := q.str("state", 32)
+	if err != nil || state == "" {
+		return "", err
+	}
+	if !slices.Contains(taskStates, dao.TaskState(state)) {
+		return "", badRequest("state: unknown task state %q; want one of %s", state, joinStates(taskStates))
+	}
+	return dao.TaskState(state), nil
 }
 
 // workflowListParams are the parameters of the workflow list.

@@ -67,7 +67,16 @@ type Config struct {
 	// webhook-url-env that does not match it is refused when stored. Empty is
 	// workflow.DefaultWebhookEnvPattern.
 	WebhookEnvPattern string
-	Log               zerolog.Logger
+	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log) run
+	// at once; HeavyReadWait how long one waits for a place before it is answered 503. They
+	// default to 4 and 2 s (conf.API has the reasons).
+	HeavyReads    int
+	HeavyReadWait time.Duration
+	// RateLimit is how many requests a second each principal may make, RateBurst how many at
+	// once; past them it is answered 429. 0 turns the limit off (conf.API has the defaults).
+	RateLimit float64
+	RateBurst int
+	Log       zerolog.Logger
 }
 
 // Readiness is the answer of /readyz: Ready decides the status code (200 or 503), Details are
@@ -97,6 +106,10 @@ type Server struct {
 	openapi []byte
 	// refusalsUnrecorded counts the refused changes whose audit row could not be written.
 	refusalsUnrecorded atomic.Int64
+	// heavyReads bounds the heavy reads running at once, rate the requests of each
+	// principal; nil rate: no limit (see limits.go).
+	heavyReads *heavyReads
+	rate       *rateLimiter
 }
 
 // maxConcurrentParses is how many workflow files the API reads and parses at once. Each
@@ -115,6 +128,12 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 30 * time.Second
 	}
+	if cfg.HeavyReads <= 0 {
+		cfg.HeavyReads = 4
+	}
+	if cfg.HeavyReadWait <= 0 {
+		cfg.HeavyReadWait = 2 * time.Second
+	}
 	if cfg.Ready == nil {
 		cfg.Ready = func() Readiness { return Readiness{Ready: true} }
 	}
@@ -130,7 +149,10 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, db: db, auth: auth, csrf: &csrfKey{db: db}, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
-		parses: make(chan struct{}, maxConcurrentParses)}
+		parses: make(chan struct{}, maxConcurrentParses), heavyReads: newHeavyReads(cfg.HeavyReads, cfg.HeavyReadWait)}
+	if cfg.RateLimit > 0 {
+		s.rate = newRateLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), time.Now)
+	}
 	mux := http.NewServeMux()
 	s.routes(mux)
 	if s.openapi, err = openAPI(cfg.Version, s.need); err != nil {
@@ -172,12 +194,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("GET /api/v1/definitions/{name}/versions/{version}", RoleViewer, s.apiDefinitionVersion)
 	api("GET /api/v1/workflow-instances", RoleViewer, s.apiWorkflows)
 	api("POST /api/v1/workflow-instances", RoleAdmin, s.apiWorkflowCreate, change{dao.AuditWorkflowSubmit, noTarget})
-	api("GET /api/v1/workflow-instances/{id}", RoleViewer, s.apiWorkflow)
+	api("GET /api/v1/workflow-instances/{id}", RoleViewer, s.heavy(s.apiWorkflow))
 	api("POST /api/v1/workflow-instances/{id}/stop", RoleOperator, s.apiWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})
 	api("POST /api/v1/workflow-instances/{id}/rerun", RoleOperator, s.apiWorkflowRerun, change{dao.AuditWorkflowRerun, workflowTarget})
 	api("GET /api/v1/task-instances", RoleViewer, s.apiTasks)
-	api("GET /api/v1/task-instances/{id}", RoleViewer, s.apiTask)
-	api("GET /api/v1/task-instances/{id}/log", RoleViewer, s.apiTaskLog)
+	api("GET /api/v1/task-instances/{id}", RoleViewer, s.heavy(s.apiTask))
+	api("GET /api/v1/task-instances/{id}/log", RoleViewer, s.heavy(s.apiTaskLog))
 	api("POST /api/v1/task-instances/{id}/kill", RoleOperator, s.apiTaskKill, change{dao.AuditTaskKill, taskTarget})
 	api("POST /api/v1/task-instances/{id}/rerun", RoleOperator, s.apiTaskRerun, change{dao.AuditTaskRerun, taskTarget})
 	api("POST /api/v1/task-instances/{id}/signal", RoleOperator, s.apiTaskSignal, change{dao.AuditTaskSignal, taskTarget})
@@ -213,12 +235,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 		s.route(mux, pattern, need, h, s.fail, c...)
 	}
 	page("GET /{$}", RoleViewer, s.pageTasks)
-	page("GET /tasks/{id}", RoleViewer, s.pageTask)
+	page("GET /tasks/{id}", RoleViewer, s.heavy(s.pageTask))
 	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill, change{dao.AuditTaskKill, taskTarget})
 	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun, change{dao.AuditTaskRerun, taskTarget})
 	page("POST /tasks/{id}/signal", RoleOperator, s.formTaskSignal, change{dao.AuditTaskSignal, taskTarget})
 	page("GET /workflows", RoleViewer, s.pageWorkflows)
-	page("GET /workflows/{id}", RoleViewer, s.pageWorkflow)
+	page("GET /workflows/{id}", RoleViewer, s.heavy(s.pageWorkflow))
 	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})
 	page("POST /workflows/{id}/rerun", RoleOperator, s.formWorkflowRerun, change{dao.AuditWorkflowRerun, workflowTarget})
 	page("GET /definitions", RoleViewer, s.pageDefinitions)
@@ -277,8 +299,13 @@ func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h handler,
 	for _, c := range c {
 		checked = s.audited(c.action, c.target, checked)
 	}
+	// The rate limit comes first: a request over it costs no audit row and no database work.
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := checked(w, r); err != nil {
+		err := s.limitRate(w, r)
+		if err == nil {
+			err = checked(w, r)
+		}
+		if err != nil {
 			fail(w, r, err)
 		}
 	})
@@ -303,9 +330,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	err = s.explainMissing(r.Context(), err)
 	status, msg := classify(err)
-	if status >= 500 {
-		logFor(r).Error().Err(err).Msg("request failed")
-	}
+	logFailure(r, status, err)
 	s.render(w, r, status, "error", &errorPage{base: base{Title: http.StatusText(status)}, Status: status, StatusText: http.StatusText(status), Message: msg})
 }
 
@@ -389,7 +414,8 @@ func (s *Server) logRequests(next http.Handler) http.Handler {
 		case rec.status >= 500:
 			ev = l.Error()
 		case rec.status == http.StatusUnauthorized || rec.status == http.StatusForbidden ||
-			rec.status == http.StatusTooManyRequests || rec.status == http.StatusMisdirectedRequest:
+			rec.status == http.StatusTooManyRequests || rec.status == http.StatusMisdirectedRequest ||
+			(rec.status == http.StatusServiceUnavailable && info.busy):
 			// Refusals of who asks: at info, with the client's address, to see who tries.
 			ev = l.Info()
 		case rec.status >= 400 && rec.status != http.StatusNotFound:

@@ -369,6 +369,21 @@ type workflowPage struct {
 	*workflowDetail
 	CanStop  bool
 	CanRerun bool
+	// Counts are the instance's tasks counted by state, in the order of the states; Total
+	// is all of them.
+	Counts []stateCount
+	Total  int
+	// States are the task states the filter offers.
+	States []dao.TaskState
+	// NextURL and PrevURL are the next and previous pages of its tasks; "" for none.
+	NextURL, PrevURL string
+}
+
+// stateCount is how many tasks are in State, and the page of them.
+type stateCount struct {
+	State dao.TaskState
+	N     int
+	URL   string
 }
 
 func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
@@ -377,12 +392,25 @@ func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p := &workflowPage{base: base{Title: fmt.Sprintf("Workflow %d %s", d.Workflow.ID, d.Workflow.WorkflowName), Nav: "workflows",
-		Flash: flashes[r.URL.Query().Get("done")]}, workflowDetail: d}
+		Flash: flashes[r.URL.Query().Get("done")]}, workflowDetail: d, States: taskStates}
 	p.CanStop = !d.Workflow.State.Terminal() && s.may(r, "POST /workflows/{id}/stop")
-	for _, t := range d.Tasks {
-		p.CanRerun = p.CanRerun || t.State == dao.TaskFailed || t.State == dao.TaskKilled
+	p.CanRerun = d.TaskStates[dao.TaskFailed]+d.TaskStates[dao.TaskKilled] > 0 && s.may(r, "POST /workflows/{id}/rerun")
+	path := fmt.Sprintf("/workflows/%d", d.Workflow.ID)
+	for _, st := range taskStates {
+		if n := d.TaskStates[st]; n > 0 {
+			p.Counts = append(p.Counts, stateCount{State: st, N: n, URL: path + "?" + url.Values{"state": {string(st)}}.Encode() + "#tasks"})
+			p.Total += n
+		}
 	}
-	p.CanRerun = p.CanRerun && s.may(r, "POST /workflows/{id}/rerun")
+	v := url.Values{}
+	if d.TaskCursor.State != "" {
+		v.Set("state", string(d.TaskCursor.State))
+	}
+	if q := r.URL.Query().Get("limit"); q != "" {
+		v.Set("limit", q)
+	}
+	p.NextURL = pageURL(path, v, "after", d.Tasks.Next)
+	p.PrevURL = pageURL(path, v, "before", d.Tasks.Prev)
 	s.render(w, r, http.StatusOK, "workflow", p)
 	return nil
 }

@@ -318,7 +318,7 @@ type workflowJSON struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	StartedAt      *time.Time `json:"started_at"`
 	EndedAt        *time.Time `json:"ended_at"`
-	// TaskStates counts the task instances by state (lists only).
+	// TaskStates counts the task instances by state.
 	TaskStates dao.TaskStateCounts `json:"task_states,omitempty"`
 	// ParentWorkflowInstanceID and ParentTaskInstanceID are where a child workflow instance
 	// came from: the workflow task that started it and that task's instance (details only).
@@ -346,10 +346,16 @@ func (s *Server) apiWorkflows(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// workflowDetailJSON is a workflow instance with its tasks counted by state (task_states), one
+// page of its tasks by id, and its graph.
 type workflowDetailJSON struct {
 	workflowJSON
 	Tasks []taskJSON `json:"tasks"`
-	Graph graph      `json:"graph"`
+	// TasksNext is the ?after= of the next page of tasks; absent on the last one.
+	TasksNext int64 `json:"tasks_next,omitempty"`
+	// TasksPrev is the ?before= of the previous page of tasks; absent on the first one.
+	TasksPrev int64 `json:"tasks_prev,omitempty"`
+	Graph     graph `json:"graph"`
 }
 
 func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
@@ -357,9 +363,11 @@ func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	out := workflowDetailJSON{workflowJSON: workflowToJSON(d.Workflow), Tasks: []taskJSON{}, Graph: d.Graph}
+	out := workflowDetailJSON{workflowJSON: workflowToJSON(d.Workflow), Tasks: []taskJSON{}, Graph: d.Graph,
+		TasksNext: d.Tasks.Next, TasksPrev: d.Tasks.Prev}
+	out.TaskStates = d.TaskStates
 	out.ParentWorkflowInstanceID, out.ParentTaskInstanceID = d.Parent.Workflow, d.Parent.Task
-	for _, t := range d.Tasks {
+	for _, t := range d.Tasks.Items {
 		j := taskToJSON(t, d.Workflow.WorkflowName)
 		if c, ok := d.Children[t.ID]; ok {
 			j.ChildWorkflowInstanceID = &c
@@ -368,6 +376,9 @@ func (s *Server) apiWorkflow(w http.ResponseWriter, r *http.Request) error {
 	}
 	if out.Graph.Edges == nil {
 		out.Graph.Edges = []graphEdge{}
+	}
+	if out.Graph.Nodes == nil {
+		out.Graph.Nodes = []graphNode{}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/internal/testenv"
@@ -235,5 +236,37 @@ func TestAPIAccessFromEnvironment(t *testing.T) {
 	cfg, err = conf.Load("", []string{"ZKSCHED_API_USERS_FILE=" + users})
 	if err != nil || cfg.API.UsersFile != users || !cfg.API.Authenticated() {
 		t.Fatalf("api.users-file = %q, %v", cfg.API.UsersFile, err)
+	}
+}
+
+// TestAPILimitsAreChecked: the rate limit and the heavy reads' bounds refuse what cannot
+// work, naming the key; the defaults pass.
+func TestAPILimitsAreChecked(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		set     func(a *conf.API)
+		wantErr string
+	}{
+		{"defaults", func(*conf.API) {}, ""},
+		{"rate limit off", func(a *conf.API) { a.RateLimit, a.RateBurst = 0, 0 }, ""},
+		{"negative rate", func(a *conf.API) { a.RateLimit = -1 }, "api.rate-limit: -1 is out of range"},
+		{"no burst", func(a *conf.API) { a.RateBurst = 0 }, "api.rate-burst: 0 is out of range"},
+		{"too many heavy reads", func(a *conf.API) { a.HeavyReads = 5000 }, "api.heavy-reads: 5000 is out of range"},
+		{"negative wait", func(a *conf.API) { a.HeavyReadWait = -time.Second }, "api.heavy-read-wait"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := conf.Defaults()
+			c.Node.Host = "127.0.0.1"
+			tc.set(&c.API)
+			err := c.Validate()
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("Validate() = %v, want nil", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
 	}
 }

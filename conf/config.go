@@ -352,6 +352,26 @@ type API struct {
 	// notifications link to an instance's page under it. Empty by default: they carry no
 	// link. An absolute http or https URL.
 	PublicURL string `yaml:"public-url"`
+
+	// RateLimit is how many requests a second each user (or, where no user is known, each
+	// client address) may send a master; RateBurst how many at once before that rate applies.
+	// Past them a request is answered 429 with a Retry-After, before any other work, and
+	// counted in zksched_api_rate_limited_total. They default to 100 a second and 500: a
+	// person in the web UI sends a few requests a second, `zksched logs --follow` about
+	// three, so only a script in a loop or a flood reaches them, and one viewer can then no
+	// longer keep a master busy alone. 0 turns the limit off.
+	RateLimit int `yaml:"rate-limit"`
+	RateBurst int `yaml:"rate-burst"`
+
+	// HeavyReads is how many heavy reads (a workflow instance with its page of tasks and its
+	// graph, a task instance, a log; in the API and the UI) a master serves at once, and
+	// HeavyReadWait how long one more waits for a place before it is answered 503 with a
+	// Retry-After of a second (counted in zksched_api_busy_total). They default to 4 and 2 s:
+	// each read holds up to some MB while it runs, so this bounds what readers together can
+	// hold, while a read waiting its turn behind a few others is served well within the wait.
+	// 0 stands for the default.
+	HeavyReads    int           `yaml:"heavy-reads"`
+	HeavyReadWait time.Duration `yaml:"heavy-read-wait"`
 }
 
 // Authenticated reports whether the API asks who calls it: a token or a users file is set.
@@ -712,7 +732,11 @@ func Defaults() Config {
 			MisfireThreshold: time.Minute,
 		},
 		API: API{
-			AllowedHosts: []string{},
+			AllowedHosts:  []string{},
+			RateLimit:     100,
+			RateBurst:     500,
+			HeavyReads:    4,
+			HeavyReadWait: 2 * time.Second,
 		},
 		Worker: Worker{
 			Port:            5679,

@@ -94,6 +94,12 @@ func (c *Config) Validate() error {
 	}
 
 	v.apiAccess(c.API)
+	v.intRange("api.rate-limit", c.API.RateLimit, 0, 1_000_000)
+	if c.API.RateLimit > 0 {
+		v.intRange("api.rate-burst", c.API.RateBurst, 1, 1_000_000)
+	}
+	v.intRange("api.heavy-reads", c.API.HeavyReads, 0, 1000)
+	v.nonNegative("api.heavy-read-wait", c.API.HeavyReadWait)
 
 	w := c.Worker
 	v.port("worker.port", w.Port)

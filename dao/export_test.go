@@ -45,21 +45,24 @@ func CreateArgs(subs []Submission) []any { return createArgs(subs) }
 
 // The statements that return the rows of one struct, for the test of their columns.
 const (
-	TaskGetSQL            = taskGetSQL
-	TaskListByWorkflowSQL = taskListByWorkflowSQL
-	WorkflowGetSQL        = workflowGetSQL
-	WorkflowParentSQL     = workflowParentSQL
-	LockIfOwnedSQL        = lockIfOwnedSQL
-	AdmitSQL              = admitSQL
-	AdmitKeyedSQL         = admitKeyedSQL
-	WorkflowListOlderSQL  = workflowListOlderSQL
-	WorkflowListNewerSQL  = workflowListNewerSQL
-	ScheduleGetSQL        = scheduleGetSQL
-	ScheduleLockSQL       = scheduleLockSQL
-	ScheduleLockIfDueSQL  = scheduleLockIfDueSQL
-	ScheduleListSQL       = scheduleListSQL
-	TaskListOlderSQL      = taskListOlderSQL
-	TaskListNewerSQL      = taskListNewerSQL
+	TaskGetSQL                  = taskGetSQL
+	TaskListByWorkflowSQL       = taskListByWorkflowSQL
+	TaskPageOfWorkflowAfterSQL  = taskPageOfWorkflowAfterSQL
+	TaskPageOfWorkflowBeforeSQL = taskPageOfWorkflowBeforeSQL
+	TaskBriefsOfWorkflowSQL     = taskBriefsOfWorkflowSQL
+	WorkflowGetSQL              = workflowGetSQL
+	WorkflowParentSQL           = workflowParentSQL
+	LockIfOwnedSQL              = lockIfOwnedSQL
+	AdmitSQL                    = admitSQL
+	AdmitKeyedSQL               = admitKeyedSQL
+	WorkflowListOlderSQL        = workflowListOlderSQL
+	WorkflowListNewerSQL        = workflowListNewerSQL
+	ScheduleGetSQL              = scheduleGetSQL
+	ScheduleLockSQL             = scheduleLockSQL
+	ScheduleLockIfDueSQL        = scheduleLockIfDueSQL
+	ScheduleListSQL             = scheduleListSQL
+	TaskListOlderSQL            = taskListOlderSQL
+	TaskListNewerSQL            = taskListNewerSQL
 )
 
 // The statements of each keyset list, for the test that they filter alike.

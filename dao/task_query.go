@@ -391,3 +391,136 @@ func (q *Queries) FailoverEventCount(ctx context.Context) (map[string]int, error
 	}
 	return out, nil
 }
+
+// The task instances of one workflow instance, for its page and its API answer, a page at a
+// time in id order: an instance can hold thousands of tasks, more than a page or an answer
+// should carry whole. The statements walk the instance's rows through its (workflow instance,
+// name) index and sort them by id; the page's cursor is a task id, never an OFFSET.
+
+// WorkflowTaskCursor says where a page of a workflow instance's tasks starts: with After set,
+// the tasks whose id is above it (the next page); with Before set, those below it (the
+// previous page); neither, the first page. State, when set, keeps the tasks in that state.
+type WorkflowTaskCursor struct {
+	After, Before int64
+	State         TaskState
+	// Limit is the page size, 1..1000.
+	Limit int
+}
+
+// WorkflowTaskPage is one page of a workflow instance's task instances, by id.
+type WorkflowTaskPage struct {
+	Items []TaskInstance
+	// Next is the After of the next page; 0 on the last one.
+	Next int64
+	// Prev is the Before of the previous page; 0 on the first one. A page reached forward
+	// names its first task as Prev without reading whether a task is before it: only a rerun
+	// deletes tasks, so the previous page is at worst empty.
+	Prev int64
+}
+
+// taskPageOfWorkflowAfterSQL and taskPageOfWorkflowBeforeSQL are TaskPageOfWorkflow's
+// statements: $1 the workflow instance, $2 a state ("" for any), $3 the cursor (after: ids
+// above it, 0 for the first page; before: ids below it), $4 the number of rows.
+const (
+	taskPageOfWorkflowAfterSQL = `
+		SELECT id, workflow_instance_id, name, type, params, state, priority, worker_group,
+			pool, worker_id, attempt, retries, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
+			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step, item_count
+		FROM task_instance
+		WHERE workflow_instance_id = $1 AND ($2::text = '' OR state = $2) AND id > $3
+		ORDER BY id LIMIT $4`
+	taskPageOfWorkflowBeforeSQL = `
+		SELECT id, workflow_instance_id, name, type, params, state, priority, worker_group,
+			pool, worker_id, attempt, retries, max_retries,
+			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
+			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
+			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
+			paused_step, item_count
+		FROM task_instance
+		WHERE workflow_instance_id = $1 AND ($2::text = '' OR state = $2) AND id < $3
+		ORDER BY id DESC LIMIT $4`
+)
+
+// TaskPageOfWorkflow returns one page of the task instances of workflow instance id, by id.
+func (q *Queries) TaskPageOfWorkflow(ctx context.Context, id int64, c WorkflowTaskCursor) (WorkflowTaskPage, error) {
+	var page WorkflowTaskPage
+	limit := min(max(c.Limit, 1), 1000)
+	query, cursor := taskPageOfWorkflowAfterSQL, c.After
+	if c.Before > 0 {
+		query, cursor = taskPageOfWorkflowBeforeSQL, c.Before
+	}
+	if err := sqlxSelect(ctx, q, &page.Items, query, id, string(c.State), cursor, limit+1); err != nil {
+		return page, fmt.Errorf("page the tasks of workflow instance %d: %w", id, err)
+	}
+	more := len(page.Items) > limit
+	if more {
+		page.Items = page.Items[:limit]
+	}
+	if c.Before > 0 {
+		slices.Reverse(page.Items)
+	}
+	if len(page.Items) == 0 {
+		return page, nil
+	}
+	first, last := page.Items[0].ID, page.Items[len(page.Items)-1].ID
+	switch {
+	case c.Before > 0:
+		page.Next = last
+		if more {
+			page.Prev = first
+		}
+	default:
+		if more {
+			page.Next = last
+		}
+		if c.After > 0 {
+			page.Prev = first
+		}
+	}
+	return page, nil
+}
+
+// taskStateCountsOfWorkflowSQL is TaskStateCountsOfWorkflow's statement: $1 the workflow
+// instance.
+const taskStateCountsOfWorkflowSQL = `
+		SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = $1 GROUP BY state`
+
+// TaskStateCountsOfWorkflow counts the task instances of workflow instance id by state.
+func (q *Queries) TaskStateCountsOfWorkflow(ctx context.Context, id int64) (TaskStateCounts, error) {
+	var rows []struct {
+		State TaskState `db:"state"`
+		N     int       `db:"n"`
+	}
+	if err := sqlxSelect(ctx, q, &rows, taskStateCountsOfWorkflowSQL, id); err != nil {
+		return nil, fmt.Errorf("count the tasks of workflow instance %d by state: %w", id, err)
+	}
+	out := make(TaskStateCounts, len(rows))
+	for _, r := range rows {
+		out[r.State] = r.N
+	}
+	return out, nil
+}
+
+// TaskBrief is a task instance as a workflow instance's graph shows it.
+type TaskBrief struct {
+	ID    int64     `db:"id"`
+	Name  string    `db:"name"`
+	State TaskState `db:"state"`
+}
+
+// taskBriefsOfWorkflowSQL is TaskBriefsOfWorkflow's statement: $1 the workflow instance.
+const taskBriefsOfWorkflowSQL = `
+		SELECT id, name, state FROM task_instance WHERE workflow_instance_id = $1 ORDER BY id`
+
+// TaskBriefsOfWorkflow returns the id, name and state of every task instance of workflow
+// instance id, by id: what its graph needs, and nothing larger (no params, no output).
+func (q *Queries) TaskBriefsOfWorkflow(ctx context.Context, id int64) ([]TaskBrief, error) {
+	var out []TaskBrief
+	if err := sqlxSelect(ctx, q, &out, taskBriefsOfWorkflowSQL, id); err != nil {
+		return nil, fmt.Errorf("list the task states of workflow instance %d: %w", id, err)
+	}
+	return out, nil
+}

@@ -19,15 +19,15 @@ import (
 )
 
 // benchModes are the modes of `zksched bench`.
-var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "retention", "soak"}
+var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "retention", "viewers", "soak"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", stdout)
 	config := configFlag(fs)
-	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory, signal: 100000 unless set); foreach: the for-each's items, 1000 unless set")
+	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory, signal: 100000 unless set); foreach: the for-each's items, 1000 unless set; viewers: the instance's tasks, 10000 unless set")
 	rate := fs.Float64("rate", 500, "workflows per second (latency; failover, retention: 50 unless set); signal: signals per second, 200 unless set")
 	duration := fs.Duration("duration", 20*time.Second,
-		"how long to submit (latency; failover: 15s unless set; retention: 3m unless set); memory: the most to wait for the queue to fill, 5m unless set; signal: how long to signal; soak: how long the faults go on, 1m unless set")
+		"how long to submit (latency; failover: 15s unless set; retention: 3m unless set); memory: the most to wait for the queue to fill, 5m unless set; viewers: the most to wait for the instance's tasks, 2m unless set; signal: how long to signal; soak: how long the faults go on, 1m unless set")
 	masters := fs.Int("masters", 1, "masters (in process; failover, memory: processes; soak: processes, 2 unless set)")
 	workers := fs.Int("workers", 2, "workers (in process; failover: processes, one of them killed; memory: processes; soak: processes, 3 unless set)")
 	slots := fs.Int("slots", 64, "slots per worker (soak: 2 unless set)")
@@ -36,10 +36,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hold := fs.Duration("hold", 10*time.Second, "how long to go on sampling once the queue is full (memory) or every task waits (signal)")
 	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover; memory: 10s unless set)")
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
-	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, soak; default: this one)")
+	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, viewers, soak; default: this one)")
 	seed := fs.Int64("seed", 0, "the soak's seed, to replay its schedule (soak; default: random)")
 	faults := fs.String("faults", "", "the fault kinds the soak picks from, comma-separated (soak; default: all)")
 	retention := fs.Duration("retention", 20*time.Second, "retention.instances of the run's master (retention; its logs are kept half that)")
+	requests := fs.Int("requests", 200, "viewers: how many reads of the instance's API detail, and as many of its UI page, to send at once")
 	asJSON := fs.Bool("json", false, "print the summary as JSON")
 	external := fs.Bool("cluster", false, "burn-down, latency, dag: measure the configured cluster (its database and running nodes) instead of nodes in process on a scratch schema")
 	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
@@ -94,6 +95,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !set["session-timeout"] {
 			*sessionTimeout = 10 * time.Second
 		}
+	case "viewers":
+		if !set["n"] {
+			*n = 10_000
+		}
+		if !set["duration"] {
+			*duration = 2 * time.Minute
+		}
+		if !set["session-timeout"] {
+			*sessionTimeout = 10 * time.Second
+		}
 	case "signal":
 		if !set["n"] {
 			*n = 100_000
@@ -132,7 +143,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: benchLog(*nodeLog, stderr),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
 		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold, Cluster: *external,
-		Retention: *retention, Tracing: cfg.Tracing, SpreadWait: cfg.Worker.SpreadWait}
+		Retention: *retention, Tracing: cfg.Tracing, SpreadWait: cfg.Worker.SpreadWait, Requests: *requests}
 	s, err := bench.Run(ctx, opts)
 	if s == nil {
 		return err
@@ -166,6 +177,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		printRetention(stdout, s)
 		return err
 	}
+	if s.Viewers != nil {
+		printViewers(stdout, s.Viewers)
+		return err
+	}
 	nodes := fmt.Sprintf("%d master(s), %d worker(s) × %d slots in process", s.Masters, s.Workers, s.Slots)
 	if *external {
 		nodes = "the configured cluster's nodes"
@@ -182,6 +197,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, s.CPU)
 	}
 	return nil
+}
+
+// printViewers prints the summary of a viewers run.
+func printViewers(w io.Writer, v *bench.ViewerFigures) {
+	fmt.Fprintf(w, "viewers: one instance of %d tasks; one read: API detail %d bytes in %.0f ms, UI page %d bytes in %.0f ms\n",
+		v.Tasks, v.APIBytes, v.APIMs, v.UIBytes, v.UIMs)
+	fmt.Fprintf(w, "%d of each at once: answers %v in %.2fs (a request: p50 %.0f ms, max %.0f ms)\n",
+		v.Requests, v.Statuses, v.Seconds, v.P50Ms, v.MaxMs)
+	fmt.Fprintf(w, "master RSS: %.1f MB before, %.1f MB at most sampled, %.1f MB peak (VmHWM)\n",
+		v.MasterRSSMBBefore, v.MasterRSSMBMax, v.MasterHWMMB)
 }
 
 // printFailover prints the summary of a failover run.

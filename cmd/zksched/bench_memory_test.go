@@ -180,3 +180,28 @@ func TestBenchSignal(t *testing.T) {
 		g.Start.P50, g.Start.P99, g.MasterRSSMBMax, g.WorkerRSSMBMax)
 	leftNothingBehind(t, g.Schema, g.ZKRoot)
 }
+
+// TestBenchViewers runs the viewers benchmark end to end on a small instance: the master
+// creates every task, each read is answered (200, or 503 from a master busy with the other
+// reads), the master's memory is sampled, and the run leaves nothing behind. It asserts no
+// size beyond sanity: the binary is built with -race.
+func TestBenchViewers(t *testing.T) {
+	t.Parallel()
+	s, stdout := benchSummary(t, "viewers", "-n", "3000", "--requests", "20")
+	v := s.Viewers
+	if v == nil {
+		t.Fatalf("summary = %s, want a viewers summary", stdout)
+	}
+	if v.Tasks != 3000 || v.Requests != 20 || v.APIBytes <= 0 || v.UIBytes <= 0 {
+		t.Errorf("tasks %d, requests %d, one read %d / %d bytes; want 3000, 20 and answers", v.Tasks, v.Requests, v.APIBytes, v.UIBytes)
+	}
+	if v.Statuses[200] == 0 || v.Statuses[200]+v.Statuses[503] != 40 {
+		t.Errorf("statuses %v: want 40 answers, 200 or 503, some 200", v.Statuses)
+	}
+	if v.MasterRSSMBBefore <= 1 || v.MasterRSSMBMax < v.MasterRSSMBBefore || v.MasterHWMMB <= 1 || v.MasterHWMMB > 4096 {
+		t.Errorf("master RSS before %.1f MB, max %.1f MB, peak %.1f MB: want 1..4096 MB, max at least before", v.MasterRSSMBBefore, v.MasterRSSMBMax, v.MasterHWMMB)
+	}
+	t.Logf("figures (-race build): API %d bytes in %.0f ms, UI %d bytes in %.0f ms; 20 of each at once %v; master RSS %.1f → %.1f MB",
+		v.APIBytes, v.APIMs, v.UIBytes, v.UIMs, v.Statuses, v.MasterRSSMBBefore, v.MasterHWMMB)
+	leftNothingBehind(t, v.Schema, v.ZKRoot)
+}

@@ -404,7 +404,8 @@ func (n *node) httpHandler() (http.Handler, error) {
 		AllowUnauthenticated: a.AllowUnauthenticated,
 		Hosts:                ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
 		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(),
-		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern, Log: n.log}, n.db)
+		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern,
+		RateLimit:         float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}
@@ -414,6 +415,10 @@ func (n *node) httpHandler() (http.Handler, error) {
 		func() float64 { return float64(srv.AuthRateLimited()) })
 	n.metrics.Counter("zksched_api_audit_refusals_unrecorded_total", "Refused changes this master could not record in the audit trail (each logged at error level).",
 		func() float64 { return float64(srv.RefusalsUnrecorded()) })
+	n.metrics.Counter("zksched_api_rate_limited_total", "Requests this master refused with 429: their user (or address) was over api.rate-limit.",
+		func() float64 { return float64(srv.RateLimited()) })
+	n.metrics.Counter("zksched_api_busy_total", "Heavy reads this master refused with 503: no place among api.heavy-reads came free within api.heavy-read-wait.",
+		func() float64 { return float64(srv.Busy()) })
 	return srv, nil
 }
 

@@ -128,12 +128,36 @@ func notFound(err error, kind string, id int64) error {
 	return err
 }
 
+// statusPage is the API's answer for a workflow instance: its status with a page of its
+// tasks, and the cursor of the next page.
+type statusPage struct {
+	statusJSON
+	TasksNext int64 `json:"tasks_next"`
+}
+
+// Status reads the instance and all its tasks, a page of the most the API gives at a time
+// after another.
 func (c *apiClient) Status(ctx context.Context, id int64) (*statusJSON, error) {
-	var st statusJSON
-	if err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/workflow-instances/%d", id), nil, &st); err != nil {
-		return nil, notFound(err, "workflow", id)
+	var st *statusJSON
+	for after := int64(0); ; {
+		var p statusPage
+		path := fmt.Sprintf("/api/v1/workflow-instances/%d?limit=1000", id)
+		if after > 0 {
+			path += fmt.Sprintf("&after=%d", after)
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, &p); err != nil {
+			return nil, notFound(err, "workflow", id)
+		}
+		if st == nil {
+			st = &p.statusJSON
+		} else {
+			st.Tasks = append(st.Tasks, p.Tasks...)
+		}
+		if p.TasksNext == 0 {
+			return st, nil
+		}
+		after = p.TasksNext
 	}
-	return &st, nil
 }
 
 func (c *apiClient) Log(ctx context.Context, id int64, attempt, fromSeq int) (logPart, error) {

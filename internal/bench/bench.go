@@ -3,12 +3,13 @@
 // above its tasks' own time (dag), how long a for-each over N items takes from submit to its
 // end (foreach), how long a killed worker's tasks take to run again (failover), how much
 // memory the nodes hold with a large queue (memory), and what waiting tasks cost and how fast
-// a signal moves their workflows on (signal), and whether the tables stop growing under a
-// steady load once a short retention purges what ended (retention). Each run gets a PostgreSQL
+// a signal moves their workflows on (signal), whether the tables stop growing under a
+// steady load once a short retention purges what ended (retention), and how much memory a
+// master holds while a crowd of viewers reads a large instance (viewers). Each run gets a PostgreSQL
 // schema of its own, dropped at the end. The first four and retention run their master and
 // workers in process: the figures are those of zksched's scheduling path, the same code the
 // nodes run, without ZooKeeper in the loop (which only decides membership, never the path of a
-// task). Failover, memory and signal need real processes, to kill and to measure: they run the
+// task). Failover, memory, signal and viewers need real processes, to kill and to measure: they run the
 // zksched binary as their nodes, on a ZooKeeper root of their own.
 package bench
 
@@ -82,6 +83,12 @@ type Options struct {
 	// Retention is the retention mode's retention.instances; its logs are kept half that.
 	Retention time.Duration
 
+	// Requests is how many reads of each kind (the API's detail, the UI's page) the viewers
+	// mode sends at once.
+	Requests int
+	// usersFile is the nodes' api.users-file; empty: none.
+	usersFile string
+
 	// Tracing is the config's tracing section: on, the instances submitted get their trace
 	// and the in-process nodes emit their spans (burn-down, latency, dag, foreach, retention),
 	// through one exporter.
@@ -116,6 +123,8 @@ type Summary struct {
 	ForEach *ForEachFigures `json:"foreach,omitempty"`
 	// Retention holds the retention mode's figures, nil in the others.
 	Retention *RetentionFigures `json:"retention,omitempty"`
+	// Viewers holds the viewers mode's figures, nil in the others.
+	Viewers *ViewerFigures `json:"viewers,omitempty"`
 }
 
 // openGate lets the in-process nodes work: there is no ZooKeeper membership to lose.
@@ -164,8 +173,10 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return signalBench(ctx, db, o)
 	case "retention":
 		return retentionBench(ctx, db, o)
+	case "viewers":
+		return viewers(ctx, db, o)
 	}
-	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory, signal or retention)", o.Mode)
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory, signal, retention or viewers)", o.Mode)
 }
 
 // scratch makes a migrated schema of the run's own and returns a function that drops it.

@@ -330,6 +330,9 @@ func (r *procCluster) writeConfig() error {
 		"failover": map[string]any{"delay": r.o.FailoverDelay.String(), "sweep-interval": "5s"},
 		"log":      map[string]any{"level": "info", "format": "json"},
 	}
+	if r.o.usersFile != "" {
+		cfg["api"] = map[string]any{"users-file": r.o.usersFile}
+	}
 	raw, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err
