@@ -324,3 +324,35 @@ func TestAuditListAndPage(t *testing.T) {
 		t.Errorf("bad filter on the page: %d", page.status)
 	}
 }
+
+// TestPathNamesAreCheckedFirst: a name in a path that breaks the name rule is answered 400
+// before the role is looked at, naming the rule without echoing the name; the refused change
+// leaves a clipped row, and refusals of many names or ids fold into one row with their count.
+func TestPathNamesAreCheckedFirst(t *testing.T) {
+	t.Parallel()
+	const token = "0123456789abcdef-path-token"
+	b := setup(t, setupOpts{token: token})
+	long := strings.Repeat("x", 20<<10)
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/api/v1/definitions/" + long},
+		{"GET", "/api/v1/definitions/-dash"},
+		{"GET", "/api/v1/definitions/ok/versions/" + strings.Repeat("9", 21)},
+		{"POST", "/api/v1/schedules/" + long + "/enable"},
+		{"POST", "/api/v1/schedules/" + long + "y/enable"},
+		{"POST", "/api/v1/task-instances/" + strings.Repeat("1", 30) + "/kill"},
+	} {
+		r := b.do(t, tc.method, tc.path, "")
+		if r.status != http.StatusBadRequest || len(r.body) > 512 || !strings.Contains(r.body, "in the path") {
+			t.Errorf("%s %.60s: %d, %d bytes: %.200s; want a short 400", tc.method, tc.path, r.status, len(r.body), r.body)
+		}
+	}
+	rows := b.audit(t, "action="+dao.AuditScheduleEnable)
+	if len(rows.Items) != 1 || len(rows.Items[0].Target) > 256 || !strings.HasPrefix(rows.Items[0].Target, "schedule/xxx") ||
+		!strings.Contains(rows.Items[0].Outcome, "refused: bad request: the workflow name in the path is invalid") {
+		t.Errorf("the refused enables left %+v; want one clipped row", rows.Items)
+	}
+	var count int
+	if err := b.db.SQL().Get(&count, `SELECT count FROM audit_event WHERE action = $1`, dao.AuditScheduleEnable); err != nil || count != 2 {
+		t.Errorf("the row counts %d refusals (%v), want 2", count, err)
+	}
+}
