@@ -61,8 +61,8 @@ func trimNewline(p []byte) []byte {
 // listenNode binds the node's HTTP port. A master serves on node.host only when it was given
 // a credential (a token or a users file) or api.allow-unauthenticated says so; with the token
 // it generated (masterToken) on loopback alone, since its operator set nothing up for
-// callers from elsewhere. A master with api.tls-cert serves TLS. It returns the listener and the URL the
-// node advertises.
+// callers from elsewhere. A master with api.tls-cert serves TLS. It returns the listener and
+// the URL the node advertises.
 func listenNode(cfg *conf.Config, role registry.Role, port int, authenticated bool, log zerolog.Logger) (net.Listener, string, error) {
 	host := cfg.Node.Host
 	if role == registry.RoleMaster && !isLocalhost(host) {

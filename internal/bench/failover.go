@@ -318,7 +318,7 @@ func (r *procCluster) writeConfig() error {
 	cfg := map[string]any{
 		"registry": map[string]any{"servers": r.o.ZooKeeper, "root": r.root,
 			"session-timeout": r.o.SessionTimeout.String(), "on-lost": "stop"},
-		"db":   map[string]any{"dsn": u.String()},
+		"db": map[string]any{"dsn": u.String()},
 		// The masters keep the token they generate in the run's folder, not in the user's.
 		"node": map[string]any{"host": "127.0.0.1", "state-dir": r.dir},
 		// GORACE reaches the task supervisors only through task-env: a race-built binary's
