@@ -29,7 +29,7 @@ type instancePage struct {
 // state when asked; the UI page shows the counts and a page with next and previous links.
 func TestWorkflowDetailPagesItsTasks(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{})
+	b := setup(t, setupOpts{open: true})
 	f := b.seed(t, 250)
 	get := func(query string) instancePage {
 		t.Helper()
@@ -100,7 +100,7 @@ func TestWorkflowDetailPagesItsTasks(t *testing.T) {
 // not held up by them, and the refusals are counted.
 func TestHeavyReadsWaitThenAnswer503(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{heavyReads: 1, heavyReadWait: time.Millisecond})
+	b := setup(t, setupOpts{open: true, heavyReads: 1, heavyReadWait: time.Millisecond})
 	f := b.seed(t, 3000)
 	var mu sync.Mutex
 	statuses := map[int]int{}
