@@ -33,4 +33,4 @@ go vet ./...
 echo "== go test -race: packages"
 go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v '/cmd/zksched$')
 echo "== go test -race: real processes (end to end, fault and browser tests)"
-go test -race -count=1 -timeout 30m "$@" ./cmd/zksched
+go test -race -count=1 -timeout 60m "$@" ./cmd/zksched
