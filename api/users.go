@@ -159,8 +159,9 @@ type sessionCheck struct {
 	reads, checked atomic.Int64
 
 	mu sync.Mutex
-	// tried is when the check was last tried; a failed one is tried again usersReloadEvery later.
-	tried time.Time
+	// failed is when the check last failed: it is tried again usersReloadEvery later. A check
+	// after a successful one runs at once.
+	failed time.Time
 }
 
 // sessionCheckTimeout bounds one check of the sessions against the users.
@@ -194,8 +195,7 @@ func (a *authenticator) endStaleSessions(current func() []credential, wait bool)
 	if c.checked.Load() >= n {
 		return nil
 	}
-	if now := c.now(); now.Sub(c.tried) >= usersReloadEvery {
-		c.tried = now
+	if now := c.now(); now.Sub(c.failed) >= usersReloadEvery {
 		// The credentials are read after n: they are of reading n or a later one.
 		creds := current()
 		names, ids := make([]string, len(creds)), make([]string, len(creds))
@@ -206,8 +206,10 @@ func (a *authenticator) endStaleSessions(current func() []credential, wait bool)
 		defer cancel()
 		ended, err := a.db.APISessionsEndStale(ctx, names, ids)
 		if err != nil {
+			c.failed = now
 			c.log.Error().Err(err).Msg("the sessions of removed or changed users could not be ended: no session is accepted until they are")
 		} else {
+			c.failed = time.Time{}
 			if len(ended) > 0 {
 				c.log.Info().Strs("users", ended).Msg("sessions ended: their users left the users file or changed token")
 			}
