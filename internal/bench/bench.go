@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -255,6 +256,9 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		close(exported)
 	}
 	self, _ := os.Executable()
+	// The tasks get what a node's would with worker.task-env: [GORACE]: a race-built
+	// supervisor (the tests') would otherwise sleep a second at its exit, after every task.
+	taskEnv := executor.TaskEnv(os.Environ(), append(slices.Clone(conf.DefaultTaskEnv), "GORACE"), nil)
 	for i := range o.Workers {
 		// The workers know each other as a node's registry tells it, so that their claims
 		// take their shares of a burst as a cluster's do.
@@ -267,7 +271,7 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		w := worker.New(worker.Config{ID: fmt.Sprintf("bench-worker-%d", i), Groups: []string{workflow.DefaultGroup},
 			Slots: o.Slots, PollInterval: time.Second, ShutdownTimeout: 5 * time.Second, LogLimit: 1 << 20, Log: o.Log,
 			Tracer: tracer, Peers: peers, SpreadWait: o.SpreadWait},
-			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second}})
+			pool(), openGate{}, executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: time.Second, BaseEnv: taskEnv}})
 		go func() { w.Run(ctx); done <- struct{}{} }()
 	}
 	return func() {
