@@ -114,7 +114,7 @@ refresh)
   cp -R "$copy" "$work/after"
   for ((i = ${#all[@]} - 1; i > k; i--)); do
     (cd "$work/after" && patch -p1 -R -s --fuzz=0 --no-backup-if-mismatch <"${all[$i]}") ||
-      { echo "regen.sh: $(basename "${all[$i]}") does not come out of the copy; the change overlaps it" >&2; exit 1; }
+      { echo "regen.sh: $(basename "${all[$i]}") does not come out of the copy: the change overlaps it, so it belongs to that patch or a new one" >&2; exit 1; }
   done
   { header "${all[$k]}"; diff_trees "$work/before" "$work/after"; } >"$work/new"
   mv "$work/new" "${all[$k]}"
