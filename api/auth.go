@@ -178,7 +178,8 @@ func retrySeconds(d time.Duration) int { return max(1, int((d+time.Second-1)/tim
 // the same NAT as a user does not lock the user out; its wrong tokens are answered with
 // errRateLimited, the same answer whichever user a token is near, and are not counted again.
 // The guesser still learns a right guess from a wrong one, as everyone must be able to
-// (tokens are random enough that this is no help: see the README's Security section).
+// (tokens are random enough that this is no help: see docs/security.md, Sessions, CSRF and
+// guessing).
 func (a *authenticator) checkToken(r *http.Request, token string) (credential, error) {
 	key := clientKey(r)
 	wait := a.limiter.retryAfter(key)

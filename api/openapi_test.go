@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // openAPIDoc fetches the OpenAPI document from b's server, without a token.
@@ -263,27 +262,14 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 }
 
-// TestReadmeOpenAPICommand runs the README's command that reads the OpenAPI document, against
-// a master of this test instead of one on port 5678.
+// TestReadmeOpenAPICommand runs the command of docs/http-api.md that reads the OpenAPI
+// document, against a master of this test instead of one on port 5678.
 func TestReadmeOpenAPICommand(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{token: "s3cret"})
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "so it cannot fall behind the API:")
-	if !ok {
-		t.Fatal("README has no paragraph on the OpenAPI document")
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("README's OpenAPI paragraph has no sh block")
-	}
-	command := strings.TrimSpace(block)
+	command := strings.TrimSpace(testenv.DocBlock(t, "docs/http-api.md", "The OpenAPI document", "sh", 1))
 	if !strings.Contains(command, "http://127.0.0.1:5678/") {
-		t.Fatalf("README's command %q does not read the master on 127.0.0.1:5678", command)
+		t.Fatalf("docs/http-api.md's command %q does not read the master on 127.0.0.1:5678", command)
 	}
 	command = strings.ReplaceAll(command, "http://127.0.0.1:5678", b.srv.URL)
 	out, err := exec.Command("bash", "-o", "pipefail", "-c", command).CombinedOutput()

@@ -2,11 +2,11 @@ package api_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // TestPurgedInstanceIsNotFoundWithAWordOnRetention: a workflow instance and its task purged by
@@ -53,14 +53,11 @@ func TestPurgedInstanceIsNotFoundWithAWordOnRetention(t *testing.T) {
 		t.Errorf("GET /workflows/999999 = %d, want a plain 404:\n%s", r.status, r.body)
 	}
 
-	// The README shows the answer as it is.
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// docs/retention.md shows the answer as it is.
+	page := testenv.DocSection(t, "docs/retention.md", "Retention")
 	shown := fmt.Sprintf(`{"error": {"status": 404, "message": "workflow instance 42 not found: %s"}}`, word)
-	if !strings.Contains(string(readme), shown) {
-		t.Errorf("README lacks the purged instance's answer:\n%s", shown)
+	if !strings.Contains(page, shown) {
+		t.Errorf("docs/retention.md lacks the purged instance's answer:\n%s", shown)
 	}
 
 	// A master that keeps instances for ever says nothing of retention.

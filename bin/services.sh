@@ -101,7 +101,7 @@ pg_locate() {
 
 # Huge pages for PostgreSQL's shared memory, its documented setup for a large shared_buffers:
 # on this project's 2-vCPU virtual machine a burn-down costs 10-40 % less CPU a workflow with
-# them (README, Performance), the page-table work of 4 kB pages over 256 MB of buffers being
+# them (docs/performance.md, Tuning), the page-table work of 4 kB pages over 256 MB of buffers being
 # what a VM makes dear. Reserved only as root where the kernel allows it, on top of what
 # others reserved, and given back by stop; ZKSCHED_HUGE_PAGES=0 skips it. PostgreSQL's
 # default huge_pages = try falls back to normal pages when none are free.
@@ -225,8 +225,8 @@ fsync = on
 CFG
   fi
   # pg_stat_statements is how the benchmark's statements are profiled, and autovacuum looks
-  # every 2 s so that claims do not read past dead queue entries for a minute (see README,
-  # Performance, and sql/migrations/00005_queue_autovacuum.sql).
+  # every 2 s so that claims do not read past dead queue entries for a minute (see
+  # docs/performance.md, Tuning, and sql/migrations/00005_queue_autovacuum.sql).
   grep -q '^shared_preload_libraries' "$pg_dir/data/postgresql.conf" ||
     echo "shared_preload_libraries = 'pg_stat_statements'" >> "$pg_dir/data/postgresql.conf"
   grep -q '^autovacuum_naptime' "$pg_dir/data/postgresql.conf" ||

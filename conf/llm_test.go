@@ -1,14 +1,13 @@
 package conf_test
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 func TestLoadLLMAndPools(t *testing.T) {
@@ -111,25 +110,18 @@ func TestValidateLLMAndPools(t *testing.T) {
 	}
 }
 
-// TestReadmeLLMLimits: the config block of the README's LLM section loads as it is printed,
-// with the cluster-wide limits it shows.
+// TestReadmeLLMLimits: the config block of docs/llm.md loads as it is printed, with the
+// cluster-wide limits it shows.
 func TestReadmeLLMLimits(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## LLM and agent tasks\n")
-	section, _, _ = strings.Cut(section, "\n## ")
 	const first = "# in the config of the workers"
-	_, block, ok2 := strings.Cut(section, "```yaml\n"+first)
-	block, _, ok3 := strings.Cut(first+block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README's LLM section has no config block")
+	block := testenv.DocBlock(t, "docs/llm.md", "LLM and agent tasks", "yaml", 2)
+	if !strings.HasPrefix(block, first) {
+		t.Fatalf("docs/llm.md's second yaml block is not the config block (%q):\n%s", first, block)
 	}
 	got, err := conf.Load(writeConfig(t, block), nil)
 	if err != nil {
-		t.Fatalf("the README's LLM config block: %v", err)
+		t.Fatalf("docs/llm.md's config block: %v", err)
 	}
 	if p := got.LLM.Providers["openai-main"]; p.RequestsPerMinute != 500 || p.TokensPerMinute != 200000 {
 		t.Errorf("openai-main loads as %+v, want requests-per-minute 500 and tokens-per-minute 200000", p)

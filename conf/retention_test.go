@@ -1,13 +1,12 @@
 package conf_test
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 const day = 24 * time.Hour
@@ -128,31 +127,22 @@ func TestRetentionRejects(t *testing.T) {
 	}
 }
 
-// TestReadmeRetention: the README's Retention section shows the defaults, loads as it is
-// printed, and its environment example works.
+// TestReadmeRetention: docs/retention.md shows the defaults, loads as it is printed, and its
+// environment example works.
 func TestReadmeRetention(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## Retention\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	_, block, ok2 := strings.Cut(section, "```yaml\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no Retention section with a yaml block")
-	}
+	section := testenv.DocSection(t, "docs/retention.md", "Retention")
+	block := testenv.DocBlock(t, "docs/retention.md", "Retention", "yaml", 1)
 	got, err := conf.Load(writeConfig(t, block), nil)
 	if err != nil {
-		t.Fatalf("the README's retention block: %v", err)
+		t.Fatalf("docs/retention.md's block: %v", err)
 	}
 	if want := conf.Defaults().Retention; got.Retention != want {
-		t.Errorf("the README's retention block loads as %+v, want the defaults %+v", got.Retention, want)
+		t.Errorf("docs/retention.md's block loads as %+v, want the defaults %+v", got.Retention, want)
 	}
 	const env = "ZKSCHED_RETENTION_INSTANCES=14d"
 	if !strings.Contains(section, env) {
-		t.Fatalf("README's Retention section lacks %s", env)
+		t.Fatalf("docs/retention.md lacks %s", env)
 	}
 	got, err = conf.Load("", []string{env})
 	if err != nil || got.Retention.Instances != 14*day {

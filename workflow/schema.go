@@ -309,7 +309,7 @@ func emptySchema(t reflect.Type) map[string]any {
 }
 
 // schemaDocs are the descriptions of the fields in the schema, by "<def>.<key>" ("workflow"
-// for the workflow's own keys); the package documentation says more.
+// for the workflow's own keys); docs/workflows.md says more.
 var schemaDocs = map[string]string{
 	"workflow.name":                 "The workflow's name: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit. Storing a file under a stored name adds a version.",
 	"workflow.description":          "Free text, shown with the definition.",

@@ -117,7 +117,7 @@ type Task struct {
 	// Provider names the model provider of an llm or agent task, a key of llm.providers in
 	// the workers' config.
 	Provider string `json:"provider,omitempty" yaml:"provider,omitempty"`
-	// Prompt is the llm task's prompt, a template (see the package documentation).
+	// Prompt is the llm task's prompt, a template (see docs/workflows.md, Prompt templates).
 	Prompt string `json:"prompt,omitempty" yaml:"prompt,omitempty"`
 	// System is the system prompt of an llm task, or of every step of an agent task; a
 	// template. Empty sends none.

@@ -17,6 +17,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // lockedBuffer is a bytes.Buffer a process writes to while the test reads it.
@@ -56,26 +57,14 @@ func waitAgentPaused(t *testing.T, e *e2e, wf int64) dao.TaskInstance {
 // id submit printed. The workflow ends with the approved text published.
 func TestReadmeAgentReview(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "**Agents that wait for a person.**")
-	if !ok {
-		t.Fatal("README has no **Agents that wait for a person.** paragraph")
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("README's Agents that wait for a person paragraph has no sh block")
-	}
+	block := testenv.DocBlock(t, "docs/workflows.md", "Agents that wait for a person", "sh", 1)
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "zksched submit examples/agent-review.yaml --wait") ||
 		!strings.HasPrefix(lines[1], "zksched signal TASK_INSTANCE_ID --output ") {
 		t.Fatalf("README's commands are %q: want submit --wait and signal, which this test runs", lines)
 	}
 	_, text, _ := strings.Cut(lines[1], "--output ")
-	text, err = strconv.Unquote(text)
+	text, err := strconv.Unquote(text)
 	if err != nil {
 		t.Fatalf("the signal's text %s is not one quoted string: %v", text, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // cliRun is one finished `zksched` command: its exit code and its two outputs.
@@ -427,17 +428,7 @@ func TestInstanceCommandsRefuseBadInput(t *testing.T) {
 // /etc/zksched/.
 func TestReadmeCommandLine(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## The command line\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	_, block, ok2 := strings.Cut(section, "```sh\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no sh block in its command-line section")
-	}
+	block := testenv.DocBlock(t, "docs/cli.md", "The command line", "sh", 1)
 	for _, cmd := range []string{"submit", "status", "logs", "kill", "rerun", "stop", "--follow", "--workflow", "--json", "--server"} {
 		if !strings.Contains(block, "zksched "+cmd) && !strings.Contains(block, " "+cmd+" ") {
 			t.Errorf("the README's tour does not show %s", cmd)

@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/notify"
 	"github.com/zksched/zksched/workflow"
 )
@@ -18,27 +18,8 @@ import (
 // webhook body that is notify.Message's.
 func TestReadmeNotifications(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "## Notifications\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	if !ok {
-		t.Fatal("README has no Notifications section")
-	}
 	blocks := func(lang string) []string {
-		var out []string
-		rest := section
-		for {
-			var block string
-			var ok bool
-			if _, rest, ok = strings.Cut(rest, "```"+lang+"\n"); !ok {
-				return out
-			}
-			block, rest, _ = strings.Cut(rest, "```")
-			out = append(out, block)
-		}
+		return testenv.DocBlocks(t, "docs/notifications.md", "Notifications", lang)
 	}
 	yamls, jsons := blocks("yaml"), blocks("json")
 	if len(yamls) != 2 || len(jsons) != 1 {

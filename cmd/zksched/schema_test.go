@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 // TestSchemaWorkflowDoc checks that docs/workflow.schema.json is what `zksched schema
@@ -54,19 +56,7 @@ func TestSchemaUsage(t *testing.T) {
 // the published schema, which the README points editors at.
 func TestReadmeSchemaCommands(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "**Editor support.**")
-	if !ok {
-		t.Fatal("README has no **Editor support.** paragraph")
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("README's Editor support paragraph has no sh block")
-	}
+	block := testenv.DocBlock(t, "docs/workflows.md", "Editor support", "sh", 1)
 	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "workflow.schema.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/internal/testcluster"
+	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -280,17 +281,7 @@ func TestTopology(t *testing.T) {
 // on a network and with names of its own, and the test binary for bin/zksched.
 func TestReadmeSeveralHosts(t *testing.T) {
 	requireRoot(t)
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "\n## Running on several hosts\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	_, block, ok2 := strings.Cut(section, "```sh\n")
-	block, _, ok3 := strings.Cut(block, "```")
-	if !ok || !ok2 || !ok3 {
-		t.Fatal("README has no sh block in its section on several hosts")
-	}
+	block := testenv.DocBlock(t, "docs/multi-host.md", "Running on several hosts", "sh", 1)
 	const name, net = "zkr", "10.80.0"
 	runDir := topologyRunDir(t)
 	bin := testcluster.Binary(t)

@@ -11,6 +11,7 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 func TestUserCommand(t *testing.T) {
@@ -175,19 +176,7 @@ func TestUserChangesAreAudited(t *testing.T) {
 // they are printed, with /etc/zksched/ moved to a folder of the test's.
 func TestReadmeUserCommands(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile(filepath.Join(repoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(readme), "**Users and roles.**")
-	if !ok {
-		t.Fatal("README has no **Users and roles.** paragraph")
-	}
-	_, block, ok := strings.Cut(section, "```sh\n")
-	block, _, ok2 := strings.Cut(block, "```")
-	if !ok || !ok2 {
-		t.Fatal("README's Users and roles paragraph has no sh block")
-	}
+	block := testenv.DocBlock(t, "docs/security.md", "Users and roles", "sh", 1)
 	e := setupE2E(t, nil, "")
 	etc := t.TempDir() + "/"
 	var ran []string

@@ -5,8 +5,8 @@
 -- it ran 3,400/s throughout once it ran every 2 s. The default thresholds (20% of the table
 -- dead) let a large history hold hundreds of thousands of dead entries; these tables are
 -- vacuumed when 1% is, and analyzed when 2% changed. How often autovacuum looks is the
--- server's autovacuum_naptime (1 min by default; bin/services.sh sets 2 s; see README,
--- Performance).
+-- server's autovacuum_naptime (1 min by default; bin/services.sh sets 2 s; see
+-- docs/performance.md, Tuning).
 
 -- +goose Up
 ALTER TABLE workflow_instance SET (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_threshold = 1000,
