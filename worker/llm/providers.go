@@ -17,6 +17,7 @@ import (
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/retry"
 )
 
 // Defaults of the provider keys left at zero.
@@ -129,7 +130,7 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 	}
 	httpClient := &http.Client{Transport: recordingTransport{base: newTransport(), clock: clock}}
 	c := &Client{name: name, kind: pc.Type, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
-		backoff: opts.Backoff, maxBackoff: opts.MaxBackoff, log: opts.Log, clock: clock}
+		log: opts.Log, clock: clock}
 	var err error
 	switch pc.Type {
 	case conf.ProviderOpenAI:
@@ -172,11 +173,12 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 	if c.maxAttempts <= 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
-	if c.backoff <= 0 {
-		c.backoff = 500 * time.Millisecond
+	c.backoff = retry.Policy{Initial: opts.Backoff, Max: opts.MaxBackoff, FullJitter: true}
+	if c.backoff.Initial <= 0 {
+		c.backoff.Initial = 500 * time.Millisecond
 	}
-	if c.maxBackoff < c.backoff {
-		c.maxBackoff = max(30*time.Second, c.backoff)
+	if c.backoff.Max < c.backoff.Initial {
+		c.backoff.Max = max(30*time.Second, c.backoff.Initial)
 	}
 	if pc.RequestsPerMinute > 0 || pc.TokensPerMinute > 0 || (opts.Limits != nil && pc.Type != conf.ProviderOffline) {
 		// With the cluster's database, a provider without limits still has a limiter: a 429
