@@ -22,7 +22,8 @@ const (
 	OnLostKeepRunning = "keep-running"
 )
 
-// Values of [Worker.TaskCgroup] besides a path.
+// Values of [Worker.TaskCgroup] besides a path: the same as executor.TaskCgroupAuto and
+// executor.TaskCgroupOff, which a test checks.
 const (
 	// TaskCgroupAuto gives each shell task attempt a cgroup of its own under the worker's
 	// cgroup when the worker may create one there, and otherwise contains the task's
@@ -524,7 +525,7 @@ type Worker struct {
 	TaskCgroup string `yaml:"task-cgroup"`
 
 	// TaskEnv names the variables of the worker's environment that shell tasks inherit
-	// besides [DefaultTaskEnv] (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR):
+	// besides the defaults (executor.DefaultTaskEnv: PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR):
 	// names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
 	// own ZKSCHED_TASK_*, ZKSCHED_PARAM_*, ZKSCHED_UPSTREAM_*, ZKSCHED_ITEM and ZKSCHED_INDEX variables, and nothing else
 	// the worker holds, so neither its database DSN, its API token nor a model key. An entry
@@ -616,7 +617,8 @@ type Retention struct {
 	BatchSize int `yaml:"batch-size"`
 }
 
-// Values of [Provider.Type].
+// Values of [Provider.Type]: the same as llm.ProviderOpenAI and the others, which a test
+// checks.
 const (
 	// ProviderOpenAI is any server that speaks OpenAI's chat completions API: OpenAI itself,
 	// or a local or hosted compatible server reached through [Provider.BaseURL].

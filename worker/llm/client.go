@@ -69,7 +69,7 @@ func (u Usage) Add(v Usage) Usage {
 // Client calls one provider's model with classification, retries, limits and usage.
 type Client struct {
 	name string
-	// kind is the provider's type (conf.Provider.Type), its gen_ai.provider.name.
+	// kind is the provider's type ([Provider.Type]), its gen_ai.provider.name.
 	kind        string
 	model       llms.Model
 	modelName   string

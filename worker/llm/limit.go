@@ -10,7 +10,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/retry"
 )
@@ -68,7 +67,7 @@ type limiter struct {
 }
 
 // newLimiter returns the limiter of provider: on opts.Limits, or alone in memory without it.
-func newLimiter(provider string, pc conf.Provider, opts Options, clock clockwork.Clock) *limiter {
+func newLimiter(provider string, pc Provider, opts Options, clock clockwork.Clock) *limiter {
 	l := &limiter{provider: provider, store: opts.Limits, shared: opts.Limits != nil, clock: clock,
 		asking: make(chan struct{}, 1), waited: opts.AdmissionWaited, log: opts.Log,
 		limits: dao.LLMLimits{Requests: pc.RequestsPerMinute, Tokens: pc.TokensPerMinute, Window: opts.Window}}
