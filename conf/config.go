@@ -549,13 +549,20 @@ type Worker struct {
 	AllowRootTasks bool `yaml:"allow-root-tasks"`
 }
 
+// KillGraceMargin is how much longer than a worker's kill grace the leader waits, after the
+// worker's session expired, before it re-queues the worker's tasks: time for the cut-off
+// worker's watchdog tick and for clock-rate drift between it and the leader. Validation holds
+// failover.delay at least worker.kill-grace plus this, and the leader's failover waits at
+// least a worker's published kill grace plus this, whatever its own config says.
+const KillGraceMargin = time.Second
+
 // Failover configures how the leader fails over lost nodes.
 type Failover struct {
 	// Delay is how long the leader waits, after ZooKeeper has expired a node's session,
 	// before fencing the node and re-queueing its work. Defaults to 5 s. It covers the lost
 	// node's own stop — its watchdog tick and worker.kill-grace — plus clock-rate drift, so
 	// the old run has ended before the new one starts; it must be at least
-	// worker.kill-grace + 1 s.
+	// worker.kill-grace + 1 s ([KillGraceMargin]).
 	Delay time.Duration `yaml:"delay"`
 
 	// MarkerRetention is how long the fence markers of failed-over nodes are kept in
