@@ -525,8 +525,8 @@ type Worker struct {
 	TaskCgroup string `yaml:"task-cgroup"`
 
 	// TaskEnv names the variables of the worker's environment that shell tasks inherit
-	// besides the defaults (executor.DefaultTaskEnv: PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR):
-	// names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
+	// besides the defaults (executor.DefaultTaskEnv: PATH, HOME, USER, LOGNAME, SHELL, LANG,
+	// LC_*, TZ, TMPDIR): names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
 	// own ZKSCHED_TASK_*, ZKSCHED_PARAM_*, ZKSCHED_UPSTREAM_*, ZKSCHED_ITEM and ZKSCHED_INDEX variables, and nothing else
 	// the worker holds, so neither its database DSN, its API token nor a model key. An entry
 	// that would let through a ZKSCHED_* variable or a provider's api-key-env is refused
