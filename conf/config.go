@@ -22,7 +22,8 @@ const (
 	OnLostKeepRunning = "keep-running"
 )
 
-// Values of [Worker.TaskCgroup] besides a path.
+// Values of [Worker.TaskCgroup] besides a path: the same as executor.TaskCgroupAuto and
+// executor.TaskCgroupOff, which a test checks.
 const (
 	// TaskCgroupAuto gives each shell task attempt a cgroup of its own under the worker's
 	// cgroup when the worker may create one there, and otherwise contains the task's
@@ -524,8 +525,8 @@ type Worker struct {
 	TaskCgroup string `yaml:"task-cgroup"`
 
 	// TaskEnv names the variables of the worker's environment that shell tasks inherit
-	// besides [DefaultTaskEnv] (PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR):
-	// names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
+	// besides the defaults (executor.DefaultTaskEnv: PATH, HOME, USER, LOGNAME, SHELL, LANG,
+	// LC_*, TZ, TMPDIR): names, or prefixes followed by * (AWS_*). Empty by default: a task gets those and its
 	// own ZKSCHED_TASK_*, ZKSCHED_PARAM_*, ZKSCHED_UPSTREAM_*, ZKSCHED_ITEM and ZKSCHED_INDEX variables, and nothing else
 	// the worker holds, so neither its database DSN, its API token nor a model key. An entry
 	// that would let through a ZKSCHED_* variable or a provider's api-key-env is refused
@@ -548,13 +549,20 @@ type Worker struct {
 	AllowRootTasks bool `yaml:"allow-root-tasks"`
 }
 
+// KillGraceMargin is how much longer than a worker's kill grace the leader waits, after the
+// worker's session expired, before it re-queues the worker's tasks: time for the cut-off
+// worker's watchdog tick and for clock-rate drift between it and the leader. Validation holds
+// failover.delay at least worker.kill-grace plus this, and the leader's failover waits at
+// least a worker's published kill grace plus this, whatever its own config says.
+const KillGraceMargin = time.Second
+
 // Failover configures how the leader fails over lost nodes.
 type Failover struct {
 	// Delay is how long the leader waits, after ZooKeeper has expired a node's session,
 	// before fencing the node and re-queueing its work. Defaults to 5 s. It covers the lost
 	// node's own stop — its watchdog tick and worker.kill-grace — plus clock-rate drift, so
 	// the old run has ended before the new one starts; it must be at least
-	// worker.kill-grace + 1 s.
+	// worker.kill-grace + 1 s ([KillGraceMargin]).
 	Delay time.Duration `yaml:"delay"`
 
 	// MarkerRetention is how long the fence markers of failed-over nodes are kept in
@@ -616,7 +624,8 @@ type Retention struct {
 	BatchSize int `yaml:"batch-size"`
 }
 
-// Values of [Provider.Type].
+// Values of [Provider.Type]: the same as llm.ProviderOpenAI and the others, which a test
+// checks.
 const (
 	// ProviderOpenAI is any server that speaks OpenAI's chat completions API: OpenAI itself,
 	// or a local or hosted compatible server reached through [Provider.BaseURL].

@@ -25,6 +25,6 @@
 //
 // [Config.Validate] reports every problem at once, each naming its key. Beyond ranges and
 // formats it enforces one safety rule of the failover protocol (see design.md): failover.delay
-// must be at least worker.kill-grace plus 1 s, so that a worker cut off from ZooKeeper has
+// must be at least worker.kill-grace plus 1 s ([KillGraceMargin]), so that a worker cut off from ZooKeeper has
 // stopped its tasks before the leader re-queues them elsewhere.
 package conf

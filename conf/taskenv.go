@@ -8,22 +8,6 @@ import (
 	"strings"
 )
 
-// DefaultTaskEnv are the variables of the worker's environment that every shell task
-// inherits: what a shell and the usual tools need to find programs, a home, a locale, a time
-// zone and a place for temporary files. [Worker.TaskEnv] adds to them. An entry ending in *
-// is a prefix: LC_* is every locale category.
-var DefaultTaskEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_*", "TZ", "TMPDIR"}
-
-// MatchEnvPattern reports whether the environment variable name is what pattern, an entry
-// of [DefaultTaskEnv] or [Worker.TaskEnv], lets through: the name itself, or, for a pattern
-// ending in *, every name that starts with what comes before the *.
-func MatchEnvPattern(pattern, name string) bool {
-	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
-		return strings.HasPrefix(name, prefix)
-	}
-	return name == pattern
-}
-
 // SecretEnvNames are the names of the variables of the worker's environment no shell task
 // ever inherits, whatever [Worker.TaskEnv] says: every variable starting with ZKSCHED_ (the
 // config overrides, ZKSCHED_DB_DSN and ZKSCHED_API_TOKEN among them, as the patterns

@@ -18,10 +18,6 @@ import (
 	"unicode"
 )
 
-// failoverMargin is how much longer than worker.kill-grace failover.delay must be: time for
-// the cut-off worker's watchdog tick and for clock-rate drift between it and the leader.
-const failoverMargin = time.Second
-
 // minTokenLen is the shortest API token accepted: long enough that guessing it over HTTP is
 // hopeless.
 const minTokenLen = 16
@@ -131,10 +127,10 @@ func (c *Config) Validate() error {
 	v.taskEnv(c)
 
 	f := c.Failover
-	if want := w.KillGrace + failoverMargin; f.Delay < want {
+	if want := w.KillGrace + KillGraceMargin; f.Delay < want {
 		v.problem("failover.delay", "%v is shorter than worker.kill-grace (%v) plus %v: after its session expires a cut-off worker "+
 			"still needs up to the kill grace to stop its tasks, and the leader must not re-queue them before they have stopped, "+
-			"or a task would run twice; set failover.delay to at least %v", f.Delay, w.KillGrace, failoverMargin, want)
+			"or a task would run twice; set failover.delay to at least %v", f.Delay, w.KillGrace, KillGraceMargin, want)
 	}
 	v.positive("failover.marker-retention", f.MarkerRetention)
 	v.positive("failover.sweep-interval", f.SweepInterval)

@@ -9,6 +9,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/lifecycle"
@@ -39,7 +40,7 @@ type CoordinatorConfig struct {
 	ID string
 	// Delay is failover.delay: how long after the leader sees a node's znode gone it fails the
 	// node over. It covers the node's own stop (watchdog tick and kill grace). A worker that
-	// published a longer kill grace in its NodeInfo gets that plus killGraceMargin instead.
+	// published a longer kill grace in its NodeInfo gets that plus conf.KillGraceMargin instead.
 	Delay time.Duration
 	// MarkerRetention is how long finished markers are kept.
 	MarkerRetention time.Duration
@@ -88,10 +89,6 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	return nil
 }
-
-// killGraceMargin is what the leader adds to a worker's published kill grace: the worker's
-// watchdog tick and clock-rate drift, as conf's validation of failover.delay does.
-const killGraceMargin = time.Second
 
 // nodeKey names an identity in a role.
 type nodeKey struct {
@@ -262,12 +259,12 @@ func (t *term) readKillGraces(ctx context.Context, members map[nodeKey]bool) {
 }
 
 // delay is how long after the leader saw k lost it fails k over: failover.delay, or the
-// worker's own published kill grace plus killGraceMargin when that is longer. Config
+// worker's own published kill grace plus conf.KillGraceMargin when that is longer. Config
 // validation holds failover.delay above the kill grace of the leader's own config file only,
 // and a worker may run with another.
 func (t *term) delay(k nodeKey) time.Duration {
 	if g := t.killGrace[k]; g > 0 {
-		return max(t.c.cfg.Delay, g+killGraceMargin)
+		return max(t.c.cfg.Delay, g+conf.KillGraceMargin)
 	}
 	return t.c.cfg.Delay
 }

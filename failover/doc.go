@@ -31,9 +31,10 @@
 //     expired its session, the leader never decides that on a timer of its own — and a
 //     further failover.delay has passed since the leader saw it. The delay covers the node's
 //     own stop (its watchdog tick and its tasks' kill grace; config validation enforces
-//     delay >= kill grace + 1 s within one config file). Each worker also publishes its kill
-//     grace in its NodeInfo; the leader keeps the value it read while the worker was
-//     registered and waits at least that plus 1 s, whatever its own config says. An identity
+//     delay >= kill grace + 1 s, conf.KillGraceMargin, within one config file). Each worker
+//     also publishes its kill grace in its NodeInfo; the leader keeps the value it read while
+//     the worker was registered and waits at least that plus the margin, whatever its own
+//     config says. An identity
 //     registered again before then is left alone.
 //  3. Fence, in one ZooKeeper multi: check the leader's own election znode (a deposed leader
 //     fences nothing), create and delete nodes/<role>s/<id> (fails if the node is back), and

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/retry"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -219,12 +220,7 @@ func (s *Sender) count(state string) {
 // Backoff is the wait after the attempt-th failed try: Backoff doubled attempt-1 times, at
 // most MaxBackoff, plus up to a fifth of it at random.
 func (s *Sender) Backoff(attempt int) time.Duration {
-	d := s.cfg.Backoff
-	for i := 1; i < attempt && d < s.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	d = min(d, s.cfg.MaxBackoff)
-	return d + time.Duration(s.cfg.Jitter()*float64(d)/5)
+	return retry.Policy{Initial: s.cfg.Backoff, Max: s.cfg.MaxBackoff, Jitter: 0.2, Random: s.cfg.Jitter}.Delay(attempt)
 }
 
 // message is what row n says.

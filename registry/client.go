@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/internal/retry"
 )
 
 // Config is how a Client reaches ZooKeeper and where it keeps its znodes.
@@ -170,6 +173,10 @@ type Client struct {
 	wg   sync.WaitGroup
 }
 
+// dialRetry is the backoff of Dial while no ZooKeeper client can be started, and of its
+// warnings while no server answers: 1 s doubling up to 30 s.
+var dialRetry = retry.Policy{Initial: time.Second, Max: 30 * time.Second}
+
 // Dial connects to ZooKeeper, waits for a session, and makes sure the persistent znodes of the
 // layout exist. While no server answers it keeps trying, with a warning at growing intervals
 // (1 s, 2 s, 4 s … 30 s), until ctx is done: a node started before ZooKeeper starts working once
@@ -195,7 +202,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	started := time.Now()
 
 	// zk.Connect itself fails only when a server name does not resolve.
-	for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+	err = retry.Do(ctx, clockwork.NewRealClock(), dialRetry, func(context.Context) error {
 		info := newConnInfo(cfg.SessionTimeout, len(cfg.Servers), cfg.TLS)
 		c.mu.Lock()
 		c.cur = info
@@ -205,19 +212,19 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 			c.mu.Lock()
 			c.conn = conn
 			c.mu.Unlock()
-			break
 		}
+		return err
+	}, func(err error, _ int, wait time.Duration) {
 		c.log.Warn().Err(err).Str("servers", servers).Dur("retry_in", wait).Msg("cannot start a zookeeper client; retrying")
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, ctx.Err())
-		case <-time.After(wait):
-		}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial zookeeper %s: %w", servers, err)
 	}
 
-	warn := time.NewTimer(time.Second)
+	warnAfter := dialRetry.Backoff()
+	warn := time.NewTimer(warnAfter.Next())
 	defer warn.Stop()
-	for next := time.Second; ; {
+	for {
 		ch := c.Changed()
 		if c.Status().State == Connected {
 			break
@@ -227,8 +234,7 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		case <-warn.C:
 			c.log.Warn().Str("servers", servers).Dur("waited", time.Since(started).Round(time.Second)).
 				Msg("no zookeeper server answers yet; still trying")
-			next = min(2*next, 30*time.Second)
-			warn.Reset(next)
+			warn.Reset(warnAfter.Next())
 		case <-ctx.Done():
 			c.Close()
 			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, ctx.Err())
@@ -239,24 +245,21 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	go c.supervise()
 	go c.probe()
 
-	for {
+	// A connection lost while the layout is made is tried again shortly; another error ends
+	// the dial.
+	err = retry.Do(ctx, clockwork.NewRealClock(), retry.Policy{Initial: 200 * time.Millisecond}, func(ctx context.Context) error {
 		err := c.ensurePaths(ctx)
 		if err == nil {
 			err = c.secureTree(ctx)
 		}
-		if err == nil {
-			break
+		if err != nil && !connLoss(err) {
+			return retry.Permanent(err)
 		}
-		if ctx.Err() != nil || !connLoss(err) {
-			c.Close()
-			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, err)
-		}
-		select {
-		case <-ctx.Done():
-			c.Close()
-			return nil, fmt.Errorf("dial zookeeper %s: %w", servers, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
+		return err
+	}, nil)
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dial zookeeper %s: %w", servers, err)
 	}
 	st := c.Status()
 	c.log.Info().Str("servers", servers).Str("root", cfg.Root).Str("session", sessionHex(st.SessionID)).

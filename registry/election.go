@@ -166,7 +166,7 @@ func (e *Election) run() {
 	var (
 		watchCh <-chan struct{}
 		retry   <-chan time.Time
-		backoff = 100 * time.Millisecond
+		backoff = zkRetry.Backoff()
 	)
 	for {
 		select {
@@ -194,11 +194,11 @@ func (e *Election) run() {
 				return
 			}
 			if err != nil {
-				e.log.Warn().Err(err).Dur("retry_in", backoff).Msg("election candidacy not created yet")
-				retry = time.After(backoff)
-				backoff = min(2*backoff, 2*time.Second)
+				wait := backoff.Next()
+				e.log.Warn().Err(err).Dur("retry_in", wait).Msg("election candidacy not created yet")
+				retry = time.After(wait)
 			} else {
-				backoff = 100 * time.Millisecond
+				backoff.Reset()
 				select {
 				case <-e.first:
 				default:
@@ -210,7 +210,9 @@ func (e *Election) run() {
 			ch, err := e.look(ctx)
 			if err != nil {
 				e.log.Debug().Err(err).Msg("election look failed")
-				retry = time.After(backoff)
+				// Joined means the last join succeeded and reset the backoff: a failed look
+				// is tried again after the first wait.
+				retry = time.After(zkRetry.Initial)
 			} else {
 				watchCh = ch
 			}

@@ -13,7 +13,13 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/internal/retry"
 )
+
+// zkRetry is the backoff of a Registration's registering and an Election's candidacy after
+// a failed try: 100 ms doubling up to 2 s, back to 100 ms once one gets through.
+var zkRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 2 * time.Second}
 
 // RegKind says where a Registration stands.
 type RegKind int
@@ -272,7 +278,7 @@ func (r *Registration) run() {
 		forgedSeen  bool // a marker beside the live znode was reported
 		writeNow    bool
 		retry       <-chan time.Time
-		backoff     = 100 * time.Millisecond
+		backoff     = zkRetry.Backoff()
 	)
 	for {
 		select {
@@ -301,14 +307,14 @@ func (r *Registration) run() {
 				r.log.Info().Str("session", sessionHex(sid)).Msg("registered")
 				r.setState(RegState{Kind: Registered, SessionID: sid})
 				r.firstDecided()
-				backoff = 100 * time.Millisecond
+				backoff.Reset()
 			case errors.As(err, &fe):
 				r.fenced(fe)
 				return
 			default:
-				r.log.Warn().Err(err).Dur("retry_in", backoff).Msg("registration not done yet")
-				retry = time.After(backoff)
-				backoff = min(2*backoff, 2*time.Second)
+				wait := backoff.Next()
+				r.log.Warn().Err(err).Dur("retry_in", wait).Msg("registration not done yet")
+				retry = time.After(wait)
 			}
 			continue
 

@@ -1,5 +1,5 @@
 // Package tracing is zksched's OpenTelemetry: a trace per workflow instance, exported over
-// OTLP/HTTP, off unless a node's config turns it on (conf.Tracing).
+// OTLP/HTTP, off unless a node's config turns it on (conf.Tracing, given to New as a Config).
 //
 // # One trace, many processes
 //

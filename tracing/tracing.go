@@ -17,8 +17,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/zksched/zksched/conf"
 )
 
 // scope is the instrumentation scope of zksched's spans.
@@ -45,9 +43,30 @@ type Options struct {
 	Exporter sdktrace.SpanExporter
 }
 
+// Config is what a node's config says of tracing (conf.Tracing, which documents each key and
+// its default, converts to it field for field).
+type Config struct {
+	// Enabled turns tracing on; off, New returns nil.
+	Enabled bool
+	// Endpoint is the collector's OTLP/HTTP base URL; empty takes the OTEL_EXPORTER_OTLP_*
+	// environment variables, then http://localhost:4318.
+	Endpoint string
+	// SampleRatio is the share of workflow instances traced, 0 to 1.
+	SampleRatio float64
+	// ServiceName is the service.name of the node's spans; empty is zksched-<role>.
+	ServiceName string
+	// Headers are HTTP headers sent with every export.
+	Headers map[string]string
+	// CAFile is a PEM file of the authorities an https endpoint's certificate may come from;
+	// empty is the system's roots.
+	CAFile string
+	// QueueSize is how many ended spans wait to be exported before further ones are dropped.
+	QueueSize int
+}
+
 // New returns the node's Tracer for cfg, nil when tracing is off. The exporter connects
 // lazily: a collector that is down costs dropped spans, never a failed start.
-func New(ctx context.Context, cfg conf.Tracing, opts Options) (*Tracer, error) {
+func New(ctx context.Context, cfg Config, opts Options) (*Tracer, error) {
 	if !cfg.Enabled {
 		return nil, nil
 	}
@@ -90,7 +109,7 @@ func New(ctx context.Context, cfg conf.Tracing, opts Options) (*Tracer, error) {
 // newExporter is the OTLP/HTTP exporter of cfg. An endpoint without a path gets the traces
 // path, as OTEL_EXPORTER_OTLP_ENDPOINT does; without an endpoint the SDK reads the
 // environment's.
-func newExporter(ctx context.Context, cfg conf.Tracing) (sdktrace.SpanExporter, error) {
+func newExporter(ctx context.Context, cfg Config) (sdktrace.SpanExporter, error) {
 	var opts []otlptracehttp.Option
 	if e := cfg.Endpoint; e != "" {
 		u, err := url.Parse(e)

@@ -11,7 +11,6 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/internal/otlptest"
 	"github.com/zksched/zksched/tracing"
 )
@@ -25,7 +24,7 @@ type testBundle struct {
 func setup(t *testing.T) *testBundle {
 	t.Helper()
 	recv := otlptest.New(t)
-	cfg := conf.Defaults().Tracing
+	cfg := defaultConfig
 	cfg.Enabled, cfg.Endpoint = true, recv.Endpoint()
 	tr, err := tracing.New(context.Background(), cfg, tracing.Options{Node: "127.0.0.1:5679_1", Role: "worker", Log: zerolog.Nop()})
 	if err != nil {
@@ -227,7 +226,7 @@ func TestUnsampledTraceEmitsNothing(t *testing.T) {
 
 func TestTracingOffDoesNothing(t *testing.T) {
 	t.Parallel()
-	tr, err := tracing.New(context.Background(), conf.Defaults().Tracing, tracing.Options{})
+	tr, err := tracing.New(context.Background(), defaultConfig, tracing.Options{})
 	if err != nil || tr != nil {
 		t.Fatalf("New with tracing off = %v, %v; want nil, nil", tr, err)
 	}
@@ -262,7 +261,7 @@ func TestCollectorDownNeverBlocks(t *testing.T) {
 			defer c.Close() // held open, unanswered, until the test ends
 		}
 	}()
-	cfg := conf.Defaults().Tracing
+	cfg := defaultConfig
 	cfg.Enabled, cfg.Endpoint, cfg.QueueSize = true, "http://"+ln.Addr().String(), 16
 	tr, err := tracing.New(context.Background(), cfg, tracing.Options{Role: "master", Log: zerolog.Nop()})
 	if err != nil {
@@ -288,3 +287,6 @@ func TestCollectorDownNeverBlocks(t *testing.T) {
 		t.Errorf("Shutdown against a silent collector = %v, want the deadline", err)
 	}
 }
+
+// defaultConfig is tracing's part of conf.Defaults.
+var defaultConfig = tracing.Config{SampleRatio: 1, Headers: map[string]string{}, QueueSize: 2048}

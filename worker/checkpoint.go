@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/retry"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/worker/llm"
 )
@@ -55,7 +56,7 @@ func (c *checkpoints) Save(ctx context.Context, step string, cp executor.Checkpo
 	if err != nil {
 		return err
 	}
-	wait := 100 * time.Millisecond
+	backoff := dbRetry.Backoff()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := c.db.CheckpointSaveIfRunning(wctx, c.tok, step, c.mask.String(cp.Output), usage)
@@ -69,19 +70,15 @@ func (c *checkpoints) Save(ctx context.Context, step string, cp executor.Checkpo
 		case ctx.Err() != nil || !dao.IsUnavailable(err):
 			return err
 		}
-		retry := c.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			retry.Stop()
+		if retry.Sleep(ctx, c.clock, backoff.Next(), c.hardStop) != nil {
 			return err
-		case <-c.hardStop:
-			retry.Stop()
-			return err
-		case <-retry.Chan():
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
+
+// dbRetry is the backoff of a worker's writes that must not be dropped while the database
+// is unreachable (an attempt's result, an agent's checkpoint): 100 ms doubling up to 5 s.
+var dbRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // usageJSON is the stored form of a usage; nil for none.
 func usageJSON(u *llm.Usage) json.RawMessage {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker"
@@ -21,7 +20,7 @@ import (
 type limitedWorker struct {
 	slots int
 	// provider is the provider "limited", on the test server.
-	provider conf.Provider
+	provider llm.Provider
 	// window is what requests-per-minute and tokens-per-minute count over; 0 is a minute.
 	window time.Duration
 	// limits, if set, wraps the worker's database as the keeper of its limits.
@@ -41,7 +40,7 @@ func (b *testBundle) startLimited(t *testing.T, id string, w limitedWorker) {
 	if w.limits != nil {
 		limits = w.limits(db)
 	}
-	providers := llm.NewProviders(map[string]conf.Provider{"limited": w.provider}, llm.Options{Backoff: 10 * time.Millisecond,
+	providers := llm.NewProviders(map[string]llm.Provider{"limited": w.provider}, llm.Options{Backoff: 10 * time.Millisecond,
 		MaxBackoff: 50 * time.Millisecond, Log: zerolog.Nop(), Limits: limits, Window: w.window})
 	wk := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: w.slots, PollInterval: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second, LogLimit: 1 << 20, Log: zerolog.Nop()}, db, openGate{},
@@ -90,7 +89,7 @@ func TestClusterRequestsPerMinute(t *testing.T) {
 	const limit, window = 4, time.Second
 	for _, id := range []string{"w1", "w2", "w3"} {
 		b.startLimited(t, id, limitedWorker{slots: 4, window: window,
-			provider: conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", RequestsPerMinute: limit}})
+			provider: llm.Provider{Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", RequestsPerMinute: limit}})
 	}
 	workers := b.succeededOn(t, b.submit(t, llmWorkflow("rpm", "rpm", 12, "")))
 	if len(workers) < 2 {
@@ -132,7 +131,7 @@ func TestClusterTokensPerMinute(t *testing.T) {
 	// 250, three do not. Each uses 6 (the server counts words: 2 of prompt, 4 of answer).
 	for _, id := range []string{"w1", "w2", "w3"} {
 		b.startLimited(t, id, limitedWorker{slots: 2,
-			provider: conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", TokensPerMinute: 250}})
+			provider: llm.Provider{Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", TokensPerMinute: 250}})
 	}
 	start := time.Now()
 	workers := b.succeededOn(t, b.submit(t, llmWorkflow("tpm", "tpm", 6, ", max-tokens: 100")))
@@ -195,7 +194,7 @@ func testClusterRetryAfter(t *testing.T, rpm int) {
 		// One slot each: the worker that got the 429 waits out its Retry-After in its slot,
 		// so the others run the rest.
 		b.startLimited(t, id, limitedWorker{slots: 1,
-			provider: conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", RequestsPerMinute: rpm},
+			provider: llm.Provider{Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m", RequestsPerMinute: rpm},
 			limits:   func(db llm.Limits) llm.Limits { return blockSignal{Limits: db, blocked: blocked} }})
 	}
 	first := b.submit(t, "name: first\ntasks:\n  - {name: t, type: llm, provider: limited, prompt: first}\n")

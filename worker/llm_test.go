@@ -10,7 +10,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker"
@@ -27,10 +26,10 @@ func (b *testBundle) startLLMWorker(t testing.TB, id string, srv *llmtest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	providers := llm.NewProviders(map[string]conf.Provider{
-		"test":    {Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "test-model"},
-		"keyless": {Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "test-model", APIKeyEnv: "ZKSCHED_TEST_UNSET_KEY"},
-		"offline": {Type: conf.ProviderOffline},
+	providers := llm.NewProviders(map[string]llm.Provider{
+		"test":    {Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "test-model"},
+		"keyless": {Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "test-model", APIKeyEnv: "ZKSCHED_TEST_UNSET_KEY"},
+		"offline": {Type: llm.ProviderOffline},
 	}, llm.Options{Backoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Log: zerolog.Nop()})
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},

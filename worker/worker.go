@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/retry"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker/executor"
@@ -546,7 +547,7 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 // is recorded; a refused one is closed by whoever took the task, who emits its span (the
 // leader's failover).
 func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult, span *tracing.Attempt) {
-	wait := 100 * time.Millisecond
+	backoff := dbRetry.Backoff()
 	uncertain, lostAnswer := false, false
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -599,16 +600,12 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult, 
 			log.Warn().Str("outcome", string(r.Outcome)).Msg("result refused: the task was taken from this attempt")
 			return
 		}
+		wait := backoff.Next()
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("could not record the attempt's result; retrying")
-		retry := w.cfg.Clock.NewTimer(wait)
-		select {
-		case <-retry.Chan():
-		case <-w.hardStop:
-			retry.Stop()
+		if retry.Sleep(context.Background(), w.cfg.Clock, wait, w.hardStop) != nil {
 			log.Error().Err(err).Msg("giving up on recording the result at exit; the task will be failed over")
 			return
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 

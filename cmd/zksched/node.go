@@ -116,7 +116,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	}
 	defer n.db.Close()
 	n.checkDBRole(ctx)
-	tracer, err := tracing.New(ctx, cfg.Tracing, tracing.Options{Node: n.id, Role: string(role), Version: Version, Log: n.log})
+	tracer, err := tracing.New(ctx, tracing.Config(cfg.Tracing), tracing.Options{Node: n.id, Role: string(role), Version: Version, Log: n.log})
 	if err != nil {
 		return exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
 	}
@@ -322,7 +322,7 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 		return executor.Shell{}, nil, err
 	}
 	shell := executor.Shell{Self: self, BaseEnv: executor.TaskEnv(os.Environ(),
-		append(slices.Clone(conf.DefaultTaskEnv), cfg.Worker.TaskEnv...), cfg.SecretEnvNames())}
+		append(slices.Clone(executor.DefaultTaskEnv), cfg.Worker.TaskEnv...), cfg.SecretEnvNames())}
 	if name := cfg.Worker.TaskUser; name != "" {
 		u, err := executor.LookupTaskUser(name)
 		if err == nil {
@@ -352,7 +352,11 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 // tokens-per-minute kept in the database for the whole cluster. A provider that cannot be
 // used (its API key variable unset) is reported now and fails only the tasks that name it.
 func (n *node) llmProviders() *llm.Providers {
-	providers := llm.NewProviders(n.cfg.LLM.Providers, llm.Options{Log: n.log, Limits: n.db,
+	cfg := make(map[string]llm.Provider, len(n.cfg.LLM.Providers))
+	for name, p := range n.cfg.LLM.Providers {
+		cfg[name] = llm.Provider(p)
+	}
+	providers := llm.NewProviders(cfg, llm.Options{Log: n.log, Limits: n.db,
 		AdmissionWaited: n.metrics.AdmissionWaited})
 	for _, name := range providers.Names() {
 		if c, err := providers.Get(name); err != nil {

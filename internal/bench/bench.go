@@ -226,7 +226,7 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, o.Masters+o.Workers)
-	tracer, err := tracing.New(ctx, o.Tracing, tracing.Options{Node: "bench", Role: "bench", Log: o.Log})
+	tracer, err := tracing.New(ctx, tracing.Config(o.Tracing), tracing.Options{Node: "bench", Role: "bench", Log: o.Log})
 	if err != nil {
 		o.Log.Warn().Err(err).Msg("tracing could not start; the run goes on without it")
 	}
@@ -258,7 +258,7 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 	self, _ := os.Executable()
 	// The tasks get what a node's would with worker.task-env: [GORACE]: a race-built
 	// supervisor (the tests') would otherwise sleep a second at its exit, after every task.
-	taskEnv := executor.TaskEnv(os.Environ(), append(slices.Clone(conf.DefaultTaskEnv), "GORACE"), nil)
+	taskEnv := executor.TaskEnv(os.Environ(), append(slices.Clone(executor.DefaultTaskEnv), "GORACE"), nil)
 	for i := range o.Workers {
 		// The workers know each other as a node's registry tells it, so that their claims
 		// take their shares of a burst as a cluster's do.

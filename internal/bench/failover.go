@@ -32,6 +32,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
@@ -42,7 +43,7 @@ import (
 const exitFenced = 75
 
 // failoverKillGrace is the workers' worker.kill-grace: short, so that a failover.delay of
-// 2 s passes validation (at least kill grace + 1 s).
+// 2 s passes validation (at least kill grace + conf.KillGraceMargin).
 const failoverKillGrace = 500 * time.Millisecond
 
 // FailoverFigures are what the failover mode adds to a [Summary]; their JSON is inlined in the
@@ -296,8 +297,9 @@ func checkProcOptions(o *Options, mode string, checks func(check func(bad bool, 
 	}
 	checks(check)
 	check(o.SessionTimeout < time.Second, "--session-timeout %v: want at least 1s", o.SessionTimeout)
-	check(o.FailoverDelay < failoverKillGrace+time.Second,
-		"--failover-delay %v: want at least %v (the workers' kill grace %v + 1s)", o.FailoverDelay, failoverKillGrace+time.Second, failoverKillGrace)
+	check(o.FailoverDelay < failoverKillGrace+conf.KillGraceMargin,
+		"--failover-delay %v: want at least %v (the workers' kill grace %v + %v)", o.FailoverDelay,
+		failoverKillGrace+conf.KillGraceMargin, failoverKillGrace, conf.KillGraceMargin)
 	if len(problems) > 0 {
 		return fmt.Errorf("%s: %s", mode, strings.Join(problems, "; "))
 	}

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	"github.com/zksched/zksched/conf"
 )
 
 // A process group does not hold a shell task: `setsid`, a daemonizer's double fork or a
@@ -27,16 +25,26 @@ import (
 // child subreaper.
 var ErrNoTaskCgroup = errors.New("no cgroup v2 subtree to create task cgroups in")
 
+// Values of the worker.task-cgroup setting besides a path, as [TaskCgroupParent] takes them
+// (conf.TaskCgroupAuto and conf.TaskCgroupOff are the same).
+const (
+	// TaskCgroupAuto gives each shell task attempt a cgroup under the worker's own, where
+	// the worker may create one.
+	TaskCgroupAuto = "auto"
+	// TaskCgroupOff uses no cgroups.
+	TaskCgroupOff = "off"
+)
+
 // TaskCgroupParent resolves the worker.task-cgroup setting to the cgroup v2 directory under
 // which each shell task attempt gets a leaf of its own ([Shell.Cgroup]):
-// [conf.TaskCgroupOff] gives "" (no cgroups), [conf.TaskCgroupAuto] the worker's own cgroup
+// [TaskCgroupOff] gives "" (no cgroups), [TaskCgroupAuto] the worker's own cgroup
 // when it may create leaves there (an error wrapping ErrNoTaskCgroup says why not), and a
 // path that directory, which must be usable.
 func TaskCgroupParent(setting string) (string, error) {
 	switch setting {
-	case conf.TaskCgroupOff:
+	case TaskCgroupOff:
 		return "", nil
-	case conf.TaskCgroupAuto:
+	case TaskCgroupAuto:
 		dir, err := ownCgroup()
 		if err == nil {
 			err = probeCgroup(dir)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
@@ -52,8 +51,8 @@ func (m *memCheckpoints) Save(_ context.Context, step string, cp Checkpoint) err
 func testProviders(t *testing.T) (*llm.Providers, *llmtest.Server) {
 	t.Helper()
 	srv := llmtest.New(t)
-	return llm.NewProviders(map[string]conf.Provider{
-		"test": {Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m"},
+	return llm.NewProviders(map[string]llm.Provider{
+		"test": {Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m"},
 	}, llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop()}), srv
 }
 

@@ -26,7 +26,7 @@ type Shell struct {
 	KillGrace time.Duration
 	// BaseEnv is the environment every task starts from, its own ZKSCHED_* variables
 	// ([Task.Env]) added: the worker builds it with [TaskEnv]. nil means the variables of
-	// the worker's own environment that [conf.DefaultTaskEnv] lets through. The supervisor
+	// the worker's own environment that [DefaultTaskEnv] lets through. The supervisor
 	// runs with the same environment, as it is as readable to the task as its own.
 	BaseEnv []string
 	// User, when set, is the user the task runs as (see [TaskUser]); nil: the worker's.

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -36,7 +35,7 @@ func TestMain(m *testing.M) {
 		self, _ := os.Executable()
 		sh := Shell{Self: self, KillGrace: time.Second, ParentStopLimit: time.Second, Cgroup: os.Getenv("ZKSCHED_TEST_FAKE_WORKER_CGROUP"),
 			// Its worker.task-env: the escape tests name their files in these.
-			BaseEnv: TaskEnv(os.Environ(), append(slices.Clone(conf.DefaultTaskEnv), "PIDFILE", "TICKS"), nil)}
+			BaseEnv: TaskEnv(os.Environ(), append(slices.Clone(DefaultTaskEnv), "PIDFILE", "TICKS"), nil)}
 		sh.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd}}, os.Stdout)
 		os.Exit(0)
 	}

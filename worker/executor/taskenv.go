@@ -11,8 +11,6 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/zksched/zksched/conf"
 )
 
 // A shell task gets only what it needs of its worker: the variables of an allow-list
@@ -20,15 +18,31 @@ import (
 // own ([TaskUser]). What it could still read as the worker's user, the worker's
 // /proc/PID/environ and memory, [ProtectFromTasks] closes.
 
+// DefaultTaskEnv are the variables of the worker's environment that every shell task
+// inherits: what a shell and the usual tools need to find programs, a home, a locale, a time
+// zone and a place for temporary files. worker.task-env adds to them. An entry ending in *
+// is a prefix: LC_* is every locale category.
+var DefaultTaskEnv = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_*", "TZ", "TMPDIR"}
+
+// MatchEnvPattern reports whether the environment variable name is what pattern, an entry
+// of [DefaultTaskEnv] or worker.task-env, lets through: the name itself, or, for a pattern
+// ending in *, every name that starts with what comes before the *.
+func MatchEnvPattern(pattern, name string) bool {
+	if prefix, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(name, prefix)
+	}
+	return name == pattern
+}
+
 // TaskEnv returns the variables of environ ("K=V", os.Environ's form) that a shell task
 // inherits: those an entry of allow lets through (names or prefixes followed by *, as in
-// [conf.DefaultTaskEnv]) and no entry of deny matches ([conf.Config.SecretEnvNames]). deny
+// [DefaultTaskEnv]) and no entry of deny matches (conf.Config.SecretEnvNames). deny
 // wins over allow, and a ZKSCHED_ variable is never inherited, whatever deny says: the task's
 // own ZKSCHED_* variables come from [Task.Env].
 func TaskEnv(environ, allow, deny []string) []string {
 	matches := func(patterns []string, name string) bool {
 		for _, p := range patterns {
-			if conf.MatchEnvPattern(p, name) {
+			if MatchEnvPattern(p, name) {
 				return true
 			}
 		}
@@ -46,9 +60,9 @@ func TaskEnv(environ, allow, deny []string) []string {
 }
 
 // defaultTaskEnv is the environment of a task run by a [Shell] without a BaseEnv: the worker's
-// own variables that [conf.DefaultTaskEnv] lets through.
+// own variables that [DefaultTaskEnv] lets through.
 func defaultTaskEnv() []string {
-	return TaskEnv(os.Environ(), conf.DefaultTaskEnv, nil)
+	return TaskEnv(os.Environ(), DefaultTaskEnv, nil)
 }
 
 // TaskUser is the user shell tasks run as ([Shell.User]): the supervisor stays the worker's

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/workflow"
 )
@@ -55,7 +54,7 @@ func secretWorker(command string) int {
 	}
 	sh := Shell{Self: self, KillGrace: time.Second}
 	if allow, ok := os.LookupEnv("ZKSCHED_TEST_TASK_ENV"); ok {
-		sh.BaseEnv = TaskEnv(os.Environ(), append(slices.Clone(conf.DefaultTaskEnv), strings.Split(allow, ",")...),
+		sh.BaseEnv = TaskEnv(os.Environ(), append(slices.Clone(DefaultTaskEnv), strings.Split(allow, ",")...),
 			[]string{"ZKSCHED_*", "OPENAI_API_KEY"})
 	}
 	res := sh.Run(context.Background(), Task{ID: 5, WorkflowInstanceID: 6, Attempt: 1, WorkerID: "w",

@@ -9,7 +9,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker/llm"
@@ -20,7 +19,7 @@ import (
 // BenchmarkRawHTTP, the same request by hand, for the cost the client adds.
 func BenchmarkGenerate(b *testing.B) {
 	srv := llmtest.New(b)
-	c, err := llm.New("bench", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m",
+	c, err := llm.New("bench", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m",
 		RequestsPerMinute: 1_000_000, MaxConcurrent: 64}, llm.Options{Log: zerolog.Nop()})
 	if err != nil {
 		b.Fatal(err)
@@ -47,7 +46,7 @@ func BenchmarkGenerateClusterLimited(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			srv := llmtest.New(b)
 			db, _ := daotest.New(b)
-			c, err := llm.New("bench", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m",
+			c, err := llm.New("bench", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m",
 				RequestsPerMinute: 1_000_000, TokensPerMinute: bc.tokens, MaxConcurrent: 64}, llm.Options{Log: zerolog.Nop(), Limits: db})
 			if err != nil {
 				b.Fatal(err)

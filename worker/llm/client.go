@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tmc/langchaingo/llms"
 
+	"github.com/zksched/zksched/internal/retry"
 	"github.com/zksched/zksched/tracing"
 )
 
@@ -69,14 +69,13 @@ func (u Usage) Add(v Usage) Usage {
 // Client calls one provider's model with classification, retries, limits and usage.
 type Client struct {
 	name string
-	// kind is the provider's type (conf.Provider.Type), its gen_ai.provider.name.
+	// kind is the provider's type ([Provider.Type]), its gen_ai.provider.name.
 	kind        string
 	model       llms.Model
 	modelName   string
 	timeout     time.Duration
 	maxAttempts int
-	backoff     time.Duration
-	maxBackoff  time.Duration
+	backoff     retry.Policy
 	callOpts    []llms.CallOption
 	limiter     *limiter // nil: no limits, and no cluster database to share a 429 through
 	inFlight    chan struct{}
@@ -141,12 +140,8 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		}
 		c.log.Warn().Str("provider", c.name).Str("class", string(e.Class)).Int("status", e.Status).Int("attempt", attempt).
 			Dur("retry_in", wait).Msg("model call failed; retrying")
-		t := c.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if retry.Sleep(ctx, c.clock, wait, nil) != nil {
 			return Response{Usage: usage}, context.Cause(ctx)
-		case <-t.Chan():
 		}
 	}
 }
@@ -208,11 +203,7 @@ func (c *Client) wait(attempt int, retryAfter time.Duration) time.Duration {
 	if retryAfter > 0 {
 		return min(retryAfter, maxRetryAfter)
 	}
-	ceiling := c.backoff << min(attempt-1, 20)
-	if ceiling <= 0 || ceiling > c.maxBackoff {
-		ceiling = c.maxBackoff
-	}
-	return c.backoff/2 + rand.N(ceiling)
+	return c.backoff.Delay(attempt)
 }
 
 // endChat ends the span of one request (nil when it is not traced) with its usage or error.

@@ -11,7 +11,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker/llm"
 )
@@ -28,15 +27,15 @@ func setup(t *testing.T) *testBundle {
 
 // client returns a client of an openai provider on the test server with a short backoff;
 // change adjusts the provider first.
-func (b *testBundle) client(t *testing.T, change func(p *conf.Provider)) *llm.Client {
+func (b *testBundle) client(t *testing.T, change func(p *llm.Provider)) *llm.Client {
 	t.Helper()
 	return b.clientOn(t, nil, change)
 }
 
 // clientOn is client on clock (nil: the real one).
-func (b *testBundle) clientOn(t *testing.T, clock clockwork.Clock, change func(p *conf.Provider)) *llm.Client {
+func (b *testBundle) clientOn(t *testing.T, clock clockwork.Clock, change func(p *llm.Provider)) *llm.Client {
 	t.Helper()
-	p := conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "test-model", MaxAttempts: 4}
+	p := llm.Provider{Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "test-model", MaxAttempts: 4}
 	if change != nil {
 		change(&p)
 	}
@@ -177,7 +176,7 @@ func TestRequestTimeoutIsRetried(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.srv.Delay("sleepy", 5*time.Second)
-	c := b.client(t, func(p *conf.Provider) { p.Timeout, p.MaxAttempts = 100*time.Millisecond, 2 })
+	c := b.client(t, func(p *llm.Provider) { p.Timeout, p.MaxAttempts = 100*time.Millisecond, 2 })
 	start := time.Now()
 	_, err := c.Generate(b.ctx, llm.Request{Prompt: "sleepy"})
 	var e *llm.Error
@@ -227,7 +226,7 @@ func TestDeadlineStopsRetries(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.srv.Fail("doomed", 500, -1, "")
-	c, err := llm.New("test", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m"},
+	c, err := llm.New("test", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m"},
 		llm.Options{Backoff: 20 * time.Second, MaxBackoff: 40 * time.Second, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -250,7 +249,7 @@ func TestNetworkErrorIsRetried(t *testing.T) {
 	b := setup(t)
 	url := b.srv.BaseURL()
 	b.srv.Close()
-	c := b.client(t, func(p *conf.Provider) { p.BaseURL, p.MaxAttempts = url, 3 })
+	c := b.client(t, func(p *llm.Provider) { p.BaseURL, p.MaxAttempts = url, 3 })
 	_, err := c.Generate(b.ctx, llm.Request{Prompt: "anyone?"})
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Class != llm.ClassNetwork || e.Attempts != 3 {
@@ -262,7 +261,7 @@ func TestMaxConcurrent(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.srv.Delay("busy", 100*time.Millisecond)
-	c := b.client(t, func(p *conf.Provider) { p.MaxConcurrent = 2 })
+	c := b.client(t, func(p *llm.Provider) { p.MaxConcurrent = 2 })
 	var wg sync.WaitGroup
 	for range 6 {
 		wg.Go(func() {
@@ -281,7 +280,7 @@ func TestRequestsPerMinute(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	clock := clockwork.NewFakeClock()
-	c := b.clientOn(t, clock, func(p *conf.Provider) { p.RequestsPerMinute = 3 })
+	c := b.clientOn(t, clock, func(p *llm.Provider) { p.RequestsPerMinute = 3 })
 	for range 3 {
 		if _, err := c.Generate(b.ctx, llm.Request{Prompt: "quick"}); err != nil {
 			t.Fatal(err)
@@ -317,11 +316,11 @@ func TestProviders(t *testing.T) {
 	b := setup(t)
 	b.srv.Key = "sk-test-secret"
 	env := map[string]string{"GOOD_KEY": "sk-test-secret", "WRONG_KEY": "sk-nope"}
-	ps := llm.NewProviders(map[string]conf.Provider{
-		"good":    {Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "GOOD_KEY"},
-		"wrong":   {Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "WRONG_KEY"},
-		"unset":   {Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "UNSET_KEY"},
-		"offline": {Type: conf.ProviderOffline},
+	ps := llm.NewProviders(map[string]llm.Provider{
+		"good":    {Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "GOOD_KEY"},
+		"wrong":   {Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "WRONG_KEY"},
+		"unset":   {Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", APIKeyEnv: "UNSET_KEY"},
+		"offline": {Type: llm.ProviderOffline},
 	}, llm.Options{Getenv: func(k string) string { return env[k] }, Backoff: time.Millisecond, Log: zerolog.Nop()})
 
 	good, err := ps.Get("good")
@@ -371,11 +370,11 @@ func TestProviders(t *testing.T) {
 func TestProviderTypes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	for _, p := range []conf.Provider{
-		{Type: conf.ProviderOpenAI, Model: "gpt-4o-mini"},
-		{Type: conf.ProviderOllama, Model: "llama3.2", BaseURL: b.srv.URL},
-		{Type: conf.ProviderAnthropic, Model: "claude-x", APIKeyEnv: "K", BaseURL: b.srv.URL},
-		{Type: conf.ProviderOffline},
+	for _, p := range []llm.Provider{
+		{Type: llm.ProviderOpenAI, Model: "gpt-4o-mini"},
+		{Type: llm.ProviderOllama, Model: "llama3.2", BaseURL: b.srv.URL},
+		{Type: llm.ProviderAnthropic, Model: "claude-x", APIKeyEnv: "K", BaseURL: b.srv.URL},
+		{Type: llm.ProviderOffline},
 	} {
 		if _, err := llm.New(p.Type, p, llm.Options{Getenv: func(string) string { return "k" }}); err != nil {
 			t.Errorf("New(%s): %v", p.Type, err)

@@ -10,8 +10,8 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/retry"
 )
 
 // Limits is where the providers' requests-per-minute and tokens-per-minute are kept: the
@@ -34,6 +34,10 @@ type Limits interface {
 // than half the margin to come back is not used (see admit), which leaves the other half for
 // the way from the worker to the provider.
 const AdmissionMargin = time.Second
+
+// admissionRetry is the backoff of an admission while the database cannot be reached: 100 ms
+// doubling up to 5 s.
+var admissionRetry = retry.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second}
 
 // admissionTry bounds one admission statement; a database that does not answer within it is
 // treated as one that is down.
@@ -63,7 +67,7 @@ type limiter struct {
 }
 
 // newLimiter returns the limiter of provider: on opts.Limits, or alone in memory without it.
-func newLimiter(provider string, pc conf.Provider, opts Options, clock clockwork.Clock) *limiter {
+func newLimiter(provider string, pc Provider, opts Options, clock clockwork.Clock) *limiter {
 	l := &limiter{provider: provider, store: opts.Limits, shared: opts.Limits != nil, clock: clock,
 		asking: make(chan struct{}, 1), waited: opts.AdmissionWaited, log: opts.Log,
 		limits: dao.LLMLimits{Requests: pc.RequestsPerMinute, Tokens: pc.TokensPerMinute, Window: opts.Window}}
@@ -100,7 +104,7 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	}
-	backoff := 100 * time.Millisecond
+	backoff := admissionRetry.Backoff()
 	for {
 		asked := l.clock.Now()
 		actx, cancel := context.WithTimeout(ctx, admissionTry)
@@ -114,8 +118,7 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 		case err != nil && !unanswered && !dao.IsUnavailable(err):
 			return 0, &Error{Provider: l.provider, Class: ClassAdmission, Msg: err.Error(), Err: err}
 		case err != nil:
-			wait = backoff
-			backoff = min(2*backoff, 5*time.Second)
+			wait = backoff.Next()
 			l.log.Warn().Err(err).Str("provider", l.provider).Dur("retry_in", wait).
 				Msg("could not ask the database to admit a model request; retrying")
 		case a.Admitted && (!l.shared || l.clock.Since(asked) <= AdmissionMargin/2):
@@ -138,12 +141,8 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 				wait += rand.N(wait/20 + time.Millisecond)
 			}
 		}
-		t := l.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return 0, ctx.Err()
-		case <-t.Chan():
+		if err := retry.Sleep(ctx, l.clock, wait, nil); err != nil {
+			return 0, err
 		}
 	}
 }
@@ -175,12 +174,8 @@ func (l *limiter) unblocked(ctx context.Context) error {
 		if l.shared {
 			wait += rand.N(wait/20 + time.Millisecond)
 		}
-		t := l.clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.Chan():
+		if err := retry.Sleep(ctx, l.clock, wait, nil); err != nil {
+			return err
 		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/internal/testenv"
@@ -26,7 +25,7 @@ func TestTokensPerMinute(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	clock := clockwork.NewFakeClock()
-	c := b.clientOn(t, clock, func(p *conf.Provider) { p.TokensPerMinute = 100 })
+	c := b.clientOn(t, clock, func(p *llm.Provider) { p.TokensPerMinute = 100 })
 	prompt := strings.Repeat("x", 40) // 10 tokens by the estimate; 40 more of max-tokens
 	for i := range 10 {
 		// Without the usage replacing the reservation the third would wait for the minute,
@@ -83,7 +82,7 @@ func TestAdmissionWaitsForTheDatabase(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	retried := signalWriter{what: "could not ask the database to admit a model request; retrying", seen: make(chan struct{}, 1)}
-	c, err := llm.New("limited", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", RequestsPerMinute: 100},
+	c, err := llm.New("limited", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", RequestsPerMinute: 100},
 		llm.Options{Limits: db, Log: zerolog.New(retried)})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +135,7 @@ func TestUnlimitedProviderGoesWithoutTheDatabase(t *testing.T) {
 	}
 	t.Cleanup(func() { db.Close() })
 	unread := signalWriter{what: "could not read whether the provider is held back", seen: make(chan struct{}, 1)}
-	c, err := llm.New("unlimited", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m"},
+	c, err := llm.New("unlimited", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m"},
 		llm.Options{Limits: db, Log: zerolog.New(unread)})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +167,7 @@ func TestAdmissionRefusedIsNotSent(t *testing.T) {
 	if _, err := db.SQL().Exec(`DROP TABLE llm_start`); err != nil {
 		t.Fatal(err)
 	}
-	c, err := llm.New("limited", conf.Provider{Type: conf.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", TokensPerMinute: 1000},
+	c, err := llm.New("limited", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", TokensPerMinute: 1000},
 		llm.Options{Limits: db, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +189,7 @@ func TestRetryAfterDateBlocksTheProvider(t *testing.T) {
 	b := setup(t)
 	clock := clockwork.NewFakeClockAt(time.Date(2026, 11, 2, 9, 30, 0, 0, time.UTC))
 	b.srv.Fail("dated", 429, 1, clock.Now().Add(3*time.Second).Format(http.TimeFormat))
-	c := b.clientOn(t, clock, func(p *conf.Provider) { p.RequestsPerMinute = 1000 })
+	c := b.clientOn(t, clock, func(p *llm.Provider) { p.RequestsPerMinute = 1000 })
 	rejected := b.generate(b.ctx, c, "dated")
 	waitingOn(t, clock) // the 429 is in; its call waits out the Retry-After
 	other := b.generate(b.ctx, c, "other")

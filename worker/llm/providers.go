@@ -16,7 +16,7 @@ import (
 	"github.com/tmc/langchaingo/llms/ollama"
 	"github.com/tmc/langchaingo/llms/openai"
 
-	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/internal/retry"
 )
 
 // Defaults of the provider keys left at zero.
@@ -30,6 +30,44 @@ const (
 	// DefaultOpenAIURL is the base URL of an openai provider without a base-url.
 	DefaultOpenAIURL = "https://api.openai.com/v1"
 )
+
+// Values of [Provider.Type].
+const (
+	// ProviderOpenAI is any server that speaks OpenAI's chat completions API.
+	ProviderOpenAI = "openai"
+	// ProviderOllama is an Ollama server.
+	ProviderOllama = "ollama"
+	// ProviderAnthropic is Anthropic's messages API.
+	ProviderAnthropic = "anthropic"
+	// ProviderOffline is the built-in [Offline] model: it calls no model.
+	ProviderOffline = "offline"
+)
+
+// Provider is one model provider as a worker's config gives it (conf.Provider, which
+// documents each key and converts to it field for field).
+type Provider struct {
+	// Type is [ProviderOpenAI], [ProviderOllama], [ProviderAnthropic] or [ProviderOffline].
+	Type string
+	// BaseURL is the API's base URL; empty is the provider's own service (for ollama,
+	// [DefaultOllamaURL]).
+	BaseURL string
+	// Model is the model name sent with each request.
+	Model string
+	// APIKeyEnv names the environment variable that holds the API key; empty sends none.
+	APIKeyEnv string
+	// Timeout bounds one request; 0 is [DefaultTimeout].
+	Timeout time.Duration
+	// RequestsPerMinute caps the requests of all the workers together in a window; 0 is
+	// no cap.
+	RequestsPerMinute int
+	// TokensPerMinute caps the tokens of all the workers' requests together in a window;
+	// 0 is no cap.
+	TokensPerMinute int
+	// MaxConcurrent caps this worker's requests in flight; 0 is no cap.
+	MaxConcurrent int
+	// MaxAttempts is how often one call is tried; 0 is [DefaultMaxAttempts].
+	MaxAttempts int
+}
 
 // Options tune the clients of Providers.
 type Options struct {
@@ -58,7 +96,7 @@ type Options struct {
 
 // Providers builds and keeps one Client per configured provider.
 type Providers struct {
-	cfg  map[string]conf.Provider
+	cfg  map[string]Provider
 	opts Options
 
 	mu      sync.Mutex
@@ -67,7 +105,7 @@ type Providers struct {
 
 // NewProviders returns the providers of cfg (llm.providers). Clients are built at first
 // use, so a provider that cannot be built fails only the tasks that name it.
-func NewProviders(cfg map[string]conf.Provider, opts Options) *Providers {
+func NewProviders(cfg map[string]Provider, opts Options) *Providers {
 	return &Providers{cfg: cfg, opts: opts, clients: map[string]*Client{}}
 }
 
@@ -108,7 +146,7 @@ func (p *Providers) Get(name string) (*Client, error) {
 
 // New builds the client of one provider. The API key is read from the environment variable
 // the config names, here and nowhere else; it is never logged.
-func New(name string, pc conf.Provider, opts Options) (*Client, error) {
+func New(name string, pc Provider, opts Options) (*Client, error) {
 	getenv := opts.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -117,7 +155,7 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 		return &Error{Provider: name, Class: ClassConfig, Msg: fmt.Sprintf(format, args...)}
 	}
 	var key string
-	if pc.APIKeyEnv != "" && pc.Type != conf.ProviderOffline && pc.Type != conf.ProviderOllama {
+	if pc.APIKeyEnv != "" && pc.Type != ProviderOffline && pc.Type != ProviderOllama {
 		if key = getenv(pc.APIKeyEnv); key == "" {
 			return nil, configErr("the API key variable %s is not set in the worker's environment (llm.providers.%s.api-key-env)",
 				pc.APIKeyEnv, name)
@@ -129,10 +167,10 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 	}
 	httpClient := &http.Client{Transport: recordingTransport{base: newTransport(), clock: clock}}
 	c := &Client{name: name, kind: pc.Type, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
-		backoff: opts.Backoff, maxBackoff: opts.MaxBackoff, log: opts.Log, clock: clock}
+		log: opts.Log, clock: clock}
 	var err error
 	switch pc.Type {
-	case conf.ProviderOpenAI:
+	case ProviderOpenAI:
 		base := pc.BaseURL
 		if base == "" {
 			base = DefaultOpenAIURL
@@ -146,19 +184,19 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 		}
 		c.model, err = openai.New(openai.WithBaseURL(base), openai.WithToken(key), openai.WithModel(pc.Model),
 			openai.WithHTTPClient(httpClient))
-	case conf.ProviderOllama:
+	case ProviderOllama:
 		base := pc.BaseURL
 		if base == "" {
 			base = DefaultOllamaURL
 		}
 		c.model, err = ollama.New(ollama.WithServerURL(base), ollama.WithModel(pc.Model), ollama.WithHTTPClient(httpClient))
-	case conf.ProviderAnthropic:
+	case ProviderAnthropic:
 		aopts := []anthropic.Option{anthropic.WithToken(key), anthropic.WithModel(pc.Model), anthropic.WithHTTPClient(httpClient)}
 		if pc.BaseURL != "" {
 			aopts = append(aopts, anthropic.WithBaseURL(pc.BaseURL))
 		}
 		c.model, err = anthropic.New(aopts...)
-	case conf.ProviderOffline:
+	case ProviderOffline:
 		c.model, c.modelName = Offline{}, "offline"
 	default:
 		return nil, configErr("unknown provider type %q", pc.Type)
@@ -172,13 +210,14 @@ func New(name string, pc conf.Provider, opts Options) (*Client, error) {
 	if c.maxAttempts <= 0 {
 		c.maxAttempts = DefaultMaxAttempts
 	}
-	if c.backoff <= 0 {
-		c.backoff = 500 * time.Millisecond
+	c.backoff = retry.Policy{Initial: opts.Backoff, Max: opts.MaxBackoff, FullJitter: true}
+	if c.backoff.Initial <= 0 {
+		c.backoff.Initial = 500 * time.Millisecond
 	}
-	if c.maxBackoff < c.backoff {
-		c.maxBackoff = max(30*time.Second, c.backoff)
+	if c.backoff.Max < c.backoff.Initial {
+		c.backoff.Max = max(30*time.Second, c.backoff.Initial)
 	}
-	if pc.RequestsPerMinute > 0 || pc.TokensPerMinute > 0 || (opts.Limits != nil && pc.Type != conf.ProviderOffline) {
+	if pc.RequestsPerMinute > 0 || pc.TokensPerMinute > 0 || (opts.Limits != nil && pc.Type != ProviderOffline) {
 		// With the cluster's database, a provider without limits still has a limiter: a 429
 		// one worker gets holds every worker's requests back. The offline model never
 		// answers 429.

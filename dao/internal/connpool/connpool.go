@@ -12,8 +12,11 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/jonboulle/clockwork"
 	"github.com/lib/pq"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/internal/retry"
 )
 
 // Options shape a pool.
@@ -35,26 +38,24 @@ func Open(ctx context.Context, dsn string, o Options, log zerolog.Logger) (*sqlx
 	if err != nil {
 		return nil, err
 	}
-	wait := time.Second
-	for attempt := 1; ; attempt++ {
+	var last error
+	err = retry.Do(ctx, clockwork.NewRealClock(), openRetry, func(ctx context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err = db.PingContext(pctx)
-		cancel()
-		if err == nil {
-			return db, nil
-		}
-		if ctx.Err() != nil {
-			db.Close()
-			return nil, fmt.Errorf("connect to postgresql: %w (last error: %v)", ctx.Err(), err)
-		}
+		defer cancel()
+		last = db.PingContext(pctx)
+		return last
+	}, func(err error, attempt int, wait time.Duration) {
 		log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("postgresql not reachable, retrying")
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-		}
-		wait = min(2*wait, 30*time.Second)
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to postgresql: %w (last error: %v)", err, last)
 	}
+	return db, nil
 }
+
+// openRetry is Open's backoff: 1 s doubling up to 30 s.
+var openRetry = retry.Policy{Initial: time.Second, Max: 30 * time.Second}
 
 // OpenLazy opens a pool of connections to dsn, which connect at their first use.
 func OpenLazy(dsn string, o Options) (*sqlx.DB, error) {
