@@ -18,7 +18,7 @@ import (
 	"github.com/zksched/zksched/internal/testenv"
 )
 
-// benchProcesses runs `zksched bench mode args…`, a mode that starts node processes, against
+// benchProcesses runs `zksched-bench mode args…`, a mode that starts node processes, against
 // the test's ZooKeeper root (the bench makes its own beside it) and the test database (it
 // makes its own schema in it), and returns its stdout, stderr and exit code. Whatever the
 // bench leaves under its root is deleted when the test ends, and fails the test.
@@ -43,7 +43,7 @@ func benchProcesses(t *testing.T, mode string, args ...string) (stdout, stderr s
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, testcluster.Binary(t), append([]string{"bench", mode}, args...)...)
+	cmd := exec.CommandContext(ctx, testcluster.BenchBinary(t), append([]string{mode}, args...)...)
 	// On timeout, SIGTERM: the bench then stops its nodes and removes what it made.
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 30 * time.Second
@@ -62,12 +62,12 @@ func benchProcesses(t *testing.T, mode string, args ...string) (stdout, stderr s
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("run zksched bench %s: %v\n%s", mode, err, errOut.String())
+		t.Fatalf("run zksched-bench %s: %v\n%s", mode, err, errOut.String())
 	}
 	return out.String(), errOut.String(), code
 }
 
-// benchSummary runs `zksched bench mode --json args…` as benchProcesses does, wants it to exit
+// benchSummary runs `zksched-bench mode --json args…` as benchProcesses does, wants it to exit
 // 0 with a JSON summary of mode, and returns the summary and the raw JSON.
 func benchSummary(t *testing.T, mode string, args ...string) (bench.Summary, string) {
 	t.Helper()

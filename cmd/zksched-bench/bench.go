@@ -18,11 +18,12 @@ import (
 	"github.com/zksched/zksched/internal/soak"
 )
 
-// benchModes are the modes of `zksched bench`.
+// benchModes are the modes of zksched-bench.
 var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "retention", "viewers", "soak"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", stdout)
+	fs := flag.NewFlagSet("zksched-bench", flag.ContinueOnError)
+	fs.SetOutput(stdout)
 	config := configFlag(fs)
 	n := fs.Int("n", 10000, "workflows (burn-down, dag; memory, signal: 100000 unless set); foreach: the for-each's items, 1000 unless set; viewers: the instance's tasks, 10000 unless set")
 	rate := fs.Float64("rate", 500, "workflows per second (latency; failover, retention: 50 unless set); signal: signals per second, 200 unless set")
@@ -36,7 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hold := fs.Duration("hold", 10*time.Second, "how long to go on sampling once the queue is full (memory) or every task waits (signal)")
 	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover; memory: 10s unless set)")
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
-	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, viewers, soak; default: this one)")
+	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, signal, viewers, soak; default: the zksched beside zksched-bench, else on PATH)")
 	seed := fs.Int64("seed", 0, "the soak's seed, to replay its schedule (soak; default: random)")
 	faults := fs.String("faults", "", "the fault kinds the soak picks from, comma-separated (soak; default: all)")
 	retention := fs.Duration("retention", 20*time.Second, "retention.instances of the run's master (retention; its logs are kept half that)")
@@ -46,7 +47,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	nodeLog := fs.String("log-level", "", "show the in-process nodes' log at this level (debug, info, warn) on stderr")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run (pprof) to this file")
 	memProfile := fs.String("memprofile", "", "write a heap profile at the end of the run (pprof) to this file")
-	mode, args, err := parseSub(fs, args, "MODE [flags]", benchModes...)
+	mode, args, err := parseMode(fs, args)
 	if err != nil {
 		return err
 	}
@@ -346,8 +347,8 @@ func runSoak(config string, o soakOptions, stdout io.Writer) error {
 	}
 	bin := o.bin
 	if bin == "" {
-		if bin, err = os.Executable(); err != nil {
-			return fmt.Errorf("find the zksched binary: %w", err)
+		if bin, err = bench.ZkschedBinary(); err != nil {
+			return err
 		}
 	}
 	fmt.Fprintf(stdout, "soak: seed %d (replay with --seed %d)\n", sc.Seed, sc.Seed)
