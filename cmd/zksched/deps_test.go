@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -31,6 +32,16 @@ func TestLinksNoTestCode(t *testing.T) {
 			continue
 		}
 		t.Errorf("zksched links %s: test code has no place in the product", pkg)
+	}
+}
+
+// TestBenchPointsAtItsBinary: the benchmarks left zksched; their old command line says where
+// they went.
+func TestBenchPointsAtItsBinary(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"bench", "burn-down"}, &out, &errOut); code != exitUsage || !strings.Contains(errOut.String(), "zksched-bench MODE") {
+		t.Errorf("zksched bench burn-down: exit %d, stderr %q; want exit %d naming zksched-bench", code, errOut.String(), exitUsage)
 	}
 }
 
