@@ -13,7 +13,7 @@ services_env=$(bin/services.sh env)
 export ZKSCHED_TEST_DSN="${ZKSCHED_TEST_DSN:-$(sed -n 's/^ZKSCHED_DB_DSN=//p' <<<"$services_env")}"
 export ZKSCHED_TEST_ZK="${ZKSCHED_TEST_ZK:-$(sed -n 's/^ZKSCHED_REGISTRY_SERVERS=//p' <<<"$services_env")}"
 
-# The browser tests (cmd/zksched/ui_test.go) drive Debian's chromium through chromedp. Install
+# The browser tests (e2e/ui_test.go) drive Debian's chromium through chromedp. Install
 # it when missing (about a minute on a fresh machine; nothing to do when it is there).
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" != 0 ]; then echo "chromium is missing and only root can install it (apt-get install chromium)"; exit 1; fi
@@ -31,6 +31,6 @@ go vet ./...
 # short (2 s) ZooKeeper sessions, on their own: a machine busy with the rest of the suite would
 # starve a node past its session timeout and fail a fault test for no fault of zksched's.
 echo "== go test -race: packages"
-go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v '/cmd/zksched$')
+go test -race -count=1 -timeout 20m "$@" $(go list ./... | grep -v '/e2e$')
 echo "== go test -race: real processes (end to end, fault and browser tests)"
-go test -race -count=1 -timeout 60m "$@" ./cmd/zksched
+go test -race -count=1 -timeout 60m "$@" ./e2e

@@ -1,6 +1,7 @@
 // Command zksched is the one binary of zksched: master, worker, migrate, submit, schedule,
-// backfill, status, logs, kill, rerun, stop, signal, zk, user, bench, schema, version.
-// This package is wiring only; the behaviour lives in the packages it calls.
+// backfill, status, logs, kill, rerun, stop, signal, zk, user, schema, version.
+// This package is wiring only; the behaviour lives in the packages it calls. It links no test
+// code: the benchmarks and the soak, which use the test harness, are cmd/zksched-bench.
 package main
 
 import (
@@ -53,8 +54,6 @@ func commands() []command {
 		{"signal", "TASK_INSTANCE [--output TEXT] [--fail] " + instanceUsage, "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
-		{"bench", strings.Join(benchModes, "|") + " [-n N] [--rate R] [--duration D] [--workers W] [--slots S] [--seed N] [--json]",
-			"measure throughput, latency, failover and memory on a scratch schema (failover, memory and signal run node processes); soak: randomized faults on servers and nodes of its own", runBench},
 		{"schema", schemaUsage, "print the JSON Schema of the workflow file, for editors (docs/workflow.schema.json)", runSchema},
 		{"version", "", "print the version", runVersion},
 	}
@@ -112,6 +111,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "zksched %s: %v\n", c.name, err)
 			return exitFailed
 		}
+	}
+	if args[0] == "bench" {
+		fmt.Fprintln(stderr, "zksched: bench is a binary of its own: zksched-bench MODE [flags] (go build -o bin/zksched-bench ./cmd/zksched-bench)")
+		return exitUsage
 	}
 	fmt.Fprintf(stderr, "zksched: unknown command %q\n\n", args[0])
 	usage(stderr)

@@ -66,7 +66,7 @@ type Options struct {
 	Progress io.Writer
 	Log      zerolog.Logger
 
-	// The failover and memory modes run Binary (empty: this executable) as their nodes, on
+	// The failover and memory modes run Binary (empty: ZkschedBinary) as their nodes, on
 	// ZooKeeper at ZooKeeper under a root of their own beside Root (Root-bench-<random>),
 	// with the nodes' registry.session-timeout SessionTimeout and failover.delay
 	// FailoverDelay. Each task sleeps TaskSleep. In failover, the worker running the most

@@ -184,15 +184,15 @@ func (c *procCluster) close(logTails bool) {
 	}
 }
 
-// withProcDefaults fills the defaults of the modes that run processes: this executable as
+// withProcDefaults fills the defaults of the modes that run processes: ZkschedBinary as
 // the nodes, and the ZooKeeper of a default config.
 func withProcDefaults(o *Options) error {
 	if o.Binary == "" {
-		self, err := os.Executable()
+		bin, err := ZkschedBinary()
 		if err != nil {
-			return fmt.Errorf("find the zksched binary: %w", err)
+			return err
 		}
-		o.Binary = self
+		o.Binary = bin
 	}
 	if len(o.ZooKeeper) == 0 {
 		o.ZooKeeper = []string{"127.0.0.1:2181"}
@@ -340,8 +340,23 @@ func (r *procCluster) writeConfig() error {
 		return err
 	}
 	r.config = filepath.Join(r.dir, "zksched.yaml")
-	header := "# written by zksched bench " + r.mode + " for one run; removed when the run ends\n"
+	header := "# written by zksched-bench " + r.mode + " for one run; removed when the run ends\n"
 	return os.WriteFile(r.config, append([]byte(header), raw...), 0o600)
+}
+
+// ZkschedBinary finds the zksched binary to run as the nodes when none is named: the one
+// beside this executable (bin/zksched beside bin/zksched-bench), else the first on PATH.
+func ZkschedBinary() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		bin := filepath.Join(filepath.Dir(self), "zksched")
+		if st, err := os.Stat(bin); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return bin, nil
+		}
+	}
+	if bin, err := exec.LookPath("zksched"); err == nil {
+		return bin, nil
+	}
+	return "", errors.New("no zksched binary beside this one or on PATH: build it (go build -o bin/zksched ./cmd/zksched) or name it with --bin")
 }
 
 // startNode starts a master or worker process on a free port, logging to a file of the run.

@@ -45,6 +45,6 @@
 // instance without a parent) and concurrency keys (a key's instances never more than its max
 // at once by the database's start and end times, and started in submit order).
 //
-// Run and its helpers take a testing.TB: the soak is a test (cmd/zksched TestSoak), and
-// `zksched bench soak` runs it outside one through Main, which stands in for the test.
+// Run and its helpers take a testing.TB: the soak is a test (e2e TestSoak), and
+// `zksched-bench soak` runs it outside one through Main, which stands in for the test.
 package soak

@@ -12,7 +12,7 @@ import (
 	"github.com/zksched/zksched/internal/testcluster"
 )
 
-// Main runs a soak outside a test, for `zksched bench soak`, with binary as the nodes. It
+// Main runs a soak outside a test, for `zksched-bench soak`, with binary as the nodes. It
 // prints progress and, once the soak is over, its report to out, and the end of every node's
 // log when the soak found anomalies. It returns an error when the soak could not run or
 // found anomalies; the result, when there is one, either way.

@@ -24,10 +24,13 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
+	buildOnce     sync.Once
+	binDir        string
+	binPath       string
+	buildErr      error
+	benchOnce     sync.Once
+	benchPath     string
+	benchBuildErr error
 )
 
 // Binary builds cmd/zksched once for the whole test binary and returns its path. The binary
@@ -42,13 +45,7 @@ func Binary(t testing.TB) string {
 		}
 		binDir = dir
 		binPath = filepath.Join(dir, "zksched")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-race", "-tags", "faultinject", "-o", binPath, "./cmd/zksched")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		buildErr = build(binPath, "./cmd/zksched")
 	})
 	if buildErr != nil {
 		t.Fatalf("testcluster: %v", buildErr)
@@ -56,14 +53,40 @@ func Binary(t testing.TB) string {
 	return binPath
 }
 
+// BenchBinary builds cmd/zksched-bench once for the whole test binary, beside Binary's
+// zksched, which it therefore runs as its nodes unless told otherwise, and returns its path.
+func BenchBinary(t testing.TB) string {
+	t.Helper()
+	zksched := Binary(t)
+	benchOnce.Do(func() {
+		benchPath = filepath.Join(filepath.Dir(zksched), "zksched-bench")
+		benchBuildErr = build(benchPath, "./cmd/zksched-bench")
+	})
+	if benchBuildErr != nil {
+		t.Fatalf("testcluster: %v", benchBuildErr)
+	}
+	return benchPath
+}
+
+// build builds the command pkg of the repository to dst, with -race and the faultinject tag.
+func build(dst, pkg string) error {
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-race", "-tags", "faultinject", "-o", dst, pkg)
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+	}
+	return nil
+}
+
 // UseBinary makes Binary return path instead of building the binary, for a harness that runs
-// outside a test (zksched bench soak runs its own executable as the nodes). It must be called
+// outside a test (zksched-bench soak runs a zksched binary as the nodes). It must be called
 // before the first Binary.
 func UseBinary(path string) {
 	buildOnce.Do(func() { binPath = path })
 }
 
-// Cleanup removes the binary Binary built, if it built one. A test package that uses Binary
+// Cleanup removes the binaries Binary and BenchBinary built, if they built them. A test package that uses Binary
 // calls it from its TestMain once m.Run has returned: no test may use the binary after it.
 func Cleanup() {
 	if binDir != "" {

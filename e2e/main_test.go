@@ -1,0 +1,21 @@
+package e2e
+
+import (
+	"os"
+	"testing"
+
+	"github.com/zksched/zksched/internal/testcluster"
+)
+
+// The exit codes of the zksched binary (cmd/zksched/main.go) that the tests expect.
+const (
+	exitUsage  = 2
+	exitFenced = 75
+)
+
+// TestMain removes the binaries the tests built, once they are all done.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testcluster.Cleanup()
+	os.Exit(code)
+}
