@@ -262,9 +262,9 @@ func TestOpenAPIResponses(t *testing.T) {
 	}
 }
 
-// TestReadmeOpenAPICommand runs the command of docs/http-api.md that reads the OpenAPI
+// TestDocsOpenAPICommand runs the command of docs/http-api.md that reads the OpenAPI
 // document, against a master of this test instead of one on port 5678.
-func TestReadmeOpenAPICommand(t *testing.T) {
+func TestDocsOpenAPICommand(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{token: "s3cret"})
 	command := strings.TrimSpace(testenv.DocBlock(t, "docs/http-api.md", "The OpenAPI document", "sh", 1))

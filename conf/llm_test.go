@@ -110,9 +110,9 @@ func TestValidateLLMAndPools(t *testing.T) {
 	}
 }
 
-// TestReadmeLLMLimits: the config block of docs/llm.md loads as it is printed, with the
+// TestDocsLLMLimits: the config block of docs/llm.md loads as it is printed, with the
 // cluster-wide limits it shows.
-func TestReadmeLLMLimits(t *testing.T) {
+func TestDocsLLMLimits(t *testing.T) {
 	t.Parallel()
 	const first = "# in the config of the workers"
 	block := testenv.DocBlock(t, "docs/llm.md", "LLM and agent tasks", "yaml", 2)

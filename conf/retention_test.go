@@ -127,9 +127,9 @@ func TestRetentionRejects(t *testing.T) {
 	}
 }
 
-// TestReadmeRetention: docs/retention.md shows the defaults, loads as it is printed, and its
+// TestDocsRetention: docs/retention.md shows the defaults, loads as it is printed, and its
 // environment example works.
-func TestReadmeRetention(t *testing.T) {
+func TestDocsRetention(t *testing.T) {
 	t.Parallel()
 	section := testenv.DocSection(t, "docs/retention.md", "Retention")
 	block := testenv.DocBlock(t, "docs/retention.md", "Retention", "yaml", 1)

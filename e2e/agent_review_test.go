@@ -52,16 +52,16 @@ func waitAgentPaused(t *testing.T, e *e2e, wf int64) dao.TaskInstance {
 	return draft
 }
 
-// TestReadmeAgentReview runs the commands the README gives for examples/agent-review.yaml, as
+// TestDocsAgentReview runs the commands docs/workflows.md gives for examples/agent-review.yaml, as
 // printed: submit --wait, which says which task to signal and waits, and the signal, with the
 // id submit printed. The workflow ends with the approved text published.
-func TestReadmeAgentReview(t *testing.T) {
+func TestDocsAgentReview(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/workflows.md", "Agents that wait for a person", "sh", 1)
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "zksched submit examples/agent-review.yaml --wait") ||
 		!strings.HasPrefix(lines[1], "zksched signal TASK_INSTANCE_ID --output ") {
-		t.Fatalf("README's commands are %q: want submit --wait and signal, which this test runs", lines)
+		t.Fatalf("the docs' commands are %q: want submit --wait and signal, which this test runs", lines)
 	}
 	_, text, _ := strings.Cut(lines[1], "--output ")
 	text, err := strconv.Unquote(text)

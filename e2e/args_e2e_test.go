@@ -49,7 +49,7 @@ func TestFlagsGoAnywhereOnEveryCommand(t *testing.T) {
 		return p
 	}
 
-	// submit: the README's own line, and the flags on both sides of the file.
+	// submit: the docs' own line, and the flags on both sides of the file.
 	nightly := e.file(t, "nightly.yaml", `
 name: nightly
 params: {region: eu}

@@ -423,15 +423,15 @@ func TestInstanceCommandsRefuseBadInput(t *testing.T) {
 	}
 }
 
-// TestReadmeCommandLine runs the tour of the README's command-line section as it is printed,
+// TestDocsCommandLine runs the tour of docs/cli.md's command-line section as it is printed,
 // in bash, with the master's URL for http://127.0.0.1:5678 and a folder of the test's for
 // /etc/zksched/.
-func TestReadmeCommandLine(t *testing.T) {
+func TestDocsCommandLine(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/cli.md", "The command line", "sh", 1)
 	for _, cmd := range []string{"submit", "status", "logs", "kill", "rerun", "stop", "--follow", "--workflow", "--json", "--server"} {
 		if !strings.Contains(block, "zksched "+cmd) && !strings.Contains(block, " "+cmd+" ") {
-			t.Errorf("the README's tour does not show %s", cmd)
+			t.Errorf("the docs' tour does not show %s", cmd)
 		}
 	}
 	e := setupE2E(t, nil, "")
@@ -453,7 +453,7 @@ func TestReadmeCommandLine(t *testing.T) {
 	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the README's tour: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		t.Fatalf("the docs' tour: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	out := stdout.String()
 	for _, want := range []string{"step 1\nstep 2\nstep 3\n", `"text": "step 1\nstep 2\nstep 3\n"`, "queued again",

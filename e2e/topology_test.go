@@ -277,9 +277,9 @@ func TestTopology(t *testing.T) {
 	}
 }
 
-// TestReadmeSeveralHosts runs the README's tour of bin/cluster.sh as it is printed, in bash,
+// TestDocsSeveralHosts runs the docs' tour of bin/cluster.sh as it is printed, in bash,
 // on a network and with names of its own, and the test binary for bin/zksched.
-func TestReadmeSeveralHosts(t *testing.T) {
+func TestDocsSeveralHosts(t *testing.T) {
 	requireRoot(t)
 	block := testenv.DocBlock(t, "docs/multi-host.md", "Running on several hosts", "sh", 1)
 	const name, net = "zkr", "10.80.0"
@@ -300,7 +300,7 @@ func TestReadmeSeveralHosts(t *testing.T) {
 	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("the README's tour: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+		t.Fatalf("the docs' tour: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	// submit --wait prints the instance's id on stdout and its progress on stderr.
 	out := stdout.String() + stderr.String()

@@ -24,7 +24,7 @@ import (
 // The browser tests drive Debian's chromium (installed by bin/test.sh) through chromedp
 // against a real cluster. Each page they visit is kept as a screenshot under
 // .run/screenshots/; with ZKSCHED_UPDATE_DOCS=1 the task list and a task page are copied to
-// docs/ for the README.
+// docs/ for docs/http-api.md.
 
 const uiToken = "ui-test-token-0123456789"
 

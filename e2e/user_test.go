@@ -172,9 +172,9 @@ func TestUserChangesAreAudited(t *testing.T) {
 	}
 }
 
-// TestReadmeUserCommands runs the `zksched user` commands of the README's Security section as
+// TestDocsUserCommands runs the `zksched user` commands of docs/security.md as
 // they are printed, with /etc/zksched/ moved to a folder of the test's.
-func TestReadmeUserCommands(t *testing.T) {
+func TestDocsUserCommands(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/security.md", "Users and roles", "sh", 1)
 	e := setupE2E(t, nil, "")
@@ -183,7 +183,7 @@ func TestReadmeUserCommands(t *testing.T) {
 	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
 		args := strings.Fields(strings.ReplaceAll(line, "/etc/zksched/", etc))
 		if len(args) < 2 || args[0] != "zksched" {
-			t.Fatalf("README line %q is not a zksched command", line)
+			t.Fatalf("docs line %q is not a zksched command", line)
 		}
 		out, code := e.Run(args[1:]...)
 		if code != 0 {
@@ -195,10 +195,10 @@ func TestReadmeUserCommands(t *testing.T) {
 		}
 	}
 	if strings.Join(ran, " ") != "add list remove" {
-		t.Errorf("README's commands were %v: want add, list and remove, which this test checks", ran)
+		t.Errorf("the docs' commands were %v: want add, list and remove, which this test checks", ran)
 	}
 	users, err := conf.ReadUsersFile(etc + "users")
 	if err != nil || len(users) != 0 {
-		t.Errorf("after the README's commands the users file holds %+v, %v; want no user", users, err)
+		t.Errorf("after the the docs' commands the users file holds %+v, %v; want no user", users, err)
 	}
 }

@@ -52,9 +52,9 @@ func TestSchemaUsage(t *testing.T) {
 	}
 }
 
-// TestReadmeSchemaCommands runs the README's editor-support commands and checks they print
-// the published schema, which the README points editors at.
-func TestReadmeSchemaCommands(t *testing.T) {
+// TestDocsSchemaCommands runs the editor-support commands of docs/workflows.md and checks they print
+// the published schema, which the docs point editors at.
+func TestDocsSchemaCommands(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/workflows.md", "Editor support", "sh", 1)
 	doc, err := os.ReadFile(filepath.Join(repoRoot(), "docs", "workflow.schema.json"))
@@ -65,7 +65,7 @@ func TestReadmeSchemaCommands(t *testing.T) {
 		command, file, redirected := strings.Cut(line, " > ")
 		args := strings.Fields(command)
 		if len(args) < 2 || args[0] != "zksched" || !redirected || strings.TrimSpace(file) == "" {
-			t.Fatalf("README line %q is not a zksched command writing a file", line)
+			t.Fatalf("docs line %q is not a zksched command writing a file", line)
 		}
 		var out, errOut bytes.Buffer
 		if code := run(args[1:], &out, &errOut); code != exitOK {

@@ -13,10 +13,10 @@ import (
 	"github.com/zksched/zksched/workflow"
 )
 
-// TestReadmeNotifications: the README's Notifications section shows a workflow file that
+// TestDocsNotifications: docs/notifications.md shows a workflow file that
 // parses, a masters' config that loads and lets that file's webhooks be stored, and a
 // webhook body that is notify.Message's.
-func TestReadmeNotifications(t *testing.T) {
+func TestDocsNotifications(t *testing.T) {
 	t.Parallel()
 	blocks := func(lang string) []string {
 		return testenv.DocBlocks(t, "docs/notifications.md", "Notifications", lang)
@@ -27,10 +27,10 @@ func TestReadmeNotifications(t *testing.T) {
 	}
 	spec, err := workflow.Parse([]byte(yamls[0]))
 	if err != nil {
-		t.Fatalf("README's workflow: %v", err)
+		t.Fatalf("the docs' workflow: %v", err)
 	}
 	if len(spec.Notify) != 3 || spec.Deadline == 0 || spec.Tasks[0].Deadline == 0 {
-		t.Errorf("README's workflow parsed as %+v", spec)
+		t.Errorf("the docs' workflow parsed as %+v", spec)
 	}
 	path := filepath.Join(t.TempDir(), "master.yaml")
 	if err := os.WriteFile(path, []byte(yamls[1]), 0o600); err != nil {
@@ -38,19 +38,19 @@ func TestReadmeNotifications(t *testing.T) {
 	}
 	cfg, err := conf.Load(path, nil)
 	if err != nil {
-		t.Fatalf("README's config: %v", err)
+		t.Fatalf("the docs' config: %v", err)
 	}
 	if len(cfg.Notify.Default) != 1 || cfg.Notify.Email.Host == "" || cfg.API.PublicURL == "" ||
 		cfg.Notify.WebhookEnvPattern != workflow.DefaultWebhookEnvPattern || cfg.Notify.AllowPrivateTargets {
-		t.Errorf("README's config loaded as %+v", cfg.Notify)
+		t.Errorf("the docs' config loaded as %+v", cfg.Notify)
 	}
 	if err := spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern); err != nil {
-		t.Errorf("README's workflow is refused by README's config: %v", err)
+		t.Errorf("the docs' workflow is refused by their config: %v", err)
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(jsons[0])))
 	dec.DisallowUnknownFields()
 	var m notify.Message
 	if err := dec.Decode(&m); err != nil || m.Event == "" || m.URL == "" {
-		t.Fatalf("README's webhook body is not a notify.Message: %+v, %v", m, err)
+		t.Fatalf("the docs' webhook body is not a notify.Message: %+v, %v", m, err)
 	}
 }
