@@ -128,7 +128,7 @@ func (q *Queries) TaskEndIfChildEnded(ctx context.Context, ended []ChildEnded) (
 	for _, p := range parents {
 		woken[p] = struct{}{}
 	}
-	q.notifyEnded(woken)
+	q.wakeEnded(woken)
 	return len(parents), nil
 }
 
@@ -189,7 +189,7 @@ func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, w
 				keyed = append(keyed, r.ID)
 			}
 			if r.Capped {
-				q.notify(q.ch.master, "")
+				q.wake(q.ch.master, "")
 			}
 		}
 		q.notifyKeys(keyed)
@@ -199,7 +199,7 @@ func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, w
 		}
 		res.Killed, res.KillRequested = res.Killed+r.Killed, res.KillRequested+r.KillRequested
 		for _, id := range stopped {
-			q.notify(q.ch.master, fmt.Sprint(id))
+			q.wake(q.ch.master, fmt.Sprint(id))
 		}
 		stops = children
 	}

@@ -152,7 +152,7 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 			return KillResult{}, err
 		}
 		for w := range workers {
-			q.notify(q.ch.kill, w)
+			q.wake(q.ch.kill, w)
 		}
 	}
 	if r[0].State == TaskWaiting {
@@ -422,7 +422,7 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 		q.notifyKeys(ids)
 	}
 	if stopped[0].Capped {
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 	}
 	if ev != nil {
 		return res, q.AuditInsert(ctx, *ev)

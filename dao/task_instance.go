@@ -382,9 +382,9 @@ type Finish struct {
 	Result AttemptResult
 }
 
-// notifyIDsPerPayload keeps a master wake-up's payload, a comma-separated list of workflow
+// wakeIDsPerPayload keeps a master wake-up's payload, a comma-separated list of workflow
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
-const notifyIDsPerPayload = 300
+const wakeIDsPerPayload = 300
 
 // finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$13).
 //
@@ -558,14 +558,14 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 		case *r.State == string(TaskQueued):
 			if !requeued[*r.Group] {
 				requeued[*r.Group] = true
-				q.notify(q.ch.task, *r.Group)
+				q.wake(q.ch.task, *r.Group)
 			}
 		default:
 			ended[r.Workflow] = struct{}{}
 		}
 		got[key{*r.ID, *r.Attempt}] = f
 	}
-	q.notifyEnded(ended)
+	q.wakeEnded(ended)
 	out = make([]Finished, n)
 	for i, f := range fins {
 		out[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
@@ -693,7 +693,7 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 		out[i] = c.Name
 		if c.State == string(TaskQueued) && !woken[c.Group] {
 			woken[c.Group] = true
-			q.notify(q.ch.task, c.Group)
+			q.wake(q.ch.task, c.Group)
 		}
 	}
 	return out, nil

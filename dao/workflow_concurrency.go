@@ -259,7 +259,7 @@ func ParseWakeupKeys(payload string) ([]int64, bool) {
 // ids to a wake-up.
 func (q *Queries) notifyKeys(ids []int64) {
 	for len(ids) > 0 {
-		n := min(len(ids), notifyIDsPerPayload)
+		n := min(len(ids), wakeIDsPerPayload)
 		b := []byte(WakeupKeys)
 		for i, id := range ids[:n] {
 			if i > 0 {
@@ -267,7 +267,7 @@ func (q *Queries) notifyKeys(ids []int64) {
 			}
 			b = strconv.AppendInt(b, id, 10)
 		}
-		q.notify(q.ch.master, string(b))
+		q.wake(q.ch.master, string(b))
 		ids = ids[n:]
 	}
 }

@@ -199,17 +199,17 @@ func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 	}
 	if c.MaxActive != nil {
 		// A capped instance may only start by WorkflowAdmitIfUnderCap, which the plain wake-up runs.
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 		return
 	}
 	woken := map[string]bool{}
 	for _, r := range roots {
 		if r.State == TaskQueued && !woken[r.Group] {
 			woken[r.Group] = true
-			q.notify(q.ch.task, r.Group)
+			q.wake(q.ch.task, r.Group)
 		}
 	}
-	q.notify(q.ch.master, WakeupNew)
+	q.wake(q.ch.master, WakeupNew)
 }
 
 // WorkflowCreate is the transition "created": an instance of a stored definition, with, in
@@ -655,7 +655,7 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 		q.notifyKeys([]int64{id})
 	}
 	if ended[0].Capped {
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 	}
 	if ended[0].Child {
 		return q.endParentsOf(ctx, []int64{id}, nil)
@@ -793,7 +793,7 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 	// instance.
 	q.notifyKeys(res.Keyed)
 	if res.Capped {
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 	}
 	if len(res.Children) > 0 {
 		outputs := make(map[int64]string, len(res.Children))
