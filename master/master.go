@@ -129,7 +129,7 @@ const newClaimDelay = 20 * time.Millisecond
 // a backstop that costs a pass over every owned instance, so it is not run at every poll.
 const fullResyncEvery = 10
 
-// Run drives workflows until ctx ends. It wakes on wake-ups (LISTEN/NOTIFY) and polls as a fallback.
+// Run drives workflows until ctx ends. It acts on wake-ups (LISTEN/NOTIFY) and polls as a fallback.
 func (m *Master) Run(ctx context.Context) error {
 	wake := m.db.ListenMaster(m.cfg.Log)
 	defer wake.Close()
