@@ -59,7 +59,7 @@ func (q *Queries) TaskRequeueIfRunningOnWorker(ctx context.Context, worker strin
 				failover_count = failover_count + 1,
 				queued_at = CASE WHEN kill_requested THEN queued_at ELSE now() END,
 				ended_at = CASE WHEN kill_requested THEN now() END,
-				error = CASE WHEN kill_requested THEN 'killed by an operator'
+				error = CASE WHEN kill_requested THEN killed_error(end_reason)
 					ELSE 'failed over: worker ' || worker_id || ' was lost' END
 			WHERE worker_id = $1 AND state = 'running' AND (SELECT count(*) FROM pools) >= 0
 			RETURNING id, attempt, worker_group, workflow_instance_id, state

@@ -331,7 +331,7 @@ func (q *Queries) createWhenFull(ctx context.Context, sub Submission, c *created
 		ev.Params = AuditParams(map[string]any{"reason": "when-full: cancel-oldest",
 			"key": sub.Concurrency.Key, "by": fmt.Sprintf("workflow-instance/%d", *id)})
 		msg := fmt.Sprintf("stopped: workflow instance %d was submitted with the same concurrency key %q (when-full: cancel-oldest)", *id, sub.Concurrency.Key)
-		if _, err := q.workflowStopIfActive(ctx, old, msg, &ev); err != nil {
+		if _, err := q.workflowStopIfActive(ctx, old, msg, EndCancelOldest, &ev); err != nil {
 			return nil, err
 		}
 	}
@@ -628,6 +628,12 @@ func (q *Queries) WorkflowLockIfOwned(ctx context.Context, id int64, owner strin
 // If the instance is a child, its parent task ends with it (TaskEndIfChildEnded), with no
 // output.
 func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner string, state WorkflowState, errMsg string) error {
+	return q.workflowFinishIfOwned(ctx, id, owner, state, errMsg, "")
+}
+
+// workflowFinishIfOwned is WorkflowFinishIfOwned with the end's reason why ("" for none: an
+// end by its tasks' ends).
+func (q *Queries) workflowFinishIfOwned(ctx context.Context, id int64, owner string, state WorkflowState, errMsg string, why EndReason) error {
 	var e *string
 	if errMsg != "" {
 		e = &errMsg
@@ -638,11 +644,11 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 		Child  bool `db:"child"`
 	}
 	err := sqlxSelect(ctx, q, &ended, `
-		UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
+		UPDATE workflow_instance SET state = $3, error = $4, ended_at = now(), end_reason = nullif($5, '')::end_reason
 		WHERE id = $1 AND owner = $2 AND state = 'running'
 		RETURNING max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed,
 			parent_task_instance_id IS NOT NULL AS child`,
-		id, owner, string(state), e)
+		id, owner, string(state), e, string(why))
 	if err != nil {
 		return fmt.Errorf("finish workflow instance %d: %w", id, err)
 	}
@@ -670,11 +676,11 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 // its workflow tasks started are stopped. If it is a child, its parent task fails with it. It
 // returns how many running tasks were asked to stop.
 func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, errMsg string) (int, error) {
-	if err := q.WorkflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg); err != nil {
+	if err := q.workflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg, EndTimeout); err != nil {
 		return 0, err
 	}
 	workers := map[string]bool{}
-	r, children, err := q.killTasksOf(ctx, []int64{id}, "killed: "+errMsg, workers)
+	r, children, err := q.killTasksOf(ctx, []int64{id}, "killed: "+errMsg, EndWorkflowTimeout, workers)
 	if err != nil {
 		return 0, err
 	}
@@ -696,7 +702,7 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 // workflowGetSQL is WorkflowGet's statement: $1 the instance.
 const workflowGetSQL = `
 		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
-			created_at, started_at, ended_at
+			created_at, started_at, ended_at, end_reason
 		FROM workflow_instance WHERE id = $1`
 
 // WorkflowGet returns one workflow instance.
