@@ -436,7 +436,7 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 // endWaitingSQL is TaskEndIfWaiting's statement: $1 the task, $2 its end state, $3 its
 // output, $4 its error; $5 the masters' channel, woken with the task's workflow instance,
 // $6 the workers', woken with the task's group when a paused agent is queued again; $7 the
-// end's reason ('' for none), which a paused agent resumed does not take.
+// end's reason (empty for none), which a paused agent resumed does not take.
 //
 // A wait task ends as $2 says. A paused agent (paused_step set) that $2 ends succeeded is
 // resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,

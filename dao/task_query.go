@@ -56,6 +56,8 @@ type TaskRow struct {
 	QueuedAt           time.Time  `db:"queued_at" json:"queued_at"`
 	StartedAt          *time.Time `db:"started_at" json:"started_at"`
 	EndedAt            *time.Time `db:"ended_at" json:"ended_at"`
+	// EndReason is why the task ended when something other than its own result ended it.
+	EndReason *EndReason `db:"end_reason" json:"end_reason"`
 }
 
 // Page is one page of a keyset-paginated list, newest first.
@@ -107,7 +109,7 @@ const (
 	taskListOlderSQL = `
 		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
 			t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
-			t.queued_at, t.started_at, t.ended_at
+			t.queued_at, t.started_at, t.ended_at, t.end_reason
 		FROM (
 			(SELECT t.* FROM task_instance t
 			 WHERE t.state <> 'running' AND $1::text <> 'running'
@@ -130,7 +132,7 @@ const (
 	taskListNewerSQL = `
 		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
 			t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
-			t.queued_at, t.started_at, t.ended_at
+			t.queued_at, t.started_at, t.ended_at, t.end_reason
 		FROM (
 			(SELECT t.* FROM task_instance t
 			 WHERE t.state <> 'running' AND $1::text <> 'running'
