@@ -177,7 +177,7 @@ const admitKeyedSQL = `
 		SET owner = $3, state = 'running', started_at = coalesce(w.started_at, clock_timestamp())
 		FROM fits WHERE w.id = fits.id AND fits.ok
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at`
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason`
 
 // WorkflowAdmitKeyedIfUnderMax is the transition "admitted" of the instances of one
 // concurrency key: in one transaction, under the workflow's lock when an instance of the key

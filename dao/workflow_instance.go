@@ -385,7 +385,7 @@ const claimUnownedSQL = `
 		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
 			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
@@ -457,7 +457,7 @@ const claimStrandedSQL = `
 		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
 			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
@@ -490,7 +490,7 @@ const lockUnownedSQL = `
 		-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
 		SELECT w.* FROM unnest($1::bigint[]) AS x(id) CROSS JOIN LATERAL (
 			SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-				w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+				w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 				(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms
 			FROM workflow_instance w
 			WHERE w.id = x.id AND w.owner IS NOT DISTINCT FROM NULL AND w.state IS NOT DISTINCT FROM 'running'
@@ -590,7 +590,7 @@ const admitSQL = `
 		SET owner = $2, state = 'running', started_at = coalesce(w.started_at, now())
 		FROM ranked WHERE w.id = ranked.id AND $4 + ranked.k <= ranked.max_active
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at`
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason`
 
 // WorkflowListOwnedActive returns the ids of the running workflow instances owner drives.
 func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]int64, error) {
@@ -605,7 +605,7 @@ func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]
 // lockIfOwnedSQL is WorkflowLockIfOwned's statement: $1 the instance, $2 the owner.
 const lockIfOwnedSQL = `
 		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
-			created_at, started_at, ended_at
+			created_at, started_at, ended_at, end_reason
 		FROM workflow_instance
 		WHERE id = $1 AND owner = $2 AND state = 'running' FOR NO KEY UPDATE`
 
@@ -722,7 +722,7 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance,
 // hundred it asked for. The primary key is then the only way in.
 const lockManySQL = `
 		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
-			created_at, started_at, ended_at,
+			created_at, started_at, ended_at, end_reason,
 			(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
 		FROM workflow_instance
 		WHERE id = ANY($1) AND owner IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'running'
