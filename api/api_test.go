@@ -617,6 +617,78 @@ func TestUserTextIsEscaped(t *testing.T) {
 	}
 }
 
+// TestEndReasonInTheJSON: task and workflow instances carry end_reason, in their details and
+// in the lists: why something other than their own result ended them, null otherwise.
+func TestEndReasonInTheJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{open: true})
+	f := b.seed(t, 6)
+	if r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/kill", f.byName["t5"]), ""); r.status != 200 {
+		t.Fatalf("kill: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, "POST", fmt.Sprintf("/api/v1/workflow-instances/%d/stop", f.other), ""); r.status != 200 {
+		t.Fatalf("stop: %d %s", r.status, r.body)
+	}
+	// reason returns the end_reason of the JSON object at path, "null" for null, and fails
+	// the test if the key is missing.
+	reason := func(path string) string {
+		t.Helper()
+		var out map[string]any
+		r := b.do(t, "GET", path, "")
+		if r.status != 200 {
+			t.Fatalf("GET %s: %d %s", path, r.status, r.body)
+		}
+		r.json(t, &out)
+		v, ok := out["end_reason"]
+		if !ok {
+			t.Fatalf("GET %s: no end_reason in %s", path, r.body)
+		}
+		if v == nil {
+			return "null"
+		}
+		return fmt.Sprint(v)
+	}
+	for path, want := range map[string]string{
+		fmt.Sprintf("/api/v1/task-instances/%d", f.byName["t5"]): "operator-kill",
+		fmt.Sprintf("/api/v1/task-instances/%d", f.byName["t2"]): "null",
+		fmt.Sprintf("/api/v1/workflow-instances/%d", f.other):    "stop",
+		fmt.Sprintf("/api/v1/workflow-instances/%d", f.wf):       "null",
+	} {
+		if got := reason(path); got != want {
+			t.Errorf("GET %s: end_reason %s, want %s", path, got, want)
+		}
+	}
+	var tasks struct {
+		Items []struct {
+			Name      string  `json:"name"`
+			EndReason *string `json:"end_reason"`
+		} `json:"items"`
+	}
+	b.do(t, "GET", fmt.Sprintf("/api/v1/task-instances?workflow=%d&state=killed", f.other), "").json(t, &tasks)
+	if len(tasks.Items) != 1 || tasks.Items[0].EndReason == nil || *tasks.Items[0].EndReason != "stop" {
+		t.Errorf("killed tasks of the stopped instance = %+v; want x, stop", tasks.Items)
+	}
+	var workflows struct {
+		Items []struct {
+			ID        int64   `json:"id"`
+			EndReason *string `json:"end_reason"`
+		} `json:"items"`
+	}
+	b.do(t, "GET", "/api/v1/workflow-instances?state=stopped", "").json(t, &workflows)
+	if len(workflows.Items) != 1 || workflows.Items[0].ID != f.other || workflows.Items[0].EndReason == nil || *workflows.Items[0].EndReason != "stop" {
+		t.Errorf("stopped instances = %+v; want %d, stop", workflows.Items, f.other)
+	}
+	// The UI's pages say it in words.
+	for path, want := range map[string]string{
+		fmt.Sprintf("/tasks/%d", f.byName["t5"]): `<dd id="end-reason">killed by an operator <span class="dim">(operator-kill)</span></dd>`,
+		fmt.Sprintf("/workflows/%d", f.other):    `<dd id="end-reason">the workflow was stopped by an operator <span class="dim">(stop)</span></dd>`,
+	} {
+		if r := b.do(t, "GET", path, ""); r.status != 200 || !strings.Contains(r.body, want) {
+			t.Errorf("GET %s: %d, want %s in the page:\n%s", path, r.status, want, r.body)
+		}
+	}
+}
+
 func TestActionsThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{open: true})

@@ -453,11 +453,25 @@ func typeSchema(t reflect.Type) map[string]any {
 		return dateTime
 	case reflect.TypeFor[json.RawMessage]():
 		return map[string]any{"description": "Any JSON value."}
+	case reflect.TypeFor[dao.EndReason]():
+		s := enumOf(dao.EndReasons)
+		s["description"] = "Why it ended, when something other than its own result ended it."
+		return s
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		s := componentOr(t.Elem())
 		if typ, ok := s["type"].(string); ok {
+			if enum, ok := s["enum"].([]string); ok {
+				// null is a value of its own, which the enum must list.
+				values := make([]any, 0, len(enum)+1)
+				for _, v := range enum {
+					values = append(values, v)
+				}
+				s = withType(s, []string{typ, "null"})
+				s["enum"] = append(values, nil)
+				return s
+			}
 			return withType(s, []string{typ, "null"})
 		}
 		return map[string]any{"anyOf": []any{s, map[string]any{"type": "null"}}}

@@ -77,6 +77,9 @@ type taskJSON struct {
 	QueuedAt  time.Time        `json:"queued_at"`
 	StartedAt *time.Time       `json:"started_at"`
 	EndedAt   *time.Time       `json:"ended_at"`
+	// EndReason is why the task ended when something other than its own result ended it
+	// (dao.EndReason), null otherwise.
+	EndReason *dao.EndReason `json:"end_reason"`
 	// ChildWorkflowInstanceID is the instance a workflow task started (details only).
 	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
 	// PausedStep is the wait step a paused agent waits at for its signal.
@@ -91,7 +94,7 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
-		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, PausedStep: t.PausedStep,
+		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, EndReason: t.EndReason, PausedStep: t.PausedStep,
 		ItemCount: t.ItemCount}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
@@ -318,6 +321,9 @@ type workflowJSON struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	StartedAt      *time.Time `json:"started_at"`
 	EndedAt        *time.Time `json:"ended_at"`
+	// EndReason is why the instance ended when something other than its tasks' ends ended it
+	// (dao.EndReason), null otherwise.
+	EndReason *dao.EndReason `json:"end_reason"`
 	// TaskStates counts the task instances by state.
 	TaskStates dao.TaskStateCounts `json:"task_states,omitempty"`
 	// ParentWorkflowInstanceID and ParentTaskInstanceID are where a child workflow instance
@@ -330,7 +336,7 @@ type workflowJSON struct {
 func workflowToJSON(w dao.WorkflowInstance) workflowJSON {
 	return workflowJSON{ID: w.ID, WorkflowName: w.WorkflowName, WorkflowVersion: w.WorkflowVersion, State: w.State,
 		Owner: w.Owner, Params: w.Params, Priority: w.Priority, ConcurrencyKey: w.ConcurrencyKey, Error: w.Error, CreatedAt: w.CreatedAt,
-		StartedAt: w.StartedAt, EndedAt: w.EndedAt}
+		StartedAt: w.StartedAt, EndedAt: w.EndedAt, EndReason: w.EndReason}
 }
 
 func (s *Server) apiWorkflows(w http.ResponseWriter, r *http.Request) error {

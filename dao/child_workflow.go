@@ -97,6 +97,7 @@ const endOnChildSQL = `
 			output = CASE WHEN c.state = 'succeeded' THEN x.output END,
 			error = CASE WHEN c.state <> 'succeeded' THEN 'child workflow instance ' || c.id || ' (' ||
 				c.workflow_name || ') ' || c.state || coalesce(': ' || c.error, '') END,
+			end_reason = CASE WHEN c.state <> 'succeeded' THEN 'child-failed' END,
 			ended_at = now()
 		FROM unnest($1::bigint[], $2::text[]) AS x(child, output)
 		JOIN workflow_instance c ON c.id = x.child
@@ -128,7 +129,7 @@ func (q *Queries) TaskEndIfChildEnded(ctx context.Context, ended []ChildEnded) (
 	for _, p := range parents {
 		woken[p] = struct{}{}
 	}
-	q.notifyEnded(woken)
+	q.wakeEnded(woken)
 	return len(parents), nil
 }
 
@@ -146,10 +147,12 @@ func (q *Queries) endParentsOf(ctx context.Context, ids []int64, outputs map[int
 	return err
 }
 
-// childStop is a child instance to stop (workflowStopChildren), with the error it is to end with.
+// childStop is a child instance to stop (workflowStopChildren), with the error it is to end
+// with and its end's reason, which its tasks and children end with too.
 type childStop struct {
 	ID     int64
 	Reason string
+	End    EndReason
 }
 
 // workflowStopChildren stops the active instances stops, children of tasks that were just
@@ -160,9 +163,11 @@ type childStop struct {
 func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, workers map[string]bool) (StopResult, error) {
 	var res StopResult
 	for len(stops) > 0 {
-		ids, reasons := make([]int64, len(stops)), make([]string, len(stops))
+		ids, reasons, ends := make([]int64, len(stops)), make([]string, len(stops)), make([]string, len(stops))
+		why := make(map[int64]EndReason, len(stops))
 		for i, c := range stops {
-			ids[i], reasons[i] = c.ID, c.Reason
+			ids[i], reasons[i], ends[i] = c.ID, c.Reason, string(c.End)
+			why[c.ID] = c.End
 		}
 		var rows []struct {
 			ID     int64 `db:"id"`
@@ -170,11 +175,12 @@ func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, w
 			Keyed  bool  `db:"keyed"`
 		}
 		if err := sqlxSelect(ctx, q, &rows, `
-			UPDATE workflow_instance w SET state = 'stopped', ended_at = now(), error = x.reason
-			FROM unnest($1::bigint[], $2::text[]) AS x(id, reason)
+			UPDATE workflow_instance w SET state = 'stopped', ended_at = now(), error = x.reason,
+				end_reason = x.why::end_reason
+			FROM unnest($1::bigint[], $2::text[], $3::text[]) AS x(id, reason, why)
 			WHERE w.id = x.id AND w.state IN ('submitted', 'running')
 			RETURNING w.id, w.max_active IS NOT NULL AS capped, w.concurrency_key IS NOT NULL AS keyed`,
-			pq.Array(ids), pq.Array(reasons)); err != nil {
+			pq.Array(ids), pq.Array(reasons), pq.Array(ends)); err != nil {
 			return res, fmt.Errorf("stop child workflow instances %v: %w", ids, err)
 		}
 		if len(rows) == 0 {
@@ -182,45 +188,51 @@ func (q *Queries) workflowStopChildren(ctx context.Context, stops []childStop, w
 		}
 		// A stopped child frees its slot of its workflow's cap or of its key, as any stop does.
 		stopped := make([]int64, len(rows))
+		byReason := map[EndReason][]int64{}
 		var keyed []int64
 		for i, r := range rows {
 			stopped[i] = r.ID
+			byReason[why[r.ID]] = append(byReason[why[r.ID]], r.ID)
 			if r.Keyed {
 				keyed = append(keyed, r.ID)
 			}
 			if r.Capped {
-				q.notify(q.ch.master, "")
+				q.wake(q.ch.master, "")
 			}
 		}
 		q.notifyKeys(keyed)
-		r, children, err := q.killTasksOf(ctx, stopped, "killed: the workflow was stopped", workers)
-		if err != nil {
-			return res, err
+		stops = nil
+		for end, wfs := range byReason {
+			r, children, err := q.killTasksOf(ctx, wfs, "killed: the workflow was stopped", end, workers)
+			if err != nil {
+				return res, err
+			}
+			res.Killed, res.KillRequested = res.Killed+r.Killed, res.KillRequested+r.KillRequested
+			stops = append(stops, children...)
 		}
-		res.Killed, res.KillRequested = res.Killed+r.Killed, res.KillRequested+r.KillRequested
 		for _, id := range stopped {
-			q.notify(q.ch.master, fmt.Sprint(id))
+			q.wake(q.ch.master, fmt.Sprint(id))
 		}
-		stops = children
 	}
 	return res, nil
 }
 
 // stoppedWithParent is the childStop of each child in children (by the workflow instance
-// whose task started it), whose parent instance was stopped.
-func stoppedWithParent(children map[int64]int64) []childStop {
+// whose task started it), whose parent instance was stopped for the reason why.
+func stoppedWithParent(children map[int64]int64, why EndReason) []childStop {
 	var out []childStop
 	for child, parent := range children {
-		out = append(out, childStop{ID: child, Reason: fmt.Sprintf("stopped: its parent workflow instance %d was stopped", parent)})
+		out = append(out, childStop{ID: child, Reason: fmt.Sprintf("stopped: its parent workflow instance %d was stopped", parent), End: why})
 	}
 	return out
 }
 
 // killTasksOf kills the queued and waiting tasks of the instances wfs with errMsg as their
-// error and asks the workers of their running ones to stop them (kill_requested), adding
+// error and why as their end's reason, and asks the workers of their running ones to stop
+// them (kill_requested, and why as the reason they will end with), adding
 // those workers to workers. It returns what it did and the children of the workflow tasks it
 // killed, to stop, with the reason that their parent was stopped.
-func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, workers map[string]bool) (StopResult, []childStop, error) {
+func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, why EndReason, workers map[string]bool) (StopResult, []childStop, error) {
 	if err := q.lockChildren(ctx, wfs, nil); err != nil {
 		return StopResult{}, nil, err
 	}
@@ -234,12 +246,13 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 		UPDATE task_instance SET
 			state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
 			kill_requested = true,
+			end_reason = $3,
 			not_before = NULL,
 			ended_at = CASE WHEN state IN ('queued', 'waiting') THEN now() ELSE ended_at END,
 			error = CASE WHEN state IN ('queued', 'waiting') THEN $2 ELSE error END,
 			paused_step = NULL
 		WHERE workflow_instance_id = ANY($1) AND state IN ('queued', 'waiting', 'running')
-		RETURNING workflow_instance_id, state, worker_id, child_workflow_instance_id`, pq.Array(wfs), errMsg)
+		RETURNING workflow_instance_id, state, worker_id, child_workflow_instance_id`, pq.Array(wfs), errMsg, why)
 	if err != nil {
 		return StopResult{}, nil, fmt.Errorf("kill tasks of workflow instances %v: %w", wfs, err)
 	}
@@ -258,7 +271,7 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 			workers[*t.WorkerID] = true
 		}
 	}
-	return res, stoppedWithParent(children), nil
+	return res, stoppedWithParent(children, why), nil
 }
 
 // lockChildrenSQL is lockChildren's statement: $1 the workflow instances, $2 the tasks.

@@ -1137,7 +1137,7 @@ func TestSweepLeavesWaitingInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := "yes"
-	if _, err := b.db.TaskEndIfWaiting(b.ctx, task, dao.TaskSucceeded, &out, nil, nil); err != nil {
+	if _, err := b.db.TaskEndIfWaiting(b.ctx, task, dao.TaskSucceeded, &out, nil, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	backdate(t, b, wf)

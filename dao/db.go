@@ -13,8 +13,8 @@ import (
 
 	"github.com/zksched/zksched/dao/internal/connpool"
 	"github.com/zksched/zksched/dao/internal/groupcommit"
-	"github.com/zksched/zksched/dao/internal/notify"
 	"github.com/zksched/zksched/dao/internal/stmtcache"
+	"github.com/zksched/zksched/dao/internal/wakeup"
 )
 
 // ErrTokenRefused is returned by a worker's write about a task when the task is no longer
@@ -31,10 +31,10 @@ type DB struct {
 	db       *sqlx.DB
 	dsn      string
 	channels channels
-	nf       *notify.Batcher
-	// notifyConn is the notifier's own connection (see Open).
-	notifyConn *sqlx.DB
-	sub        *groupcommit.Committer[Submission, int64]
+	nf       *wakeup.Batcher
+	// wakeConn is the notifier's own connection (see Open).
+	wakeConn *sqlx.DB
+	sub      *groupcommit.Committer[Submission, int64]
 	// claims runs the workers' task claims outside transactions (see claimSettings).
 	claims *Queries
 }
@@ -72,10 +72,10 @@ type channels struct {
 type Queries struct {
 	q    sqlx.ExtContext
 	ch   channels
-	nf   *notify.Batcher
+	nf   *wakeup.Batcher
 	prep *stmtcache.Cache
 	// notes collects a transaction's wake-ups, sent once it has committed; nil on the pool.
-	notes *[]notify.Note
+	notes *[]wakeup.Note
 	// traceStart gives new workflow instances their traceparent; nil while tracing is off.
 	traceStart TraceStart
 }
@@ -118,7 +118,7 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 		sdb.Close()
 		return nil, err
 	}
-	nf := notify.NewBatcher(sendNotes(ndb))
+	nf := wakeup.NewBatcher(sendNotes(ndb))
 	cdb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: claimConns, IdleTime: poolIdleTime, Params: claimSettings})
 	if err != nil {
 		sdb.Close()
@@ -128,7 +128,7 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	}
 	claims := &Queries{q: cdb, ch: ch, nf: nf, prep: stmtcache.New(cdb)}
 	db := &DB{Queries: &Queries{q: sdb, ch: ch, nf: nf, prep: stmtcache.New(sdb)}, db: sdb, dsn: dsn, channels: ch,
-		nf: nf, notifyConn: ndb, claims: claims}
+		nf: nf, wakeConn: ndb, claims: claims}
 	db.sub = groupcommit.New(submitWriters, submitBatch, db.createGrouped)
 	return db, nil
 }
@@ -138,7 +138,7 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 func (db *DB) Close() error {
 	db.sub.Close()
 	db.nf.Close()
-	_ = db.notifyConn.Close()
+	_ = db.wakeConn.Close()
 	db.Queries.prep.Close()
 	db.claims.prep.Close()
 	_ = db.claims.q.(*sqlx.DB).Close()
@@ -178,7 +178,7 @@ func (db *DB) Tx(ctx context.Context, fn func(q *Queries) error) error {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
-	var notes []notify.Note
+	var notes []wakeup.Note
 	if err := fn(&Queries{q: tx, ch: db.channels, nf: db.nf, prep: db.Queries.prep, notes: &notes,
 		traceStart: db.Queries.traceStart}); err != nil {
 		_ = tx.Rollback()

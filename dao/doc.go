@@ -35,7 +35,7 @@
 //     answer, the task claims' (with the run-time settings of claimSettings) and the
 //     notifier's single connection.
 //   - stmtcache keeps the hot statements prepared on each pool (selectHot, queryHot, getHot).
-//   - notify sends wake-ups after their transaction commits, many to a statement (the
+//   - wakeup sends wake-ups after their transaction commits, many to a statement (the
 //     notifier), and delivers them to listeners (DB.ListenMaster, DB.ListenWorker).
 //   - groupcommit runs the submissions made on a pool together, many to a statement
 //     (DB.WorkflowCreateGrouped).

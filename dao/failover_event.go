@@ -59,7 +59,7 @@ func (q *Queries) TaskRequeueIfRunningOnWorker(ctx context.Context, worker strin
 				failover_count = failover_count + 1,
 				queued_at = CASE WHEN kill_requested THEN queued_at ELSE now() END,
 				ended_at = CASE WHEN kill_requested THEN now() END,
-				error = CASE WHEN kill_requested THEN 'killed by an operator'
+				error = CASE WHEN kill_requested THEN killed_error(end_reason)
 					ELSE 'failed over: worker ' || worker_id || ' was lost' END
 			WHERE worker_id = $1 AND state = 'running' AND (SELECT count(*) FROM pools) >= 0
 			RETURNING id, attempt, worker_group, workflow_instance_id, state
@@ -77,7 +77,7 @@ func (q *Queries) TaskRequeueIfRunningOnWorker(ctx context.Context, worker strin
 			GROUP BY k
 		)
 		SELECT count(*) FROM t, (SELECT count(*) FROM woken) w, (SELECT count(*) FROM ended) e`,
-		worker, q.ch.task, q.ch.master, notifyIDsPerPayload)
+		worker, q.ch.task, q.ch.master, wakeIDsPerPayload)
 	if err != nil {
 		return 0, fmt.Errorf("requeue tasks of lost worker %s: %w", worker, err)
 	}
@@ -101,7 +101,7 @@ func (q *Queries) WorkflowReleaseIfOwnedBy(ctx context.Context, master string) (
 				SELECT id, (row_number() OVER (ORDER BY id) - 1) / $3 AS k FROM w) c
 			GROUP BY k
 		)
-		SELECT count(*) FROM w, (SELECT count(*) FROM woken) n`, master, q.ch.master, notifyIDsPerPayload)
+		SELECT count(*) FROM w, (SELECT count(*) FROM woken) n`, master, q.ch.master, wakeIDsPerPayload)
 	if err != nil {
 		return 0, fmt.Errorf("release workflow instances of lost master %s: %w", master, err)
 	}

@@ -83,7 +83,9 @@ func TestNotificationQueuedWithTheEnd(t *testing.T) {
 }
 
 // TestNotificationTimeoutAndTaskFailed: a workflow failed by its timeout sends timeout, not
-// failure; a task failed after its retries sends task-failed, a retry nothing.
+// failure, whatever its error says (the event is read from end_reason, not from the text), and
+// its payload carries the reason; a task failed after its retries sends task-failed, a retry
+// nothing.
 func TestNotificationTimeoutAndTaskFailed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -107,12 +109,18 @@ func TestNotificationTimeoutAndTaskFailed(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.db.WorkflowTimeOutIfOwned(b.ctx, wf, "m1", "workflow timeout 1s exceeded"); err != nil {
+	if _, err := b.db.WorkflowTimeOutIfOwned(b.ctx, wf, "m1", "ran past its limit"); err != nil {
 		t.Fatal(err)
 	}
 	ns := b.notifications(t)
 	if got, want := events(ns), []string{"task-failed webhook OPS_WEBHOOK", "timeout webhook OPS_WEBHOOK"}; !slices.Equal(got, want) {
 		t.Fatalf("notifications = %v; want %v", got, want)
+	}
+	var p struct {
+		EndReason string `json:"end_reason"`
+	}
+	if err := json.Unmarshal(ns[1].Payload, &p); err != nil || p.EndReason != "timeout" {
+		t.Fatalf("timeout's payload = %s, %v; want end_reason timeout", ns[1].Payload, err)
 	}
 	if *ns[0].TaskInstanceID != got[1].ID {
 		t.Fatalf("task-failed is of task %d; want %d", *ns[0].TaskInstanceID, got[1].ID)

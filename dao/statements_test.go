@@ -101,7 +101,7 @@ func TestStatementColumnsMatchTheirStructs(t *testing.T) {
 		{"ScheduleLock", dao.ScheduleLockSQL, []any{"wf"}, dbTags(&dao.Schedule{})},
 		{"ScheduleLockIfDue", dao.ScheduleLockIfDueSQL, []any{"wf", time.Now()}, dbTags(&dao.Schedule{})},
 		{"ScheduleList", dao.ScheduleListSQL, nil, dbTags(&dao.ScheduleRow{})},
-		{"TaskEndIfWaiting", dao.EndWaitingSQL, []any{0, "succeeded", "out", nil, "m", "t"}, dbTags(&dao.Signalled{})},
+		{"TaskEndIfWaiting", dao.EndWaitingSQL, []any{0, "succeeded", "out", nil, "m", "t", ""}, dbTags(&dao.Signalled{})},
 		{"TaskListWaitingPastTimeout", dao.WaitingPastTimeoutSQL, []any{1}, dbTags(&dao.WaitingPastTimeout{})},
 		{"PurgeFinishedInstances", dao.PurgeInstancesSQL, []any{1, 1}, dbTags(&dao.PurgedInstances{})},
 		{"PurgeFinishedLogs", dao.PurgeLogsSQL, []any{1, 1}, dbTags(&dao.PurgedLogs{})},

@@ -76,6 +76,7 @@ const killSQL = `
 			UPDATE task_instance SET
 				state = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN 'killed' ELSE state END,
 				kill_requested = true,
+				end_reason = 'operator-kill',
 				not_before = NULL,
 				ended_at = CASE WHEN state = 'queued' OR (state = 'waiting' AND item_count IS NULL) THEN now() ELSE ended_at END,
 				error = CASE WHEN state = 'queued' THEN 'killed by an operator before it ran'
@@ -99,6 +100,7 @@ const killItemsSQL = `
 			UPDATE task_instance i SET
 				state = CASE WHEN i.state IN ('queued', 'waiting') THEN 'killed' ELSE i.state END,
 				kill_requested = true,
+				end_reason = 'operator-kill',
 				not_before = NULL,
 				ended_at = CASE WHEN i.state IN ('queued', 'waiting') THEN now() ELSE i.ended_at END,
 				error = CASE WHEN i.state = 'queued' THEN 'killed by an operator before it ran'
@@ -147,12 +149,12 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 	if c := r[0].Child; c != nil && r[0].State == TaskKilled {
 		// A workflow task's child stops with it.
 		workers := map[string]bool{}
-		stop := childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id)}
+		stop := childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id), End: EndOperatorKill}
 		if _, err := q.workflowStopChildren(ctx, []childStop{stop}, workers); err != nil {
 			return KillResult{}, err
 		}
 		for w := range workers {
-			q.notify(q.ch.kill, w)
+			q.wake(q.ch.kill, w)
 		}
 	}
 	if r[0].State == TaskWaiting {
@@ -273,7 +275,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		err = sqlxSelect(ctx, q, &requeued, `
 			UPDATE task_instance SET state = CASE WHEN item_count IS NULL THEN 'queued' ELSE 'waiting' END,
 				worker_id = NULL, retries = 0,
-				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL,
+				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL, end_reason = NULL,
 				started_at = CASE WHEN item_count IS NULL THEN NULL ELSE now() END, ended_at = NULL, queued_at = now()
 			WHERE workflow_instance_id = $1 AND id = ANY($2) AND state IN ('failed', 'killed')
 			RETURNING id, state, worker_group`, workflowID, pq.Array(taskIDs))
@@ -312,7 +314,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		payload := fmt.Sprint(workflowID)
 		if wf.State.Terminal() {
 			if _, err := q.q.ExecContext(ctx, `UPDATE workflow_instance SET state = 'running', owner = NULL,
-				ended_at = NULL, error = NULL WHERE id = $1`, workflowID); err != nil {
+				ended_at = NULL, error = NULL, end_reason = NULL WHERE id = $1`, workflowID); err != nil {
 				return fmt.Errorf("reopen workflow instance %d: %w", workflowID, err)
 			}
 			res.Reopened = true
@@ -358,7 +360,7 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 	var res StopResult
 	err := db.Tx(ctx, func(q *Queries) error {
 		var err error
-		res, err = q.workflowStopIfActive(ctx, workflowID, "stopped by an operator", ev)
+		res, err = q.workflowStopIfActive(ctx, workflowID, "stopped by an operator", EndStop, ev)
 		return err
 	})
 	if err != nil {
@@ -368,18 +370,19 @@ func (db *DB) WorkflowStopIfActive(ctx context.Context, workflowID int64, ev *Au
 }
 
 // workflowStopIfActive is WorkflowStopIfActive in the caller's transaction, the instance's
-// error being errMsg: an operator's stop, or a submission's when-full: cancel-oldest
-// (WorkflowCreate).
-func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, errMsg string, ev *AuditEvent) (StopResult, error) {
+// error being errMsg and its end's reason why: an operator's stop (EndStop), or a
+// submission's when-full: cancel-oldest (EndCancelOldest, WorkflowCreate). Its tasks and
+// children end for the same reason.
+func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, errMsg string, why EndReason, ev *AuditEvent) (StopResult, error) {
 	var stopped []struct {
 		ID     int64 `db:"id"`
 		Capped bool  `db:"capped"`
 		Keyed  bool  `db:"keyed"`
 	}
 	err := sqlxSelect(ctx, q, &stopped, `UPDATE workflow_instance SET state = 'stopped', ended_at = now(),
-		error = $2
+		error = $2, end_reason = $3
 		WHERE id = $1 AND state IN ('submitted', 'running')
-		RETURNING id, max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed`, workflowID, errMsg)
+		RETURNING id, max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed`, workflowID, errMsg, why)
 	if err != nil {
 		return StopResult{}, fmt.Errorf("stop workflow instance %d: %w", workflowID, err)
 	}
@@ -396,7 +399,7 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 	}
 	ids := []int64{workflowID}
 	workers := map[string]bool{}
-	r, children, err := q.killTasksOf(ctx, ids, "killed: the workflow was stopped", workers)
+	r, children, err := q.killTasksOf(ctx, ids, "killed: the workflow was stopped", why, workers)
 	if err != nil {
 		return StopResult{}, err
 	}
@@ -422,7 +425,7 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 		q.notifyKeys(ids)
 	}
 	if stopped[0].Capped {
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 	}
 	if ev != nil {
 		return res, q.AuditInsert(ctx, *ev)
@@ -432,7 +435,8 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 
 // endWaitingSQL is TaskEndIfWaiting's statement: $1 the task, $2 its end state, $3 its
 // output, $4 its error; $5 the masters' channel, woken with the task's workflow instance,
-// $6 the workers', woken with the task's group when a paused agent is queued again.
+// $6 the workers', woken with the task's group when a paused agent is queued again; $7 the
+// end's reason (empty for none), which a paused agent resumed does not take.
 //
 // A wait task ends as $2 says. A paused agent (paused_step set) that $2 ends succeeded is
 // resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,
@@ -452,6 +456,8 @@ const endWaitingSQL = `
 				ended_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN NULL ELSE now() END,
 				queued_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN now() ELSE ti.queued_at END,
 				wait_until = CASE WHEN w.paused_step IS NULL THEN ti.wait_until END,
+				end_reason = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN NULL
+					ELSE nullif($7, '')::end_reason END,
 				paused_step = NULL
 			FROM w WHERE ti.id = w.id
 			RETURNING ti.id, ti.workflow_instance_id, ti.state, ti.worker_group, ti.attempt, w.paused_step
@@ -478,17 +484,18 @@ type Signalled struct {
 
 // TaskEndIfWaiting is the transitions "signalled" (an operator, the API) and "wait timed out"
 // (a master): it ends the waiting task id as state (succeeded or failed) with output and
-// errMsg (nil for none), and wakes the masters with its workflow instance. A paused agent
+// errMsg (nil for none), and why as its end's reason ("" for a signal, EndTimeout for a
+// timeout), and wakes the masters with its workflow instance. A paused agent
 // that state succeeds is resumed instead: output is its wait step's checkpoint and it goes
 // back to the queue, waking the workers (see endWaitingSQL). A task that is not waiting
 // (signalled already, timed out, killed), or one that waits but is neither a wait task nor a
 // paused agent, is a ConflictError.
 // ev, unless nil, is the change's audit_event row, written in its transaction.
-func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, ev *AuditEvent) (Signalled, error) {
+func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, why EndReason, ev *AuditEvent) (Signalled, error) {
 	var res Signalled
 	err := db.Tx(ctx, func(q *Queries) error {
 		var rows []Signalled
-		if err := sqlxSelect(ctx, q, &rows, endWaitingSQL, id, state, output, errMsg, q.ch.master, q.ch.task); err != nil {
+		if err := sqlxSelect(ctx, q, &rows, endWaitingSQL, id, state, output, errMsg, q.ch.master, q.ch.task, string(why)); err != nil {
 			return fmt.Errorf("end waiting task instance %d: %w", id, err)
 		}
 		if len(rows) == 0 {

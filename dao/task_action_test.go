@@ -258,7 +258,9 @@ func (b *testBundle) failedTask(t *testing.T, g string) (wf int64, failed dao.Ta
 // operator's kill, its workflow's stop or timeout) ends killed wherever its attempt's end
 // would have put it back in the queue, keeps the attempt's own outcome, wakes its master as a
 // kill of a queued task does, and is never claimed again. It used to go back to the queue
-// with the request still set: the next worker started attempt 2 only to kill it.
+// with the request still set: the next worker started attempt 2 only to kill it. Its end
+// keeps the reason the request gave (end_reason), which its error says: a task killed by its
+// workflow's timeout used to say an operator killed it.
 func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -269,6 +271,9 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 		// a wake-up after the attempt's end would prove nothing.
 		woken bool
 		kill  func(wf, task int64) error
+		// reason and error are what the task ends with.
+		reason dao.EndReason
+		error  string
 	}{
 		{"kill", false, func(_, task int64) error {
 			res, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, task)
@@ -276,14 +281,14 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 				err = fmt.Errorf("kill of a running task: %+v", res)
 			}
 			return err
-		}},
+		}, dao.EndOperatorKill, "killed by an operator"},
 		{"workflow stop", true, func(wf, _ int64) error {
 			res, err := b.db.WorkflowStopIfActive(b.ctx, wf, nil)
 			if err == nil && res.KillRequested != 1 {
 				err = fmt.Errorf("stop of a workflow with a running task: %+v", res)
 			}
 			return err
-		}},
+		}, dao.EndStop, "killed: the workflow was stopped"},
 		{"workflow timeout", false, func(wf, _ int64) error {
 			return b.db.Tx(b.ctx, func(q *dao.Queries) error {
 				n, err := q.WorkflowTimeOutIfOwned(b.ctx, wf, "m1", "workflow timeout 1s exceeded")
@@ -292,7 +297,7 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 				}
 				return err
 			})
-		}},
+		}, dao.EndWorkflowTimeout, "killed: the workflow timed out"},
 	}
 	ends := []struct {
 		name    string
@@ -328,6 +333,10 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeTimedOut,
 				Next: dao.TaskQueued, Retry: true, Error: "timed out after 1s"})
 		}},
+		{"the worker's kill", dao.OutcomeKilled, func(tok dao.Token) error {
+			return b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomeKilled,
+				Next: dao.TaskKilled, Error: "killed on request"})
+		}},
 	}
 	i := 0
 	for _, k := range kills {
@@ -354,10 +363,10 @@ func TestKillRequestedTaskIsNeverQueuedAgain(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if got.State != dao.TaskKilled || got.EndedAt == nil || got.Error == nil || *got.Error != "killed by an operator" ||
-					got.NotBefore != nil || got.Retries != 0 {
-					t.Errorf("task = %s, ended %v, error %v, not before %v, %d retries; want killed by an operator, ended, no retry",
-						got.State, got.EndedAt, strOf(got.Error), got.NotBefore, got.Retries)
+				if got.State != dao.TaskKilled || got.EndedAt == nil || got.Error == nil || *got.Error != k.error ||
+					got.EndReason == nil || *got.EndReason != k.reason || got.NotBefore != nil || got.Retries != 0 {
+					t.Errorf("task = %s, ended %v, error %v, reason %v, not before %v, %d retries; want killed (%s, %q), ended, no retry",
+						got.State, got.EndedAt, strOf(got.Error), got.EndReason, got.NotBefore, got.Retries, k.reason, k.error)
 				}
 				atts, err := b.db.AttemptList(b.ctx, task.ID)
 				if err != nil || len(atts) != 1 || atts[0].Outcome == nil || *atts[0].Outcome != e.outcome || atts[0].EndedAt == nil {

@@ -47,9 +47,11 @@ type ForEachEnd struct {
 }
 
 // finishForEachSQL is TaskFinishManyForEachIfWaiting's statement: $1 the parents, $2 their
-// end states, $3 their outputs, $4 their errors.
+// end states, $3 their outputs, $4 their errors. A parent killed keeps the reason its kill
+// request gave it (killSQL); one that ended otherwise ended by its items.
 const finishForEachSQL = `
-		UPDATE task_instance t SET state = x.state, output = x.output, error = x.err, ended_at = now()
+		UPDATE task_instance t SET state = x.state, output = x.output, error = x.err, ended_at = now(),
+			end_reason = CASE WHEN x.state = 'killed' THEN t.end_reason END
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS x(id, state, output, err)
 		WHERE t.id = x.id AND t.state = 'waiting' AND t.item_count IS NOT NULL
 		RETURNING t.id`

@@ -15,7 +15,7 @@ func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
 		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage,
-		&t.PausedStep, &t.ItemCount}
+		&t.PausedStep, &t.ItemCount, &t.EndReason}
 }
 
 // queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
@@ -159,7 +159,7 @@ const claimSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count
+			paused_step, item_count, end_reason
 		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooledShare's statement: claimSQL without its pools.
@@ -227,7 +227,7 @@ const claimUnpooledSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count
+			paused_step, item_count, end_reason
 		FROM claimed ORDER BY priority DESC, id`
 
 // Share is what a worker's claim needs to take no more than its share of a burst of tasks
@@ -382,9 +382,9 @@ type Finish struct {
 	Result AttemptResult
 }
 
-// notifyIDsPerPayload keeps a master wake-up's payload, a comma-separated list of workflow
+// wakeIDsPerPayload keeps a master wake-up's payload, a comma-separated list of workflow
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
-const notifyIDsPerPayload = 300
+const wakeIDsPerPayload = 300
 
 // finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$13).
 //
@@ -416,14 +416,20 @@ const finishManySQL = `
 			-- wait step) it ends killed instead, the attempt keeping its own outcome. Queued,
 			-- it would wait for ever: the claim skips it (claimSQL). Its retry is not counted:
 			-- none is taken. A paused agent waits from now, at its wait step, until its
-			-- wait_until if the step has a timeout.
+			-- wait_until if the step has a timeout. A task killed keeps the reason its kill
+			-- request gave (end_reason), which its error says: the worker knows only that
+			-- the kill was asked for; a last attempt that timed out ends it for its timeout.
 			UPDATE task_instance ti SET
 				state = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed' ELSE x.next END,
 				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
 				not_before = CASE WHEN x.retry AND NOT ti.kill_requested THEN now() + ti.retry_interval END,
 				output = CASE WHEN x.next IN ('queued', 'waiting') THEN ti.output ELSE x.output END,
-				error = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed by an operator'
+				error = CASE WHEN (x.next IN ('queued', 'waiting') AND ti.kill_requested) OR x.next = 'killed'
+					THEN killed_error(ti.end_reason)
 					WHEN x.next = 'waiting' THEN NULL ELSE x.err END,
+				end_reason = CASE WHEN (x.next IN ('queued', 'waiting') AND ti.kill_requested) OR x.next = 'killed'
+					THEN ti.end_reason
+					WHEN x.next = 'failed' AND x.outcome = 'timed_out' THEN 'timeout' END,
 				exit_code = x.exit_code,
 				started_at = CASE WHEN x.next = 'waiting' AND NOT ti.kill_requested THEN now() ELSE ti.started_at END,
 				ended_at = CASE WHEN x.next IN ('queued', 'waiting') AND NOT ti.kill_requested THEN NULL ELSE now() END,
@@ -558,14 +564,14 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 		case *r.State == string(TaskQueued):
 			if !requeued[*r.Group] {
 				requeued[*r.Group] = true
-				q.notify(q.ch.task, *r.Group)
+				q.wake(q.ch.task, *r.Group)
 			}
 		default:
 			ended[r.Workflow] = struct{}{}
 		}
 		got[key{*r.ID, *r.Attempt}] = f
 	}
-	q.notifyEnded(ended)
+	q.wakeEnded(ended)
 	out = make([]Finished, n)
 	for i, f := range fins {
 		out[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
@@ -624,6 +630,9 @@ type NewTask struct {
 	RetryInterval time.Duration
 	Timeout       time.Duration
 	Error         string
+	// EndReason is why a task created skipped does not run: EndUpstream or EndCondition
+	// (TaskCreateMany only).
+	EndReason EndReason
 	// Output is the output of a task created succeeded: a for-each task with no items (TaskCreateMany only).
 	Output *string
 	// Items are the items of the parent of a for-each task's items, created waiting, or
@@ -634,21 +643,22 @@ type NewTask struct {
 
 // insertManySQL is TaskCreateMany's statement: $1-$11 the new rows' columns, as arrays
 // (taskArrays), $12 their errors and $13 their outputs (NULL for none), $14 the items of a
-// for-each task's parent as JSON arrays and $15 how many (NULL for every other task). The
+// for-each task's parent as JSON arrays and $15 how many (NULL for every other task), $16
+// their end reasons (NULL for none). The
 // roots of createSQL are inserted from the first eleven columns the same way; a root has none
 // of the others.
 const insertManySQL = `
 		INSERT INTO task_instance (workflow_instance_id, name, type, params, state, priority,
 			worker_group, pool, max_retries, retry_interval, timeout, error, output, items, item_count,
-			started_at, wait_until, ended_at)
+			started_at, wait_until, ended_at, end_reason)
 		SELECT w, nm, ty, p::jsonb, st, pr, g, pl, rt, rm * interval '1 millisecond',
 			tm * interval '1 millisecond', er, o, its::jsonb, ic, CASE WHEN st = 'waiting' THEN now() END,
 			CASE WHEN st = 'waiting' THEN now() + tm * interval '1 millisecond' END,
-			CASE WHEN st IN ('skipped', 'failed', 'succeeded') THEN now() END
+			CASE WHEN st IN ('skipped', 'failed', 'succeeded') THEN now() END, why::end_reason
 		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[],
 			$7::text[], $8::text[], $9::int[], $10::bigint[], $11::bigint[], $12::text[], $13::text[],
-			$14::text[], $15::int[])
-			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er, o, its, ic)
+			$14::text[], $15::int[], $16::text[])
+			AS x(w, nm, ty, p, st, pr, g, pl, rt, rm, tm, er, o, its, ic, why)
 		ON CONFLICT (workflow_instance_id, name) DO NOTHING
 		RETURNING name, state, worker_group`
 
@@ -666,10 +676,14 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 		Group string `db:"worker_group"`
 	}
 	errs, outputs, items := make([]*string, len(tasks)), make([]*string, len(tasks)), make([]*string, len(tasks))
-	counts := make([]*int64, len(tasks))
+	counts, whys := make([]*int64, len(tasks)), make([]*string, len(tasks))
 	for i := range tasks {
 		if tasks[i].Error != "" {
 			errs[i] = &tasks[i].Error
+		}
+		if tasks[i].EndReason != "" {
+			why := string(tasks[i].EndReason)
+			whys[i] = &why
 		}
 		outputs[i] = tasks[i].Output
 		if tasks[i].Items != nil {
@@ -683,7 +697,7 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 	}
 	// Prepared: the master creates tasks in every claim and advance transaction.
 	err := selectHot(ctx, q, &created, insertManySQL, append(taskArrays(tasks), pq.Array(errs), pq.Array(outputs),
-		pq.Array(items), pq.Array(counts))...)
+		pq.Array(items), pq.Array(counts), pq.Array(whys))...)
 	if err != nil {
 		return nil, fmt.Errorf("create %d task instances: %w", len(tasks), err)
 	}
@@ -693,7 +707,7 @@ func (q *Queries) TaskCreateMany(ctx context.Context, tasks []NewTask) ([]string
 		out[i] = c.Name
 		if c.State == string(TaskQueued) && !woken[c.Group] {
 			woken[c.Group] = true
-			q.notify(q.ch.task, c.Group)
+			q.wake(q.ch.task, c.Group)
 		}
 	}
 	return out, nil
@@ -735,7 +749,7 @@ const taskListByWorkflowSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count
+			paused_step, item_count, end_reason
 		FROM task_instance
 		WHERE workflow_instance_id = $1 ORDER BY id`
 
@@ -755,7 +769,7 @@ const taskGetSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count
+			paused_step, item_count, end_reason
 		FROM task_instance WHERE id = $1`
 
 // TaskGet returns one task instance.

@@ -56,6 +56,8 @@ type TaskRow struct {
 	QueuedAt           time.Time  `db:"queued_at" json:"queued_at"`
 	StartedAt          *time.Time `db:"started_at" json:"started_at"`
 	EndedAt            *time.Time `db:"ended_at" json:"ended_at"`
+	// EndReason is why the task ended when something other than its own result ended it.
+	EndReason *EndReason `db:"end_reason" json:"end_reason"`
 }
 
 // Page is one page of a keyset-paginated list, newest first.
@@ -107,7 +109,7 @@ const (
 	taskListOlderSQL = `
 		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
 			t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
-			t.queued_at, t.started_at, t.ended_at
+			t.queued_at, t.started_at, t.ended_at, t.end_reason
 		FROM (
 			(SELECT t.* FROM task_instance t
 			 WHERE t.state <> 'running' AND $1::text <> 'running'
@@ -130,7 +132,7 @@ const (
 	taskListNewerSQL = `
 		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.type, t.state,
 			t.worker_group, t.worker_id, t.attempt, t.retries, t.failover_count, t.kill_requested,
-			t.queued_at, t.started_at, t.ended_at
+			t.queued_at, t.started_at, t.ended_at, t.end_reason
 		FROM (
 			(SELECT t.* FROM task_instance t
 			 WHERE t.state <> 'running' AND $1::text <> 'running'
@@ -428,7 +430,7 @@ const (
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count
+			paused_step, item_count, end_reason
 		FROM task_instance
 		WHERE workflow_instance_id = $1 AND ($2::text = '' OR state = $2) AND id > $3
 		ORDER BY id LIMIT $4`
@@ -438,7 +440,7 @@ const (
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count
+			paused_step, item_count, end_reason
 		FROM task_instance
 		WHERE workflow_instance_id = $1 AND ($2::text = '' OR state = $2) AND id < $3
 		ORDER BY id DESC LIMIT $4`

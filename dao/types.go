@@ -48,6 +48,63 @@ func (s WorkflowState) Terminal() bool {
 	return s == WorkflowSucceeded || s == WorkflowFailed || s == WorkflowStopped
 }
 
+// EndReason says why a task or workflow instance ended when something other than its own
+// result ended it (migration 00028); nil on a row is an end by its own result. The statement
+// that ends an instance sets it in the same statement; a kill of a running task sets it with
+// the request, and the task's end keeps it.
+type EndReason string
+
+// The end reasons.
+const (
+	// EndTimeout: its own timeout passed — a task's last attempt timed out, a wait task (or a
+	// paused agent's wait step) had no signal in time, a workflow instance ran past its
+	// workflow timeout.
+	EndTimeout EndReason = "timeout"
+	// EndWorkflowTimeout: a task killed, or a child instance stopped, because its workflow
+	// instance (a child's: its parent) ran past its workflow timeout.
+	EndWorkflowTimeout EndReason = "workflow-timeout"
+	// EndOperatorKill: an operator killed the task, or the task that started the child.
+	EndOperatorKill EndReason = "operator-kill"
+	// EndStop: an operator stopped the workflow instance: it, its tasks and its children.
+	EndStop EndReason = "stop"
+	// EndCancelOldest: a newer submission of the same concurrency key stopped the instance
+	// (when-full: cancel-oldest): it, its tasks and its children.
+	EndCancelOldest EndReason = "cancel-oldest"
+	// EndUpstream: a task skipped because its dependencies' ends did not trigger it.
+	EndUpstream EndReason = "upstream"
+	// EndCondition: a task skipped because its when: rendered false.
+	EndCondition EndReason = "condition"
+	// EndChildFailed: a workflow task whose child instance failed or was stopped.
+	EndChildFailed EndReason = "child-failed"
+)
+
+// EndReasons lists every end reason, in the order of migration 00028's domain.
+var EndReasons = []EndReason{EndTimeout, EndWorkflowTimeout, EndOperatorKill, EndStop, EndCancelOldest,
+	EndUpstream, EndCondition, EndChildFailed}
+
+// Describe says the reason in words, as the CLI, the UI and the notifications show it.
+func (r EndReason) Describe() string {
+	switch r {
+	case EndTimeout:
+		return "its timeout passed"
+	case EndWorkflowTimeout:
+		return "the workflow's timeout passed"
+	case EndOperatorKill:
+		return "killed by an operator"
+	case EndStop:
+		return "the workflow was stopped by an operator"
+	case EndCancelOldest:
+		return "the workflow was stopped by a newer submission (when-full: cancel-oldest)"
+	case EndUpstream:
+		return "its dependencies' ends did not trigger it"
+	case EndCondition:
+		return "its when: condition was false"
+	case EndChildFailed:
+		return "its child workflow did not succeed"
+	}
+	return string(r)
+}
+
 // Outcome is how one attempt of a task ended.
 type Outcome string
 
@@ -103,6 +160,8 @@ type TaskInstance struct {
 	QueuedAt           time.Time       `db:"queued_at"`
 	StartedAt          *time.Time      `db:"started_at"`
 	EndedAt            *time.Time      `db:"ended_at"`
+	// EndReason is why the task ended, if not by its own result; see EndReason.
+	EndReason *EndReason `db:"end_reason"`
 
 	// Usage is the token usage of the task's result, as JSON (see AttemptResult.TaskUsage);
 	// nil for tasks that call no model.
@@ -154,6 +213,8 @@ type WorkflowInstance struct {
 	CreatedAt      time.Time  `db:"created_at"`
 	StartedAt      *time.Time `db:"started_at"`
 	EndedAt        *time.Time `db:"ended_at"`
+	// EndReason is why the instance ended, if not by its tasks' ends; see EndReason.
+	EndReason *EndReason `db:"end_reason"`
 	// RunningMs is how long the instance has run, by the database's clock; only
 	// WorkflowLockManyIfOwned, WorkflowClaimUnowned and WorkflowLockUnowned read it.
 	RunningMs *int64 `db:"running_ms"`

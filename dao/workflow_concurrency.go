@@ -177,7 +177,7 @@ const admitKeyedSQL = `
 		SET owner = $3, state = 'running', started_at = coalesce(w.started_at, clock_timestamp())
 		FROM fits WHERE w.id = fits.id AND fits.ok
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at`
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason`
 
 // WorkflowAdmitKeyedIfUnderMax is the transition "admitted" of the instances of one
 // concurrency key: in one transaction, under the workflow's lock when an instance of the key
@@ -259,7 +259,7 @@ func ParseWakeupKeys(payload string) ([]int64, bool) {
 // ids to a wake-up.
 func (q *Queries) notifyKeys(ids []int64) {
 	for len(ids) > 0 {
-		n := min(len(ids), notifyIDsPerPayload)
+		n := min(len(ids), wakeIDsPerPayload)
 		b := []byte(WakeupKeys)
 		for i, id := range ids[:n] {
 			if i > 0 {
@@ -267,7 +267,7 @@ func (q *Queries) notifyKeys(ids []int64) {
 			}
 			b = strconv.AppendInt(b, id, 10)
 		}
-		q.notify(q.ch.master, string(b))
+		q.wake(q.ch.master, string(b))
 		ids = ids[n:]
 	}
 }

@@ -199,17 +199,17 @@ func (q *Queries) notifyCreated(c *created, roots []NewTask) {
 	}
 	if c.MaxActive != nil {
 		// A capped instance may only start by WorkflowAdmitIfUnderCap, which the plain wake-up runs.
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 		return
 	}
 	woken := map[string]bool{}
 	for _, r := range roots {
 		if r.State == TaskQueued && !woken[r.Group] {
 			woken[r.Group] = true
-			q.notify(q.ch.task, r.Group)
+			q.wake(q.ch.task, r.Group)
 		}
 	}
-	q.notify(q.ch.master, WakeupNew)
+	q.wake(q.ch.master, WakeupNew)
 }
 
 // WorkflowCreate is the transition "created": an instance of a stored definition, with, in
@@ -331,7 +331,7 @@ func (q *Queries) createWhenFull(ctx context.Context, sub Submission, c *created
 		ev.Params = AuditParams(map[string]any{"reason": "when-full: cancel-oldest",
 			"key": sub.Concurrency.Key, "by": fmt.Sprintf("workflow-instance/%d", *id)})
 		msg := fmt.Sprintf("stopped: workflow instance %d was submitted with the same concurrency key %q (when-full: cancel-oldest)", *id, sub.Concurrency.Key)
-		if _, err := q.workflowStopIfActive(ctx, old, msg, &ev); err != nil {
+		if _, err := q.workflowStopIfActive(ctx, old, msg, EndCancelOldest, &ev); err != nil {
 			return nil, err
 		}
 	}
@@ -385,7 +385,7 @@ const claimUnownedSQL = `
 		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
 			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
@@ -457,7 +457,7 @@ const claimStrandedSQL = `
 		-- whole table once a backlog makes the claim look big.
 		WHERE w.id = ANY(ARRAY(SELECT id FROM locked))
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 			(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms,
 			w.id = ANY(ARRAY(SELECT id FROM locked WHERE fresh)) AS fresh`
 
@@ -490,7 +490,7 @@ const lockUnownedSQL = `
 		-- listByWorkflowsSQL); SKIP LOCKED never waits, so the order cannot deadlock.
 		SELECT w.* FROM unnest($1::bigint[]) AS x(id) CROSS JOIN LATERAL (
 			SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-				w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+				w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 				(extract(epoch FROM now() - w.started_at) * 1000)::bigint AS running_ms
 			FROM workflow_instance w
 			WHERE w.id = x.id AND w.owner IS NOT DISTINCT FROM NULL AND w.state IS NOT DISTINCT FROM 'running'
@@ -590,7 +590,7 @@ const admitSQL = `
 		SET owner = $2, state = 'running', started_at = coalesce(w.started_at, now())
 		FROM ranked WHERE w.id = ranked.id AND $4 + ranked.k <= ranked.max_active
 		RETURNING w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at`
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason`
 
 // WorkflowListOwnedActive returns the ids of the running workflow instances owner drives.
 func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]int64, error) {
@@ -605,7 +605,7 @@ func (q *Queries) WorkflowListOwnedActive(ctx context.Context, owner string) ([]
 // lockIfOwnedSQL is WorkflowLockIfOwned's statement: $1 the instance, $2 the owner.
 const lockIfOwnedSQL = `
 		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
-			created_at, started_at, ended_at
+			created_at, started_at, ended_at, end_reason
 		FROM workflow_instance
 		WHERE id = $1 AND owner = $2 AND state = 'running' FOR NO KEY UPDATE`
 
@@ -628,6 +628,12 @@ func (q *Queries) WorkflowLockIfOwned(ctx context.Context, id int64, owner strin
 // If the instance is a child, its parent task ends with it (TaskEndIfChildEnded), with no
 // output.
 func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner string, state WorkflowState, errMsg string) error {
+	return q.workflowFinishIfOwned(ctx, id, owner, state, errMsg, "")
+}
+
+// workflowFinishIfOwned is WorkflowFinishIfOwned with the end's reason why ("" for none: an
+// end by its tasks' ends).
+func (q *Queries) workflowFinishIfOwned(ctx context.Context, id int64, owner string, state WorkflowState, errMsg string, why EndReason) error {
 	var e *string
 	if errMsg != "" {
 		e = &errMsg
@@ -638,11 +644,11 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 		Child  bool `db:"child"`
 	}
 	err := sqlxSelect(ctx, q, &ended, `
-		UPDATE workflow_instance SET state = $3, error = $4, ended_at = now()
+		UPDATE workflow_instance SET state = $3, error = $4, ended_at = now(), end_reason = nullif($5, '')::end_reason
 		WHERE id = $1 AND owner = $2 AND state = 'running'
 		RETURNING max_active IS NOT NULL AS capped, concurrency_key IS NOT NULL AS keyed,
 			parent_task_instance_id IS NOT NULL AS child`,
-		id, owner, string(state), e)
+		id, owner, string(state), e, string(why))
 	if err != nil {
 		return fmt.Errorf("finish workflow instance %d: %w", id, err)
 	}
@@ -655,7 +661,7 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 		q.notifyKeys([]int64{id})
 	}
 	if ended[0].Capped {
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 	}
 	if ended[0].Child {
 		return q.endParentsOf(ctx, []int64{id}, nil)
@@ -670,11 +676,11 @@ func (q *Queries) WorkflowFinishIfOwned(ctx context.Context, id int64, owner str
 // its workflow tasks started are stopped. If it is a child, its parent task fails with it. It
 // returns how many running tasks were asked to stop.
 func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, errMsg string) (int, error) {
-	if err := q.WorkflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg); err != nil {
+	if err := q.workflowFinishIfOwned(ctx, id, owner, WorkflowFailed, errMsg, EndTimeout); err != nil {
 		return 0, err
 	}
 	workers := map[string]bool{}
-	r, children, err := q.killTasksOf(ctx, []int64{id}, "killed: "+errMsg, workers)
+	r, children, err := q.killTasksOf(ctx, []int64{id}, "killed: "+errMsg, EndWorkflowTimeout, workers)
 	if err != nil {
 		return 0, err
 	}
@@ -696,7 +702,7 @@ func (q *Queries) WorkflowTimeOutIfOwned(ctx context.Context, id int64, owner, e
 // workflowGetSQL is WorkflowGet's statement: $1 the instance.
 const workflowGetSQL = `
 		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
-			created_at, started_at, ended_at
+			created_at, started_at, ended_at, end_reason
 		FROM workflow_instance WHERE id = $1`
 
 // WorkflowGet returns one workflow instance.
@@ -716,7 +722,7 @@ func (q *Queries) WorkflowGet(ctx context.Context, id int64) (*WorkflowInstance,
 // hundred it asked for. The primary key is then the only way in.
 const lockManySQL = `
 		SELECT id, workflow_name, workflow_version, state, owner, params, priority, max_active, concurrency_key, error,
-			created_at, started_at, ended_at,
+			created_at, started_at, ended_at, end_reason,
 			(extract(epoch FROM now() - started_at) * 1000)::bigint AS running_ms
 		FROM workflow_instance
 		WHERE id = ANY($1) AND owner IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM 'running'
@@ -793,7 +799,7 @@ func (q *Queries) WorkflowFinishManyIfOwnedOrUnowned(ctx context.Context, owner 
 	// instance.
 	q.notifyKeys(res.Keyed)
 	if res.Capped {
-		q.notify(q.ch.master, "")
+		q.wake(q.ch.master, "")
 	}
 	if len(res.Children) > 0 {
 		outputs := make(map[int64]string, len(res.Children))

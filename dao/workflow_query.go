@@ -70,7 +70,7 @@ var workflowList = keysetList{older: workflowListOlderSQL, newer: workflowListNe
 const (
 	workflowListOlderSQL = `
 		SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 			(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 				(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
 			) AS task_states
@@ -80,7 +80,7 @@ const (
 		ORDER BY w.id DESC LIMIT $4`
 	workflowListNewerSQL = `
 		SELECT w.id, w.workflow_name, w.workflow_version, w.state, w.owner, w.params, w.priority,
-			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at,
+			w.max_active, w.concurrency_key, w.error, w.created_at, w.started_at, w.ended_at, w.end_reason,
 			(SELECT coalesce(jsonb_object_agg(state, n), '{}') FROM
 				(SELECT state, count(*) AS n FROM task_instance WHERE workflow_instance_id = w.id GROUP BY state) s
 			) AS task_states

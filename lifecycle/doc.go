@@ -170,12 +170,16 @@
 // leader puts the running tasks of a fenced worker back in the queue (RequeueLostWorker),
 // outcome failed_over, or ends them killed where a kill was requested.
 //
+// An end that is not the instance's own result carries its reason (dao.EndReason), written
+// by the statement that ends it: a kill request records the reason with the request (an
+// operator's kill, its workflow's stop or timeout), and the end keeps it.
+//
 // # Notifications
 //
 // The events people are told of follow from these transitions without any statement naming
 // them: triggers of migration 00022 queue a notification row (dao.Notification) in the
 // transaction of the transition, when an instance ends succeeded or failed (timeout when its
-// workflow timeout failed it), when a task ends failed (after its retries, or created failed),
+// workflow timeout failed it: its end_reason, migration 00028), when a task ends failed (after its retries, or created failed),
 // and when the leader records a failover. Facts stores a definition's notify: entries as
 // rules (NotifyRules) and its deadlines; a master's poll queues the passed deadlines
 // (dao.DeadlineQueuePassed), which change no state.

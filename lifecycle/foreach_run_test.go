@@ -312,7 +312,7 @@ func TestForEachKillAndRerun(t *testing.T) {
 	if err != nil || res.State != dao.TaskWaiting {
 		t.Fatalf("kill = %+v, %v; want the parent waiting for its items", res, err)
 	}
-	if _, err := b.db.TaskEndIfWaiting(b.ctx, tasks["sum"].ID, dao.TaskSucceeded, nil, nil, nil); err == nil {
+	if _, err := b.db.TaskEndIfWaiting(b.ctx, tasks["sum"].ID, dao.TaskSucceeded, nil, nil, "", nil); err == nil {
 		t.Fatal("a signal ended the parent of a for-each")
 	}
 	b.advance(t)

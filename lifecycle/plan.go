@@ -30,6 +30,9 @@ type Planned struct {
 	State dao.TaskState
 	// Error says why a task is created failed.
 	Error string
+	// EndReason says why a task is created skipped: its dependencies' ends do not trigger it
+	// (dao.EndUpstream), or its when: is false (dao.EndCondition).
+	EndReason dao.EndReason
 	// Items are a for-each task's items, non-nil for the parent of its items alone: created
 	// waiting for them, or succeeded with Output "[]" when there are none.
 	Items  []string
@@ -87,15 +90,16 @@ func Decide(spec *workflow.Spec, states map[string]dao.TaskState, runs Runs, exp
 		if !ready {
 			continue
 		}
-		c := Planned{Task: t, State: dao.TaskSkipped}
+		c := Planned{Task: t, State: dao.TaskSkipped, EndReason: dao.EndUpstream}
 		if Trigger(t.Trigger, ok, failed) {
+			c.EndReason = ""
 			c.State = dao.TaskQueued
 			if runs != nil {
 				switch yes, err := runs(t); {
 				case err != nil:
 					c.State, c.Error = dao.TaskFailed, err.Error()
 				case !yes:
-					c.State = dao.TaskSkipped
+					c.State, c.EndReason = dao.TaskSkipped, dao.EndCondition
 				}
 			}
 			if c.State == dao.TaskQueued && t.ForEach != "" && expand != nil {
@@ -207,7 +211,7 @@ func taskRow(wfID int64, wfPriority int, c Planned, params map[string]string, ta
 	if err != nil {
 		return dao.NewTask{}, err
 	}
-	row.Error = c.Error
+	row.Error, row.EndReason = c.Error, c.EndReason
 	if c.Items != nil {
 		row.Items, row.Output = c.Items, c.Output
 		row.Pool, row.MaxRetries, row.RetryInterval, row.Timeout = "", 0, 0, 0

@@ -78,7 +78,8 @@ func TestDecide(t *testing.T) {
 
 // TestDecideTriggersAndConditions: a trigger says what the dependencies must have come to, a
 // when: condition then whether the task runs; a skip by either propagates as an upstream
-// skip does, and a condition that cannot be decided fails its task, which fails the run.
+// skip does, and a condition that cannot be decided fails its task, which fails the run. A
+// skipped task carries its end reason (in parentheses here): its condition, or its upstream.
 func TestDecideTriggersAndConditions(t *testing.T) {
 	t.Parallel()
 	spec, err := workflow.Parse([]byte(`
@@ -112,7 +113,11 @@ tasks:
 		}, nil)
 		var got []string
 		for _, c := range p.Create {
-			got = append(got, c.Task.Name+"="+string(c.State)+c.Error)
+			s := c.Task.Name + "=" + string(c.State) + c.Error
+			if c.EndReason != "" {
+				s += "(" + string(c.EndReason) + ")"
+			}
+			got = append(got, s)
 		}
 		if p.Done {
 			got = append(got, "done:"+string(p.State))
@@ -128,12 +133,12 @@ tasks:
 		{"condition true", map[string]dao.TaskState{"build": ok}, nil, []string{"deploy=queued"}},
 		{"condition false skips the task and what needs it to succeed; all-done runs",
 			map[string]dao.TaskState{"build": ok}, map[string]string{"deploy": "false"},
-			[]string{"deploy=skipped", "notify=skipped", "alert=skipped", "cleanup=queued"}},
+			[]string{"deploy=skipped(condition)", "notify=skipped(upstream)", "alert=skipped(upstream)", "cleanup=queued"}},
 		{"any-failed runs on a failure, all-done after it",
 			map[string]dao.TaskState{"build": ok, "deploy": f}, nil,
-			[]string{"notify=skipped", "alert=queued"}},
+			[]string{"notify=skipped(upstream)", "alert=queued"}},
 		{"a kill counts as a failure", map[string]dao.TaskState{"build": k}, nil,
-			[]string{"deploy=skipped", "notify=skipped", "alert=queued"}},
+			[]string{"deploy=skipped(upstream)", "notify=skipped(upstream)", "alert=queued"}},
 		{"all-done waits for every dependency", map[string]dao.TaskState{"build": ok, "deploy": f, "notify": sk}, nil,
 			[]string{"alert=queued"}},
 		{"all-done after a failure; the run still fails",
@@ -144,10 +149,10 @@ tasks:
 			[]string{"done:succeeded"}},
 		{"a condition that cannot be decided fails the task",
 			map[string]dao.TaskState{"build": ok}, map[string]string{"deploy": "error"},
-			[]string{"deploy=failedno such param", "notify=skipped", "alert=queued"}},
+			[]string{"deploy=failedno such param", "notify=skipped(upstream)", "alert=queued"}},
 		{"no condition is asked of a task its trigger skips",
 			map[string]dao.TaskState{"build": f}, map[string]string{"deploy": "error"},
-			[]string{"deploy=skipped", "notify=skipped", "alert=queued"}},
+			[]string{"deploy=skipped(upstream)", "notify=skipped(upstream)", "alert=queued"}},
 	} {
 		if got := decide(tc.states, tc.cond); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)

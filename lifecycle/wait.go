@@ -37,7 +37,7 @@ func Signal(ctx context.Context, db *dao.DB, id int64, output string, fail bool,
 		}
 		state, errMsg = dao.TaskFailed, &msg
 	}
-	return db.TaskEndIfWaiting(ctx, id, state, out, errMsg, audit)
+	return db.TaskEndIfWaiting(ctx, id, state, out, errMsg, "", audit)
 }
 
 // EndWaitsPastTimeout is the transition "wait timed out": it ends at most limit waiting task
@@ -54,7 +54,7 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 	ended := 0
 	for _, w := range due {
 		state, output, errMsg := waitTimedOut(w.Params, w.PausedStep)
-		_, err := db.TaskEndIfWaiting(ctx, w.ID, state, output, errMsg, nil)
+		_, err := db.TaskEndIfWaiting(ctx, w.ID, state, output, errMsg, dao.EndTimeout, nil)
 		var conflict *dao.ConflictError
 		switch {
 		case errors.As(err, &conflict):

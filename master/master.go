@@ -3,7 +3,7 @@
 // workflow timeouts, and sweeps for instances whose last task's wake-up nobody heard. What
 // each step decides and writes is package lifecycle's (lifecycle.Driver, whose doc.go draws
 // every state and who may change it); this package decides when to take a step: on
-// notifications, on polls, and on a full resync after a reconnect.
+// wake-ups, on polls, and on a full resync after a reconnect.
 //
 // A submission (lifecycle.Submit) creates an instance with its root tasks already queued, so
 // the first tasks start on the workers' wake-up: the instance runs without an owner until one
@@ -57,7 +57,7 @@ type Gate interface {
 type Config struct {
 	// ID is the node identity, host:port_startMillis; it is the owner of the instances.
 	ID string
-	// PollInterval is how often the master rescans without a notification.
+	// PollInterval is how often the master rescans without a wake-up.
 	PollInterval time.Duration
 	// SweepSlice is how many unowned running instances a step of the sweep looks at; 0 is
 	// sweepSlice.
@@ -124,12 +124,12 @@ func (m *Master) Owned() int {
 const newClaimDelay = 20 * time.Millisecond
 
 // fullResyncEvery is how many polls pass between two full resyncs, which advance every owned
-// instance. A notification is lost only with the listening connection or to an overflowing
+// instance. A wake-up is lost only with the listening connection or to an overflowing
 // consumer, and both are followed by a full resync at once (Wakeup.Rescan); the periodic one is
 // a backstop that costs a pass over every owned instance, so it is not run at every poll.
 const fullResyncEvery = 10
 
-// Run drives workflows until ctx ends. It wakes on notifications and polls as a fallback.
+// Run drives workflows until ctx ends. It acts on wake-ups (LISTEN/NOTIFY) and polls as a fallback.
 func (m *Master) Run(ctx context.Context) error {
 	wake := m.db.ListenMaster(m.cfg.Log)
 	defer wake.Close()
@@ -389,7 +389,7 @@ func (m *Master) markDue(dirty map[int64]struct{}) {
 }
 
 // resync marks every instance the master owns as dirty, which also picks up changes whose
-// notification was lost. It reports success.
+// wake-up was lost. It reports success.
 func (m *Master) resync(ctx context.Context, dirty map[int64]struct{}) bool {
 	ids, err := m.db.WorkflowListOwnedActive(ctx, m.cfg.ID)
 	if err != nil {

@@ -62,7 +62,9 @@ func (b *policyBundle) tasks(t *testing.T, id int64) map[string]dao.TaskInstance
 }
 
 // TestWorkflowTimeout: past its timeout, a workflow instance fails, its running task is asked
-// to stop (kill_requested) and its queued one is killed.
+// to stop (kill_requested) and its queued one is killed. The instance ends for its timeout,
+// its tasks for their workflow's (end_reason), the running one too once its worker has killed
+// it: it used to say an operator had.
 func TestWorkflowTimeout(t *testing.T) {
 	t.Parallel()
 	b := setupPolicy(t)
@@ -97,6 +99,19 @@ tasks:
 	if err != nil || len(toks) != 1 || toks[0].TaskID != claimed[0].ID {
 		t.Errorf("kill requests of w1 = %v, %v", toks, err)
 	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeKilled,
+		Next: dao.TaskKilled, Error: "killed on request"}); err != nil {
+		t.Fatal(err)
+	}
+	if wf.EndReason == nil || *wf.EndReason != dao.EndTimeout {
+		t.Errorf("workflow's end reason = %v, want %s", wf.EndReason, dao.EndTimeout)
+	}
+	for name, want := range map[string]string{"runs": "killed: the workflow timed out", "waits": "killed: workflow timeout 1s exceeded"} {
+		got := b.tasks(t, id)[name]
+		if got.State != dao.TaskKilled || got.EndReason == nil || *got.EndReason != dao.EndWorkflowTimeout || deref(got.Error) != want {
+			t.Errorf("%s = %s, reason %v, error %q; want killed for its workflow's timeout, %q", name, got.State, got.EndReason, deref(got.Error), want)
+		}
+	}
 }
 
 // TestKillRequestedTaskFailedOverEndsTheWorkflow: a running task whose kill was requested (by
@@ -110,11 +125,13 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 		name, file string
 		// kill asks for the kill of the running task, directly or through its workflow.
 		kill func(task int64) error
+		// reason is the running task's end reason, workflowReason the instance's.
+		reason, workflowReason dao.EndReason
 	}{
 		{"kill", "name: killed\ntasks:\n  - {name: runs, type: shell, command: sleep 60, group: kill}\n  - {name: after, type: noop, depends-on: [runs]}\n",
-			func(task int64) error { _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, task); return err }},
+			func(task int64) error { _, err := b.db.TaskKillIfQueuedOrRunning(b.ctx, task); return err }, dao.EndOperatorKill, ""},
 		{"timeout", "name: timed-out\ntimeout: 1s\ntasks:\n  - {name: runs, type: shell, command: sleep 60, group: timeout}\n  - {name: after, type: noop, depends-on: [runs]}\n",
-			func(int64) error { return nil }},
+			func(int64) error { return nil }, dao.EndWorkflowTimeout, dao.EndTimeout},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			id := b.submit(t, c.file)
@@ -139,8 +156,18 @@ func TestKillRequestedTaskFailedOverEndsTheWorkflow(t *testing.T) {
 			if got := b.state(t, id); got != dao.WorkflowFailed || ts["runs"].State != dao.TaskKilled {
 				t.Errorf("workflow %s, runs %s; want failed with runs killed", got, ts["runs"].State)
 			}
-			if a, ok := ts["after"]; ok && a.State != dao.TaskSkipped {
-				t.Errorf("after = %s, want skipped or never created", a.State)
+			if a, ok := ts["after"]; ok && (a.State != dao.TaskSkipped || a.EndReason == nil || *a.EndReason != dao.EndUpstream) {
+				t.Errorf("after = %s (%v), want skipped for its upstream or never created", a.State, a.EndReason)
+			}
+			if r := ts["runs"].EndReason; r == nil || *r != c.reason {
+				t.Errorf("runs' end reason = %v, want %s", r, c.reason)
+			}
+			wf, err := b.db.WorkflowGet(b.ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := deref((*string)(wf.EndReason)); got != string(c.workflowReason) {
+				t.Errorf("workflow's end reason = %q, want %q", got, c.workflowReason)
 			}
 			if again, err := b.db.TaskClaimQueued(b.ctx, "w-next", []string{c.name}, 1); err != nil || len(again) != 0 {
 				t.Errorf("claimed %d tasks after the failover, %v; want none", len(again), err)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	mail "github.com/wneessen/go-mail"
+
+	"github.com/zksched/zksched/dao"
 )
 
 // SMTP is how a master reaches its mail server.
@@ -79,6 +81,9 @@ func mailBody(msg Message) string {
 	line("task", msg.Task)
 	line("node", msg.Node)
 	line("state", msg.State)
+	if msg.EndReason != "" {
+		line("end reason", msg.EndReason+": "+dao.EndReason(msg.EndReason).Describe())
+	}
 	line("error", msg.Error)
 	line("url", msg.URL)
 	line("time", msg.Time.UTC().Format(time.RFC3339))

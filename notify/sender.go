@@ -65,16 +65,19 @@ type Mailer interface {
 
 // Message is what a notification says, the JSON body of a webhook and the content of a mail.
 type Message struct {
-	Event    string    `json:"event"`
-	Workflow string    `json:"workflow,omitempty"`
-	Instance int64     `json:"instance,omitempty"`
-	Task     string    `json:"task,omitempty"`
-	TaskID   int64     `json:"task_instance,omitempty"`
-	State    string    `json:"state"`
-	Error    string    `json:"error"`
-	URL      string    `json:"url,omitempty"`
-	Time     time.Time `json:"time"`
-	Node     string    `json:"node,omitempty"`
+	Event    string `json:"event"`
+	Workflow string `json:"workflow,omitempty"`
+	Instance int64  `json:"instance,omitempty"`
+	Task     string `json:"task,omitempty"`
+	TaskID   int64  `json:"task_instance,omitempty"`
+	State    string `json:"state"`
+	// EndReason is why the instance or task ended when something other than its own result
+	// ended it (dao.EndReason, such as "timeout"); empty otherwise.
+	EndReason string    `json:"end_reason,omitempty"`
+	Error     string    `json:"error"`
+	URL       string    `json:"url,omitempty"`
+	Time      time.Time `json:"time"`
+	Node      string    `json:"node,omitempty"`
 }
 
 // Text is the message as one line, the text of a Slack body and the subject of a mail.
@@ -91,6 +94,9 @@ func (m Message) Text() string {
 		}
 	}
 	fmt.Fprintf(&b, " is %s", m.State)
+	if m.EndReason != "" {
+		fmt.Fprintf(&b, " (%s)", dao.EndReason(m.EndReason).Describe())
+	}
 	if m.Error != "" {
 		fmt.Fprintf(&b, ": %s", m.Error)
 	}
@@ -227,12 +233,13 @@ func (s *Sender) Backoff(attempt int) time.Duration {
 func (s *Sender) message(n dao.Notification) (Message, error) {
 	var p struct {
 		State, Error, Task, Node string
+		EndReason                string `json:"end_reason"`
 		Time                     time.Time
 	}
 	if err := json.Unmarshal(n.Payload, &p); err != nil {
 		return Message{}, fmt.Errorf("read the notification's payload: %w", err)
 	}
-	m := Message{Event: n.Event, State: p.State, Error: p.Error, Task: p.Task, Node: p.Node, Time: p.Time}
+	m := Message{Event: n.Event, State: p.State, EndReason: p.EndReason, Error: p.Error, Task: p.Task, Node: p.Node, Time: p.Time}
 	if n.WorkflowName != nil {
 		m.Workflow = *n.WorkflowName
 	}

@@ -185,6 +185,43 @@ func TestWebhookSlack(t *testing.T) {
 	}
 }
 
+// TestWebhookSaysTheEndReason: an instance its workflow timeout ended sends timeout, its body
+// carrying end_reason and its Slack text the reason in words.
+func TestWebhookSaysTheEndReason(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := daotest.Submit(t, b.db, "nightly", map[string]any{"name": "nightly", "notify": []map[string]any{
+		{"on": []string{"timeout"}, "webhook-url-env": "ZKSCHED_WEBHOOK_OPS"},
+		{"on": []string{"timeout"}, "webhook-url-env": "ZKSCHED_WEBHOOK_SLACK", "slack": true}}})
+	if _, err := b.db.WorkflowClaimUnowned(b.ctx, "m1", 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.Tx(b.ctx, func(q *dao.Queries) error {
+		_, err := q.WorkflowTimeOutIfOwned(b.ctx, wf, "m1", "workflow timeout 1s exceeded")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.sendAll(t, b.sender(notify.Config{}), 1)
+	got := b.hook.got()
+	if len(got) != 2 {
+		t.Fatalf("webhook got %+v; want two requests", got)
+	}
+	text := "zksched timeout: workflow nightly instance " + jsonNumber(wf) + " is failed (its timeout passed): workflow timeout 1s exceeded"
+	var sawBody, sawText bool
+	for _, r := range got {
+		switch {
+		case r.body["text"] != nil:
+			sawText = r.body["text"] == text
+		default:
+			sawBody = r.body["event"] == "timeout" && r.body["end_reason"] == "timeout"
+		}
+	}
+	if !sawBody || !sawText {
+		t.Fatalf("webhook got %+v; want a body with end_reason timeout and the text %q", got, text)
+	}
+}
+
 // TestWebhookRetries: a refused try is retried, with the same idempotency key, until the
 // webhook takes it; the last error is kept.
 func TestWebhookRetries(t *testing.T) {

@@ -19,8 +19,9 @@ var (
 	// errRefused: a write under the attempt's token was refused, so the task is no longer
 	// ours; nothing more is recorded for it.
 	errRefused = errors.New("fencing token refused")
-	// errKilled: an operator asked to kill the task; it ends killed, without a retry.
-	errKilled = errors.New("killed by an operator")
+	// errKilled: the task's kill was requested (by an operator, or by its workflow's stop
+	// or timeout: its end_reason says which); it ends killed, without a retry.
+	errKilled = errors.New("killed on request")
 )
 
 // decide turns how an attempt ended into its outcome and the task's next state, by the rule

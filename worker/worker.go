@@ -41,7 +41,7 @@ type Config struct {
 	// not wait for that write; a worker holds at most 2 × Slots attempts, running or
 	// recording, so a slow database stops its claims.
 	Slots int
-	// PollInterval is how often the worker looks for tasks without a notification.
+	// PollInterval is how often the worker looks for tasks without a wake-up.
 	PollInterval time.Duration
 	// ShutdownTimeout is how long running attempts may go on after shutdown begins.
 	ShutdownTimeout time.Duration
@@ -251,7 +251,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		case k := <-kills.C:
 			checkKills = k.Rescan || k.Payload == w.cfg.ID
 		case <-tick.Chan():
-			// The poll also covers kill requests whose notification was lost.
+			// The poll also covers kill requests whose wake-up was lost.
 			look, checkKills = true, true
 			w.reconcile(ctx)
 			w.lookForPools(ctx)

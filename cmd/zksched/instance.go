@@ -48,6 +48,8 @@ type statusJSON struct {
 	CreatedAt       time.Time         `json:"created_at"`
 	StartedAt       *time.Time        `json:"started_at"`
 	EndedAt         *time.Time        `json:"ended_at"`
+	// EndReason is why the instance ended when something other than its tasks' ends ended it.
+	EndReason *dao.EndReason `json:"end_reason"`
 	// ParentWorkflowInstanceID and ParentTaskInstanceID are the workflow task that started
 	// this instance, when one did.
 	ParentWorkflowInstanceID *int64           `json:"parent_workflow_instance_id,omitempty"`
@@ -69,6 +71,8 @@ type taskStatusJSON struct {
 	QueuedAt      time.Time     `json:"queued_at"`
 	StartedAt     *time.Time    `json:"started_at"`
 	EndedAt       *time.Time    `json:"ended_at"`
+	// EndReason is why the task ended when something other than its own result ended it.
+	EndReason *dao.EndReason `json:"end_reason"`
 	// ChildWorkflowInstanceID is the instance a workflow task started.
 	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
 	// PausedStep is the wait step a paused agent waits at.
@@ -274,6 +278,9 @@ func writeStatus(w io.Writer, st *statusJSON) error {
 	if st.Owner != nil {
 		fmt.Fprintf(w, "  owner: %s\n", *st.Owner)
 	}
+	if st.EndReason != nil {
+		fmt.Fprintf(w, "  ended because: %s (%s)\n", st.EndReason.Describe(), *st.EndReason)
+	}
 	if st.Error != nil {
 		fmt.Fprintf(w, "  error: %s\n", *st.Error)
 	}
@@ -298,6 +305,9 @@ func writeStatus(w io.Writer, st *statusJSON) error {
 		}
 		if t.KillRequested && !t.State.Terminal() {
 			note = append(note, "kill requested")
+		}
+		if t.EndReason != nil && t.State.Terminal() {
+			note = append(note, t.EndReason.Describe())
 		}
 		if t.Error != nil {
 			note = append(note, oneLine(*t.Error))
@@ -521,11 +531,11 @@ func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error)
 	}
 	st := &statusJSON{ID: wf.ID, WorkflowName: wf.WorkflowName, WorkflowVersion: wf.WorkflowVersion, State: wf.State,
 		Owner: wf.Owner, Error: wf.Error, CreatedAt: wf.CreatedAt, StartedAt: wf.StartedAt, EndedAt: wf.EndedAt,
-		ParentWorkflowInstanceID: parent.Workflow, ParentTaskInstanceID: parent.Task, Tasks: []taskStatusJSON{}}
+		EndReason: wf.EndReason, ParentWorkflowInstanceID: parent.Workflow, ParentTaskInstanceID: parent.Task, Tasks: []taskStatusJSON{}}
 	for _, t := range tasks {
 		j := taskStatusJSON{ID: t.ID, Name: t.Name, Type: t.Type, State: t.State, Attempt: t.Attempt, WorkerID: t.WorkerID,
 			KillRequested: t.KillRequested, Error: t.Error, QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			PausedStep: t.PausedStep, ItemCount: t.ItemCount}
+			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount}
 		if c, ok := children[t.ID]; ok {
 			j.ChildWorkflowInstanceID = &c
 		}

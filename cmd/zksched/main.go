@@ -46,7 +46,7 @@ func commands() []command {
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
 		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
 		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
-		{"status", "WORKFLOW_INSTANCE " + instanceUsage, "show a workflow instance: state, times, error, parent, and its tasks with state, attempt, worker, children and what the waiting ones wait for", runStatus},
+		{"status", "WORKFLOW_INSTANCE " + instanceUsage, "show a workflow instance: state, times, why it ended, error, parent, and its tasks with state, attempt, worker, children and what the waiting ones wait for", runStatus},
 		{"logs", "TASK_INSTANCE [--follow] [--attempt N] " + instanceUsage, "print a task's log (its latest attempt's by default); --follow prints new lines until the attempt ends", runLogs},
 		{"kill", "TASK_INSTANCE " + instanceUsage, "kill a queued or waiting task, or ask the worker of a running one to stop it", runKill},
 		{"rerun", "TASK_INSTANCE | --workflow WORKFLOW_INSTANCE " + instanceUsage, "queue a failed or killed task again, or every failed or killed task of a workflow instance", runRerun},

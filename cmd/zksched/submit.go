@@ -165,6 +165,9 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 				case t.State.Terminal() && t.Error != nil:
 					line = fmt.Sprintf("%s: %s", t.State, *t.Error)
 				}
+				if t.State.Terminal() && t.EndReason != nil {
+					line += fmt.Sprintf(" (end reason %s: %s)", *t.EndReason, t.EndReason.Describe())
+				}
 				if seen[t.Name] != line {
 					seen[t.Name] = line
 					fmt.Fprintf(w, "%s  %-20s %s\n", time.Now().Format("15:04:05.000"), t.Name, line)
@@ -174,6 +177,9 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 		wf, err := db.WorkflowGet(ctx, id)
 		if err == nil && wf.State.Terminal() {
 			msg := fmt.Sprintf("workflow instance %d %s", id, wf.State)
+			if wf.EndReason != nil {
+				msg += fmt.Sprintf(" (end reason %s: %s)", *wf.EndReason, wf.EndReason.Describe())
+			}
 			if wf.Error != nil {
 				msg += ": " + *wf.Error
 			}

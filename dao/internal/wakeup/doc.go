@@ -1,4 +1,4 @@
-// Package notify carries dao's wake-ups through PostgreSQL's LISTEN/NOTIFY: a Batcher sends
+// Package wakeup carries dao's wake-ups through PostgreSQL's LISTEN/NOTIFY: a Batcher sends
 // them once the writes they announce have committed, many to a statement, and Listen
 // delivers them to the masters and workers, several channels on one connection.
 //
@@ -7,4 +7,4 @@
 // wake-up lost on either side costs
 // latency, never work. The package knows no channel and no statement: dao names the channels
 // and gives the Batcher the statement that sends.
-package notify
+package wakeup

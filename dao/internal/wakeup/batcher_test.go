@@ -1,11 +1,11 @@
-package notify_test
+package wakeup_test
 
 import (
 	"context"
 	"sync"
 	"testing"
 
-	"github.com/zksched/zksched/dao/internal/notify"
+	"github.com/zksched/zksched/dao/internal/wakeup"
 )
 
 // TestBatcherSendsEachNoteOnce: notes queued while a send is under way go out together in the
@@ -13,14 +13,14 @@ import (
 func TestBatcherSendsEachNoteOnce(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var sent []map[notify.Note]int
+	var sent []map[wakeup.Note]int
 	started, release := make(chan struct{}), make(chan struct{})
-	b := notify.NewBatcher(func(ctx context.Context, channels, payloads []string) error {
+	b := wakeup.NewBatcher(func(ctx context.Context, channels, payloads []string) error {
 		mu.Lock()
 		first := len(sent) == 0
-		call := map[notify.Note]int{}
+		call := map[wakeup.Note]int{}
 		for i := range channels {
-			call[notify.Note{Channel: channels[i], Payload: payloads[i]}]++
+			call[wakeup.Note{Channel: channels[i], Payload: payloads[i]}]++
 		}
 		sent = append(sent, call)
 		mu.Unlock()
@@ -30,16 +30,16 @@ func TestBatcherSendsEachNoteOnce(t *testing.T) {
 		}
 		return nil
 	})
-	b.Send(notify.Note{Channel: "c", Payload: "first"})
+	b.Send(wakeup.Note{Channel: "c", Payload: "first"})
 	<-started
 	for range 3 {
-		b.Send(notify.Note{Channel: "c", Payload: "a"}, notify.Note{Channel: "d", Payload: "a"})
+		b.Send(wakeup.Note{Channel: "c", Payload: "a"}, wakeup.Note{Channel: "d", Payload: "a"})
 	}
 	close(release)
 	b.Close()
 	mu.Lock()
 	defer mu.Unlock()
-	total := map[notify.Note]int{}
+	total := map[wakeup.Note]int{}
 	for _, call := range sent {
 		for n, k := range call {
 			if k != 1 {
@@ -48,7 +48,7 @@ func TestBatcherSendsEachNoteOnce(t *testing.T) {
 			total[n] += k
 		}
 	}
-	want := map[notify.Note]int{{Channel: "c", Payload: "first"}: 1, {Channel: "c", Payload: "a"}: 1, {Channel: "d", Payload: "a"}: 1}
+	want := map[wakeup.Note]int{{Channel: "c", Payload: "first"}: 1, {Channel: "c", Payload: "a"}: 1, {Channel: "d", Payload: "a"}: 1}
 	if len(total) != len(want) {
 		t.Fatalf("sent %v, want %v", total, want)
 	}

@@ -8,17 +8,17 @@ import (
 	"github.com/lib/pq"
 	"github.com/rs/zerolog"
 
-	"github.com/zksched/zksched/dao/internal/notify"
+	"github.com/zksched/zksched/dao/internal/wakeup"
 )
 
 // Wakeup is one notification: Payload names what changed (a workflow instance id for masters,
 // a worker group for workers). Rescan is set after the listening connection was re-established:
 // notifications may have been missed, so look at everything.
-type Wakeup = notify.Wakeup
+type Wakeup = wakeup.Wakeup
 
 // Listener delivers wake-ups on C. When the consumer falls behind, wake-ups are dropped rather
 // than queued without bound, and a Rescan is delivered in their place once there is room.
-type Listener = notify.Listener
+type Listener = wakeup.Listener
 
 // WakeupNew is the masters' payload for a new instance of an uncapped workflow: claim, with no
 // need to look at the waiting instances of capped workflows, as payload "" also asks.
@@ -28,7 +28,7 @@ const WakeupNew = "new"
 // (payload WakeupNew), new or released instances and freed capacity of capped workflows
 // (payload "") and tasks that reached a terminal state (payload: the workflow instance ids).
 func (db *DB) ListenMaster(log zerolog.Logger) *Listener {
-	return notify.Listen(db.dsn, log, db.channels.master)[0]
+	return wakeup.Listen(db.dsn, log, db.channels.master)[0]
 }
 
 // ListenWorker listens, on one connection, for newly queued tasks (tasks; payload: the worker
@@ -37,37 +37,37 @@ func (db *DB) ListenMaster(log zerolog.Logger) *Listener {
 // NOTIFY, whatever its channel, so each connection fewer is a process fewer woken per queued
 // task.
 func (db *DB) ListenWorker(log zerolog.Logger) (tasks, kills *Listener) {
-	ls := notify.Listen(db.dsn, log, db.channels.task, db.channels.kill)
+	ls := wakeup.Listen(db.dsn, log, db.channels.task, db.channels.kill)
 	return ls[0], ls[1]
 }
 
-// notifySQL sends wake-ups: $1 their channels, $2 their payloads.
-const notifySQL = `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS x(c, p)`
+// wakeupSQL sends wake-ups: $1 their channels, $2 their payloads.
+const wakeupSQL = `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS x(c, p)`
 
-// sendNotes sends wake-ups on db, the notifier's own connection (see Open): the notify.Batcher's
+// sendNotes sends wake-ups on db, the notifier's own connection (see Open): the wakeup.Batcher's
 // statement.
-func sendNotes(db *sqlx.DB) notify.SendFunc {
+func sendNotes(db *sqlx.DB) wakeup.SendFunc {
 	return func(ctx context.Context, channels, payloads []string) error {
-		_, err := db.ExecContext(ctx, notifySQL, pq.Array(channels), pq.Array(payloads))
+		_, err := db.ExecContext(ctx, wakeupSQL, pq.Array(channels), pq.Array(payloads))
 		return err
 	}
 }
 
-// notify announces a change: at once (through the notifier) on the pool, after the commit in
+// wake announces a change: at once (through the notifier) on the pool, after the commit in
 // a transaction. Nothing is sent for a transaction that rolls back.
-func (q *Queries) notify(channel, payload string) {
+func (q *Queries) wake(channel, payload string) {
 	if q.notes != nil {
-		*q.notes = append(*q.notes, notify.Note{Channel: channel, Payload: payload})
+		*q.notes = append(*q.notes, wakeup.Note{Channel: channel, Payload: payload})
 		return
 	}
 	if q.nf != nil {
-		q.nf.Send(notify.Note{Channel: channel, Payload: payload})
+		q.nf.Send(wakeup.Note{Channel: channel, Payload: payload})
 	}
 }
 
-// notifyEnded wakes the masters of the workflow instances whose tasks ended, a few hundred ids
+// wakeEnded wakes the masters of the workflow instances whose tasks ended, a few hundred ids
 // to a wake-up (NOTIFY's payload is at most 8000 bytes).
-func (q *Queries) notifyEnded(ids map[int64]struct{}) {
+func (q *Queries) wakeEnded(ids map[int64]struct{}) {
 	var b []byte
 	n := 0
 	for id := range ids {
@@ -75,12 +75,12 @@ func (q *Queries) notifyEnded(ids map[int64]struct{}) {
 			b = append(b, ',')
 		}
 		b = strconv.AppendInt(b, id, 10)
-		if n++; n == notifyIDsPerPayload {
-			q.notify(q.ch.master, string(b))
+		if n++; n == wakeIDsPerPayload {
+			q.wake(q.ch.master, string(b))
 			b, n = b[:0], 0
 		}
 	}
 	if n > 0 {
-		q.notify(q.ch.master, string(b))
+		q.wake(q.ch.master, string(b))
 	}
 }
