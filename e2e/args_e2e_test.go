@@ -142,8 +142,6 @@ tasks:
 		{[]string{"schedule", "list", "report"}, `schedule list takes no workflow name, got "report"`},
 		{[]string{"user", "--users-file", users, "list", "bob"}, `user list takes no name, got "bob"`},
 		{[]string{"zk", "--json", "nodes", "tree"}, "unexpected arguments [tree]"},
-		{[]string{"bench", "-n", "5", "--json", "nope"}, `unknown bench command "nope"`},
-		{[]string{"bench", "-n", "5", "burn-down", "latency"}, "unexpected arguments [latency]"},
 		{[]string{"backfill", "--from", "2026-10-01", "report"}, "want a workflow name, --from and --to"},
 		{[]string{"migrate", "now"}, "unexpected arguments [now]"},
 		{[]string{"version", "--", "x"}, "unexpected arguments [x]"},
