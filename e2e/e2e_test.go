@@ -101,7 +101,7 @@ tasks:
   - {name: join, type: shell, depends-on: [a, b, c], command: 'echo joined'}
   - {name: flaky, type: shell, command: 'echo attempt $ZKSCHED_ATTEMPT >&2; exit 7', retries: 1, retry-interval: 200ms}
   - {name: below-flaky, type: shell, depends-on: [flaky], command: 'echo never'}
-  - {name: sleepy, type: shell, command: 'echo going to sleep; sleep 60', timeout: 1s}
+  - {name: sleepy, type: shell, command: 'echo going to sleep; sleep 60', timeout: 5s}
 `)
 	out, code := e.Run("submit", "--wait", "--param", "who=zksched", wfFile)
 	if code != 1 {
@@ -136,6 +136,8 @@ tasks:
 	if !strings.Contains(log, "attempt 2") {
 		t.Errorf("flaky attempt 2 log = %q", log)
 	}
+	// Its timeout leaves the task time to start and print, however slowly a busy machine
+	// starts the supervisor and bash.
 	log, _ = e.db.TaskLogRead(context.Background(), ts["sleepy"].ID, 1)
 	if !strings.Contains(log, "going to sleep") || !strings.Contains(log, "SIGTERM") {
 		t.Errorf("sleepy log = %q, want its output and the stop notice", log)
