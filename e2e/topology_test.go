@@ -47,6 +47,7 @@ func newTopology(t *testing.T, name, net string) *topology {
 	run := topologyRunDir(t)
 	tp := &topology{name: name, net: net, runDir: run, env: []string{"ZKSCHED_CLUSTER_NAME=" + name, "ZKSCHED_CLUSTER_NET=" + net,
 		"ZKSCHED_RUN_DIR=" + run, "ZKSCHED_BIN=" + testcluster.Binary(t)}}
+	tp.env = append(tp.env, testcluster.SupervisorEnv(t)...)
 	t.Cleanup(func() {
 		counts, odd := tp.nodeExits(t)
 		if len(counts) > 0 {

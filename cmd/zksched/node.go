@@ -17,6 +17,7 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/failover"
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/metrics"
@@ -321,7 +322,7 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 	if err != nil {
 		return executor.Shell{}, nil, err
 	}
-	shell := executor.Shell{Self: self, BaseEnv: executor.TaskEnv(os.Environ(),
+	shell := executor.Shell{Self: faultinject.Supervisor(self), BaseEnv: executor.TaskEnv(os.Environ(),
 		append(slices.Clone(executor.DefaultTaskEnv), cfg.Worker.TaskEnv...), cfg.SecretEnvNames())}
 	if name := cfg.Worker.TaskUser; name != "" {
 		u, err := executor.LookupTaskUser(name)

@@ -17,3 +17,11 @@ func Point(point string) {
 		select {}
 	}
 }
+
+// Supervisor returns the program ZKSCHED_TEST_SUPERVISOR names, else self.
+func Supervisor(self string) string {
+	if p := os.Getenv("ZKSCHED_TEST_SUPERVISOR"); p != "" {
+		return p
+	}
+	return self
+}

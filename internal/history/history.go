@@ -270,7 +270,7 @@ func (h *History) Judge(opts Options) *Report {
 		seen[wf.ID] = true
 		switch {
 		case !wf.State.Terminal():
-			problemOf(wf.ID)("lost: workflow instance %d (%s) is %s, not finished by the deadline", wf.ID, wf.WorkflowName, wf.State)
+			problemOf(wf.ID)("lost: workflow instance %d (%s) is %s, not finished by the deadline (%s)", wf.ID, wf.WorkflowName, wf.State, h.stuck(wf))
 		case wf.State != dao.WorkflowSucceeded && !opts.AllowUnsuccessful && !mayFail[wf.ID]:
 			problemOf(wf.ID)("lost: workflow instance %d (%s) ended %s, want succeeded (error: %s)", wf.ID, wf.WorkflowName, wf.State, deref(wf.Error))
 		}
@@ -662,6 +662,37 @@ func outcomeOf(byAttempt map[int]dao.TaskAttempt, n int) string {
 		return "still running"
 	}
 	return string(*a.Outcome)
+}
+
+// stuck says what an unfinished workflow instance was left with: its owner and its tasks not
+// yet ended, so that a lost instance's verdict shows what it waits on.
+func (h *History) stuck(wf dao.WorkflowInstance) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "owner %s", deref(wf.Owner))
+	if wf.ConcurrencyKey != nil {
+		fmt.Fprintf(&b, ", concurrency key %q", *wf.ConcurrencyKey)
+	}
+	open := 0
+	for _, t := range h.Tasks {
+		if t.WorkflowInstanceID != wf.ID || t.State.Terminal() {
+			continue
+		}
+		if open++; open > 8 {
+			continue
+		}
+		fmt.Fprintf(&b, "; task %d %q %s attempt %d on %s since %s", t.ID, t.Name, t.State, t.Attempt, deref(t.WorkerID),
+			t.QueuedAt.Format("15:04:05.000"))
+		if t.StartedAt != nil {
+			fmt.Fprintf(&b, " (started %s)", t.StartedAt.Format("15:04:05.000"))
+		}
+	}
+	if open > 8 {
+		fmt.Fprintf(&b, "; and %d more task(s) not ended", open-8)
+	}
+	if open == 0 {
+		b.WriteString("; every task ended")
+	}
+	return b.String()
 }
 
 func deref(s *string) string {

@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -77,6 +78,40 @@ echo "it's done"`
 	}
 	if r.Beats < 3 {
 		t.Errorf("%d beats, want the 3 the body waited for", r.Beats)
+	}
+}
+
+// TestCommandOutlivesItsLogSession kills the psql session that writes the run's events while
+// the body runs: the script opens another, so the beats go on and the end is recorded.
+func TestCommandOutlivesItsLogSession(t *testing.T) {
+	t.Parallel()
+	rec := New(t)
+	var out bytes.Buffer
+	// The body's parent is the script, whose only psql child is its log session. The body
+	// waits for two beats, kills that session, then waits for two beats written after it.
+	body := `beats() { psql -X -A -t -d "$RUNLOG_DSN" -c "SELECT count(*) FROM $RUNLOG_TABLE WHERE event = 'beat'"; }
+until [ "$(beats)" -ge 2 ]; do sleep 0.05; done
+pkill -x -P $PPID psql || { echo "no log session to kill"; exit 9; }
+killed=$(beats)
+for i in $(seq 600); do [ "$(beats)" -ge $((killed + 2)) ] && break; sleep 0.05; done
+echo "beats before and after: $killed $(beats)"`
+	cmd := startTask(t, rec, body, &out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("command: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "ran task 7 attempt 2") {
+		t.Fatalf("no result line: %q", out.String())
+	}
+	runs := runsOf(t, rec)
+	if len(runs) != 1 || !runs[0].Ended {
+		t.Fatalf("runs = %+v, want one ended run (output %q)", runs, out.String())
+	}
+	var before, after int
+	if _, err := fmt.Sscanf(out.String()[strings.Index(out.String(), "beats before and after: "):], "beats before and after: %d %d", &before, &after); err != nil {
+		t.Fatalf("%v: output %q", err, out.String())
+	}
+	if after < before+2 {
+		t.Errorf("%d beats when the session was killed, %d at the body's end: the beats stopped with it", before, after)
 	}
 }
 

@@ -4,7 +4,9 @@
 //
 // The binary is built with -race and the faultinject build tag, so a test can make a master
 // crash at a chosen step of a failover (ZKSCHED_TEST_FAULT); without that variable the hook
-// does nothing.
+// does nothing. Its workers run a normal build of the binary as their tasks' supervisor
+// (ZKSCHED_TEST_SUPERVISOR, see package faultinject): a race-built one costs several times
+// as much to start, once per task.
 package testcluster
 
 import (
@@ -31,6 +33,11 @@ var (
 	benchOnce     sync.Once
 	benchPath     string
 	benchBuildErr error
+	// given says UseBinary chose the binary: nothing is built, the supervisor included.
+	given         bool
+	superOnce     sync.Once
+	superPath     string
+	superBuildErr error
 )
 
 // Binary builds cmd/zksched once for the whole test binary and returns its path. The binary
@@ -68,10 +75,45 @@ func BenchBinary(t testing.TB) string {
 	return benchPath
 }
 
+// SupervisorBinary builds cmd/zksched once as a deployment does (neither -race nor the
+// faultinject tag), beside Binary's zksched, and returns its path: the program the test
+// clusters' workers run as their tasks' supervisor (ZKSCHED_TEST_SUPERVISOR). It returns ""
+// after UseBinary: that binary supervises its own tasks.
+func SupervisorBinary(t testing.TB) string {
+	t.Helper()
+	zksched := Binary(t)
+	if given {
+		return ""
+	}
+	superOnce.Do(func() {
+		superPath = filepath.Join(filepath.Dir(zksched), "zksched-supervisor")
+		superBuildErr = goBuild(superPath, "./cmd/zksched")
+	})
+	if superBuildErr != nil {
+		t.Fatalf("testcluster: %v", superBuildErr)
+	}
+	return superPath
+}
+
+// SupervisorEnv is the variable that makes a test cluster's workers run SupervisorBinary as
+// their tasks' supervisor, or nothing after UseBinary.
+func SupervisorEnv(t testing.TB) []string {
+	t.Helper()
+	if p := SupervisorBinary(t); p != "" {
+		return []string{"ZKSCHED_TEST_SUPERVISOR=" + p}
+	}
+	return nil
+}
+
 // build builds the command pkg of the repository to dst, with -race and the faultinject tag.
 func build(dst, pkg string) error {
+	return goBuild(dst, pkg, "-race", "-tags", "faultinject")
+}
+
+// goBuild runs go build of the command pkg of the repository to dst, with flags.
+func goBuild(dst, pkg string, flags ...string) error {
 	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-race", "-tags", "faultinject", "-o", dst, pkg)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", dst, pkg)...)
 	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
@@ -83,7 +125,7 @@ func build(dst, pkg string) error {
 // outside a test (zksched-bench soak runs a zksched binary as the nodes). It must be called
 // before the first Binary.
 func UseBinary(path string) {
-	buildOnce.Do(func() { binPath = path })
+	buildOnce.Do(func() { binPath, given = path, true })
 }
 
 // Cleanup removes the binaries Binary and BenchBinary built, if they built them. A test package that uses Binary
@@ -133,7 +175,7 @@ func New(t testing.TB, zkServers []string, root, dsn string, extraEnv ...string)
 		"GORACE=atexit_sleep_ms=0 halt_on_error=1",
 		// A task supervisor gets only the task's environment (worker.task-env): GORACE too.
 		"ZKSCHED_WORKER_TASK_ENV=GORACE",
-	}, extraEnv...)
+	}, append(SupervisorEnv(t), extraEnv...)...)
 	t.Cleanup(c.stopAll)
 	return c
 }
