@@ -128,7 +128,10 @@ func (l *limiter) admit(ctx context.Context, tokens int) (int64, error) {
 			return a.StartID, nil
 		case a.Admitted:
 			// Too late to be sure of the margin: ask again. The start stays counted, which
-			// errs on the provider's side.
+			// errs on the provider's side, but without its tokens: no request was sent for
+			// them, and a reservation left in place would hold the window fuller than any
+			// usage for a whole window.
+			l.release(a.StartID)
 			continue
 		default:
 			// Tokens may come back sooner than the database can know: the calls in flight
@@ -180,10 +183,20 @@ func (l *limiter) unblocked(ctx context.Context) error {
 	}
 }
 
-// settle replaces a start's reserved tokens by those its call used. It is tried once: a
-// reservation left in place only holds the window a little fuller.
+// settle replaces a start's reserved tokens by those its call used, when the provider said.
+// It is tried once: a reservation left in place only holds the window a little fuller.
 func (l *limiter) settle(start int64, used int) {
-	if l.limits.Tokens == 0 || start == 0 || used <= 0 {
+	if used <= 0 {
+		return
+	}
+	l.setTokens(start, used)
+}
+
+// release gives back the tokens of a start whose request was not sent.
+func (l *limiter) release(start int64) { l.setTokens(start, 0) }
+
+func (l *limiter) setTokens(start int64, used int) {
+	if l.limits.Tokens == 0 || start == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), admissionTry)

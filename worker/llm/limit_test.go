@@ -212,3 +212,52 @@ func TestRetryAfterDateBlocksTheProvider(t *testing.T) {
 		t.Errorf("server saw %d dated and %d other calls, want 2 and 1", n, m)
 	}
 }
+
+// lateOnce is the cluster's limits with the first admission answered late: the clock moves
+// past half the admission margin while it is under way, as on a loaded machine.
+type lateOnce struct {
+	*dao.DB
+	clock *clockwork.FakeClock
+	late  bool
+}
+
+func (l *lateOnce) LLMAdmitIfUnderLimits(ctx context.Context, provider string, lim dao.LLMLimits, tokens int) (dao.LLMAdmission, error) {
+	a, err := l.DB.LLMAdmitIfUnderLimits(ctx, provider, lim, tokens)
+	if !l.late {
+		l.late = true
+		l.clock.Advance(llm.AdmissionMargin)
+	}
+	return a, err
+}
+
+// TestLateAdmissionGivesItsTokensBack: an admission that came back too late to be used is
+// asked again; the start it made stays counted among the requests, but its reservation goes,
+// so the window holds the tokens the one request sent used, not those of an unsent one too.
+func TestLateAdmissionGivesItsTokensBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	db, _ := daotest.New(t)
+	clock := clockwork.NewFakeClock()
+	c, err := llm.New("late", llm.Provider{Type: llm.ProviderOpenAI, BaseURL: b.srv.BaseURL(), Model: "m", TokensPerMinute: 1000},
+		llm.Options{Limits: &lateOnce{DB: db, clock: clock}, Clock: clock, Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Generate(b.ctx, llm.Request{Prompt: "late one", MaxTokens: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := b.srv.Calls("late one"); n != 1 {
+		t.Fatalf("server saw %d calls, want 1", n)
+	}
+	var requests, tokens int
+	if err := db.SQL().QueryRow(`SELECT requests, tokens FROM llm_limit WHERE provider = 'late'`).Scan(&requests, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if requests != 2 {
+		t.Errorf("the window counts %d requests, want 2: the late start and the one sent", requests)
+	}
+	if want := resp.Usage.TotalTokens; tokens != want {
+		t.Errorf("the window holds %d tokens, want the sent request's usage, %d", tokens, want)
+	}
+}
