@@ -174,7 +174,10 @@ func startWorkerAs(t *testing.T, e *e2e, u *user.User, env ...string) *userWorke
 		bin = "setpriv"
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(append(append(os.Environ(), e.Env...), fmt.Sprintf("ZKSCHED_WORKER_PORT=%d", testcluster.FreePort(t))), env...)
+	// The worker supervises its tasks with its own copy, which its user can run: the cluster's
+	// supervisor build is in the test's private folder.
+	cmd.Env = append(append(append(os.Environ(), e.Env...), fmt.Sprintf("ZKSCHED_WORKER_PORT=%d", testcluster.FreePort(t)),
+		"ZKSCHED_TEST_SUPERVISOR="), env...)
 	cmd.Dir = dir
 	w := &userWorker{cmd: cmd, log: filepath.Join(t.TempDir(), "worker.log"), done: make(chan struct{})}
 	f, err := os.Create(w.log)
