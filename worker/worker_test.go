@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -41,11 +42,24 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db, dsn := daotest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := master.New(master.Config{ID: "m1", PollInterval: 200 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(cancel)
+	startMaster(t, db, 200*time.Millisecond)
 	return &testBundle{db: db, dsn: dsn, ctx: ctx}
+}
+
+// startMaster runs a master with its parts, as a node starts them, on db until the test
+// ends.
+func startMaster(tb testing.TB, db *dao.DB, poll time.Duration) {
+	tb.Helper()
+	cfg := master.Config{ID: "m1", PollInterval: poll, Log: zerolog.Nop()}
+	m := master.New(cfg, db, openGate{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{m.Run, master.NewSweep(m).Run,
+		master.NewWaitTimeouts(cfg, db, openGate{}).Run, master.NewDeadlines(cfg, db, openGate{}).Run} {
+		wg.Go(func() { _ = run(ctx) })
+	}
+	tb.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // startWorker runs a worker until the returned stop function is called; stop returns once
@@ -338,10 +352,7 @@ func TestClaimWhoseReplyWasLostIsHandedBack(t *testing.T) {
 	db, _ := daotest.New(t)
 	b := &testBundle{db: db, ctx: context.Background()}
 	id := b.submit(t, "name: lost-reply\ntasks:\n  - {name: t, type: noop}\n")
-	m := master.New(master.Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
-	mctx, stopMaster := context.WithCancel(context.Background())
-	defer stopMaster()
-	go m.Run(mctx)
+	startMaster(t, db, 100*time.Millisecond)
 	deadline := time.Now().Add(20 * time.Second)
 	var claimed []dao.TaskInstance
 	for len(claimed) == 0 {

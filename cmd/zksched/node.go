@@ -181,7 +181,8 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	switch role {
 	case registry.RoleMaster:
 		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning, Log: n.log})
-		m := master.New(master.Config{ID: n.id, PollInterval: cfg.Master.PollInterval, Log: n.log}, n.db, n.guard)
+		mcfg := master.Config{ID: n.id, PollInterval: cfg.Master.PollInterval, Log: n.log}
+		m := master.New(mcfg, n.db, n.guard)
 		running = m.Owned
 		election, err := n.reg.Elect(ctx)
 		if err != nil {
@@ -200,6 +201,9 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, Audit: rt.Audit, Interval: rt.Interval,
 			BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
 		work.Go("master", m.Run)
+		work.Go("sweep", master.NewSweep(m).Run)
+		work.Go("wait timeouts", master.NewWaitTimeouts(mcfg, n.db, n.guard).Run)
+		work.Go("deadlines", master.NewDeadlines(mcfg, n.db, n.guard).Run)
 		work.Go("scheduler", sched.Run)
 		work.Go("retention", retention.Run)
 		work.Go("failover coordinator", coord.Run)
