@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
 )
@@ -71,7 +72,7 @@ func (b *testBundle) runWorker(t *testing.T, id string, slots int, gate worker.G
 }
 
 // runWorkerPolled is runWorker that also returns the worker's polls (see startWorkerPolled).
-func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) (*worker.Worker, <-chan struct{}) {
+func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) (*worker.Worker, *signal.Test[struct{}]) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -80,8 +81,7 @@ func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate wo
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second, LogLimit: 1 << 20, Log: zerolog.Nop(), Events: ev}, b.db, gate,
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
-	polls := make(chan struct{}, 1)
-	worker.OnPoll(w, signal(polls))
+	polls := worker.Polled(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
@@ -77,8 +78,8 @@ func (b *testBundle) startWorkerSlots(t *testing.T, id string, slots int, shutdo
 }
 
 // startWorkerPolled is startWorkerSlots that also returns the worker's polls: a mark is there
-// once the worker has handled a poll since the test last took one (worker.OnPoll).
-func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutdown time.Duration) (stop func(), polls <-chan struct{}) {
+// once the worker has handled a poll since the test last took one (worker.Polled).
+func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutdown time.Duration) (stop func(), polls *signal.Test[struct{}]) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -87,8 +88,7 @@ func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutd
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 200 * time.Millisecond,
 		ShutdownTimeout: shutdown, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
-	pc := make(chan struct{}, 1)
-	worker.OnPoll(w, signal(pc))
+	polls = worker.Polled(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -101,33 +101,15 @@ func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutd
 		}
 	}
 	t.Cleanup(stop)
-	return stop, pc
-}
-
-// signal returns a test signal that marks c, without blocking: a test that has not taken the
-// last mark yet finds one waiting.
-func signal(c chan struct{}) func() {
-	return func() {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
+	return stop, polls
 }
 
 // waitPolls returns once the worker has handled n more polls.
-func waitPolls(t *testing.T, polls <-chan struct{}, n int) {
+func waitPolls(t *testing.T, polls *signal.Test[struct{}], n int) {
 	t.Helper()
-	select { // a mark left from before the call is not one of the n
-	case <-polls:
-	default:
-	}
+	polls.Clear() // a mark left from before the call is not one of the n
 	for range n {
-		select {
-		case <-polls:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the worker handled no poll within 10s")
-		}
+		polls.Wait(t, "a poll of the worker")
 	}
 }
 
