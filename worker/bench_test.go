@@ -42,8 +42,7 @@ func BenchmarkAgentStep(b *testing.B) {
 		}
 		id := daotest.Submit(b, db, spec.Name, spec)
 		var a *dao.TaskInstance
-		for a == nil || !a.State.Terminal() {
-			time.Sleep(20 * time.Millisecond) // the master and worker give no signal to wait on
+		waitUntil(b, "the agent task to end", func() bool {
 			tasks, err := db.TaskListByWorkflow(ctx, id)
 			if err != nil {
 				b.Fatal(err)
@@ -51,7 +50,8 @@ func BenchmarkAgentStep(b *testing.B) {
 			if len(tasks) == 1 {
 				a = &tasks[0]
 			}
-		}
+			return a != nil && a.State.Terminal()
+		})
 		if a.State != dao.TaskSucceeded {
 			b.Fatalf("agent %s: %v", a.State, a.Error)
 		}

@@ -173,36 +173,23 @@ tasks:
 	gate := newSwitchGate()
 	b.runWorker(t, "w1", 2, gate, nil)
 	// The claim is waiting for the pool's row: wait until PostgreSQL shows it blocked.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, "the worker's claim to wait on the pool's lock", func() bool {
 		var waiting int
 		if err := b.db.SQL().QueryRowContext(b.ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%open_pool%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker's claim never waited on the pool's lock")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return waiting > 0
+	})
 	gate.set(false)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	task := b.onlyTask(t, wf)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	var task dao.TaskInstance
+	waitUntil(t, "attempt 1 to be handed back", func() bool {
 		task = b.onlyTask(t, wf)
-		if task.Attempt >= 1 && task.State != dao.TaskRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task is %s at attempt %d; want attempt 1 handed back", task.State, task.Attempt)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return task.Attempt >= 1 && task.State != dao.TaskRunning
+	})
 	if got := strings.Join(b.attempts(t, task.ID), ","); task.State != dao.TaskQueued || got != "interrupted" {
 		t.Fatalf("task %s, attempts %s; want queued after one interrupted attempt that never ran", task.State, got)
 	}

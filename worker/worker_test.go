@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -122,32 +123,26 @@ func (b *testBundle) submit(t *testing.T, yaml string) int64 {
 	return daotest.Submit(t, b.db, spec.Name, spec)
 }
 
-// waitDone polls until the workflow instance finishes: the master gives no signal a test can
-// wait on from outside.
+// waitDone waits until the workflow instance finishes.
 func (b *testBundle) waitDone(t *testing.T, id int64) (*dao.WorkflowInstance, map[string]dao.TaskInstance) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		wf, err := b.db.WorkflowGet(b.ctx, id)
-		if err != nil {
+	var wf *dao.WorkflowInstance
+	waitUntil(t, fmt.Sprintf("workflow instance %d to finish", id), func() bool {
+		var err error
+		if wf, err = b.db.WorkflowGet(b.ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if wf.State.Terminal() {
-			tasks, err := b.db.TaskListByWorkflow(b.ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			byName := map[string]dao.TaskInstance{}
-			for _, ti := range tasks {
-				byName[ti.Name] = ti
-			}
-			return wf, byName
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow instance %d still %s after 30s", id, wf.State)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return wf.State.Terminal()
+	})
+	tasks, err := b.db.TaskListByWorkflow(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
 	}
+	byName := map[string]dao.TaskInstance{}
+	for _, ti := range tasks {
+		byName[ti.Name] = ti
+	}
+	return wf, byName
 }
 
 func (b *testBundle) attempts(t *testing.T, taskID int64) []string {
@@ -229,17 +224,10 @@ tasks:
   - {name: long, type: shell, command: 'if [ "$ZKSCHED_WORKER" = w1 ]; then echo started; sleep 60; fi; echo done on $ZKSCHED_WORKER'}
 `)
 	// Wait until w1 runs the task, then shut w1 down.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitUntil(t, "the task to run on w1", func() bool {
 		tasks, _ := b.db.TaskListByWorkflow(b.ctx, id)
-		if len(tasks) == 1 && tasks[0].State == dao.TaskRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task never ran on w1")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(tasks) == 1 && tasks[0].State == dao.TaskRunning
+	})
 	stop1()
 	tasks, _ := b.db.TaskListByWorkflow(b.ctx, id)
 	if tasks[0].State != dao.TaskQueued {
@@ -285,13 +273,12 @@ tasks:
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %d running, %d queued", what, count(dao.TaskRunning), count(dao.TaskQueued))
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: still %d running, %d queued", what, count(dao.TaskRunning), count(dao.TaskQueued))
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		}()
+		waitUntil(t, what, ok)
 	}
 	_, polls := b.startWorkerPolled(t, "w1", 2, time.Second)
 	waitFor("two tasks running", func() bool { return count(dao.TaskRunning) == 2 })
@@ -335,18 +322,13 @@ func TestClaimWhoseReplyWasLostIsHandedBack(t *testing.T) {
 	b := &testBundle{db: db, ctx: context.Background()}
 	id := b.submit(t, "name: lost-reply\ntasks:\n  - {name: t, type: noop}\n")
 	startMaster(t, db, 100*time.Millisecond)
-	deadline := time.Now().Add(20 * time.Second)
-	var claimed []dao.TaskInstance
-	for len(claimed) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the master never queued the task")
-		}
-		var err error
-		if claimed, err = db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1); err != nil {
+	waitUntil(t, "the master to queue the task, and a claim of it", func() bool {
+		claimed, err := db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1)
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(claimed) > 0
+	})
 	b.startWorker(t, "w1", time.Second)
 	_, tasks := b.waitDone(t, id)
 	if got := strings.Join(b.attempts(t, tasks["t"].ID), ","); got != "interrupted,succeeded" {
