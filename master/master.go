@@ -152,79 +152,13 @@ func (m *Master) Run(ctx context.Context) error {
 	clock := m.cfg.Clock
 	tick := clock.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
-	// admit asks for a pass over the waiting instances of capped workflows as well as the
-	// claim.
-	rescan, claim, admit := true, true, true
-	// keyed holds the instances a wake-up named whose concurrency keys may have an instance to
-	// admit; allKeys asks for a pass over every key with one (at polls: it finds what a lost
-	// wake-up left waiting).
-	keyed, allKeys := map[int64]struct{}{}, true
-	// What a change of the gate and a Rescan wake-up ask for.
-	everything := func() { rescan, claim, admit, allKeys = true, true, true, true }
+	a := &asked{keyed: map[int64]struct{}{}, dirty: map[int64]struct{}{}, newClaim: newAlarm(clock)}
+	defer a.newClaim.stop()
+	a.everything()
 	polls := 0
-	dirty := map[int64]struct{}{}
-	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
-	// they started with their root tasks queued, so nothing waits for the master, and the
-	// instances submitted meanwhile are claimed in one statement instead of one each.
-	newClaim := newAlarm(clock)
-	defer newClaim.stop()
-	note := func(w dao.Wakeup) {
-		switch {
-		case w.Rescan:
-			everything()
-			select {
-			case m.rescans <- struct{}{}:
-			default:
-			}
-			m.rescanned.Signal(struct{}{})
-		case strings.HasPrefix(w.Payload, dao.WakeupKeys):
-			ids, _ := dao.ParseWakeupKeys(w.Payload)
-			for _, id := range ids {
-				keyed[id] = struct{}{}
-			}
-		case w.Payload == "":
-			claim, admit = true, true
-		case w.Payload == dao.WakeupNew:
-			if !newClaim.armed() && !claim {
-				newClaim.set(newClaimDelay)
-			}
-		default:
-			// A list of workflow instance ids: a worker's batch of results wakes once.
-			for f := range strings.SplitSeq(w.Payload, ",") {
-				if id, err := strconv.ParseInt(f, 10, 64); err == nil {
-					dirty[id] = struct{}{}
-				}
-			}
-		}
-	}
-	onTick := func() {
-		claim, admit, allKeys = true, true, true
-		if polls++; polls%fullResyncEvery == 0 {
-			rescan = true
-		}
-		m.markDue(dirty)
-	}
+	note := func(w dao.Wakeup) { m.note(a, w) }
 	for ctx.Err() == nil {
-		busy := false
-		if m.gate.Active() {
-			if rescan {
-				rescan = !m.resync(ctx, dirty)
-			}
-			if claim {
-				// A failed claim waits for the next wake-up or poll, as a failed round does:
-				// with the database away, retrying at once would spin.
-				var ok bool
-				ok, claim = m.claim(ctx, dirty, admit)
-				admit = admit && !ok
-				newClaim.stop()
-			}
-			if len(keyed) > 0 || allKeys {
-				// A failed admission waits for the next poll's pass, as a failed claim does.
-				allKeys = m.admitKeys(ctx, keyed, allKeys, dirty)
-			}
-			advanced := m.advanceRound(ctx, dirty)
-			busy = (advanced && len(dirty) > 0) || claim || len(keyed) > 0
-		}
+		busy := m.round(ctx, a)
 		if !busy {
 			m.waiting.Signal(struct{}{})
 		}
@@ -240,18 +174,99 @@ func (m *Master) Run(ctx context.Context) error {
 		case w := <-wake.C:
 			note(w)
 		case <-tick.Chan():
-			onTick()
+			a.claim, a.admit, a.allKeys = true, true, true
+			if polls++; polls%fullResyncEvery == 0 {
+				a.rescan = true
+			}
+			m.markDue(a.dirty)
 		case <-m.gate.Changed():
-			everything()
-		case <-newClaim.c():
-			newClaim.fired()
-			claim = true
+			a.everything()
+		case <-a.newClaim.c():
+			a.newClaim.fired()
+			a.claim = true
 		case <-now:
 		}
 		// Take every wake-up already waiting, so one advance covers them all.
 		drain(wake.C, note)
 	}
 	return nil
+}
+
+// asked is what the wake-ups, polls and timers ask of the next round of Run's loop.
+type asked struct {
+	// rescan asks for a resync of the owned instances, claim for a claim of unowned ones, and
+	// admit for a pass over the waiting instances of capped workflows as well as the claim.
+	rescan, claim, admit bool
+	// keyed holds the instances a wake-up named whose concurrency keys may have an instance to
+	// admit; allKeys asks for a pass over every key with one (at polls: it finds what a lost
+	// wake-up left waiting).
+	keyed   map[int64]struct{}
+	allKeys bool
+	// dirty holds the instances to advance.
+	dirty map[int64]struct{}
+	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
+	// they started with their root tasks queued, so nothing waits for the master, and the
+	// instances submitted meanwhile are claimed in one statement instead of one each.
+	newClaim *alarm
+}
+
+// everything is what the start, a change of the gate and a Rescan wake-up ask for.
+func (a *asked) everything() { a.rescan, a.claim, a.admit, a.allKeys = true, true, true, true }
+
+// note adds what wake-up w asks for to a. A Rescan is passed on to the Sweep.
+func (m *Master) note(a *asked, w dao.Wakeup) {
+	switch {
+	case w.Rescan:
+		a.everything()
+		select {
+		case m.rescans <- struct{}{}:
+		default:
+		}
+		m.rescanned.Signal(struct{}{})
+	case strings.HasPrefix(w.Payload, dao.WakeupKeys):
+		ids, _ := dao.ParseWakeupKeys(w.Payload)
+		for _, id := range ids {
+			a.keyed[id] = struct{}{}
+		}
+	case w.Payload == "":
+		a.claim, a.admit = true, true
+	case w.Payload == dao.WakeupNew:
+		if !a.newClaim.armed() && !a.claim {
+			a.newClaim.set(newClaimDelay)
+		}
+	default:
+		// A list of workflow instance ids: a worker's batch of results wakes once.
+		for f := range strings.SplitSeq(w.Payload, ",") {
+			if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+				a.dirty[id] = struct{}{}
+			}
+		}
+	}
+}
+
+// round does what a asks, while the gate is Active: resync, claim, admissions, advances. It
+// reports whether the master is busy: there is more to do at once.
+func (m *Master) round(ctx context.Context, a *asked) (busy bool) {
+	if !m.gate.Active() {
+		return false
+	}
+	if a.rescan {
+		a.rescan = !m.resync(ctx, a.dirty)
+	}
+	if a.claim {
+		// A failed claim waits for the next wake-up or poll, as a failed round does: with the
+		// database away, retrying at once would spin.
+		var ok bool
+		ok, a.claim = m.claim(ctx, a.dirty, a.admit)
+		a.admit = a.admit && !ok
+		a.newClaim.stop()
+	}
+	if len(a.keyed) > 0 || a.allKeys {
+		// A failed admission waits for the next poll's pass, as a failed claim does.
+		a.allKeys = m.admitKeys(ctx, a.keyed, a.allKeys, a.dirty)
+	}
+	advanced := m.advanceRound(ctx, a.dirty)
+	return (advanced && len(a.dirty) > 0) || a.claim || len(a.keyed) > 0
 }
 
 // alarm is a timer of a part's loop that is armed or not: its channel is nil while it is not,
