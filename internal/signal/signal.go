@@ -18,9 +18,10 @@ type TB interface {
 
 // Test is a signal a part sends at a point a test may wait for. Its zero value is ready to
 // use and does nothing: Signal on a Test that was never Init'ed returns at once, without
-// allocating. Once Init'ed it keeps one value a test has not taken yet: Signal never blocks,
-// and while a value waits it drops the new one, so a test that waits finds the mark of what
-// happened since it last looked (or before), and looks at what it waits for again.
+// allocating. Once Init'ed it keeps the last value a test has not taken yet: Signal never
+// blocks, and replaces a value still waiting, so a test that waits finds the mark of what
+// happened since it last looked (or before), with the latest value, and looks at what it
+// waits for again.
 type Test[T any] struct {
 	c chan T
 }
@@ -29,16 +30,32 @@ type Test[T any] struct {
 // signals starts, as it is not synchronised with Signal.
 func (s *Test[T]) Init() { s.c = make(chan T, 1) }
 
-// Signal sends v to a test that waits on s, without blocking; it does nothing if s was never
-// Init'ed.
+// Signal sends v to a test that waits on s, without blocking, in place of a value not taken
+// yet; it does nothing if s was never Init'ed.
 func (s *Test[T]) Signal(v T) {
 	if s.c == nil {
 		return
 	}
-	select {
-	case s.c <- v:
-	default:
+	for {
+		select {
+		case s.c <- v:
+			return
+		default:
+		}
+		select {
+		case <-s.c:
+		default:
+		}
 	}
+}
+
+// SignalWith signals the value f returns. It calls f only if s was Init'ed: a value that
+// costs something to make (a copy of a loop's state) costs nothing outside tests.
+func (s *Test[T]) SignalWith(f func() T) {
+	if s.c == nil {
+		return
+	}
+	s.Signal(f())
 }
 
 // C is the channel of s's values, for a test's select. s must have been Init'ed.
