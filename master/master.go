@@ -66,7 +66,7 @@ type Gate interface {
 	Changed() <-chan struct{}
 }
 
-// Config configures a Master.
+// Config configures a Master and its parts (Sweep, WaitTimeouts, Deadlines).
 type Config struct {
 	// ID is the node identity, host:port_startMillis; it is the owner of the instances.
 	ID string
