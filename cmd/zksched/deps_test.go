@@ -14,8 +14,7 @@ import (
 // repository's test support (internal/, but for the product's own internal packages: the
 // faultinject hook that is a no-op without its build tag, the retry policy, the test signals
 // that do nothing until a test Inits them, and the patched ZooKeeper client; and the …test
-// packages). Tools that need them are binaries of
-// their own, such as cmd/zksched-bench.
+// packages). Tools that need them are binaries of their own, such as cmd/zksched-bench.
 func TestLinksNoTestCode(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
