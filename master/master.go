@@ -70,7 +70,7 @@ type Gate interface {
 type Config struct {
 	// ID is the node identity, host:port_startMillis; it is the owner of the instances.
 	ID string
-	// PollInterval is how often the master rescans without a wake-up.
+	// PollInterval is how often the master and its parts look again without a wake-up.
 	PollInterval time.Duration
 	// SweepSlice is how many unowned running instances a step of the sweep looks at; 0 is
 	// sweepSlice.
