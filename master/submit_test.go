@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
@@ -212,6 +213,29 @@ func TestSweepAgainAfterTheGrace(t *testing.T) {
 	if took := time.Since(started); took < dao.StrandedAfter {
 		t.Errorf("finished %v after the start, before the grace of %v was over: by what?", took, dao.StrandedAfter)
 	}
+}
+
+// TestSweepWaitsForTheGate: the sweep acts only while the gate is open. An instance stranded
+// before the master came up is left alone while the gate is closed, and taken when it opens,
+// with no poll (the clock is fake, so no poll and no second pass come): a change of the gate
+// is what a reconnect looks like to the master.
+func TestSweepWaitsForTheGate(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	id := submitFile(t, db, singleTask("stranded"), nil)
+	endUnheard(t, db, id, "1 minute")
+	gate := newGate(false)
+	m := startMaster(t, New(Config{ID: "m1", PollInterval: time.Minute, Clock: clockwork.NewFakeClock(), Log: zerolog.Nop()}, db, gate))
+	m.rescanned.Wait(t, "the master's listener to listen")
+	if wf, err := db.WorkflowGet(ctx, id); err != nil || wf.State != dao.WorkflowRunning || wf.Owner != nil {
+		t.Fatalf("instance with the gate closed = %+v, %v; want running without an owner", wf, err)
+	}
+	gate.Set(true)
+	m.waitFor(t, "the sweep to finish the stranded instance", func() bool {
+		wf, err := db.WorkflowGet(ctx, id)
+		return err == nil && wf.State == dao.WorkflowSucceeded && wf.Owner != nil && *wf.Owner == "m1"
+	})
 }
 
 // submitFile stores a workflow file and submits an instance of it with params and the file's
