@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -12,6 +13,7 @@ import (
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/faultinject"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 )
@@ -60,9 +62,9 @@ type Coordinator struct {
 	lead Leadership
 	db   *dao.DB
 
-	// passed is a test signal, nil outside tests: the leader's loop calls it at the end of
-	// each pass, on its own goroutine, with the term's state, before it waits again.
-	passed func(*term)
+	// passed is a test signal: the leader's loop signals a copy of the term's state at the
+	// end of each pass, before it waits again.
+	passed signal.Test[termState]
 }
 
 // NewCoordinator returns a coordinator for a master.
@@ -115,6 +117,20 @@ type term struct {
 	notFence map[nodeKey]bool
 }
 
+// termState is a copy of a term's state, for the passed test signal.
+type termState struct {
+	members   map[nodeKey]bool
+	absent    map[nodeKey]time.Time
+	fenced    map[nodeKey]bool
+	killGrace map[nodeKey]time.Duration
+	notFence  map[nodeKey]bool
+}
+
+func (t *term) state() termState {
+	return termState{members: maps.Clone(t.members), absent: maps.Clone(t.absent), fenced: maps.Clone(t.fenced),
+		killGrace: maps.Clone(t.killGrace), notFence: maps.Clone(t.notFence)}
+}
+
 var errNotLeader = errors.New("no longer the leader")
 
 func (c *Coordinator) runLeader(ctx context.Context) {
@@ -163,9 +179,7 @@ func (c *Coordinator) runLeader(ctx context.Context) {
 		if next, ok := t.nextDue(); ok {
 			wait = min(wait, next)
 		}
-		if c.passed != nil {
-			c.passed(t)
-		}
+		c.passed.SignalWith(t.state)
 		// One timer a pass, stopped when the pass ends (see Guard.Run).
 		timer := c.cfg.Clock.NewTimer(max(wait, 0))
 		select {

@@ -3,7 +3,6 @@ package failover
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/registry"
 )
@@ -27,20 +27,11 @@ type coordBundle struct {
 	ctx   context.Context
 	log   *syncBuffer // the coordinator's log
 
-	mu   sync.Mutex
-	last *passView // the state at the end of the coordinator's last pass
-	// passed is signalled at the end of each pass of the coordinator.
-	passed chan struct{}
+	// passed is the coordinator's test signal, last the state at the end of the last pass
+	// the test has taken from it.
+	passed *signal.Test[termState]
+	last   *termState
 	nudges int
-}
-
-// passView is a copy of a term's state at the end of a pass.
-type passView struct {
-	members   map[nodeKey]bool
-	absent    map[nodeKey]time.Time
-	fenced    map[nodeKey]bool
-	killGrace map[nodeKey]time.Duration
-	notFence  map[nodeKey]bool
 }
 
 func workerKey(id string) nodeKey { return nodeKey{registry.RoleWorker, id} }
@@ -86,7 +77,7 @@ func setupCoordinator(t *testing.T) *coordBundle {
 func newCoordBundle(t *testing.T) *coordBundle {
 	t.Helper()
 	b := &coordBundle{zk: testenv.ZooKeeper(t), clock: clockwork.NewFakeClockAt(time.Unix(1_800_000_000, 0)),
-		ctx: context.Background(), log: &syncBuffer{}, passed: make(chan struct{}, 1)}
+		ctx: context.Background(), log: &syncBuffer{}}
 	b.db, _ = daotest.New(t)
 	return b
 }
@@ -114,41 +105,27 @@ func (b *coordBundle) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	co := NewCoordinator(CoordinatorConfig{ID: "127.0.0.1:1_1", Delay: testDelay, MarkerRetention: time.Hour,
 		SweepInterval: time.Hour, Clock: b.clock, Log: zerolog.New(b.log)}, c, el, b.db)
-	co.passed = b.onPass
+	co.passed.Init()
+	b.passed = &co.passed
 	done := make(chan struct{})
 	go func() { co.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	b.waitPass(t, "the first pass", func(passView) bool { return true })
-}
-
-// onPass is the coordinator's test signal: it keeps a copy of the term's state.
-func (b *coordBundle) onPass(tm *term) {
-	v := &passView{members: maps.Clone(tm.members), absent: maps.Clone(tm.absent), fenced: maps.Clone(tm.fenced),
-		killGrace: maps.Clone(tm.killGrace), notFence: maps.Clone(tm.notFence)}
-	b.mu.Lock()
-	b.last = v
-	b.mu.Unlock()
-	select {
-	case b.passed <- struct{}{}:
-	default:
-	}
+	b.waitPass(t, "the first pass", func(termState) bool { return true })
 }
 
 // waitPass returns once the state at the end of the coordinator's last pass satisfies cond.
 // The coordinator makes a pass at every change of the registered nodes and whenever its timer
 // on the fake clock fires.
-func (b *coordBundle) waitPass(t *testing.T, what string, cond func(passView) bool) {
+func (b *coordBundle) waitPass(t *testing.T, what string, cond func(termState) bool) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
-		b.mu.Lock()
-		v := b.last
-		b.mu.Unlock()
-		if v != nil && cond(*v) {
+		if b.last != nil && cond(*b.last) {
 			return
 		}
 		select {
-		case <-b.passed:
+		case v := <-b.passed.C():
+			b.last = &v
 		case <-deadline:
 			t.Fatalf("coordinator: no pass with %s within 10s; log:\n%s", what, b.log.String())
 		}
@@ -248,7 +225,7 @@ func (b *coordBundle) task(t *testing.T, id int64) *dao.TaskInstance {
 // node info).
 func (b *coordBundle) registered(t *testing.T, id string) {
 	t.Helper()
-	b.waitPass(t, "worker "+id+" registered", func(v passView) bool {
+	b.waitPass(t, "worker "+id+" registered", func(v termState) bool {
 		_, read := v.killGrace[workerKey(id)]
 		return v.members[workerKey(id)] && read
 	})
@@ -257,7 +234,7 @@ func (b *coordBundle) registered(t *testing.T, id string) {
 // lost waits for the coordinator's pass that saw the worker id lost.
 func (b *coordBundle) lost(t *testing.T, id string) {
 	t.Helper()
-	b.waitPass(t, "worker "+id+" lost", func(v passView) bool { _, ok := v.absent[workerKey(id)]; return ok })
+	b.waitPass(t, "worker "+id+" lost", func(v termState) bool { _, ok := v.absent[workerKey(id)]; return ok })
 }
 
 // nudge makes the coordinator make a pass now, at the fake clock's time, as any change of the
@@ -390,7 +367,7 @@ func TestWorkerBackBeforeTheDelayIsLeftAlone(t *testing.T) {
 	if _, err := again.Register(b.ctx, registry.NodeInfo{ID: "127.0.0.1:3_1", Role: registry.RoleWorker}); err != nil {
 		t.Fatal(err)
 	}
-	b.waitPass(t, "the worker registered again", func(v passView) bool {
+	b.waitPass(t, "the worker registered again", func(v termState) bool {
 		_, lost := v.absent[workerKey("127.0.0.1:3_1")]
 		return v.members[workerKey("127.0.0.1:3_1")] && !lost
 	})
@@ -427,7 +404,7 @@ func TestSweepFindsLostOwnersAndFinishesFencedMarkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Seen lost, its znode is gone: the other master can fence it.
-	b.waitPass(t, "worker 127.0.0.1:5_1 lost and the other master registered", func(v passView) bool {
+	b.waitPass(t, "worker 127.0.0.1:5_1 lost and the other master registered", func(v termState) bool {
 		_, lost := v.absent[workerKey("127.0.0.1:5_1")]
 		return lost && v.members[masterKey("127.0.0.1:9_9")]
 	})
@@ -452,7 +429,7 @@ func TestFinishedMarkersPastRetentionAreRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.waitPass(t, "the other master registered", func(v passView) bool { return v.members[masterKey("127.0.0.1:8_8")] })
+	b.waitPass(t, "the other master registered", func(v termState) bool { return v.members[masterKey("127.0.0.1:8_8")] })
 	// The next sweep is an hour on (setupCoordinator's sweep interval); the ages are those
 	// the markers have then.
 	sweep := b.clock.Now().Add(time.Hour)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
@@ -379,20 +380,17 @@ func TestForEachKillRacingAnAdvance(t *testing.T) {
 			_, err := lifecycle.Kill(b.ctx, b.db, parent, nil)
 			killed <- err
 		}()
-		// Until the kill waits for this transaction: the statement that marks the parent.
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		// Until the kill waits for this transaction: the statement that marks the parent. (The
+		// advance runs on the test's goroutine, so the wait may fail the test.)
+		testenv.WaitFor(t, 10*time.Second, 10*time.Millisecond, "the kill to wait for the advance", func() bool {
 			var waiting int
 			if err := b.db.SQL().GetContext(b.ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
 				WHERE wait_event_type = 'Lock' AND query LIKE '%item_count IS NULL) THEN ''killed''%'`); err != nil {
-				return err
+				t.Fatal(err)
 			}
-			if waiting > 0 {
-				return nil
-			}
-			if time.Now().After(deadline) {
-				return errors.New("the kill never waited for the advance")
-			}
-		}
+			return waiting > 0
+		})
+		return nil
 	})
 	b.advance(t) // creates sum[2], racing the kill
 	if err := <-killed; err != nil {

@@ -1,9 +1,22 @@
-// Package master drives workflow instances: it claims those that need a master, advances the
-// ones it owns as their tasks end, admits waiting instances of capped workflows, enforces
-// workflow timeouts, and sweeps for instances whose last task's wake-up nobody heard. What
-// each step decides and writes is package lifecycle's (lifecycle.Driver, whose doc.go draws
-// every state and who may change it); this package decides when to take a step: on
-// wake-ups, on polls, and on a full resync after a reconnect.
+// Package master drives workflow instances. What each step decides and writes is package
+// lifecycle's (lifecycle.Driver, whose doc.go draws every state and who may change it); this
+// package decides when to take a step: on wake-ups, on polls, and on a full resync after a
+// reconnect. It does so in parts, each a Run(ctx) error that the node starts beside the
+// others; those that drive instances act only while the gate (failover's "may I work now?")
+// is Active:
+//
+//   - Master (master.go) claims the instances that need a master, advances the ones it owns
+//     as their tasks end, admits waiting instances of capped workflows and of concurrency
+//     keys, and enforces workflow timeouts. Its listener hears the wake-ups.
+//   - Sweep (sweep.go) finds the unowned instances whose last task's wake-up nobody heard, a
+//     slice every poll and a whole pass at start, after a reconnect and at every Rescan
+//     wake-up the Master's listener passes on; its Master claims and advances them.
+//   - WaitTimeouts (waits.go) ends the waiting tasks past their timeout, every poll.
+//   - Deadlines (deadlines.go) queues the events of the workflow and task deadlines passed,
+//     every poll.
+//   - Scheduler (schedule.go) fires the cron schedules, while the gate is Active too;
+//     Retention (retention.go) purges old history while the master leads; TraceExport
+//     (trace.go) emits the spans of ended work.
 //
 // A submission (lifecycle.Submit) creates an instance with its root tasks already queued, so
 // the first tasks start on the workers' wake-up: the instance runs without an owner until one
@@ -13,8 +26,7 @@
 // that records the task's end ends the instance as well. The claim of unowned instances (on
 // announcements and polls) takes only those that need a master whatever their tasks do: new
 // ones without roots, and running ones whose workflow has a timeout, which their owner
-// enforces. A sweep, a slice of the unowned running instances every poll and a whole pass at
-// start and after a reconnect, takes those whose last task's wake-up nobody heard. Instances
+// enforces. The Sweep takes those whose last task's wake-up nobody heard. Instances
 // of workflows with max-active-instances wait for admission, which creates their roots; so do
 // those with a concurrency key, admitted key by key in submit order: the end of one wakes the
 // masters with its id, and the admission looks at its key alone.
@@ -43,6 +55,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/lifecycle"
 )
 
@@ -53,11 +66,11 @@ type Gate interface {
 	Changed() <-chan struct{}
 }
 
-// Config configures a Master.
+// Config configures a Master and its parts (Sweep, WaitTimeouts, Deadlines).
 type Config struct {
 	// ID is the node identity, host:port_startMillis; it is the owner of the instances.
 	ID string
-	// PollInterval is how often the master rescans without a wake-up.
+	// PollInterval is how often the master and its parts look again without a wake-up.
 	PollInterval time.Duration
 	// SweepSlice is how many unowned running instances a step of the sweep looks at; 0 is
 	// sweepSlice.
@@ -83,15 +96,14 @@ type Master struct {
 	// host's clock, from its age by the database's clock at its last advance.
 	deadlines map[int64]time.Time
 
-	// sweptTo is where the sweep of unowned running instances goes on from (an id; 0: the
-	// start). Only the Run loop touches it.
-	sweptTo int64
+	// rescans passes the listener's Rescan wake-ups on to the Sweep: one not taken yet stands
+	// for those after it.
+	rescans chan struct{}
 
-	// waiting, swept and rescanned are test signals, nil outside tests: Run calls waiting each
-	// time it has nothing left to do and waits for a wake-up, a poll or a timer, swept each
-	// time the sweep has reached the last unowned running instance, and rescanned each time
-	// its listener tells it to look at everything (once listening, and after a reconnection).
-	waiting, swept, rescanned func()
+	// waiting and rescanned are test signals: Run signals waiting each time it has nothing
+	// left to do and waits for a wake-up, a poll or a timer, and rescanned each time its
+	// listener tells it to look at everything (once listening, and after a reconnection).
+	waiting, rescanned signal.Test[struct{}]
 }
 
 // claimBatch is how many instances one claim statement takes. A round of the master's loop
@@ -99,18 +111,19 @@ type Master struct {
 // instances is worked through in rounds, not claimed whole before the first of them starts.
 const claimBatch = 100
 
-// sweepSlice is how many unowned running instances one step of the sweep looks at (each an
-// index probe of its tasks): a step every poll bounds the sweep's cost whatever the backlog,
-// and passes over 10,000 such instances in ten polls.
-const sweepSlice = 1000
-
 // New returns a Master.
 func New(cfg Config, db *dao.DB, gate Gate) *Master {
+	cfg = withClock(cfg)
+	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID, cfg.Clock), owned: map[int64]struct{}{},
+		deadlines: map[int64]time.Time{}, rescans: make(chan struct{}, 1)}
+}
+
+// withClock returns cfg with the real clock if it has none.
+func withClock(cfg Config) Config {
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
 	}
-	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID, cfg.Clock), owned: map[int64]struct{}{},
-		deadlines: map[int64]time.Time{}}
+	return cfg
 }
 
 // Owned returns how many workflow instances the master drives now.
@@ -129,130 +142,25 @@ const newClaimDelay = 20 * time.Millisecond
 // a backstop that costs a pass over every owned instance, so it is not run at every poll.
 const fullResyncEvery = 10
 
-// Run drives workflows until ctx ends. It acts on wake-ups (LISTEN/NOTIFY) and polls as a fallback.
+// Run drives workflows until ctx ends. It acts on wake-ups (LISTEN/NOTIFY) and polls as a
+// fallback: it claims the instances that need a master, admits the waiting ones of capped
+// workflows and of concurrency keys, and advances those whose tasks ended. It passes its
+// listener's Rescan wake-ups on to the Sweep.
 func (m *Master) Run(ctx context.Context) error {
 	wake := m.db.ListenMaster(m.cfg.Log)
 	defer wake.Close()
 	clock := m.cfg.Clock
 	tick := clock.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
-	// admit asks for a pass over the waiting instances of capped workflows as well as the
-	// claim. sweep asks for a whole pass of the sweep (the unowned instances whose wake-ups
-	// may have been missed), sweepStep for one step of it.
-	rescan, claim, admit, sweep := true, true, true, true
-	// waits asks for a look at the waiting tasks past their timeout, deadlines for one at
-	// the deadlines passed.
-	sweepStep, waits, deadlines := false, true, true
-	// keyed holds the instances a wake-up named whose concurrency keys may have an instance to
-	// admit; allKeys asks for a pass over every key with one (at polls: it finds what a lost
-	// wake-up left waiting).
-	keyed, allKeys := map[int64]struct{}{}, true
-	// A whole pass at start or after a Rescan skips instances whose last task ended in the
-	// last dao.StrandedAfter (their wake-up may be on its way, or may have been what was
-	// missed): a second pass once that has passed takes those it missed.
-	sweepAgain := newAlarm(clock)
-	defer sweepAgain.stop()
-	pass := func() { sweep, m.sweptTo = true, 0 }
-	passNow := func() {
-		pass()
-		sweepAgain.set(dao.StrandedAfter + time.Second)
-	}
-	passNow()
-	// What a change of the gate and the second pass's timer ask for.
-	onGate := func() {
-		rescan, claim, admit, allKeys = true, true, true, true
-		passNow()
-	}
-	onSweepAgain := func() {
-		pass()
-		sweepAgain.fired()
-	}
+	a := &asked{keyed: map[int64]struct{}{}, dirty: map[int64]struct{}{}, newClaim: newAlarm(clock)}
+	defer a.newClaim.stop()
+	a.everything()
 	polls := 0
-	dirty := map[int64]struct{}{}
-	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
-	// they started with their root tasks queued, so nothing waits for the master, and the
-	// instances submitted meanwhile are claimed in one statement instead of one each.
-	newClaim := newAlarm(clock)
-	defer newClaim.stop()
-	note := func(w dao.Wakeup) {
-		switch {
-		case w.Rescan:
-			rescan, claim, admit, allKeys = true, true, true, true
-			passNow()
-			if m.rescanned != nil {
-				m.rescanned()
-			}
-		case strings.HasPrefix(w.Payload, dao.WakeupKeys):
-			ids, _ := dao.ParseWakeupKeys(w.Payload)
-			for _, id := range ids {
-				keyed[id] = struct{}{}
-			}
-		case w.Payload == "":
-			claim, admit = true, true
-		case w.Payload == dao.WakeupNew:
-			if !newClaim.armed() && !claim {
-				newClaim.set(newClaimDelay)
-			}
-		default:
-			// A list of workflow instance ids: a worker's batch of results wakes once.
-			for f := range strings.SplitSeq(w.Payload, ",") {
-				if id, err := strconv.ParseInt(f, 10, 64); err == nil {
-					dirty[id] = struct{}{}
-				}
-			}
-		}
-	}
-	onTick := func() {
-		claim, admit, allKeys = true, true, true
-		if polls++; polls%fullResyncEvery == 0 {
-			rescan = true
-		}
-		sweepStep, waits, deadlines = true, true, true
-		m.markDue(dirty)
-	}
+	note := func(w dao.Wakeup) { m.note(a, w) }
 	for ctx.Err() == nil {
-		busy := false
-		if m.gate.Active() {
-			if rescan {
-				rescan = !m.resync(ctx, dirty)
-			}
-			if claim {
-				// A failed claim waits for the next wake-up or poll, as a failed round does:
-				// with the database away, retrying at once would spin.
-				var ok bool
-				ok, claim = m.claim(ctx, dirty, admit)
-				admit = admit && !ok
-				newClaim.stop()
-			}
-			if len(keyed) > 0 || allKeys {
-				// A failed admission waits for the next poll's pass, as a failed claim does.
-				allKeys = m.admitKeys(ctx, keyed, allKeys, dirty)
-			}
-			if sweep || sweepStep {
-				// A failed step waits for the next wake-up or poll, as a failed claim does.
-				if done, ok := m.sweepOne(ctx); ok {
-					sweep = sweep && !done
-					if done && m.swept != nil {
-						m.swept()
-					}
-				} else {
-					sweep = false
-				}
-				sweepStep = false
-			}
-			if waits {
-				// A failed look waits for the next poll, as a failed claim does.
-				waits = m.endWaits(ctx)
-			}
-			if deadlines {
-				// A failed look waits for the next poll, as a failed claim does.
-				deadlines = m.queueDeadlines(ctx)
-			}
-			advanced := m.advanceRound(ctx, dirty)
-			busy = (advanced && len(dirty) > 0) || claim || sweep || waits || deadlines || len(keyed) > 0
-		}
-		if !busy && m.waiting != nil {
-			m.waiting()
+		busy := m.round(ctx, a)
+		if !busy {
+			m.waiting.Signal(struct{}{})
 		}
 		// Idle, the loop waits for the first thing to happen. Busy, it takes only what has
 		// already arrived (now is ready at once), so the instances whose tasks just ended
@@ -266,14 +174,16 @@ func (m *Master) Run(ctx context.Context) error {
 		case w := <-wake.C:
 			note(w)
 		case <-tick.Chan():
-			onTick()
+			a.claim, a.admit, a.allKeys = true, true, true
+			if polls++; polls%fullResyncEvery == 0 {
+				a.rescan = true
+			}
+			m.markDue(a.dirty)
 		case <-m.gate.Changed():
-			onGate()
-		case <-newClaim.c():
-			newClaim.fired()
-			claim = true
-		case <-sweepAgain.c():
-			onSweepAgain()
+			a.everything()
+		case <-a.newClaim.c():
+			a.newClaim.fired()
+			a.claim = true
 		case <-now:
 		}
 		// Take every wake-up already waiting, so one advance covers them all.
@@ -282,7 +192,84 @@ func (m *Master) Run(ctx context.Context) error {
 	return nil
 }
 
-// alarm is a timer of the Run loop that is armed or not: its channel is nil while it is not,
+// asked is what the wake-ups, polls and timers ask of the next round of Run's loop.
+type asked struct {
+	// rescan asks for a resync of the owned instances, claim for a claim of unowned ones, and
+	// admit for a pass over the waiting instances of capped workflows as well as the claim.
+	rescan, claim, admit bool
+	// keyed holds the instances a wake-up named whose concurrency keys may have an instance to
+	// admit; allKeys asks for a pass over every key with one (at polls: it finds what a lost
+	// wake-up left waiting).
+	keyed   map[int64]struct{}
+	allKeys bool
+	// dirty holds the instances to advance.
+	dirty map[int64]struct{}
+	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
+	// they started with their root tasks queued, so nothing waits for the master, and the
+	// instances submitted meanwhile are claimed in one statement instead of one each.
+	newClaim *alarm
+}
+
+// everything is what the start, a change of the gate and a Rescan wake-up ask for.
+func (a *asked) everything() { a.rescan, a.claim, a.admit, a.allKeys = true, true, true, true }
+
+// note adds what wake-up w asks for to a. A Rescan is passed on to the Sweep.
+func (m *Master) note(a *asked, w dao.Wakeup) {
+	switch {
+	case w.Rescan:
+		a.everything()
+		select {
+		case m.rescans <- struct{}{}:
+		default:
+		}
+		m.rescanned.Signal(struct{}{})
+	case strings.HasPrefix(w.Payload, dao.WakeupKeys):
+		ids, _ := dao.ParseWakeupKeys(w.Payload)
+		for _, id := range ids {
+			a.keyed[id] = struct{}{}
+		}
+	case w.Payload == "":
+		a.claim, a.admit = true, true
+	case w.Payload == dao.WakeupNew:
+		if !a.newClaim.armed() && !a.claim {
+			a.newClaim.set(newClaimDelay)
+		}
+	default:
+		// A list of workflow instance ids: a worker's batch of results wakes once.
+		for f := range strings.SplitSeq(w.Payload, ",") {
+			if id, err := strconv.ParseInt(f, 10, 64); err == nil {
+				a.dirty[id] = struct{}{}
+			}
+		}
+	}
+}
+
+// round does what a asks, while the gate is Active: resync, claim, admissions, advances. It
+// reports whether the master is busy: there is more to do at once.
+func (m *Master) round(ctx context.Context, a *asked) (busy bool) {
+	if !m.gate.Active() {
+		return false
+	}
+	if a.rescan {
+		a.rescan = !m.resync(ctx, a.dirty)
+	}
+	if a.claim {
+		// A failed claim waits for the next wake-up or poll, as a failed round does: with the
+		// database away, retrying at once would spin.
+		var ok bool
+		ok, a.claim = m.claim(ctx, a.dirty, a.admit)
+		a.admit = a.admit && !ok
+		a.newClaim.stop()
+	}
+	if len(a.keyed) > 0 || a.allKeys {
+		// A failed admission waits for the next poll's pass, as a failed claim does.
+		a.allKeys = m.admitKeys(ctx, a.keyed, a.allKeys, a.dirty)
+	}
+	advanced := m.advanceRound(ctx, a.dirty)
+	return (advanced && len(a.dirty) > 0) || a.claim || len(a.keyed) > 0
+}
+
+// alarm is a timer of a part's loop that is armed or not: its channel is nil while it is not,
 // so a select on it waits for nothing. A new arming replaces the last one.
 type alarm struct {
 	clock clockwork.Clock
@@ -318,46 +305,6 @@ func (a *alarm) c() <-chan time.Time {
 	return a.t.Chan()
 }
 
-// waitsBatch is how many waiting tasks past their timeout one look ends at most.
-const waitsBatch = 1000
-
-// endWaits ends the waiting tasks past their timeout, a batch at a time; the ends wake the
-// masters as a signal does. It reports whether a full batch was ended, so more may be due.
-func (m *Master) endWaits(ctx context.Context) bool {
-	n, err := lifecycle.EndWaitsPastTimeout(ctx, m.db, waitsBatch)
-	if err != nil {
-		// The claim of the same poll has said the database is away; this says it at debug.
-		if ctx.Err() == nil {
-			m.cfg.Log.Debug().Err(err).Msg("could not end the waiting tasks past their timeout; trying again at the next poll")
-		}
-		return false
-	}
-	if n > 0 {
-		m.cfg.Log.Info().Int("tasks", n).Msg("ended waiting tasks past their timeout")
-	}
-	return n == waitsBatch
-}
-
-// deadlinesBatch is how many passed deadlines one look queues at most.
-const deadlinesBatch = 1000
-
-// queueDeadlines queues the deadline event of the workflow instances and tasks whose deadline
-// has passed, a batch at a time; the notification's unique key makes two masters looking at
-// once queue each once. It reports whether a full batch was queued, so more may be due.
-func (m *Master) queueDeadlines(ctx context.Context) bool {
-	n, err := m.db.DeadlineQueuePassed(ctx, deadlinesBatch)
-	if err != nil {
-		if ctx.Err() == nil {
-			m.cfg.Log.Debug().Err(err).Msg("could not queue the passed deadlines; trying again at the next poll")
-		}
-		return false
-	}
-	if n > 0 {
-		m.cfg.Log.Info().Int("deadlines", n).Msg("queued the deadline events of instances and tasks past their deadline")
-	}
-	return n >= deadlinesBatch
-}
-
 // ready is a channel a receive from never waits on.
 var ready = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
@@ -369,6 +316,35 @@ func drain(c <-chan dao.Wakeup, note func(dao.Wakeup)) {
 			note(w)
 		default:
 			return
+		}
+	}
+}
+
+// everyPoll runs look at start and at every poll while gate is Active, and again at once while
+// it reports that more may be due; a look due while the gate is not Active is taken at the
+// gate's next change. A failed look reports nothing more due: it waits for the next poll. It
+// signals waiting each time it waits, and returns when ctx ends.
+func everyPoll(ctx context.Context, cfg Config, gate Gate, look func(context.Context) bool, waiting *signal.Test[struct{}]) {
+	tick := cfg.Clock.NewTicker(cfg.PollInterval)
+	defer tick.Stop()
+	due := true
+	for ctx.Err() == nil {
+		active := gate.Active()
+		if active && due {
+			due = look(ctx)
+		}
+		var now <-chan struct{}
+		if active && due {
+			now = ready
+		} else {
+			waiting.Signal(struct{}{})
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.Chan():
+			due = true
+		case <-gate.Changed():
+		case <-now:
 		}
 	}
 }
@@ -610,29 +586,6 @@ func (m *Master) claimAndAdvance(ctx context.Context) (int, error) {
 	}
 	m.record(st, true)
 	return len(st.Locked), nil
-}
-
-// sweepOne takes one step of the sweep: of the next sweepSlice unowned running instances, it
-// claims and advances those with no task left queued or running, whose last task's wake-up
-// no master heard (see dao.WorkflowClaimStranded). It reports whether the step reached the
-// last such instance (the next step starts over), and success.
-func (m *Master) sweepOne(ctx context.Context) (done, ok bool) {
-	slice := m.cfg.SweepSlice
-	if slice <= 0 {
-		slice = sweepSlice
-	}
-	st, upto, n, err := m.drive.SweepAndAdvance(ctx, m.sweptTo, slice)
-	if err != nil {
-		m.warn(ctx, err, "sweep unowned workflow instances")
-		return false, false
-	}
-	m.record(st, true)
-	if n < slice {
-		m.sweptTo = 0
-		return true, true
-	}
-	m.sweptTo = upto
-	return false, true
 }
 
 // record notes what a committed step did: the instances it claimed (claimed) or took are

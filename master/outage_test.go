@@ -12,25 +12,27 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/internal/testenv"
 )
 
-// countWarnings counts the log lines at warn level or above, and marks warned at each.
+// countWarnings counts the log lines at warn level or above, and signals warned at each.
 type countWarnings struct {
 	n      atomic.Int64
-	warned chan struct{}
+	warned signal.Test[struct{}]
 }
 
 func (c *countWarnings) Write(p []byte) (int, error) {
 	if strings.Contains(string(p), `"level":"warn"`) || strings.Contains(string(p), `"level":"error"`) {
 		c.n.Add(1)
-		signal(c.warned)()
+		c.warned.Signal(struct{}{})
 	}
 	return len(p), nil
 }
 
 // TestDatabaseGoneDoesNotSpin checks that a master whose database refuses connections retries
-// at its poll interval, not in a loop: each failed claim waits for the next wake-up or poll.
+// at its poll interval, not in a loop: each failed claim (and step of the sweep, and look of
+// its other parts) waits for the next wake-up or poll.
 func TestDatabaseGoneDoesNotSpin(t *testing.T) {
 	t.Parallel()
 	_, dsn := daotest.New(t)
@@ -47,39 +49,20 @@ func TestDatabaseGoneDoesNotSpin(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	warns := &countWarnings{warned: make(chan struct{}, 1)}
+	warns := &countWarnings{}
+	warns.warned.Init()
 	const poll = 200 * time.Millisecond
-	m := New(Config{ID: "m1", PollInterval: poll, Log: zerolog.New(warns)}, db, newGate(true))
-	waits, rescans := make(chan struct{}, 1), make(chan struct{}, 1)
-	m.waiting, m.rescanned = signal(waits), signal(rescans)
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = m.Run(runCtx); close(done) }()
-	defer func() { stop(); <-done }()
-	wait := func(c <-chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-c:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("no %s within 10s", what)
-		}
-	}
+	m := startMaster(t, New(Config{ID: "m1", PollInterval: poll, Log: zerolog.New(warns)}, db, newGate(true)))
 	// Settled: the listener listens, and the master has looked at everything it then asked for.
-	wait(rescans, "rescan once the master's listener listens")
-	select {
-	case <-waits:
-	default:
-	}
-	wait(waits, "wait of the master after its first rounds")
+	m.rescanned.Wait(t, "rescan once the master's listener listens")
+	m.waiting.Clear()
+	m.waiting.Wait(t, "wait of the master after its first rounds")
 
 	proxy.Close() // connection refused from now on
 	// The next poll's round fails; the window starts once the master waits after it.
-	wait(warns.warned, "warning with the database gone")
-	select {
-	case <-waits:
-	default:
-	}
-	wait(waits, "wait of the master after a failed round")
+	warns.warned.Wait(t, "warning with the database gone")
+	m.waiting.Clear()
+	m.waiting.Wait(t, "wait of the master after a failed round")
 	before := warns.n.Load()
 	// Real time goes by: a master that retried at once would warn all along.
 	const window = 2 * time.Second

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/signal"
 )
 
 // Leadership says whether this master leads the cluster (registry.Election).
@@ -52,9 +53,9 @@ type Retention struct {
 	db   *dao.DB
 	lead Leadership
 
-	// waiting is a test signal, nil outside tests: Run calls it each time it waits for the
-	// next round or a change of leadership.
-	waiting func()
+	// waiting is a test signal: Run signals it each time it waits for the next round or a
+	// change of leadership.
+	waiting signal.Test[struct{}]
 }
 
 // NewRetention returns the leader's Retention.
@@ -80,9 +81,7 @@ func (r *Retention) Run(ctx context.Context) error {
 			due = false
 			r.round(ctx, changed)
 		}
-		if r.waiting != nil {
-			r.waiting()
-		}
+		r.waiting.Signal(struct{}{})
 		select {
 		case <-ctx.Done():
 			return nil

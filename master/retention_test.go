@@ -45,7 +45,6 @@ type retentionBundle struct {
 	clock   *clockwork.FakeClock
 	lead    *fakeLeadership
 	r       *Retention
-	waits   chan struct{}
 	mu      sync.Mutex
 	purged  map[string]int64
 	onBatch func()
@@ -57,7 +56,7 @@ func setupRetention(t *testing.T, batch int) *retentionBundle {
 	t.Helper()
 	db, _ := daotest.New(t)
 	b := &retentionBundle{db: db, clock: clockwork.NewFakeClock(), lead: &fakeLeadership{changed: make(chan struct{})},
-		waits: make(chan struct{}, 1), purged: map[string]int64{}}
+		purged: map[string]int64{}}
 	daotest.Submit(t, db, "wf", map[string]any{"name": "wf"})
 	b.r = NewRetention(RetentionConfig{Instances: time.Hour, Logs: time.Hour, Interval: time.Minute, BatchSize: batch,
 		Log: zerolog.Nop(), Clock: b.clock, Purged: func(table string, n int64) {
@@ -69,7 +68,7 @@ func setupRetention(t *testing.T, batch int) *retentionBundle {
 				f()
 			}
 		}}, db, b.lead)
-	b.r.waiting = signal(b.waits)
+	b.r.waiting.Init()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = b.r.Run(ctx); close(done) }()
@@ -81,11 +80,7 @@ func setupRetention(t *testing.T, batch int) *retentionBundle {
 // wait waits until the Retention has done all it had to and waits.
 func (b *retentionBundle) wait(t *testing.T) {
 	t.Helper()
-	select {
-	case <-b.waits:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the retention did not wait within 10s")
-	}
+	b.r.waiting.Wait(t, "the retention to wait")
 }
 
 // finished writes n instances that succeeded two hours ago, each with a task and a log line.

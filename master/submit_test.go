@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
@@ -212,6 +215,29 @@ func TestSweepAgainAfterTheGrace(t *testing.T) {
 	}
 }
 
+// TestSweepWaitsForTheGate: the sweep acts only while the gate is open. An instance stranded
+// before the master came up is left alone while the gate is closed, and taken when it opens,
+// with no poll (the clock is fake, so no poll and no second pass come): a change of the gate
+// is what a reconnect looks like to the master.
+func TestSweepWaitsForTheGate(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	id := submitFile(t, db, singleTask("stranded"), nil)
+	endUnheard(t, db, id, "1 minute")
+	gate := newGate(false)
+	m := startMaster(t, New(Config{ID: "m1", PollInterval: time.Minute, Clock: clockwork.NewFakeClock(), Log: zerolog.Nop()}, db, gate))
+	m.rescanned.Wait(t, "the master's listener to listen")
+	if wf, err := db.WorkflowGet(ctx, id); err != nil || wf.State != dao.WorkflowRunning || wf.Owner != nil {
+		t.Fatalf("instance with the gate closed = %+v, %v; want running without an owner", wf, err)
+	}
+	gate.Set(true)
+	m.waitFor(t, "the sweep to finish the stranded instance", func() bool {
+		wf, err := db.WorkflowGet(ctx, id)
+		return err == nil && wf.State == dao.WorkflowSucceeded && wf.Owner != nil && *wf.Owner == "m1"
+	})
+}
+
 // submitFile stores a workflow file and submits an instance of it with params and the file's
 // priority, as `zksched submit` does.
 func submitFile(t *testing.T, db *dao.DB, file string, params json.RawMessage) int64 {
@@ -241,46 +267,53 @@ func singleTask(name string) string {
 	return "name: " + name + "\ntasks:\n  - {name: only, type: noop}\n"
 }
 
-// masterRun is a master a test runs, with its test signals.
+// masterRun is a master a test runs with its parts (as a node starts them), and their test
+// signals.
 type masterRun struct {
 	*Master
-	// waits is signalled each time the master has nothing left to do and waits (Master.waiting);
-	// sweeps each time its sweep reaches the last unowned running instance (Master.swept).
-	waits, sweeps chan struct{}
+	sweep     *Sweep
+	waits     *WaitTimeouts
+	deadlines *Deadlines
 }
 
-// runMaster runs a master with cfg (and no log) until the test ends.
+// runMaster runs a master with cfg (and no log) and its parts until the test ends.
 func runMaster(t *testing.T, db *dao.DB, cfg Config) *masterRun {
 	t.Helper()
 	cfg.Log = zerolog.Nop()
-	r := &masterRun{Master: New(cfg, db, newGate(true)), waits: make(chan struct{}, 1), sweeps: make(chan struct{}, 1)}
-	r.waiting, r.swept = signal(r.waits), signal(r.sweeps)
+	return startMaster(t, New(cfg, db, newGate(true)))
+}
+
+// startMaster runs m and its parts, on m's Config, until the test ends.
+func startMaster(t *testing.T, m *Master) *masterRun {
+	t.Helper()
+	r := &masterRun{Master: m, sweep: NewSweep(m), waits: NewWaitTimeouts(m.cfg, m.db, m.gate),
+		deadlines: NewDeadlines(m.cfg, m.db, m.gate)}
+	r.waiting.Init()
+	r.rescanned.Init()
+	r.sweep.swept.Init()
+	r.waits.waiting.Init()
+	r.deadlines.waiting.Init()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = r.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{r.Run, r.sweep.Run, r.waits.Run, r.deadlines.Run} {
+		wg.Go(func() { _ = run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	return r
 }
 
-// signal returns a test signal that marks c, without blocking: a test that has not taken the
-// last mark yet finds one waiting.
-func signal(c chan struct{}) func() {
-	return func() {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// waitFor waits until cond holds, looking again each time the master has done all it had to
-// and waits: what the master changes, it has changed by then.
+// waitFor waits until cond holds, looking again each time the master or a part of it has done
+// all it had to and waits (or the sweep has reached its end): what they change, they have
+// changed by then.
 func (r *masterRun) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(15 * time.Second)
+	deadline := time.After(signal.WaitTimeout)
 	for !cond() {
 		select {
-		case <-r.waits:
+		case <-r.waiting.C():
+		case <-r.sweep.swept.C():
+		case <-r.waits.waiting.C():
+		case <-r.deadlines.waiting.C():
 		case <-deadline:
 			t.Fatalf("timed out waiting for %s", what)
 		}
@@ -291,11 +324,7 @@ func (r *masterRun) waitFor(t *testing.T, what string, cond func() bool) {
 // instance, or the last time if the test has not seen it yet.
 func (r *masterRun) waitSwept(t *testing.T) {
 	t.Helper()
-	select {
-	case <-r.sweeps:
-	case <-time.After(15 * time.Second):
-		t.Fatal("the sweep never reached the last unowned running instance")
-	}
+	r.sweep.swept.Wait(t, "the sweep to reach the last unowned running instance")
 }
 
 // succeed records the success of each of tasks, claimed by a worker.

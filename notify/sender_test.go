@@ -16,6 +16,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/notify"
 )
 
@@ -319,11 +320,5 @@ func TestRunPolls(t *testing.T) {
 		t.Fatalf("sent %d before the poll", len(got))
 	}
 	clock.Advance(time.Minute)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(b.hook.got()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing sent after the poll")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, 10*time.Millisecond, "a send after the poll", func() bool { return len(b.hook.got()) > 0 })
 }

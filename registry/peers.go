@@ -10,6 +10,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/rs/zerolog"
+
+	"github.com/zksched/zksched/internal/signal"
 )
 
 // Peers follows the other workers registered under nodes/workers that serve every group a
@@ -34,8 +36,8 @@ type Peers struct {
 	mu    sync.Mutex
 	slots map[string]int // replaced whole, never changed: Slots hands it out
 
-	// updated is a test signal, nil outside tests: called after each look at the membership.
-	updated func()
+	// updated is a test signal: Run signals it after each look at the membership.
+	updated signal.Test[struct{}]
 }
 
 // peersResync is how often Peers reads the membership again in case a watch was lost: a dead
@@ -63,9 +65,7 @@ func (p *Peers) Run(ctx context.Context) error {
 	known := map[string]int{} // every worker read: its slots, 0 when it is no peer
 	for {
 		changed, err := p.look(ctx, known)
-		if p.updated != nil {
-			p.updated()
-		}
+		p.updated.Signal(struct{}{})
 		wait := p.resync
 		if err != nil {
 			if ctx.Err() != nil {

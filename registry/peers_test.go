@@ -3,24 +3,17 @@ package registry
 import (
 	"context"
 	"maps"
-	"sync"
 	"testing"
 	"time"
 )
 
-// runPeers runs p until the test ends, and returns its looks: the channel changed returns is
-// closed at p's next look at the membership. The resync is left out: the watch alone must do.
+// runPeers runs p until the test ends, and returns its looks: the channel changed returns
+// delivers once p has looked at the membership since it last delivered. The resync is left
+// out: the watch alone must do.
 func runPeers(t *testing.T, p *Peers) (changed func() <-chan struct{}) {
 	t.Helper()
 	p.resync = time.Hour
-	var mu sync.Mutex
-	looked := make(chan struct{})
-	p.updated = func() {
-		mu.Lock()
-		defer mu.Unlock()
-		close(looked)
-		looked = make(chan struct{})
-	}
+	p.updated.Init()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- p.Run(ctx) }()
@@ -30,11 +23,7 @@ func runPeers(t *testing.T, p *Peers) (changed func() <-chan struct{}) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return func() <-chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		return looked
-	}
+	return p.updated.C
 }
 
 // TestPeersFollowTheWorkersOfTheGroups: a worker's peers are the other registered workers that

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
 	"github.com/zksched/zksched/internal/llmtest"
-	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -24,10 +21,8 @@ import (
 func BenchmarkAgentStep(b *testing.B) {
 	db, _ := daotest.New(b)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := master.New(master.Config{ID: "m1", PollInterval: 50 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	b.Cleanup(func() { cancel(); <-done })
+	b.Cleanup(cancel)
+	startMaster(b, db, 50*time.Millisecond)
 	bundle := &testBundle{db: db, ctx: ctx}
 	srv := llmtest.New(b)
 	bundle.startLLMWorker(b, "w1", srv, 1)
@@ -47,8 +42,7 @@ func BenchmarkAgentStep(b *testing.B) {
 		}
 		id := daotest.Submit(b, db, spec.Name, spec)
 		var a *dao.TaskInstance
-		for a == nil || !a.State.Terminal() {
-			time.Sleep(20 * time.Millisecond) // the master and worker give no signal to wait on
+		waitUntil(b, "the agent task to end", func() bool {
 			tasks, err := db.TaskListByWorkflow(ctx, id)
 			if err != nil {
 				b.Fatal(err)
@@ -56,7 +50,8 @@ func BenchmarkAgentStep(b *testing.B) {
 			if len(tasks) == 1 {
 				a = &tasks[0]
 			}
-		}
+			return a != nil && a.State.Terminal()
+		})
 		if a.State != dao.TaskSucceeded {
 			b.Fatalf("agent %s: %v", a.State, a.Error)
 		}

@@ -1,5 +1,10 @@
 package worker
 
-// OnPoll sets f as w's test signal polled (see Worker.polled): the claim loop calls it once it
-// has handled a poll. Call it before Run.
-func OnPoll(w *Worker, f func()) { w.polled = f }
+import "github.com/zksched/zksched/internal/signal"
+
+// Polled Inits w's test signal polled (see Worker.polled) and returns it: the claim loop
+// signals it once it has handled a poll. Call it before Run.
+func Polled(w *Worker) *signal.Test[struct{}] {
+	w.polled.Init()
+	return &w.polled
+}

@@ -14,25 +14,24 @@ import (
 	"github.com/zksched/zksched/worker/executor"
 )
 
-// waitTask polls until the named task of a workflow instance satisfies cond.
+// waitTask waits until the named task of a workflow instance satisfies cond.
 func (b *testBundle) waitTask(t *testing.T, wf int64, name, what string, cond func(dao.TaskInstance) bool) dao.TaskInstance {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	var got dao.TaskInstance
+	waitUntil(t, "task "+name+" to get "+what, func() bool {
 		tasks, err := b.db.TaskListByWorkflow(b.ctx, wf)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, ti := range tasks {
 			if ti.Name == name && cond(ti) {
-				return ti
+				got = ti
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task %s never got %s", name, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	return got
 }
 
 func TestKillOfARunningTaskStopsItWithoutARetry(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
 )
@@ -71,7 +72,7 @@ func (b *testBundle) runWorker(t *testing.T, id string, slots int, gate worker.G
 }
 
 // runWorkerPolled is runWorker that also returns the worker's polls (see startWorkerPolled).
-func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) (*worker.Worker, <-chan struct{}) {
+func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) (*worker.Worker, *signal.Test[struct{}]) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -80,8 +81,7 @@ func (b *testBundle) runWorkerPolled(t *testing.T, id string, slots int, gate wo
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second, LogLimit: 1 << 20, Log: zerolog.Nop(), Events: ev}, b.db, gate,
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
-	polls := make(chan struct{}, 1)
-	worker.OnPoll(w, signal(polls))
+	polls := worker.Polled(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -173,36 +173,23 @@ tasks:
 	gate := newSwitchGate()
 	b.runWorker(t, "w1", 2, gate, nil)
 	// The claim is waiting for the pool's row: wait until PostgreSQL shows it blocked.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitUntil(t, "the worker's claim to wait on the pool's lock", func() bool {
 		var waiting int
 		if err := b.db.SQL().QueryRowContext(b.ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%open_pool%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the worker's claim never waited on the pool's lock")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return waiting > 0
+	})
 	gate.set(false)
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	task := b.onlyTask(t, wf)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	var task dao.TaskInstance
+	waitUntil(t, "attempt 1 to be handed back", func() bool {
 		task = b.onlyTask(t, wf)
-		if task.Attempt >= 1 && task.State != dao.TaskRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task is %s at attempt %d; want attempt 1 handed back", task.State, task.Attempt)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return task.Attempt >= 1 && task.State != dao.TaskRunning
+	})
 	if got := strings.Join(b.attempts(t, task.ID), ","); task.State != dao.TaskQueued || got != "interrupted" {
 		t.Fatalf("task %s, attempts %s; want queued after one interrupted attempt that never ran", task.State, got)
 	}

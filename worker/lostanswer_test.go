@@ -130,14 +130,9 @@ func TestFinishWhoseAnswerWasLost(t *testing.T) {
 	}
 }
 
-// waitUntil polls cond: the database gives these conditions no signal.
-func waitUntil(t *testing.T, what string, cond func() bool) {
+// waitUntil checks cond every 20 ms for up to 30 s, for what the worker and the master show
+// only in the database: they give no signal a test can wait on from outside.
+func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 30*time.Second, 20*time.Millisecond, what, cond)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/retry"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker/executor"
@@ -115,9 +116,9 @@ type Worker struct {
 	// goroutine.
 	unpooled, poolsSeen, leftToPeers bool
 
-	// polled is a test signal, nil outside tests: the claim loop calls it once it has handled
-	// a poll (reconcile included).
-	polled func()
+	// polled is a test signal: the claim loop signals it once it has handled a poll
+	// (reconcile included).
+	polled signal.Test[struct{}]
 }
 
 // attemptKey identifies an attempt of this worker: its task and attempt number (the worker id
@@ -255,9 +256,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			look, checkKills = true, true
 			w.reconcile(ctx)
 			w.lookForPools(ctx)
-			if w.polled != nil {
-				w.polled()
-			}
+			w.polled.Signal(struct{}{})
 		case <-w.freed:
 			switch {
 			case !backlog || look:

@@ -2,8 +2,10 @@ package worker_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/worker"
 	"github.com/zksched/zksched/worker/executor"
@@ -41,11 +44,24 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	db, dsn := daotest.New(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	m := master.New(master.Config{ID: "m1", PollInterval: 200 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
-	done := make(chan struct{})
-	go func() { m.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(cancel)
+	startMaster(t, db, 200*time.Millisecond)
 	return &testBundle{db: db, dsn: dsn, ctx: ctx}
+}
+
+// startMaster runs a master with its parts, as a node starts them, on db until the test
+// ends.
+func startMaster(tb testing.TB, db *dao.DB, poll time.Duration) {
+	tb.Helper()
+	cfg := master.Config{ID: "m1", PollInterval: poll, Log: zerolog.Nop()}
+	m := master.New(cfg, db, openGate{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, run := range []func(context.Context) error{m.Run, master.NewSweep(m).Run,
+		master.NewWaitTimeouts(cfg, db, openGate{}).Run, master.NewDeadlines(cfg, db, openGate{}).Run} {
+		wg.Go(func() { _ = run(ctx) })
+	}
+	tb.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // startWorker runs a worker until the returned stop function is called; stop returns once
@@ -63,8 +79,8 @@ func (b *testBundle) startWorkerSlots(t *testing.T, id string, slots int, shutdo
 }
 
 // startWorkerPolled is startWorkerSlots that also returns the worker's polls: a mark is there
-// once the worker has handled a poll since the test last took one (worker.OnPoll).
-func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutdown time.Duration) (stop func(), polls <-chan struct{}) {
+// once the worker has handled a poll since the test last took one (worker.Polled).
+func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutdown time.Duration) (stop func(), polls *signal.Test[struct{}]) {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -73,8 +89,7 @@ func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutd
 	w := worker.New(worker.Config{ID: id, Groups: []string{"default"}, Slots: slots, PollInterval: 200 * time.Millisecond,
 		ShutdownTimeout: shutdown, LogLimit: 1 << 20, Log: zerolog.Nop()}, b.db, openGate{},
 		executor.Set{"noop": executor.Noop{}, "shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
-	pc := make(chan struct{}, 1)
-	worker.OnPoll(w, signal(pc))
+	polls = worker.Polled(w)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -87,33 +102,15 @@ func (b *testBundle) startWorkerPolled(t *testing.T, id string, slots int, shutd
 		}
 	}
 	t.Cleanup(stop)
-	return stop, pc
-}
-
-// signal returns a test signal that marks c, without blocking: a test that has not taken the
-// last mark yet finds one waiting.
-func signal(c chan struct{}) func() {
-	return func() {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
-	}
+	return stop, polls
 }
 
 // waitPolls returns once the worker has handled n more polls.
-func waitPolls(t *testing.T, polls <-chan struct{}, n int) {
+func waitPolls(t *testing.T, polls *signal.Test[struct{}], n int) {
 	t.Helper()
-	select { // a mark left from before the call is not one of the n
-	case <-polls:
-	default:
-	}
+	polls.Clear() // a mark left from before the call is not one of the n
 	for range n {
-		select {
-		case <-polls:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the worker handled no poll within 10s")
-		}
+		polls.Wait(t, "a poll of the worker")
 	}
 }
 
@@ -126,32 +123,26 @@ func (b *testBundle) submit(t *testing.T, yaml string) int64 {
 	return daotest.Submit(t, b.db, spec.Name, spec)
 }
 
-// waitDone polls until the workflow instance finishes: the master gives no signal a test can
-// wait on from outside.
+// waitDone waits until the workflow instance finishes.
 func (b *testBundle) waitDone(t *testing.T, id int64) (*dao.WorkflowInstance, map[string]dao.TaskInstance) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		wf, err := b.db.WorkflowGet(b.ctx, id)
-		if err != nil {
+	var wf *dao.WorkflowInstance
+	waitUntil(t, fmt.Sprintf("workflow instance %d to finish", id), func() bool {
+		var err error
+		if wf, err = b.db.WorkflowGet(b.ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		if wf.State.Terminal() {
-			tasks, err := b.db.TaskListByWorkflow(b.ctx, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			byName := map[string]dao.TaskInstance{}
-			for _, ti := range tasks {
-				byName[ti.Name] = ti
-			}
-			return wf, byName
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("workflow instance %d still %s after 30s", id, wf.State)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return wf.State.Terminal()
+	})
+	tasks, err := b.db.TaskListByWorkflow(b.ctx, id)
+	if err != nil {
+		t.Fatal(err)
 	}
+	byName := map[string]dao.TaskInstance{}
+	for _, ti := range tasks {
+		byName[ti.Name] = ti
+	}
+	return wf, byName
 }
 
 func (b *testBundle) attempts(t *testing.T, taskID int64) []string {
@@ -233,17 +224,10 @@ tasks:
   - {name: long, type: shell, command: 'if [ "$ZKSCHED_WORKER" = w1 ]; then echo started; sleep 60; fi; echo done on $ZKSCHED_WORKER'}
 `)
 	// Wait until w1 runs the task, then shut w1 down.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	waitUntil(t, "the task to run on w1", func() bool {
 		tasks, _ := b.db.TaskListByWorkflow(b.ctx, id)
-		if len(tasks) == 1 && tasks[0].State == dao.TaskRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the task never ran on w1")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return len(tasks) == 1 && tasks[0].State == dao.TaskRunning
+	})
 	stop1()
 	tasks, _ := b.db.TaskListByWorkflow(b.ctx, id)
 	if tasks[0].State != dao.TaskQueued {
@@ -289,13 +273,12 @@ tasks:
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !ok() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %d running, %d queued", what, count(dao.TaskRunning), count(dao.TaskQueued))
+		defer func() {
+			if t.Failed() {
+				t.Logf("%s: still %d running, %d queued", what, count(dao.TaskRunning), count(dao.TaskQueued))
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		}()
+		waitUntil(t, what, ok)
 	}
 	_, polls := b.startWorkerPolled(t, "w1", 2, time.Second)
 	waitFor("two tasks running", func() bool { return count(dao.TaskRunning) == 2 })
@@ -338,22 +321,14 @@ func TestClaimWhoseReplyWasLostIsHandedBack(t *testing.T) {
 	db, _ := daotest.New(t)
 	b := &testBundle{db: db, ctx: context.Background()}
 	id := b.submit(t, "name: lost-reply\ntasks:\n  - {name: t, type: noop}\n")
-	m := master.New(master.Config{ID: "m1", PollInterval: 100 * time.Millisecond, Log: zerolog.Nop()}, db, openGate{})
-	mctx, stopMaster := context.WithCancel(context.Background())
-	defer stopMaster()
-	go m.Run(mctx)
-	deadline := time.Now().Add(20 * time.Second)
-	var claimed []dao.TaskInstance
-	for len(claimed) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the master never queued the task")
-		}
-		var err error
-		if claimed, err = db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1); err != nil {
+	startMaster(t, db, 100*time.Millisecond)
+	waitUntil(t, "the master to queue the task, and a claim of it", func() bool {
+		claimed, err := db.TaskClaimQueued(b.ctx, "w1", []string{"default"}, 1)
+		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(claimed) > 0
+	})
 	b.startWorker(t, "w1", time.Second)
 	_, tasks := b.waitDone(t, id)
 	if got := strings.Join(b.attempts(t, tasks["t"].ID), ","); got != "interrupted,succeeded" {

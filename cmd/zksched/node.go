@@ -58,12 +58,89 @@ type node struct {
 	// says of them: "" when the role has none zksched does not need (see checkDBRole).
 	dbRole        dao.RolePowers
 	dbRoleWarning string
+
+	// What open found or made for the steps after it: the port and the start time (both part
+	// of the identity), the HTTP URL, the log's output, the tracer (nil when tracing is off),
+	// and a worker's shell executor and secrets (see taskIsolation).
+	port    int
+	start   time.Time
+	httpURL string
+	logOut  *nodeLog
+	tracer  *tracing.Tracer
+	shell   executor.Shell
+	secrets []string
+	// work and watch are the node's parts (see runNode); closers what runNode closes as it
+	// returns, in the reverse order (onClose).
+	work, watch *parts
+	closers     []func()
 }
 
 // runNode starts a master or a worker: it binds its HTTP port (part of its identity), waits for
 // PostgreSQL and ZooKeeper (retrying with backoff while either is down), registers through the
 // fenced multi, and runs until a signal (graceful stop, exit 0) or until it is fenced (exit 75).
+// Its steps: open (config, logs, port, database, registry), start the master's or the
+// worker's parts, then stop. What a step opens is closed when runNode returns, in the reverse
+// order.
 func runNode(ctx context.Context, role registry.Role, args []string, stdout, stderr io.Writer) error {
+	n := &node{role: role}
+	defer n.close()
+	if err := n.open(ctx, args, stdout, stderr); err != nil {
+		return err
+	}
+	// The node's work and what outlives it run as two sets of parts: during a graceful stop a
+	// node cut off from ZooKeeper must still stop its tasks at the deadline, and exit at once
+	// if it is fenced, so the guard (and the HTTP port) stop only once the work has.
+	n.work, n.watch = startParts(), startParts()
+	n.onClose(func() { n.work.Stop() })
+	n.onClose(func() { n.watch.Stop() })
+	var running func() int
+	var err error
+	switch role {
+	case registry.RoleMaster:
+		running, err = n.startMaster(ctx)
+	case registry.RoleWorker:
+		running, err = n.startWorker()
+	}
+	if err != nil {
+		return err
+	}
+	n.work.Go("node data refresh", func(ctx context.Context) error { return n.reg.RefreshInfo(ctx, running) })
+	n.watch.Go("guard", n.guard.Run)
+	handler, err := n.httpHandler()
+	if err != nil {
+		return err
+	}
+	n.watch.Go("http server", serveHTTP(newHTTPServer(handler, n.log), n.ln, n.log))
+	return n.stop(ctx)
+}
+
+// onClose has f run when runNode returns, before what was opened earlier is closed.
+func (n *node) onClose(f func()) { n.closers = append(n.closers, f) }
+
+// close runs what onClose was given, the last first.
+func (n *node) close() {
+	for _, f := range slices.Backward(n.closers) {
+		f()
+	}
+}
+
+// open reads the config and makes the node's log, binds its port, opens the database and
+// registers the node in ZooKeeper. A worker also prepares what keeps its secrets from its
+// tasks.
+func (n *node) open(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if err := n.openConfig(args, stdout, stderr); err != nil {
+		return err
+	}
+	if err := n.openDatabase(ctx); err != nil {
+		return err
+	}
+	return n.openRegistry(ctx)
+}
+
+// openConfig reads the flags and the config, names the node, makes its log, and binds its
+// HTTP port.
+func (n *node) openConfig(args []string, stdout, stderr io.Writer) error {
+	role := n.role
 	fs := newFlags(string(role), stdout)
 	config := configFlag(fs)
 	if err := parse(fs, args); err != nil {
@@ -76,23 +153,20 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	if err != nil {
 		return err
 	}
-	port := cfg.Master.Port
+	n.port = cfg.Master.Port
 	if role == registry.RoleWorker {
-		port = cfg.Worker.Port
+		n.port = cfg.Worker.Port
 	}
-	start := time.Now()
-	n := &node{cfg: cfg, role: role, id: registry.Identity(cfg.Node.Host, port, start)}
-	var logOut *nodeLog
-	n.log, logOut = newNodeLog(cfg.Log, stderr)
+	n.start = time.Now()
+	n.cfg, n.id = cfg, registry.Identity(cfg.Node.Host, n.port, n.start)
+	n.log, n.logOut = newNodeLog(cfg.Log, stderr)
 	n.log = n.log.With().Str("node", n.id).Str("role", string(role)).Logger()
-	defer logOut.Flush(2 * time.Second)
+	n.onClose(func() { n.logOut.Flush(2 * time.Second) })
 
 	// A worker keeps its secrets from its tasks, and a task user it cannot use stops it before
 	// it registers.
-	var shell executor.Shell
-	var secrets []string
 	if role == registry.RoleWorker {
-		if shell, secrets, err = n.taskIsolation(); err != nil {
+		if n.shell, n.secrets, err = n.taskIsolation(); err != nil {
 			return err
 		}
 	}
@@ -104,34 +178,49 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			return err
 		}
 	}
-	ln, httpURL, err := listenNode(cfg, role, port, cfg.API.Authenticated(), n.log)
+	ln, httpURL, err := listenNode(cfg, role, n.port, cfg.API.Authenticated(), n.log)
 	if err != nil {
 		return err
 	}
-	n.ln = ln
-	defer ln.Close()
+	n.ln, n.httpURL = ln, httpURL
+	n.onClose(func() { ln.Close() })
 	n.log.Info().Str("version", Version).Int("pid", os.Getpid()).Str("http", ln.Addr().String()).Str("url", httpURL).Msg("starting")
+	return nil
+}
 
+// openDatabase opens the database (waiting for it), checks the role's powers, and starts
+// tracing if it is configured.
+func (n *node) openDatabase(ctx context.Context) error {
+	cfg := n.cfg
+	var err error
 	if n.db, err = openDB(ctx, cfg, n.log); err != nil {
 		return startupError(ctx, err)
 	}
-	defer n.db.Close()
+	n.onClose(func() { n.db.Close() })
 	n.checkDBRole(ctx)
-	tracer, err := tracing.New(ctx, tracing.Config(cfg.Tracing), tracing.Options{Node: n.id, Role: string(role), Version: Version, Log: n.log})
+	tracer, err := tracing.New(ctx, tracing.Config(cfg.Tracing), tracing.Options{Node: n.id, Role: string(n.role), Version: Version, Log: n.log})
 	if err != nil {
 		return exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
 	}
+	n.tracer = tracer
 	if tracer != nil {
 		n.log.Info().Float64("sample_ratio", cfg.Tracing.SampleRatio).Msg("tracing on")
-		defer func() {
+		n.onClose(func() {
 			// Last out: the spans of the work stopped are ended by now.
 			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			if err := tracer.Shutdown(sctx); err != nil {
 				n.log.Warn().Err(err).Msg("tracing: shutdown")
 			}
-		}()
+		})
 	}
+	return nil
+}
+
+// openRegistry connects to ZooKeeper (waiting for it), makes the node's metrics, and
+// registers the node through the fenced multi: a node fenced already exits 75.
+func (n *node) openRegistry(ctx context.Context) error {
+	cfg, role := n.cfg, n.role
 	auth, err := registryAuth(cfg)
 	if err != nil {
 		return err
@@ -155,10 +244,10 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	n.metrics = metrics.New(n.id, string(role), Version)
 	n.metrics.WatchSession(n.client.Status)
 	n.metrics.Counter("zksched_log_messages_dropped_total", "Log messages dropped while the log output was blocked.",
-		func() float64 { return float64(logOut.Dropped()) })
-	defer n.client.Close()
-	info := registry.NodeInfo{ID: n.id, Role: role, Host: cfg.Node.Host, Port: port, PID: os.Getpid(),
-		StartTime: start, Version: Version, HTTPAddr: httpURL, HeartbeatAt: time.Now()}
+		func() float64 { return float64(n.logOut.Dropped()) })
+	n.onClose(func() { n.client.Close() })
+	info := registry.NodeInfo{ID: n.id, Role: role, Host: cfg.Node.Host, Port: n.port, PID: os.Getpid(),
+		StartTime: n.start, Version: Version, HTTPAddr: n.httpURL, HeartbeatAt: time.Now()}
 	if role == registry.RoleWorker {
 		info.Groups, info.Slots, info.KillGraceMs = cfg.Worker.Groups, cfg.Worker.Slots, cfg.Worker.KillGrace.Milliseconds()
 	}
@@ -169,115 +258,128 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	if err != nil {
 		return startupError(ctx, fmt.Errorf("register: %w", err))
 	}
+	return nil
+}
 
-	keepRunning := cfg.Registry.OnLost == conf.OnLostKeepRunning
-	// The node's work and what outlives it run as two sets of parts: during a graceful stop a
-	// node cut off from ZooKeeper must still stop its tasks at the deadline, and exit at once
-	// if it is fenced, so the guard (and the HTTP port) stop only once the work has.
-	work, watch := startParts(), startParts()
-	defer work.Stop()
-	defer watch.Stop()
-	var running func() int
-	switch role {
-	case registry.RoleMaster:
-		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning, Log: n.log})
-		m := master.New(master.Config{ID: n.id, PollInterval: cfg.Master.PollInterval, Log: n.log}, n.db, n.guard)
-		running = m.Owned
-		election, err := n.reg.Elect(ctx)
-		if err != nil {
-			return startupError(ctx, fmt.Errorf("leader election: %w", err))
-		}
-		defer election.Close(context.Background())
-		n.metrics.Gauge("zksched_leader", "1 while this master leads.", func() float64 { return boolFloat(election.IsLeader()) })
-		n.metrics.Gauge("zksched_workflows_owned", "Workflow instances this master drives.", func() float64 { return float64(m.Owned()) })
-		coord := failover.NewCoordinator(failover.CoordinatorConfig{ID: n.id, Delay: cfg.Failover.Delay,
-			MarkerRetention: cfg.Failover.MarkerRetention, SweepInterval: cfg.Failover.SweepInterval, Log: n.log},
-			n.client, election, n.db)
-		sched := master.NewScheduler(master.SchedulerConfig{ID: n.id, PollInterval: cfg.Master.PollInterval,
-			MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
-		rt := cfg.Retention
-		retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
-			FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, Audit: rt.Audit, Interval: rt.Interval,
-			BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
-		work.Go("master", m.Run)
-		work.Go("scheduler", sched.Run)
-		work.Go("retention", retention.Run)
-		work.Go("failover coordinator", coord.Run)
-		work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
-		work.Go("pool limits", func(ctx context.Context) error { return master.SetPoolLimits(ctx, n.db, cfg.Pools, n.log) })
-		work.Go("notify defaults", func(ctx context.Context) error {
-			return master.SetNotifyDefault(ctx, n.db, notifyDefault(cfg.Notify.Default), n.log)
-		})
-		var mailer notify.Mailer
-		if e := cfg.Notify.Email; e.Host != "" {
-			var password string
-			if e.PasswordEnv != "" {
-				password = os.Getenv(e.PasswordEnv)
-			}
-			mailer = notify.NewMailer(notify.SMTP{Host: e.Host, Port: e.Port, From: e.From, Username: e.Username,
-				Password: password, StartTLS: e.StartTLS, Timeout: cfg.Notify.Timeout})
-		}
-		sender := notify.NewSender(notify.Config{MaxAttempts: cfg.Notify.MaxAttempts, Timeout: cfg.Notify.Timeout,
-			Backoff: cfg.Notify.Backoff, MaxBackoff: cfg.Notify.MaxBackoff, PublicURL: cfg.API.PublicURL,
-			PollInterval: cfg.Master.PollInterval, WebhookEnvPattern: cfg.Notify.WebhookEnvPattern,
-			AllowPrivateTargets: cfg.Notify.AllowPrivateTargets, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
-		work.Go("notifications", sender.Run)
-		if tracer != nil {
-			export := master.NewTraceExport(master.TraceExportConfig{PollInterval: cfg.Master.PollInterval, Log: n.log}, n.db, tracer)
-			work.Go("trace export", export.Run)
-		}
-		work.Go("cluster metrics", func(ctx context.Context) error {
-			return n.metrics.RunClusterCounts(ctx, n.db, n.client, 15*time.Second, n.log)
-		})
-	case registry.RoleWorker:
-		taskCgroup, err := executor.TaskCgroupParent(cfg.Worker.TaskCgroup)
-		switch {
-		case errors.Is(err, executor.ErrNoTaskCgroup):
-			n.log.Warn().Err(err).Msg("shell tasks run without cgroups: each supervisor kills its task's descendants as a subreaper")
-		case err != nil:
-			return fmt.Errorf("worker.task-cgroup: %w", err)
-		case taskCgroup != "":
-			n.log.Info().Str("cgroup", taskCgroup).Msg("shell task attempts get cgroups of their own")
-		}
-		providers := n.llmProviders()
-		var w *worker.Worker
-		n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: keepRunning,
-			OnLost: func() { w.Interrupt() }, Log: n.log})
-		shell.KillGrace, shell.Cgroup = cfg.Worker.KillGrace, taskCgroup
-		shell.ParentStopLimit = min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())
-		var peers worker.Peers // none: the spread is off
-		if cfg.Worker.SpreadWait > 0 {
-			p := n.client.NewPeers(n.id, cfg.Worker.Groups)
-			work.Go("peers", p.Run)
-			peers = p
-		}
-		w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
-			PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
-			LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: secrets, Tracer: tracer,
-			Peers: peers, SpreadWait: cfg.Worker.SpreadWait}, n.db, n.guard,
-			executor.Set{"noop": executor.Noop{}, "shell": shell,
-				"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
-		running = w.Running
-		n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
-		n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
-			func() float64 { return float64(w.Recording()) })
-		work.Go("worker", w.Run)
-	}
-	work.Go("node data refresh", func(ctx context.Context) error { return n.reg.RefreshInfo(ctx, running) })
-	watch.Go("guard", n.guard.Run)
-	handler, err := n.httpHandler()
+// startMaster starts the master's parts: the master and its sweep, wait timeouts and
+// deadlines, the scheduler, the retention, the failover coordinator, the notifications and
+// the trace export, under its leader election. It returns how many workflow instances the
+// master drives.
+func (n *node) startMaster(ctx context.Context) (running func() int, err error) {
+	cfg, work := n.cfg, n.work
+	n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: cfg.Registry.OnLost == conf.OnLostKeepRunning, Log: n.log})
+	mcfg := master.Config{ID: n.id, PollInterval: cfg.Master.PollInterval, Log: n.log}
+	m := master.New(mcfg, n.db, n.guard)
+	election, err := n.reg.Elect(ctx)
 	if err != nil {
-		return err
+		return nil, startupError(ctx, fmt.Errorf("leader election: %w", err))
 	}
-	watch.Go("http server", serveHTTP(newHTTPServer(handler, n.log), ln, n.log))
+	n.onClose(func() { election.Close(context.Background()) })
+	n.metrics.Gauge("zksched_leader", "1 while this master leads.", func() float64 { return boolFloat(election.IsLeader()) })
+	n.metrics.Gauge("zksched_workflows_owned", "Workflow instances this master drives.", func() float64 { return float64(m.Owned()) })
+	coord := failover.NewCoordinator(failover.CoordinatorConfig{ID: n.id, Delay: cfg.Failover.Delay,
+		MarkerRetention: cfg.Failover.MarkerRetention, SweepInterval: cfg.Failover.SweepInterval, Log: n.log},
+		n.client, election, n.db)
+	sched := master.NewScheduler(master.SchedulerConfig{ID: n.id, PollInterval: cfg.Master.PollInterval,
+		MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
+	rt := cfg.Retention
+	retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
+		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, Audit: rt.Audit, Interval: rt.Interval,
+		BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
+	work.Go("master", m.Run)
+	work.Go("sweep", master.NewSweep(m).Run)
+	work.Go("wait timeouts", master.NewWaitTimeouts(mcfg, n.db, n.guard).Run)
+	work.Go("deadlines", master.NewDeadlines(mcfg, n.db, n.guard).Run)
+	work.Go("scheduler", sched.Run)
+	work.Go("retention", retention.Run)
+	work.Go("failover coordinator", coord.Run)
+	work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
+	work.Go("pool limits", func(ctx context.Context) error { return master.SetPoolLimits(ctx, n.db, cfg.Pools, n.log) })
+	work.Go("notify defaults", func(ctx context.Context) error {
+		return master.SetNotifyDefault(ctx, n.db, notifyDefault(cfg.Notify.Default), n.log)
+	})
+	work.Go("notifications", n.notifySender().Run)
+	if n.tracer != nil {
+		export := master.NewTraceExport(master.TraceExportConfig{PollInterval: cfg.Master.PollInterval, Log: n.log}, n.db, n.tracer)
+		work.Go("trace export", export.Run)
+	}
+	work.Go("cluster metrics", func(ctx context.Context) error {
+		return n.metrics.RunClusterCounts(ctx, n.db, n.client, 15*time.Second, n.log)
+	})
+	return m.Owned, nil
+}
 
+// notifySender is the master's sender of notifications, by webhook and by email.
+func (n *node) notifySender() *notify.Sender {
+	cfg := n.cfg
+	var mailer notify.Mailer
+	if e := cfg.Notify.Email; e.Host != "" {
+		var password string
+		if e.PasswordEnv != "" {
+			password = os.Getenv(e.PasswordEnv)
+		}
+		mailer = notify.NewMailer(notify.SMTP{Host: e.Host, Port: e.Port, From: e.From, Username: e.Username,
+			Password: password, StartTLS: e.StartTLS, Timeout: cfg.Notify.Timeout})
+	}
+	return notify.NewSender(notify.Config{MaxAttempts: cfg.Notify.MaxAttempts, Timeout: cfg.Notify.Timeout,
+		Backoff: cfg.Notify.Backoff, MaxBackoff: cfg.Notify.MaxBackoff, PublicURL: cfg.API.PublicURL,
+		PollInterval: cfg.Master.PollInterval, WebhookEnvPattern: cfg.Notify.WebhookEnvPattern,
+		AllowPrivateTargets: cfg.Notify.AllowPrivateTargets, Mailer: mailer, Log: n.log, Counted: n.metrics.Notified}, n.db)
+}
+
+// startWorker starts the worker (and its view of its peers, when the spread is on), its
+// shell tasks in cgroups of their own where it may make them. It returns how many task
+// attempts the worker runs.
+func (n *node) startWorker() (running func() int, err error) {
+	cfg, work := n.cfg, n.work
+	taskCgroup, err := executor.TaskCgroupParent(cfg.Worker.TaskCgroup)
+	switch {
+	case errors.Is(err, executor.ErrNoTaskCgroup):
+		n.log.Warn().Err(err).Msg("shell tasks run without cgroups: each supervisor kills its task's descendants as a subreaper")
+	case err != nil:
+		return nil, fmt.Errorf("worker.task-cgroup: %w", err)
+	case taskCgroup != "":
+		n.log.Info().Str("cgroup", taskCgroup).Msg("shell task attempts get cgroups of their own")
+	}
+	providers := n.llmProviders()
+	var w *worker.Worker
+	n.guard = failover.NewGuard(n.client, n.reg, failover.GuardConfig{KeepRunning: cfg.Registry.OnLost == conf.OnLostKeepRunning,
+		OnLost: func() { w.Interrupt() }, Log: n.log})
+	shell := n.shell
+	shell.KillGrace, shell.Cgroup = cfg.Worker.KillGrace, taskCgroup
+	shell.ParentStopLimit = min(cfg.Registry.SessionTimeout, n.client.SessionTimeout())
+	var peers worker.Peers // none: the spread is off
+	if cfg.Worker.SpreadWait > 0 {
+		p := n.client.NewPeers(n.id, cfg.Worker.Groups)
+		work.Go("peers", p.Run)
+		peers = p
+	}
+	w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
+		PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
+		LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: n.secrets, Tracer: n.tracer,
+		Peers: peers, SpreadWait: cfg.Worker.SpreadWait}, n.db, n.guard,
+		executor.Set{"noop": executor.Noop{}, "shell": shell,
+			"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
+	n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
+	n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
+		func() float64 { return float64(w.Recording()) })
+	work.Go("worker", w.Run)
+	return w.Running, nil
+}
+
+// stop runs the node until a signal, then stops it gracefully: the work first, handing back
+// what it holds, then the registration. A part of the work that fails ends the node with its
+// error; the guard ends it at once, with exit 75, if the node learns it was fenced, before or
+// during the stop.
+func (n *node) stop(ctx context.Context) error {
+	work, watch := n.work, n.watch
 	// Only the guard ends the watch early: the node was fenced, and the leader has given this
 	// identity's work to others.
 	select {
 	case <-watch.Ended():
-		fencedExit(n.log, logOut, watch.Wait())
+		fencedExit(n.log, n.logOut, watch.Wait())
 	case <-work.Ended():
-		return fmt.Errorf("%s stopped: %w", role, work.Wait())
+		return fmt.Errorf("%s stopped: %w", n.role, work.Wait())
 	case <-ctx.Done():
 	}
 	n.log.Info().Msg("signal received: stopping gracefully")
@@ -286,7 +388,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	select {
 	case <-stopped:
 	case <-watch.Ended():
-		fencedExit(n.log, logOut, fmt.Errorf("during the graceful stop: %w", watch.Wait()))
+		fencedExit(n.log, n.logOut, fmt.Errorf("during the graceful stop: %w", watch.Wait()))
 	}
 	// The work is handed back; now leave the registry, so the leader's failover finds nothing.
 	// The guard still runs: a node that learns it was fenced meanwhile exits 75.
@@ -302,7 +404,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 			n.log.Warn().Err(err).Msg("deregister")
 		}
 	case <-watch.Ended():
-		fencedExit(n.log, logOut, fmt.Errorf("while deregistering: %w", watch.Wait()))
+		fencedExit(n.log, n.logOut, fmt.Errorf("while deregistering: %w", watch.Wait()))
 	}
 	watch.Stop()
 	n.log.Info().Msg("stopped")

@@ -225,7 +225,9 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		return func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, o.Masters+o.Workers)
+	// Each master runs as a node's does, with its three parts beside it.
+	const masterParts = 4
+	done := make(chan struct{}, masterParts*o.Masters+o.Workers)
 	tracer, err := tracing.New(ctx, tracing.Config(o.Tracing), tracing.Options{Node: "bench", Role: "bench", Log: o.Log})
 	if err != nil {
 		o.Log.Warn().Err(err).Msg("tracing could not start; the run goes on without it")
@@ -245,8 +247,12 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 		return p
 	}
 	for i := range o.Masters {
-		m := master.New(master.Config{ID: fmt.Sprintf("bench-master-%d", i), PollInterval: time.Second, Log: o.Log}, pool(), openGate{})
-		go func() { m.Run(ctx); done <- struct{}{} }()
+		cfg, mdb := master.Config{ID: fmt.Sprintf("bench-master-%d", i), PollInterval: time.Second, Log: o.Log}, pool()
+		m := master.New(cfg, mdb, openGate{})
+		for _, run := range []func(context.Context) error{m.Run, master.NewSweep(m).Run,
+			master.NewWaitTimeouts(cfg, mdb, openGate{}).Run, master.NewDeadlines(cfg, mdb, openGate{}).Run} {
+			go func() { run(ctx); done <- struct{}{} }()
+		}
 	}
 	exported := make(chan struct{})
 	if tracer != nil {
@@ -276,7 +282,7 @@ func cluster(db *dao.DB, o Options) (stop func()) {
 	}
 	return func() {
 		cancel()
-		for range o.Masters + o.Workers {
+		for range masterParts*o.Masters + o.Workers {
 			<-done
 		}
 		<-exported

@@ -115,7 +115,7 @@ func TestEscapedProcessesDieWhenTheTaskIsStopped(t *testing.T) {
 			var log syncBuffer
 			done := make(chan Result, 1)
 			go func() { done <- sh.Run(ctx, task, &log) }()
-			waitFor(t, func() bool { return strings.Contains(log.String(), "started") })
+			waitFor(t, "the task to start", func() bool { return strings.Contains(log.String(), "started") })
 			cancel()
 			res := <-done
 			if !res.Stopped || res.Err == nil {
@@ -160,12 +160,12 @@ func TestEscapedProcessesDieWithTheWorker(t *testing.T) {
 						_ = w.Process.Kill()
 						_ = w.Wait()
 					}()
-					waitFor(t, func() bool { return size(env["TICKS"]) > 0 })
+					waitFor(t, "the task to tick", func() bool { return size(env["TICKS"]) > 0 })
 					pid := readPid(t, env["PIDFILE"])
 					if err := w.Process.Signal(fault.sig); err != nil {
 						t.Fatal(err)
 					}
-					waitFor(t, func() bool { return !alive(pid) })
+					waitFor(t, "the process to be gone", func() bool { return !alive(pid) })
 				})
 			}
 		}
@@ -188,7 +188,7 @@ func TestWorkerEndsTheCgroupOfAKilledSupervisor(t *testing.T) {
 		Command: escapes[0].command + waitForPid + `echo $PPID > ` + filepath.Join(tmp, "supervisor.pid") + `; sleep 60`}}
 	done := make(chan Result, 1)
 	go func() { done <- sh.Run(context.Background(), task, &syncBuffer{}) }()
-	waitFor(t, func() bool { return size(filepath.Join(tmp, "supervisor.pid")) > 0 })
+	waitFor(t, "the supervisor to write its pid", func() bool { return size(filepath.Join(tmp, "supervisor.pid")) > 0 })
 	if err := syscall.Kill(readPid(t, filepath.Join(tmp, "supervisor.pid")), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -135,7 +136,7 @@ func TestShellStopKillsTheGroupAfterGrace(t *testing.T) {
 	var log syncBuffer
 	done := make(chan Result, 1)
 	go func() { done <- shell(t).Run(ctx, Task{Spec: workflow.Task{Command: cmd}}, &log) }()
-	waitFor(t, func() bool { return strings.Contains(log.String(), "started") })
+	waitFor(t, "the task to start", func() bool { return strings.Contains(log.String(), "started") })
 	stopAt := time.Now()
 	cancel()
 	res := <-done
@@ -173,14 +174,14 @@ func TestTaskDiesWithItsWorker(t *testing.T) {
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return size(out) > 0 })
+	waitFor(t, "the task to write", func() bool { return size(out) > 0 })
 	if err := w.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = w.Wait()
 	killedAt := time.Now()
 	// Within a moment of the worker's death the group is gone; then the file stays the same.
-	waitFor(t, func() bool { return stoppedGrowing(out) })
+	waitFor(t, "the task to stop writing", func() bool { return stoppedGrowing(out) })
 	t.Logf("task stopped growing its file %v after the worker was killed", time.Since(killedAt))
 }
 
@@ -245,12 +246,12 @@ func TestTaskDiesWithAFrozenWorker(t *testing.T) {
 		_ = w.Process.Kill()
 		_ = w.Wait()
 	}()
-	waitFor(t, func() bool { return size(out) > 0 })
+	waitFor(t, "the task to write", func() bool { return size(out) > 0 })
 	if err := w.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	stoppedAt := time.Now()
-	waitFor(t, func() bool { return stoppedGrowing(out) })
+	waitFor(t, "the task to stop writing", func() bool { return stoppedGrowing(out) })
 	fi, err := os.Stat(out)
 	if err != nil {
 		t.Fatal(err)
@@ -282,11 +283,11 @@ func TestStopWithABrokenLogPipeStillKillsTheTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	pw.Close()
-	waitFor(t, func() bool { return size(out) > 0 })
+	waitFor(t, "the task to write", func() bool { return size(out) > 0 })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return stoppedGrowing(out) })
+	waitFor(t, "the task to stop writing", func() bool { return stoppedGrowing(out) })
 	_ = cmd.Wait()
 }
 
@@ -318,21 +319,16 @@ func assertGone(t *testing.T, pidFile string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	waitFor(t, "the process to be gone", func() bool {
 		// A zombie still answers kill 0 until its parent reaps it; check its state instead.
 		stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 		return err != nil || strings.Contains(string(stat), ") Z ")
 	})
 }
 
-// waitFor polls cond for up to 10 s: the processes under test give no signal to wait on.
-func waitFor(t *testing.T, cond func() bool) {
+// waitFor checks cond every 20 ms for up to 10 s: the processes under test give no signal to
+// wait on.
+func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitFor(t, 10*time.Second, 20*time.Millisecond, what, cond)
 }

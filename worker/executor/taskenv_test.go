@@ -326,7 +326,7 @@ func TestTaskRunsAsTheTaskUser(t *testing.T) {
 			go func() {
 				done <- sh.Run(ctx, Task{Spec: workflow.Task{Command: "trap '' TERM; echo started; while :; do sleep .05; done"}}, &stopLog)
 			}()
-			waitFor(t, func() bool { return strings.Contains(stopLog.String(), "started") })
+			waitFor(t, "the task to start", func() bool { return strings.Contains(stopLog.String(), "started") })
 			cancel()
 			if res := <-done; !res.Stopped || res.ExitCode == nil || *res.ExitCode != 128+int(syscall.SIGKILL) {
 				t.Errorf("stopped task: result = %+v, want stopped by SIGKILL; log:\n%s", res, stopLog.String())
