@@ -227,6 +227,34 @@ func TestStartsBeforeItsServers(t *testing.T) {
 	}
 }
 
+// TestStopWhileStarting: a master and a worker stopped (SIGTERM) while they wait for
+// PostgreSQL, and another pair while they wait for ZooKeeper, exit 0 and take no further step
+// of their start.
+func TestStopWhileStarting(t *testing.T) {
+	t.Parallel()
+	zkProxy := testenv.NewProxy(t, testenv.ZKServers()[0])
+	zkProxy.Cut()
+	pg := testenv.Postgres(t)
+	pgProxy := testenv.NewProxy(t, "127.0.0.1:5432")
+	pgProxy.Cut()
+	cutDSN := strings.Replace(pg.DSN, "127.0.0.1:5432", pgProxy.Addr(), 1)
+	for _, tc := range []struct{ waitsFor, dsn, line string }{
+		{"postgresql", cutDSN, "postgresql not reachable"},
+		{"zookeeper", pg.DSN, "no zookeeper server answers yet; still trying"},
+	} {
+		e := setupE2E(t, []string{zkProxy.Addr()}, tc.dsn)
+		for _, p := range []*testcluster.Proc{e.Master("master"), e.Worker("worker")} {
+			p.WaitLog(t, 20*time.Second, tc.line)
+			if err := p.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if code := p.Wait(t, 20*time.Second); code != 0 || strings.Contains(p.Log(), "panic") {
+				t.Errorf("%s stopped while it waited for %s: exit %d; want 0 and no panic:\n%s", p.Name, tc.waitsFor, code, p.Log())
+			}
+		}
+	}
+}
+
 // TestBadInputIsRejectedClearly: a bad workflow file stores nothing, and a bad setting stops a
 // node at start with a message naming the key.
 func TestBadInputIsRejectedClearly(t *testing.T) {

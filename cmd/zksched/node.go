@@ -85,7 +85,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 	n := &node{role: role}
 	defer n.close()
 	if err := n.open(ctx, args, stdout, stderr); err != nil {
-		return err
+		return startOutcome(err)
 	}
 	// The node's work and what outlives it run as two sets of parts: during a graceful stop a
 	// node cut off from ZooKeeper must still stop its tasks at the deadline, and exit at once
@@ -102,7 +102,7 @@ func runNode(ctx context.Context, role registry.Role, args []string, stdout, std
 		running, err = n.startWorker()
 	}
 	if err != nil {
-		return err
+		return startOutcome(err)
 	}
 	n.work.Go("node data refresh", func(ctx context.Context) error { return n.reg.RefreshInfo(ctx, running) })
 	n.watch.Go("guard", n.guard.Run)
@@ -471,9 +471,21 @@ func (n *node) llmProviders() *llm.Providers {
 	return providers
 }
 
-// startupError reports a failure to start; an interrupted start is a clean exit.
+// errStartStopped is what a step of the start returns when a signal stopped the start: the
+// steps after it are not taken, and runNode exits cleanly.
+var errStartStopped = errors.New("the start was stopped by a signal")
+
+// startupError reports a failure to start; an interrupted start is errStartStopped.
 func startupError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
+		return errStartStopped
+	}
+	return err
+}
+
+// startOutcome is the exit of a start that failed: none for one a signal stopped.
+func startOutcome(err error) error {
+	if errors.Is(err, errStartStopped) {
 		return nil
 	}
 	return err
