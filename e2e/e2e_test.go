@@ -192,17 +192,30 @@ tasks:
 	}
 }
 
+// cut are ZooKeeper and PostgreSQL behind proxies whose links start cut: the test's schema
+// reached directly (dsn) and through the PostgreSQL proxy (cutDSN).
+type cut struct {
+	zk, pg      *testenv.Proxy
+	dsn, cutDSN string
+}
+
+func cutServers(t *testing.T) cut {
+	t.Helper()
+	c := cut{zk: testenv.NewProxy(t, testenv.ZKServers()[0]), pg: testenv.NewProxy(t, "127.0.0.1:5432")}
+	c.zk.Cut()
+	c.pg.Cut()
+	c.dsn = testenv.Postgres(t).DSN
+	c.cutDSN = strings.Replace(c.dsn, "127.0.0.1:5432", c.pg.Addr(), 1)
+	return c
+}
+
 // TestStartsBeforeItsServers starts a master and a worker while neither ZooKeeper nor
 // PostgreSQL is reachable (their links are cut): they retry, and work once the links heal.
 func TestStartsBeforeItsServers(t *testing.T) {
 	t.Parallel()
-	zkProxy := testenv.NewProxy(t, testenv.ZKServers()[0])
-	zkProxy.Cut()
-	pg := testenv.Postgres(t)
-	pgProxy := testenv.NewProxy(t, "127.0.0.1:5432")
-	pgProxy.Cut()
-	dsn := strings.Replace(pg.DSN, "127.0.0.1:5432", pgProxy.Addr(), 1)
-	e := setupE2E(t, []string{zkProxy.Addr()}, dsn)
+	c := cutServers(t)
+	zkProxy, pgProxy := c.zk, c.pg
+	e := setupE2E(t, []string{zkProxy.Addr()}, c.cutDSN)
 	m := e.Master("master")
 	w := e.Worker("worker")
 	waitUntil(t, 20*time.Second, "both to report PostgreSQL unreachable", func() bool {
@@ -232,17 +245,12 @@ func TestStartsBeforeItsServers(t *testing.T) {
 // of their start.
 func TestStopWhileStarting(t *testing.T) {
 	t.Parallel()
-	zkProxy := testenv.NewProxy(t, testenv.ZKServers()[0])
-	zkProxy.Cut()
-	pg := testenv.Postgres(t)
-	pgProxy := testenv.NewProxy(t, "127.0.0.1:5432")
-	pgProxy.Cut()
-	cutDSN := strings.Replace(pg.DSN, "127.0.0.1:5432", pgProxy.Addr(), 1)
+	c := cutServers(t)
 	for _, tc := range []struct{ waitsFor, dsn, line string }{
-		{"postgresql", cutDSN, "postgresql not reachable"},
-		{"zookeeper", pg.DSN, "no zookeeper server answers yet; still trying"},
+		{"postgresql", c.cutDSN, "postgresql not reachable"},
+		{"zookeeper", c.dsn, "no zookeeper server answers yet; still trying"},
 	} {
-		e := setupE2E(t, []string{zkProxy.Addr()}, tc.dsn)
+		e := setupE2E(t, []string{c.zk.Addr()}, tc.dsn)
 		for _, p := range []*testcluster.Proc{e.Master("master"), e.Worker("worker")} {
 			p.WaitLog(t, 20*time.Second, tc.line)
 			if err := p.Signal(syscall.SIGTERM); err != nil {

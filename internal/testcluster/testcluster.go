@@ -26,19 +26,36 @@ import (
 )
 
 var (
-	buildOnce     sync.Once
-	binDir        string
-	binPath       string
-	buildErr      error
-	benchOnce     sync.Once
-	benchPath     string
-	benchBuildErr error
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
 	// given says UseBinary chose the binary: nothing is built, the supervisor included.
-	given         bool
-	superOnce     sync.Once
-	superPath     string
-	superBuildErr error
+	given      bool
+	bench      besideBinary
+	supervisor besideBinary
 )
+
+// besideBinary is a binary built once, beside Binary's zksched.
+type besideBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// get builds the binary named name into Binary's folder with build, once, and returns its path.
+func (b *besideBinary) get(t testing.TB, name string, build func(dst string) error) string {
+	t.Helper()
+	zksched := Binary(t)
+	b.once.Do(func() {
+		b.path = filepath.Join(filepath.Dir(zksched), name)
+		b.err = build(b.path)
+	})
+	if b.err != nil {
+		t.Fatalf("testcluster: %v", b.err)
+	}
+	return b.path
+}
 
 // Binary builds cmd/zksched once for the whole test binary and returns its path. The binary
 // lives in a directory of its own until Cleanup.
@@ -64,15 +81,7 @@ func Binary(t testing.TB) string {
 // zksched, which it therefore runs as its nodes unless told otherwise, and returns its path.
 func BenchBinary(t testing.TB) string {
 	t.Helper()
-	zksched := Binary(t)
-	benchOnce.Do(func() {
-		benchPath = filepath.Join(filepath.Dir(zksched), "zksched-bench")
-		benchBuildErr = build(benchPath, "./cmd/zksched-bench")
-	})
-	if benchBuildErr != nil {
-		t.Fatalf("testcluster: %v", benchBuildErr)
-	}
-	return benchPath
+	return bench.get(t, "zksched-bench", func(dst string) error { return build(dst, "./cmd/zksched-bench") })
 }
 
 // SupervisorBinary builds cmd/zksched once as a deployment does (neither -race nor the
@@ -81,18 +90,10 @@ func BenchBinary(t testing.TB) string {
 // after UseBinary: that binary supervises its own tasks.
 func SupervisorBinary(t testing.TB) string {
 	t.Helper()
-	zksched := Binary(t)
 	if given {
 		return ""
 	}
-	superOnce.Do(func() {
-		superPath = filepath.Join(filepath.Dir(zksched), "zksched-supervisor")
-		superBuildErr = goBuild(superPath, "./cmd/zksched")
-	})
-	if superBuildErr != nil {
-		t.Fatalf("testcluster: %v", superBuildErr)
-	}
-	return superPath
+	return supervisor.get(t, "zksched-supervisor", func(dst string) error { return goBuild(dst, "./cmd/zksched") })
 }
 
 // SupervisorEnv is the variable that makes a test cluster's workers run SupervisorBinary as
