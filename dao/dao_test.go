@@ -559,26 +559,32 @@ func (b *testBundle) listenMaster(t *testing.T) *dao.Listener {
 	return ml
 }
 
-// masterListening waits until ml hears the masters' wake-ups (it submits until one arrives),
-// then drops what it heard, so that the test sees only the wake-ups that follow.
+// masterListening waits until ml listens (its first Rescan), then drops every wake-up sent
+// before it returns, so that the test sees only the wake-ups that follow. Two marks make the
+// drop certain: the first, sent through the notifier after everything the test did, is
+// committed together with or after every wake-up queued before it; the second, sent once the
+// first is heard, is committed after all of them and so heard after them.
 func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
 	t.Helper()
-	for deadline := time.After(10 * time.Second); ; {
-		daotest.Submit(t, b.db, "listening", map[string]any{})
+	deadline := time.After(10 * time.Second)
+	for listening := false; !listening; {
 		select {
-		case <-ml.C:
-		case <-time.After(100 * time.Millisecond):
-			continue
+		case w := <-ml.C:
+			listening = w.Rescan
 		case <-deadline:
-			t.Fatal("master listener never heard")
+			t.Fatal("master listener never listened")
 		}
-		break
 	}
-	for drained := false; !drained; {
-		select {
-		case <-ml.C:
-		case <-time.After(300 * time.Millisecond):
-			drained = true
+	for i := range 2 {
+		mark := fmt.Sprintf("mark-%d-%d", i, time.Now().UnixNano())
+		b.db.WakeMasters(mark)
+		for heard := false; !heard; {
+			select {
+			case w := <-ml.C:
+				heard = w.Payload == mark
+			case <-deadline:
+				t.Fatalf("master listener never heard the mark %s", mark)
+			}
 		}
 	}
 }

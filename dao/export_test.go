@@ -100,3 +100,7 @@ type (
 	PurgedInstances = purgedInstances
 	PurgedLogs      = purgedLogs
 )
+
+// WakeMasters sends the masters a wake-up with payload through the notifier, after whatever
+// wake-ups it holds already.
+func (db *DB) WakeMasters(payload string) { db.Queries.wake(db.channels.master, payload) }
