@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -147,7 +147,7 @@ var components = map[string]reflect.Type{
 	"FenceRecord":            reflect.TypeFor[registry.FenceRecord](),
 	"FailoverEvent":          reflect.TypeFor[failoverEventJSON](),
 	"StoreServer":            reflect.TypeFor[registry.Member](),
-	"Schedule":               reflect.TypeFor[master.ScheduleJSON](),
+	"Schedule":               reflect.TypeFor[lifecycle.ScheduleJSON](),
 	"AuditEvent":             reflect.TypeFor[dao.AuditEvent](),
 	"Notification":           reflect.TypeFor[dao.Notification](),
 	"Error":                  reflect.TypeFor[errorBody](),

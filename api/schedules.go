@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -18,11 +18,11 @@ func (s *Server) apiSchedules(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("next %q is not a number of fire times from 0 to 100", v)
 		}
 	}
-	views, err := master.Schedules(r.Context(), s.db, n)
+	views, err := lifecycle.Schedules(r.Context(), s.db, n)
 	if err != nil {
 		return err
 	}
-	out := make([]master.ScheduleJSON, len(views))
+	out := make([]lifecycle.ScheduleJSON, len(views))
 	for i, v := range views {
 		out[i] = v.JSON()
 	}
@@ -35,7 +35,7 @@ func (s *Server) apiScheduleEnable(on bool) func(http.ResponseWriter, *http.Requ
 	return func(w http.ResponseWriter, r *http.Request) error {
 		name := r.PathValue("name")
 		ev := s.auditEvent(r)
-		sched, err := master.SetScheduleEnabled(r.Context(), s.db, name, on, time.Now(), &ev)
+		sched, err := lifecycle.SetScheduleEnabled(r.Context(), s.db, name, on, time.Now(), &ev)
 		if err != nil {
 			return err
 		}
@@ -63,7 +63,7 @@ func (s *Server) apiScheduleTrigger(w http.ResponseWriter, r *http.Request) erro
 	name := r.PathValue("name")
 	auditOf(r).setParams(body)
 	ev := s.auditEvent(r)
-	res, err := master.Trigger(r.Context(), s.db, name, body.Params, "api:"+s.cfg.NodeID, time.Now(), &ev)
+	res, err := lifecycle.TriggerSchedule(r.Context(), s.db, name, body.Params, "api:"+s.cfg.NodeID, time.Now(), &ev)
 	if err != nil {
 		return err
 	}

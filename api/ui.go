@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -465,7 +465,7 @@ type definitionsPage struct {
 	// Next is the name after which the next page starts; "" on the last page.
 	Next string
 	// Schedules are the workflows' schedules by name, with their next fire times.
-	Schedules map[string]master.ScheduleView
+	Schedules map[string]lifecycle.ScheduleView
 }
 
 func (s *Server) pageDefinitions(w http.ResponseWriter, r *http.Request) error {
@@ -473,11 +473,11 @@ func (s *Server) pageDefinitions(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	views, err := master.Schedules(r.Context(), s.db, 3)
+	views, err := lifecycle.Schedules(r.Context(), s.db, 3)
 	if err != nil {
 		return err
 	}
-	scheds := make(map[string]master.ScheduleView, len(views))
+	scheds := make(map[string]lifecycle.ScheduleView, len(views))
 	for _, v := range views {
 		scheds[v.WorkflowName] = v
 	}

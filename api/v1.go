@@ -14,7 +14,6 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
-	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -445,7 +444,7 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	// its audit row.
 	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
 	ev := s.auditEvent(r)
-	id, err := lifecycle.SubmitNow(r.Context(), s.db, spec, version, params, *priority, &ev)
+	id, err := lifecycle.SubmitNow(r.Context(), s.db, lifecycle.Submission{Spec: spec, Version: version, Params: params, Priority: *priority, Audit: &ev})
 	var keyErr *lifecycle.KeyError
 	if errors.As(err, &keyErr) {
 		return badRequest("not submitted: %v", err)
@@ -537,7 +536,7 @@ func (s *Server) apiDefinitionSubmit(w http.ResponseWriter, r *http.Request) err
 	}
 	auditOf(r).setTarget("definition/" + spec.Name)
 	ev := s.auditEvent(r)
-	stored, err := master.Define(r.Context(), s.db, master.Definition{Spec: spec, File: body, By: &ev}, time.Now())
+	stored, err := lifecycle.Define(r.Context(), s.db, lifecycle.Definition{Spec: spec, File: body, By: &ev}, time.Now())
 	if err != nil {
 		return err
 	}

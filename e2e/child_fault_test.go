@@ -10,7 +10,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -31,11 +31,11 @@ func (f *fault) store(t *testing.T, name string, submit bool, timeout string, ta
 	if err != nil {
 		t.Fatalf("workflow %s: %v\n%s", name, err, raw)
 	}
-	d := master.Definition{Spec: spec}
+	d := lifecycle.Definition{Spec: spec}
 	if submit {
-		d.Run = &master.Run{}
+		d.Run = &lifecycle.Run{}
 	}
-	st, err := master.Define(context.Background(), f.db, d, time.Now())
+	st, err := lifecycle.Define(context.Background(), f.db, d, time.Now())
 	if err != nil {
 		t.Fatalf("store %s: %v", name, err)
 	}

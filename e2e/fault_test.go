@@ -25,7 +25,7 @@ import (
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/internal/testcluster"
 	"github.com/zksched/zksched/internal/testenv"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
 )
@@ -135,7 +135,7 @@ func (f *fault) submitFile(t *testing.T, src string) int64 {
 	}
 	// As a user's submission is made (CLI, API): the root tasks are queued with the instance,
 	// which no master drives until one of them ends.
-	st, err := master.Define(context.Background(), f.db, master.Definition{Spec: spec, Run: &master.Run{}}, time.Now())
+	st, err := lifecycle.Define(context.Background(), f.db, lifecycle.Definition{Spec: spec, Run: &lifecycle.Run{}}, time.Now())
 	if err != nil {
 		t.Fatalf("submit %s: %v", spec.Name, err)
 	}

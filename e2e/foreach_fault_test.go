@@ -48,7 +48,7 @@ tasks:
 		if err != nil {
 			return err
 		}
-		wf, err = lifecycle.Submit(context.Background(), q, spec, v, nil, 0)
+		wf, err = lifecycle.Submit(context.Background(), q, lifecycle.Submission{Spec: spec, Version: v})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -123,7 +123,7 @@ func (f *fault) storeFile(t *testing.T, file map[string]any) int64 {
 	if err != nil {
 		t.Fatalf("workflow: %v\n%s", err, raw)
 	}
-	st, err := master.Define(context.Background(), f.db, master.Definition{Spec: spec, Run: &master.Run{}}, time.Now())
+	st, err := lifecycle.Define(context.Background(), f.db, lifecycle.Definition{Spec: spec, Run: &lifecycle.Run{}}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

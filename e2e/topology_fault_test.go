@@ -17,7 +17,7 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
 	"github.com/zksched/zksched/internal/testenv"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -109,7 +109,7 @@ func (h *hostFaults) load(t *testing.T, every time.Duration, via int) (stop func
 		defer tick.Stop()
 		for {
 			sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
-			st, err := master.Define(sctx, db, master.Definition{Spec: spec, Run: &master.Run{}}, time.Now())
+			st, err := lifecycle.Define(sctx, db, lifecycle.Definition{Spec: spec, Run: &lifecycle.Run{}}, time.Now())
 			scancel()
 			if err != nil {
 				failed++

@@ -67,7 +67,7 @@ func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.Workflo
 	if err != nil {
 		return nil, err
 	}
-	child, err := Submit(ctx, q, spec, version, raw, row.Priority)
+	child, err := Submit(ctx, q, Submission{Spec: spec, Version: version, Params: raw, Priority: row.Priority})
 	var keyErr *KeyError
 	if errors.Is(err, dao.ErrWorkflowFull) || errors.As(err, &keyErr) {
 		return fail("task %q: %v", t.Name, err)

@@ -34,7 +34,7 @@ func submitThread(ctx context.Context, db *dao.DB, spec *workflow.Spec, thread s
 		if err != nil {
 			return err
 		}
-		id, err = lifecycle.Submit(ctx, q, spec, v, params, 0)
+		id, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: spec, Version: v, Params: params})
 		return err
 	})
 	return id, err
@@ -283,7 +283,7 @@ func TestKeyWhenFull(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		_, err = lifecycle.SubmitQueued(ctx, q, skip, v, json.RawMessage(`{"thread":"t1"}`), 0)
+		_, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: skip, Version: v, Params: json.RawMessage(`{"thread":"t1"}`), Queue: true})
 		return err
 	}); err != nil {
 		t.Errorf("a backfill on a full key: %v; want it queued", err)

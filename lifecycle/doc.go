@@ -37,12 +37,14 @@
 // statements) deletes an ended instance with its tasks once it is past its period, taking it
 // FOR UPDATE SKIP LOCKED, so a rerun that holds it wins and the purge passes it by.
 //
-// An instance is created by a submission (Submit, SubmitQueued, SubmitNow, SubmitMany: the
-// command line, the API, schedules, triggers, backfills and the benchmark all come in here).
-// A child workflow's instance is submitted the same way, by the master's advance of its
-// parent (below). A workflow file is stored by master.Define, the one way for a definition: the definition
-// with its facts, its schedule, the instance asked for (through Submit) and their audit rows,
-// in one transaction.
+// An instance is created by a Submission, prepared in one step (its roots and its concurrency
+// key) and created in the caller's transaction (Submit), in a statement shared with the
+// submissions of the same moment (SubmitNow) or many alike at once (SubmitMany): the command
+// line, the API, schedules (a Firer's fires: the masters' cron, TriggerSchedule, Backfill) and
+// the benchmarks all come in here. A child workflow's instance is submitted the same way, by
+// the master's advance of its parent (below). A workflow file is stored by Define, the one way
+// for a definition: the definition with its facts, its schedule, the instance asked for
+// (through Submit) and their audit rows, in one transaction.
 // Without a cap it starts running at once with its root tasks queued and no owner: the first
 // tasks start on the workers' wake-up, and a master takes it up when one of them ends
 // (Driver.AdvanceUnowned, which finishes it or takes it). A capped one waits, submitted,

@@ -61,7 +61,7 @@ func setupForEach(t *testing.T, maxParallel int, listOutput string) *bundle {
 		if err != nil {
 			return err
 		}
-		b.wf, err = lifecycle.Submit(ctx, q, spec, v, nil, 0)
+		b.wf, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: spec, Version: v})
 		return err
 	}); err != nil {
 		t.Fatal(err)

@@ -129,7 +129,7 @@ func submit(ctx context.Context, t *testing.T, db *dao.DB, spec *workflow.Spec) 
 		if err != nil {
 			return err
 		}
-		id, err = lifecycle.Submit(ctx, q, spec, v, nil, 0)
+		id, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: spec, Version: v})
 		return err
 	}); err != nil {
 		t.Fatalf("submit %s: %v", spec.Name, err)

@@ -9,50 +9,90 @@ import (
 	"github.com/zksched/zksched/workflow"
 )
 
-// Submit creates an instance of the stored definition spec, version version, with params (a
-// JSON object of strings; empty for none) and priority, and wakes the masters. An instance of
-// a workflow without max-active-instances is created with its root tasks (those without
-// dependencies) queued, in the same statement: running at once with no owner, so its first
-// tasks start on the workers' wake-up without waiting for a master, and a master takes it up
-// when one of them ends. An instance of a capped workflow waits for admission, which creates
-// its roots. Call it in the transaction that stored the definition.
-//
-// A workflow with when-full: skip at its cap creates nothing: the error wraps
-// dao.ErrWorkflowFull.
-//
-// An instance of a workflow with a concurrency: key gets its key rendered here, once, from
-// its params (a key that renders empty is an error, and nothing is created), and waits for
-// admission in its key's order (Driver.AdmitKeys). When its key is full, when-full: skip
-// creates nothing (dao.ErrKeyFull, which is also dao.ErrWorkflowFull) and cancel-oldest
-// stops the key's oldest active instance in the same transaction.
-func Submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
-	return submit(ctx, q, spec, version, params, priority, false)
+// A Submission is an instance to create of a stored definition: every way an instance is
+// made (the command line, the API, a definition stored with a run, schedules, triggers,
+// backfills, the benchmarks) fills one and hands it to Submit, SubmitNow or SubmitMany.
+type Submission struct {
+	// Spec and Version are the stored definition's.
+	Spec    *workflow.Spec
+	Version int
+	// Params are the instance's params, a JSON object of strings; empty for none.
+	Params   json.RawMessage
+	Priority int
+	// Queue makes the instance wait for a slot when its workflow is at its cap or its
+	// concurrency key is full, whatever when-full says: a backfill's, since every run was
+	// asked for.
+	Queue bool
+	// Audit, unless nil, is the submission's audit_event row, committed with the instance
+	// (its Target is set to the instance). SubmitMany writes none.
+	Audit *dao.AuditEvent
 }
 
-// SubmitQueued is Submit for a backfill: at the cap, the instance waits for a slot even when
-// the workflow's when-full is skip, since every run was asked for; so does an instance whose
-// concurrency key is full, whatever its when-full says.
-func SubmitQueued(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int) (int64, error) {
-	return submit(ctx, q, spec, version, params, priority, true)
+// prepare is the one step before every creation: the instance's root tasks and its
+// concurrency key, rendered once from its params (a key that renders empty is a *KeyError,
+// and nothing is created).
+func (s Submission) prepare(ctx context.Context) (dao.Submission, error) {
+	roots, err := Roots(s.Spec, s.Params, s.Priority)
+	if err != nil {
+		return dao.Submission{}, err
+	}
+	key, err := concurrencyKey(ctx, s.Spec, s.Params)
+	if err != nil {
+		return dao.Submission{}, err
+	}
+	return dao.Submission{Name: s.Spec.Name, Version: s.Version, Params: s.Params, Priority: s.Priority,
+		Queue: s.Queue, Roots: roots, Concurrency: key, Audit: s.Audit}, nil
 }
 
-func submit(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, priority int, queue bool) (int64, error) {
-	rows, err := Roots(spec, params, priority)
+// Submit creates the instance s in q's transaction, the one that stored or read its
+// definition, and wakes the masters once it commits. An instance of a workflow without
+// max-active-instances is created with its root tasks (those without dependencies) queued, in
+// the same statement: running at once with no owner, so its first tasks start on the
+// workers' wake-up without waiting for a master, and a master takes it up when one of them
+// ends. An instance of a capped workflow waits for admission, which creates its roots.
+//
+// A workflow with when-full: skip at its cap creates nothing (unless s.Queue): the error
+// wraps dao.ErrWorkflowFull.
+//
+// An instance of a workflow with a concurrency: key waits for admission in its key's order
+// (Driver.AdmitKeys). When its key is full, when-full: skip creates nothing (dao.ErrKeyFull,
+// which is also dao.ErrWorkflowFull) and cancel-oldest stops the key's oldest active instance
+// in the same transaction; with s.Queue it waits whatever its when-full says.
+func Submit(ctx context.Context, q *dao.Queries, s Submission) (int64, error) {
+	sub, err := s.prepare(ctx)
 	if err != nil {
 		return 0, err
 	}
-	key, err := Key(ctx, spec, params)
+	return q.WorkflowCreate(ctx, sub)
+}
+
+// SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
+// created in a statement, and a commit, shared with the submissions of the same moment from
+// this process (dao.DB.WorkflowCreateGrouped), which is how a node or a client submitting many
+// at once should. Definitions never change, so nothing needs the definition's lookup and the
+// creation in one transaction.
+func SubmitNow(ctx context.Context, db *dao.DB, s Submission) (int64, error) {
+	sub, err := s.prepare(ctx)
 	if err != nil {
 		return 0, err
 	}
-	return q.WorkflowCreate(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority,
-		Queue: queue, Roots: rows, Concurrency: key})
+	return db.WorkflowCreateGrouped(ctx, sub)
 }
 
-// Key is the concurrency key of an instance of spec with params, nil for a workflow without
+// SubmitMany creates n instances like s in one statement, for bulk loads (the benchmarks):
+// each waits for a slot at a cap as with s.Queue, and none has an audit row.
+func SubmitMany(ctx context.Context, q *dao.Queries, s Submission, n int) error {
+	sub, err := s.prepare(ctx)
+	if err != nil {
+		return err
+	}
+	return q.WorkflowCreateMany(ctx, sub, n)
+}
+
+// concurrencyKey is the concurrency key of an instance of spec with params, nil for a workflow without
 // concurrency:. It is rendered over the definition's params overridden by the instance's,
 // the params its tasks see; a key that cannot be rendered, or renders empty, is a *KeyError.
-func Key(ctx context.Context, spec *workflow.Spec, params json.RawMessage) (*dao.Concurrency, error) {
+func concurrencyKey(ctx context.Context, spec *workflow.Spec, params json.RawMessage) (*dao.Concurrency, error) {
 	c := spec.Concurrency
 	if c == nil {
 		return nil, nil
@@ -75,35 +115,3 @@ type KeyError struct{ err error }
 func (e *KeyError) Error() string { return e.err.Error() }
 
 func (e *KeyError) Unwrap() error { return e.err }
-
-// SubmitNow is Submit on the pool, outside any transaction of the caller's: the instance is
-// created in a statement, and a commit, shared with the submissions of the same moment from
-// this process (dao.DB.WorkflowCreateGrouped), which is how a node or a client submitting many at once should.
-// audit, unless nil, is the submission's audit_event row, committed with the instance (its
-// target is set to the instance).
-func SubmitNow(ctx context.Context, db *dao.DB, spec *workflow.Spec, version int, params json.RawMessage, priority int, audit *dao.AuditEvent) (int64, error) {
-	rows, err := Roots(spec, params, priority)
-	if err != nil {
-		return 0, err
-	}
-	key, err := Key(ctx, spec, params)
-	if err != nil {
-		return 0, err
-	}
-	return db.WorkflowCreateGrouped(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Priority: priority,
-		Roots: rows, Concurrency: key, Audit: audit})
-}
-
-// SubmitMany creates n instances of the stored definition as SubmitQueued does (priority 0),
-// in one statement, for bulk loads (benchmarks).
-func SubmitMany(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int, params json.RawMessage, n int) error {
-	rows, err := Roots(spec, params, 0)
-	if err != nil {
-		return err
-	}
-	key, err := Key(ctx, spec, params)
-	if err != nil {
-		return err
-	}
-	return q.WorkflowCreateMany(ctx, dao.Submission{Name: spec.Name, Version: version, Params: params, Roots: rows, Concurrency: key}, n)
-}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 )
 
 // TestScheduleChangesCommitOnlyWithTheirRecord: enable, disable, trigger and backfill write
@@ -24,15 +25,15 @@ func TestScheduleChangesCommitOnlyWithTheirRecord(t *testing.T) {
 		want   state // after the change, from enabled and no fires
 	}{
 		{dao.AuditScheduleDisable, func(b *scheduleBundle, ev *dao.AuditEvent) error {
-			_, err := SetScheduleEnabled(b.ctx, b.db, "au", false, b.clock.Now(), ev)
+			_, err := lifecycle.SetScheduleEnabled(b.ctx, b.db, "au", false, b.clock.Now(), ev)
 			return err
 		}, state{false, 0}},
 		{dao.AuditScheduleTrigger, func(b *scheduleBundle, ev *dao.AuditEvent) error {
-			_, err := Trigger(b.ctx, b.db, "au", map[string]string{"k": "v"}, "test", b.clock.Now(), ev)
+			_, err := lifecycle.TriggerSchedule(b.ctx, b.db, "au", map[string]string{"k": "v"}, "test", b.clock.Now(), ev)
 			return err
 		}, state{true, 1}},
 		{dao.AuditBackfill, func(b *scheduleBundle, ev *dao.AuditEvent) error {
-			_, err := Backfill(b.ctx, b.db, "au", utcTime("2026-11-01 00:00"), utcTime("2026-11-01 02:00"), "test", false, ev)
+			_, err := lifecycle.Backfill(b.ctx, b.db, "au", utcTime("2026-11-01 00:00"), utcTime("2026-11-01 02:00"), "test", false, ev)
 			return err
 		}, state{true, 3}},
 	}
@@ -80,7 +81,7 @@ func TestDryBackfillIsNotAudited(t *testing.T) {
 	b := setupSchedule(t, utcTime("2026-11-20 10:00"))
 	b.submit(t, scheduled("au", `{cron: "0 * * * *"}`))
 	ev := &dao.AuditEvent{Actor: "cli:root", Role: "admin", Action: dao.AuditBackfill, Target: "schedule/au", Client: "host"}
-	if _, err := Backfill(b.ctx, b.db, "au", utcTime("2026-11-01 00:00"), utcTime("2026-11-01 02:00"), "test", true, ev); err != nil {
+	if _, err := lifecycle.Backfill(b.ctx, b.db, "au", utcTime("2026-11-01 00:00"), utcTime("2026-11-01 02:00"), "test", true, ev); err != nil {
 		t.Fatal(err)
 	}
 	if evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{}, 0, 10); err != nil || len(evs) != 0 {

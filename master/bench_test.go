@@ -115,7 +115,7 @@ func BenchmarkAdvanceUnowned(b *testing.B) {
 	db, _ := daotest.New(b)
 	ctx := context.Background()
 	benchCreate(b, db, func(q *dao.Queries, spec *workflow.Spec, v int) error {
-		return lifecycle.SubmitMany(ctx, q, spec, v, nil, b.N*benchBatch)
+		return lifecycle.SubmitMany(ctx, q, lifecycle.Submission{Spec: spec, Version: v}, b.N*benchBatch)
 	})
 	var ids []int64
 	if err := db.SQL().Select(&ids, `SELECT id FROM workflow_instance ORDER BY id`); err != nil || len(ids) != b.N*benchBatch {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/faultinject"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -103,7 +104,7 @@ func (s *Scheduler) FireDue(ctx context.Context) time.Time {
 // the schedule's next fire time.
 func (s *Scheduler) fireSchedule(ctx context.Context, name string, now time.Time) (time.Time, error) {
 	var next time.Time
-	var results []FireResult
+	var results []lifecycle.FireResult
 	var missed int
 	err := s.db.Tx(ctx, func(q *dao.Queries) error {
 		results, missed = nil, 0
@@ -115,14 +116,14 @@ func (s *Scheduler) fireSchedule(ctx context.Context, name string, now time.Time
 			s.cfg.Log.Debug().Str("workflow", name).Msg("schedule no longer due, or another master is firing it")
 			return nil
 		}
-		f, err := newFirer(ctx, q, sch, s.cfg.ID, true)
+		f, err := lifecycle.NewFirer(ctx, q, sch, s.cfg.ID, true)
 		if err != nil {
 			return err
 		}
-		p := planFires(f.tt, *sch.NextFireAt, now, s.cfg.MisfireThreshold, sch.Misfire, sch.MisfireLimit)
+		p := planFires(f.Timetable(), *sch.NextFireAt, now, s.cfg.MisfireThreshold, sch.Misfire, sch.MisfireLimit)
 		var last *time.Time
 		for _, pf := range p.fires {
-			r, err := f.fire(ctx, pf.at, pf.kind, nil, false)
+			r, err := f.Fire(ctx, pf.at, pf.kind, nil, false)
 			if err != nil {
 				return err
 			}
@@ -130,7 +131,11 @@ func (s *Scheduler) fireSchedule(ctx context.Context, name string, now time.Time
 			last = &pf.at
 		}
 		next, missed = p.next, p.missed
-		if err := q.ScheduleAdvance(ctx, name, timePtr(p.next), last); err != nil {
+		var nextAt *time.Time
+		if !p.next.IsZero() {
+			nextAt = &p.next
+		}
+		if err := q.ScheduleAdvance(ctx, name, nextAt, last); err != nil {
 			return err
 		}
 		// The fires and their instances are written, not committed: a master killed here

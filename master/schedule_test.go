@@ -130,16 +130,7 @@ func (b *scheduleBundle) submit(t *testing.T, file string) *workflow.Spec {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(spec)
-	err = b.db.Tx(b.ctx, func(q *dao.Queries) error {
-		v, err := q.DefinitionEnsure(b.ctx, spec.Name, raw, lifecycle.Facts(spec))
-		if err != nil {
-			return err
-		}
-		_, _, err = storeSchedule(b.ctx, q, spec, v, b.clock.Now())
-		return err
-	})
-	if err != nil {
+	if _, err := lifecycle.Define(b.ctx, b.db, lifecycle.Definition{Spec: spec}, b.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	return spec
@@ -417,14 +408,14 @@ func TestBackfill(t *testing.T) {
 	b.submit(t, scheduled("bf", `{cron: "0 * * * *", timezone: Europe/Paris, enabled: false}`,
 		"max-active-instances: 2\nwhen-full: skip\n"))
 	from, to := utcTime("2026-11-01 00:00"), utcTime("2026-11-01 09:00")
-	dry, err := Backfill(b.ctx, b.db, "bf", from, to, "test", true, nil)
+	dry, err := lifecycle.Backfill(b.ctx, b.db, "bf", from, to, "test", true, nil)
 	if err != nil || len(dry.Fires) != 10 {
 		t.Fatalf("dry run = %d fires, %v; want 10 (both ends included)", len(dry.Fires), err)
 	}
 	if got := b.fired(t, "bf"); len(got) != 0 {
 		t.Fatalf("a dry run fired %v", got)
 	}
-	res, err := Backfill(b.ctx, b.db, "bf", from, to, "test", false, nil)
+	res, err := lifecycle.Backfill(b.ctx, b.db, "bf", from, to, "test", false, nil)
 	if err != nil || len(res.Fires) != 10 {
 		t.Fatalf("backfill = %+v, %v", res, err)
 	}
@@ -455,7 +446,7 @@ func TestBackfill(t *testing.T) {
 	if len(ran) != 10 || !slices.IsSorted(ran) {
 		t.Errorf("ran %v; want all 10, oldest fire first", ran)
 	}
-	again, err := Backfill(b.ctx, b.db, "bf", from.Add(5*time.Hour), to.Add(2*time.Hour), "test", false, nil)
+	again, err := lifecycle.Backfill(b.ctx, b.db, "bf", from.Add(5*time.Hour), to.Add(2*time.Hour), "test", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,11 +459,11 @@ func TestBackfill(t *testing.T) {
 	if len(again.Fires) != 7 || created != 2 {
 		t.Errorf("overlapping backfill: %d fires, %d created; want 7 and 2", len(again.Fires), created)
 	}
-	if _, err := Backfill(b.ctx, b.db, "bf", from, from.AddDate(3, 0, 0), "test", false, nil); err == nil ||
+	if _, err := lifecycle.Backfill(b.ctx, b.db, "bf", from, from.AddDate(3, 0, 0), "test", false, nil); err == nil ||
 		!strings.Contains(err.Error(), "more than") {
 		t.Errorf("a range of 26,000 fires: %v; want it refused", err)
 	}
-	if _, err := Backfill(b.ctx, b.db, "nope", from, to, "test", false, nil); !errors.Is(err, dao.ErrNoSchedule) {
+	if _, err := lifecycle.Backfill(b.ctx, b.db, "nope", from, to, "test", false, nil); !errors.Is(err, dao.ErrNoSchedule) {
 		t.Errorf("backfill of a workflow without schedule: %v", err)
 	}
 }
@@ -496,7 +487,7 @@ func TestStoreSchedule(t *testing.T) {
 	if next := b.schedule(t, "st").NextFireAt; !next.Equal(utcTime("2026-11-20 10:30")) {
 		t.Fatalf("after a new cron: next %v, want 10:30", next)
 	}
-	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", false, b.clock.Now(), nil); err != nil {
+	if _, err := lifecycle.SetScheduleEnabled(b.ctx, b.db, "st", false, b.clock.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	b.setClock(t, utcTime("2026-11-20 12:05"))
@@ -505,28 +496,28 @@ func TestStoreSchedule(t *testing.T) {
 	if got := b.fired(t, "st"); len(got) != 0 {
 		t.Fatalf("a disabled schedule fired %v", got)
 	}
-	if _, err := SetScheduleEnabled(b.ctx, b.db, "st", true, b.clock.Now(), nil); err != nil {
+	if _, err := lifecycle.SetScheduleEnabled(b.ctx, b.db, "st", true, b.clock.Now(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if next := b.schedule(t, "st").NextFireAt; !next.Equal(utcTime("2026-11-20 12:15")) {
 		t.Fatalf("after enabling: next %v, want 12:15, not the fires of the disabled time", next)
 	}
-	res, err := Trigger(b.ctx, b.db, "st", map[string]string{"extra": "1"}, "cli", b.clock.Now(), nil)
+	res, err := lifecycle.TriggerSchedule(b.ctx, b.db, "st", map[string]string{"extra": "1"}, "cli", b.clock.Now(), nil)
 	if err != nil || res.Instance == 0 {
 		t.Fatalf("trigger = %+v, %v", res, err)
 	}
 	if got := b.fired(t, "st"); !slices.Equal(got, []string{"trigger@11-20 12:05"}) {
 		t.Errorf("fires after trigger = %v", got)
 	}
-	views, err := Schedules(b.ctx, b.db, 3)
+	views, err := lifecycle.Schedules(b.ctx, b.db, 3)
 	if err != nil || len(views) != 1 || len(views[0].Next) != 3 || !views[0].Next[0].Equal(utcTime("2026-11-20 12:15")) {
 		t.Fatalf("Schedules = %+v, %v", views, err)
 	}
 	b.submit(t, "name: st\ntasks:\n  - {name: t, type: noop}\n")
-	if views, _ := Schedules(b.ctx, b.db, 3); len(views) != 0 {
+	if views, _ := lifecycle.Schedules(b.ctx, b.db, 3); len(views) != 0 {
 		t.Errorf("a file without a schedule left %d schedules", len(views))
 	}
-	if _, err := Trigger(b.ctx, b.db, "st", nil, "cli", b.clock.Now(), nil); !errors.Is(err, dao.ErrNoSchedule) {
+	if _, err := lifecycle.TriggerSchedule(b.ctx, b.db, "st", nil, "cli", b.clock.Now(), nil); !errors.Is(err, dao.ErrNoSchedule) {
 		t.Errorf("trigger without a schedule: %v", err)
 	}
 }

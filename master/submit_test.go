@@ -253,7 +253,7 @@ func submitFile(t *testing.T, db *dao.DB, file string, params json.RawMessage) i
 		if err != nil {
 			return err
 		}
-		id, err = lifecycle.Submit(context.Background(), q, spec, v, params, spec.Priority)
+		id, err = lifecycle.Submit(context.Background(), q, lifecycle.Submission{Spec: spec, Version: v, Params: params, Priority: spec.Priority})
 		return err
 	})
 	if err != nil {

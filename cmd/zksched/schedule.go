@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -56,13 +56,13 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer db.Close()
 	switch what {
 	case "list":
-		views, err := master.Schedules(ctx, db, *next)
+		views, err := lifecycle.Schedules(ctx, db, *next)
 		if err != nil {
 			return err
 		}
 		return writeSchedules(stdout, views, *asJSON)
 	case "enable", "disable":
-		s, err := master.SetScheduleEnabled(ctx, db, name, what == "enable", time.Now(),
+		s, err := lifecycle.SetScheduleEnabled(ctx, db, name, what == "enable", time.Now(),
 			cliAudit("schedule."+what, "schedule/"+name, map[string]any{}))
 		if err != nil {
 			return scheduleError(err)
@@ -74,7 +74,7 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, msg)
 		return nil
 	}
-	res, err := master.Trigger(ctx, db, name, params, cliID(), time.Now(),
+	res, err := lifecycle.TriggerSchedule(ctx, db, name, params, cliID(), time.Now(),
 		cliAudit(dao.AuditScheduleTrigger, "schedule/"+name, map[string]any{"params": map[string]string(params)}))
 	if err != nil {
 		return scheduleError(err)
@@ -133,7 +133,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--to: %w", err)}
 	}
-	res, err := master.Backfill(ctx, db, name, t1, t2, cliID(), *dryRun,
+	res, err := lifecycle.Backfill(ctx, db, name, t1, t2, cliID(), *dryRun,
 		cliAudit(dao.AuditBackfill, "schedule/"+name, map[string]any{"from": t1, "to": t2}))
 	if err != nil {
 		return scheduleError(err)
@@ -228,9 +228,9 @@ func inZone(t time.Time, zone string) string {
 }
 
 // writeSchedules prints the schedules as a table or JSON.
-func writeSchedules(w io.Writer, views []master.ScheduleView, asJSON bool) error {
+func writeSchedules(w io.Writer, views []lifecycle.ScheduleView, asJSON bool) error {
 	if asJSON {
-		out := make([]master.ScheduleJSON, len(views))
+		out := make([]lifecycle.ScheduleJSON, len(views))
 		for i, v := range views {
 			out[i] = v.JSON()
 		}

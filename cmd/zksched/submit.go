@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -87,8 +87,8 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError{fmt.Errorf("%s has a schedule: submit stores it and runs nothing; "+
 			"run it now with zksched schedule trigger %s (which takes --param and --wait)", path, spec.Name)}
 	}
-	stored, err := master.Define(ctx, db, master.Definition{Spec: spec, File: file,
-		Run: &master.Run{Params: params, Priority: *priority}, By: cliActor()}, time.Now())
+	stored, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: spec, File: file,
+		Run: &lifecycle.Run{Params: params, Priority: *priority}, By: cliActor()}, time.Now())
 	if errors.Is(err, dao.ErrWorkflowFull) {
 		return exitError{code: exitFailed, msg: fmt.Sprintf("not submitted: %v; try again once an instance has finished", err)}
 	}

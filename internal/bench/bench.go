@@ -28,6 +28,7 @@ import (
 
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker"
@@ -304,7 +305,7 @@ func (p fixedPeers) Slots() map[string]int { return p }
 
 // define stores a workflow definition and returns its version.
 func define(ctx context.Context, db *dao.DB, spec *workflow.Spec) (int, error) {
-	stored, err := master.Define(ctx, db, master.Definition{Spec: spec}, time.Now())
+	stored, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: spec}, time.Now())
 	return stored.Version, err
 }
 

@@ -472,7 +472,7 @@ func (r *failoverRun) load(ctx context.Context, spec *workflow.Spec, version int
 	for n < total {
 		due := min(int(time.Since(start).Seconds()*o.Rate)+1, total)
 		if due > n {
-			if err := lifecycle.SubmitMany(ctx, r.db.Queries, spec, version, nil, due-n); err != nil {
+			if err := lifecycle.SubmitMany(ctx, r.db.Queries, lifecycle.Submission{Spec: spec, Version: version}, due-n); err != nil {
 				return start, n, err
 			}
 			n = due

@@ -63,7 +63,7 @@ func forEach(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 		}
 		var id int64
 		if err := db.Tx(ctx, func(q *dao.Queries) error {
-			id, err = lifecycle.Submit(ctx, q, spec, v, nil, 0)
+			id, err = lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: spec, Version: v})
 			return err
 		}); err != nil {
 			return nil, err

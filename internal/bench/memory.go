@@ -190,7 +190,7 @@ func checkMemoryOptions(o *Options) error {
 func (r *memoryRun) submit(ctx context.Context, spec *workflow.Spec, version int) error {
 	for left := r.o.N; left > 0; left -= memoryChunk {
 		n := min(left, memoryChunk)
-		if err := lifecycle.SubmitMany(ctx, r.db.Queries, spec, version, nil, n); err != nil {
+		if err := lifecycle.SubmitMany(ctx, r.db.Queries, lifecycle.Submission{Spec: spec, Version: version}, n); err != nil {
 			return err
 		}
 		r.submitted.Add(int64(n))

@@ -28,7 +28,7 @@ func burnDown(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	}
 	loadStart := time.Now()
 	for left := o.N; left > 0; left -= 10_000 {
-		if err := lifecycle.SubmitMany(ctx, db.Queries, spec, v, nil, min(left, 10_000)); err != nil {
+		if err := lifecycle.SubmitMany(ctx, db.Queries, lifecycle.Submission{Spec: spec, Version: v}, min(left, 10_000)); err != nil {
 			return nil, err
 		}
 	}
@@ -146,7 +146,7 @@ func submitAt(ctx context.Context, db *dao.DB, spec *workflow.Spec, v int, rate 
 			called := time.Now().UnixMicro()
 			// On the pool, as a node submits what its clients send: submissions of the same
 			// moment share a statement and a commit (dao.DB.WorkflowCreateGrouped).
-			id, err := lifecycle.SubmitNow(ctx, db, spec, v, nil, 0, nil)
+			id, err := lifecycle.SubmitNow(ctx, db, lifecycle.Submission{Spec: spec, Version: v})
 			if err != nil {
 				failed.CompareAndSwap(nil, &err)
 				return
@@ -190,7 +190,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	// Two workflows to warm up (see latency), not measured.
 	for range 2 {
 		err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := lifecycle.Submit(ctx, q, spec, v, nil, 0)
+			_, err := lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: spec, Version: v})
 			return err
 		})
 		if err != nil {
@@ -207,7 +207,7 @@ func dag(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 	start := time.Now()
 	for i := range o.N {
 		err := db.Tx(ctx, func(q *dao.Queries) error {
-			_, err := lifecycle.Submit(ctx, q, spec, v, nil, 0)
+			_, err := lifecycle.Submit(ctx, q, lifecycle.Submission{Spec: spec, Version: v})
 			return err
 		})
 		if err != nil {

@@ -99,7 +99,7 @@ func checkViewersOptions(o *Options) error {
 func (c *procCluster) viewers(ctx context.Context, spec *workflow.Spec, v int) (*Summary, error) {
 	o := c.o
 	start := time.Now()
-	if err := lifecycle.SubmitMany(ctx, c.db.Queries, spec, v, nil, 1); err != nil {
+	if err := lifecycle.SubmitMany(ctx, c.db.Queries, lifecycle.Submission{Spec: spec, Version: v}, 1); err != nil {
 		return nil, err
 	}
 	id, err := c.db.WorkflowLastID(ctx)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/history"
-	"github.com/zksched/zksched/master"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -186,7 +186,7 @@ func define(ctx context.Context, db *dao.DB, ks []kind) error {
 		if err != nil {
 			return err
 		}
-		if _, err := master.Define(ctx, db, master.Definition{Spec: spec}, time.Now()); err != nil {
+		if _, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: spec}, time.Now()); err != nil {
 			return fmt.Errorf("define %s: %w", k.name, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package master
+package lifecycle_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -40,8 +41,8 @@ func TestDefine(t *testing.T) {
 	}
 
 	file := "name: once\nmax-active-instances: 1\nwhen-full: skip\ntasks:\n  - {name: a, type: noop}\n"
-	got, err := Define(ctx, db, Definition{Spec: parse(file), File: []byte(file),
-		Run: &Run{Params: map[string]string{"k": "v"}, Priority: 2}, By: by}, now)
+	got, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: parse(file), File: []byte(file),
+		Run: &lifecycle.Run{Params: map[string]string{"k": "v"}, Priority: 2}, By: by}, now)
 	if err != nil || got.Version != 1 || got.Instance == 0 || got.Schedule != nil || got.Unscheduled {
 		t.Fatalf("Define = %+v, %v; want version 1 and an instance", got, err)
 	}
@@ -78,7 +79,7 @@ func TestDefine(t *testing.T) {
 	changed := file + "# changed\n"
 	spec := parse(changed)
 	spec.Description = "changed"
-	if got, err := Define(ctx, db, Definition{Spec: spec, File: []byte(changed), Run: &Run{}, By: by}, now); !errors.Is(err, dao.ErrWorkflowFull) {
+	if got, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: spec, File: []byte(changed), Run: &lifecycle.Run{}, By: by}, now); !errors.Is(err, dao.ErrWorkflowFull) {
 		t.Fatalf("Define at the cap = %+v, %v; want dao.ErrWorkflowFull", got, err)
 	}
 	if v, err := db.DefinitionLatest(ctx, "once"); err != nil || v != 1 {
@@ -91,7 +92,7 @@ func TestDefine(t *testing.T) {
 	// A file with a schedule stores it and runs nothing, even when asked to; the next file
 	// without one removes it.
 	sched := "name: nightly\nschedule: {cron: '0 3 * * *', timezone: UTC}\ntasks:\n  - {name: a, type: noop}\n"
-	got, err = Define(ctx, db, Definition{Spec: parse(sched), File: []byte(sched), Run: &Run{}, By: by}, now)
+	got, err = lifecycle.Define(ctx, db, lifecycle.Definition{Spec: parse(sched), File: []byte(sched), Run: &lifecycle.Run{}, By: by}, now)
 	if err != nil || got.Schedule == nil || got.Instance != 0 || got.Schedule.NextFireAt == nil ||
 		!got.Schedule.NextFireAt.Equal(time.Date(2026, 3, 2, 3, 0, 0, 0, time.UTC)) {
 		t.Fatalf("Define with a schedule = %+v, %v; want the schedule stored, next fire at 03:00 the next day, no instance", got, err)
@@ -100,7 +101,7 @@ func TestDefine(t *testing.T) {
 		t.Errorf("%d audit rows after storing the scheduled file; want 3 (no instance row)", n)
 	}
 	plain := "name: nightly\ntasks:\n  - {name: a, type: noop}\n"
-	got, err = Define(ctx, db, Definition{Spec: parse(plain), File: []byte(plain)}, now)
+	got, err = lifecycle.Define(ctx, db, lifecycle.Definition{Spec: parse(plain), File: []byte(plain)}, now)
 	if err != nil || got.Version != 2 || got.Schedule != nil || !got.Unscheduled || got.Instance != 0 {
 		t.Fatalf("Define without the schedule = %+v, %v; want version 2, the schedule removed, nothing run", got, err)
 	}

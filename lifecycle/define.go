@@ -1,13 +1,11 @@
-package master
+package lifecycle
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -67,7 +65,7 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 	name := d.Spec.Name
 	var out Stored
 	err = db.Tx(ctx, func(q *dao.Queries) error {
-		if out.Version, err = q.DefinitionEnsure(ctx, name, raw, lifecycle.Facts(d.Spec)); err != nil {
+		if out.Version, err = q.DefinitionEnsure(ctx, name, raw, Facts(d.Spec)); err != nil {
 			return err
 		}
 		if d.By != nil {
@@ -84,17 +82,16 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 		if d.Run == nil || out.Schedule != nil {
 			return nil
 		}
-		if out.Instance, err = lifecycle.Submit(ctx, q, d.Spec, out.Version, params, d.Run.Priority); err != nil {
-			return err
+		sub := Submission{Spec: d.Spec, Version: out.Version, Params: params, Priority: d.Run.Priority}
+		if d.By != nil {
+			ev := *d.By
+			ev.Action = dao.AuditWorkflowSubmit
+			ev.Params = dao.AuditParams(map[string]any{"name": name, "version": out.Version,
+				"params": runParams, "priority": d.Run.Priority})
+			sub.Audit = &ev
 		}
-		if d.By == nil {
-			return nil
-		}
-		ev := *d.By
-		ev.Action, ev.Target = dao.AuditWorkflowSubmit, fmt.Sprintf("workflow-instance/%d", out.Instance)
-		ev.Params = dao.AuditParams(map[string]any{"name": name, "version": out.Version,
-			"params": runParams, "priority": d.Run.Priority})
-		return q.AuditInsert(ctx, ev)
+		out.Instance, err = Submit(ctx, q, sub)
+		return err
 	})
 	return out, err
 }

@@ -1,4 +1,4 @@
-package master
+package lifecycle
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
-	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -154,8 +153,9 @@ type FireResult struct {
 	Duplicate bool
 }
 
-// firer creates the instances of fires of one locked schedule, in its transaction.
-type firer struct {
+// A Firer creates the instances of fires of one locked schedule, in its transaction: the
+// masters' Scheduler, Trigger and Backfill fire through it.
+type Firer struct {
 	q    *dao.Queries
 	s    *dao.Schedule
 	spec *workflow.Spec
@@ -163,7 +163,10 @@ type firer struct {
 	by   string
 }
 
-func newFirer(ctx context.Context, q *dao.Queries, s *dao.Schedule, by string, bounded bool) (*firer, error) {
+// NewFirer returns the Firer of the schedule s, locked in q's transaction, recording by on
+// its fires. bounded keeps the fires within the schedule's start and end; a backfill's and a
+// trigger's are not.
+func NewFirer(ctx context.Context, q *dao.Queries, s *dao.Schedule, by string, bounded bool) (*Firer, error) {
 	raw, err := q.DefinitionGet(ctx, s.WorkflowName, s.WorkflowVersion)
 	if err != nil {
 		return nil, err
@@ -176,13 +179,16 @@ func newFirer(ctx context.Context, q *dao.Queries, s *dao.Schedule, by string, b
 	if err != nil {
 		return nil, err
 	}
-	return &firer{q: q, s: s, spec: spec, tt: tt, by: by}, nil
+	return &Firer{q: q, s: s, spec: spec, tt: tt, by: by}, nil
 }
 
-// fire handles the fire at t once: it records it (a fire recorded before is left alone and
+// Timetable is the schedule's timetable.
+func (f *Firer) Timetable() *workflow.Timetable { return f.tt }
+
+// Fire handles the fire at t once: it records it (a fire recorded before is left alone and
 // reported as a duplicate) and creates its workflow instance with the fire's params, given
 // params on top. queue makes the instance wait for a slot even under when-full: skip.
-func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params map[string]string, queue bool) (FireResult, error) {
+func (f *Firer) Fire(ctx context.Context, t time.Time, kind dao.FireKind, params map[string]string, queue bool) (FireResult, error) {
 	res := FireResult{Time: t, Kind: kind}
 	ok, err := f.q.FireInsert(ctx, f.s.WorkflowName, t, kind, f.by)
 	if err != nil {
@@ -198,11 +204,8 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 	if err != nil {
 		return res, err
 	}
-	create := lifecycle.Submit
-	if queue {
-		create = lifecycle.SubmitQueued
-	}
-	id, err := create(ctx, f.q, f.spec, f.s.WorkflowVersion, raw, f.spec.Priority)
+	id, err := Submit(ctx, f.q, Submission{Spec: f.spec, Version: f.s.WorkflowVersion, Params: raw,
+		Priority: f.spec.Priority, Queue: queue})
 	switch {
 	case errors.Is(err, dao.ErrKeyFull):
 		res.Skipped = fmt.Sprintf("concurrency key at its max %d (when-full: skip)", f.spec.Concurrency.Max)
@@ -217,12 +220,12 @@ func (f *firer) fire(ctx context.Context, t time.Time, kind dao.FireKind, params
 	return res, f.q.FireResolve(ctx, f.s.WorkflowName, t, &id, "")
 }
 
-// Trigger fires the schedule of a workflow now, by hand, whether it is enabled or not: one
+// TriggerSchedule fires the schedule of a workflow now, by hand, whether it is enabled or not: one
 // instance whose fire time is now, params on top of the fire's. It follows the workflow's
 // when-full policy. It returns dao.ErrNoSchedule for a workflow without a schedule. audit,
 // unless nil, is the trigger's audit_event row, written in its transaction whether or not the
 // fire created an instance.
-func Trigger(ctx context.Context, db *dao.DB, name string, params map[string]string, by string, now time.Time, audit *dao.AuditEvent) (FireResult, error) {
+func TriggerSchedule(ctx context.Context, db *dao.DB, name string, params map[string]string, by string, now time.Time, audit *dao.AuditEvent) (FireResult, error) {
 	var res FireResult
 	if err := workflow.CheckParams(params); err != nil {
 		return res, fmt.Errorf("trigger of %q: %w", name, err)
@@ -232,12 +235,12 @@ func Trigger(ctx context.Context, db *dao.DB, name string, params map[string]str
 		if err != nil {
 			return err
 		}
-		f, err := newFirer(ctx, q, s, by, false)
+		f, err := NewFirer(ctx, q, s, by, false)
 		if err != nil {
 			return err
 		}
 		// PostgreSQL keeps microseconds: the recorded fire time is the one in the params.
-		if res, err = f.fire(ctx, now.Truncate(time.Microsecond), dao.FireTrigger, params, false); err != nil {
+		if res, err = f.Fire(ctx, now.Truncate(time.Microsecond), dao.FireTrigger, params, false); err != nil {
 			return err
 		}
 		return auditIn(ctx, q, audit)
@@ -271,7 +274,7 @@ func Backfill(ctx context.Context, db *dao.DB, name string, from, to time.Time, 
 		if err != nil {
 			return err
 		}
-		f, err := newFirer(ctx, q, s, by, false)
+		f, err := NewFirer(ctx, q, s, by, false)
 		if err != nil {
 			return err
 		}
@@ -285,7 +288,7 @@ func Backfill(ctx context.Context, db *dao.DB, name string, from, to time.Time, 
 				res.Fires = append(res.Fires, FireResult{Time: t, Kind: dao.FireBackfill})
 				continue
 			}
-			r, err := f.fire(ctx, t, dao.FireBackfill, nil, true)
+			r, err := f.Fire(ctx, t, dao.FireBackfill, nil, true)
 			if err != nil {
 				return err
 			}
