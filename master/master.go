@@ -55,6 +55,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/alarm"
 	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/lifecycle"
 )
@@ -152,8 +153,8 @@ func (m *Master) Run(ctx context.Context) error {
 	clock := m.cfg.Clock
 	tick := clock.NewTicker(m.cfg.PollInterval)
 	defer tick.Stop()
-	a := &asked{keyed: map[int64]struct{}{}, dirty: map[int64]struct{}{}, newClaim: newAlarm(clock)}
-	defer a.newClaim.stop()
+	a := &asked{keyed: map[int64]struct{}{}, dirty: map[int64]struct{}{}, newClaim: alarm.New(clock)}
+	defer a.newClaim.Stop()
 	a.everything()
 	polls := 0
 	note := func(w dao.Wakeup) { m.note(a, w) }
@@ -181,8 +182,8 @@ func (m *Master) Run(ctx context.Context) error {
 			m.markDue(a.dirty)
 		case <-m.gate.Changed():
 			a.everything()
-		case <-a.newClaim.c():
-			a.newClaim.fired()
+		case <-a.newClaim.C():
+			a.newClaim.Fired()
 			a.claim = true
 		case <-now:
 		}
@@ -207,7 +208,7 @@ type asked struct {
 	// newClaim fires the claim of new instances, newClaimDelay after the first announced:
 	// they started with their root tasks queued, so nothing waits for the master, and the
 	// instances submitted meanwhile are claimed in one statement instead of one each.
-	newClaim *alarm
+	newClaim *alarm.Alarm
 }
 
 // everything is what the start, a change of the gate and a Rescan wake-up ask for.
@@ -231,8 +232,8 @@ func (m *Master) note(a *asked, w dao.Wakeup) {
 	case w.Payload == "":
 		a.claim, a.admit = true, true
 	case w.Payload == dao.WakeupNew:
-		if !a.newClaim.armed() && !a.claim {
-			a.newClaim.set(newClaimDelay)
+		if !a.newClaim.Armed() && !a.claim {
+			a.newClaim.Set(newClaimDelay)
 		}
 	default:
 		// A list of workflow instance ids: a worker's batch of results wakes once.
@@ -259,7 +260,7 @@ func (m *Master) round(ctx context.Context, a *asked) (busy bool) {
 		var ok bool
 		ok, a.claim = m.claim(ctx, a.dirty, a.admit)
 		a.admit = a.admit && !ok
-		a.newClaim.stop()
+		a.newClaim.Stop()
 	}
 	if len(a.keyed) > 0 || a.allKeys {
 		// A failed admission waits for the next poll's pass, as a failed claim does.
@@ -267,42 +268,6 @@ func (m *Master) round(ctx context.Context, a *asked) (busy bool) {
 	}
 	advanced := m.advanceRound(ctx, a.dirty)
 	return (advanced && len(a.dirty) > 0) || a.claim || len(a.keyed) > 0
-}
-
-// alarm is a timer of a part's loop that is armed or not: its channel is nil while it is not,
-// so a select on it waits for nothing. A new arming replaces the last one.
-type alarm struct {
-	clock clockwork.Clock
-	t     clockwork.Timer
-}
-
-func newAlarm(clock clockwork.Clock) *alarm { return &alarm{clock: clock} }
-
-// set arms the alarm to fire d from now.
-func (a *alarm) set(d time.Duration) {
-	a.stop()
-	a.t = a.clock.NewTimer(d)
-}
-
-// stop disarms the alarm.
-func (a *alarm) stop() {
-	if a.t != nil {
-		a.t.Stop()
-		a.t = nil
-	}
-}
-
-// fired disarms the alarm once its channel has delivered.
-func (a *alarm) fired() { a.t = nil }
-
-func (a *alarm) armed() bool { return a.t != nil }
-
-// c is the alarm's channel, nil while it is not armed.
-func (a *alarm) c() <-chan time.Time {
-	if a.t == nil {
-		return nil
-	}
-	return a.t.Chan()
 }
 
 // ready is a channel a receive from never waits on.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/alarm"
 	"github.com/zksched/zksched/internal/signal"
 )
 
@@ -44,12 +45,12 @@ func (s *Sweep) Run(ctx context.Context) error {
 	defer tick.Stop()
 	// whole asks for a whole pass, step for one step.
 	whole, step := false, false
-	again := newAlarm(clock)
-	defer again.stop()
+	again := alarm.New(clock)
+	defer again.Stop()
 	pass := func() { whole, s.sweptTo = true, 0 }
 	passNow := func() {
 		pass()
-		again.set(dao.StrandedAfter + time.Second)
+		again.Set(dao.StrandedAfter + time.Second)
 	}
 	passNow()
 	for ctx.Err() == nil {
@@ -79,8 +80,8 @@ func (s *Sweep) Run(ctx context.Context) error {
 			passNow()
 		case <-m.rescans:
 			passNow()
-		case <-again.c():
-			again.fired()
+		case <-again.C():
+			again.Fired()
 			pass()
 		case <-now:
 		}

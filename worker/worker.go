@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/alarm"
 	"github.com/zksched/zksched/internal/retry"
 	"github.com/zksched/zksched/internal/signal"
 	"github.com/zksched/zksched/lifecycle"
@@ -200,46 +201,25 @@ func (w *Worker) Run(ctx context.Context) error {
 	// the burst does. The claim goes when half the slots are free, or once no result is
 	// waiting to be recorded (the burst's results are written; the worker would otherwise
 	// wait for nothing), looking every claimGather, and at the latest claimGatherMax after
-	// the first slot was freed.
-	var gather <-chan time.Time // nil while no gathering is under way
-	var gatherTimer clockwork.Timer
+	// the first slot was freed (gatherSince). It is armed while a gathering is under way.
+	gather := alarm.New(clock)
+	defer gather.Stop()
 	var gatherSince time.Time
-	gatherStop := func() {
-		if gatherTimer != nil {
-			gatherTimer.Stop()
-		}
-		gather, gatherTimer = nil, nil
-	}
-	gatherIn := func(d time.Duration) {
-		gatherStop()
-		gatherTimer = clock.NewTimer(d)
-		gather = gatherTimer.Chan()
-	}
-	defer gatherStop()
 	// relook is armed by a claim that may have left tasks to its peers, for SpreadWait from
-	// then: the look it makes takes whatever they did not come for, and arms nothing itself,
-	// so an idle worker does not look again and again.
-	var relook <-chan time.Time
-	var relookTimer clockwork.Timer
+	// then: the look it makes (relooking) takes whatever they did not come for, and arms
+	// nothing itself, so an idle worker does not look again and again.
+	relook := alarm.New(clock)
+	defer relook.Stop()
 	relooking := false
-	defer func() {
-		if relookTimer != nil {
-			relookTimer.Stop()
-		}
-	}()
 	w.lookForPools(ctx)
 	for ctx.Err() == nil {
 		if look && w.gate.Active() {
 			backlog = w.claim(ctx)
 			if w.leftToPeers && !relooking {
-				if relookTimer != nil {
-					relookTimer.Stop()
-				}
-				relookTimer = clock.NewTimer(w.cfg.SpreadWait)
-				relook = relookTimer.Chan()
+				relook.Set(w.cfg.SpreadWait)
 			}
 			look, relooking = false, false
-			gatherStop()
+			gather.Stop()
 		}
 		if checkKills {
 			w.stopKilled(ctx)
@@ -262,18 +242,19 @@ func (w *Worker) Run(ctx context.Context) error {
 			case !backlog || look:
 			case w.halfFree():
 				look = true
-			case gather == nil:
-				gatherIn(claimGather)
+			case !gather.Armed():
+				gather.Set(claimGather)
 				gatherSince = clock.Now()
 			}
-		case <-gather:
+		case <-gather.C():
+			gather.Fired()
 			if w.halfFree() || w.done.waiting.Load() == 0 || clock.Since(gatherSince) >= claimGatherMax {
 				look = true
 			} else {
-				gatherIn(claimGather)
+				gather.Set(claimGather)
 			}
-		case <-relook:
-			relook, relookTimer = nil, nil
+		case <-relook.C():
+			relook.Fired()
 			look, relooking = true, true
 		case <-w.gate.Changed():
 			look = true

@@ -12,9 +12,10 @@ import (
 
 // TestLinksNoTestCode: the shipped binary links neither the testing package nor the
 // repository's test support (internal/, but for the product's own internal packages: the
-// faultinject hook that is a no-op without its build tag, the retry policy, the test signals
-// that do nothing until a test Inits them, and the patched ZooKeeper client; and the …test
-// packages). Tools that need them are binaries of their own, such as cmd/zksched-bench.
+// faultinject hook that is a no-op without its build tag, the retry policy, the alarm timer
+// of the master's and the worker's loops, the test signals that do nothing until a test Inits
+// them, and the patched ZooKeeper client; and the …test packages). Tools that need them are
+// binaries of their own, such as cmd/zksched-bench.
 func TestLinksNoTestCode(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
@@ -27,7 +28,8 @@ func TestLinksNoTestCode(t *testing.T) {
 		switch {
 		case pkg == "testing", strings.HasPrefix(pkg, "testing/"), pkg == "internal/testenv":
 		case inModule && strings.HasPrefix(own, "internal/") && own != "internal/faultinject" &&
-			own != "internal/retry" && own != "internal/signal" && !strings.HasPrefix(own, "internal/third_party/"):
+			own != "internal/retry" && own != "internal/alarm" && own != "internal/signal" &&
+			!strings.HasPrefix(own, "internal/third_party/"):
 		case inModule && strings.HasSuffix(path.Base(own), "test"):
 		default:
 			continue
