@@ -47,29 +47,7 @@ const drainLimit = 2 * time.Second
 
 // Run implements Executor.
 func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
-	env := s.BaseEnv
-	if env == nil {
-		env = defaultTaskEnv()
-	}
-	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String(),
-		"--parent-pid", strconv.Itoa(os.Getpid())}
-	dir := t.Spec.Workdir
-	if s.User != nil {
-		env = s.User.env(env)
-		args = append(args, s.User.args()...)
-		if dir == "" {
-			// The worker's own directory is the worker's; the user's home is where it may write.
-			dir = s.User.Home
-		}
-	}
-	var leaf string
-	if s.Cgroup != "" {
-		leaf = filepath.Join(s.Cgroup, fmt.Sprintf("zksched-task-%d-%d-%d-%d", t.ID, t.Attempt, os.Getpid(), cgroupSeq.Add(1)))
-		args = append(args, "--cgroup", leaf)
-	}
-	cmd := exec.Command(s.Self, append(args, t.Spec.Command)...)
-	cmd.Env = append(append([]string{}, env...), t.Env()...)
-	cmd.Dir = dir
+	cmd, leaf := s.command(t)
 	// The output goes through pipes of our own rather than exec's: exec.Cmd.Wait would wait
 	// for every holder of the pipes, and the order must be: the supervisor exits (it has
 	// killed every task process, escaped ones included), then the output is read to its end.
@@ -117,24 +95,7 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	}
 	stdout.started()
 	stderr.started()
-	stopped := false
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		select {
-		case err = <-done: // it ended by itself at the same moment: its result is its own
-		default:
-			stopped = true
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case err = <-done:
-			case <-time.After(s.KillGrace + 5*time.Second):
-				// The supervisor did not end the task in time; end the supervisor.
-				_ = cmd.Process.Kill()
-				err = <-done
-			}
-		}
-	}
+	stopped, err := s.waitOrStop(ctx, cmd, done)
 	if leaf != "" {
 		// The supervisor removes its cgroup; one that is left means the supervisor was killed
 		// before it could end the task, which the worker does now.
@@ -155,6 +116,59 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		res.Err = fmt.Errorf("exit status %d", code)
 	}
 	return res
+}
+
+// command is the supervisor's command for t, and the leaf cgroup it runs the task in (empty
+// without cgroups).
+func (s Shell) command(t Task) (cmd *exec.Cmd, leaf string) {
+	env := s.BaseEnv
+	if env == nil {
+		env = defaultTaskEnv()
+	}
+	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String(),
+		"--parent-pid", strconv.Itoa(os.Getpid())}
+	dir := t.Spec.Workdir
+	if s.User != nil {
+		env = s.User.env(env)
+		args = append(args, s.User.args()...)
+		if dir == "" {
+			// The worker's own directory is the worker's; the user's home is where it may write.
+			dir = s.User.Home
+		}
+	}
+	if s.Cgroup != "" {
+		leaf = filepath.Join(s.Cgroup, fmt.Sprintf("zksched-task-%d-%d-%d-%d", t.ID, t.Attempt, os.Getpid(), cgroupSeq.Add(1)))
+		args = append(args, "--cgroup", leaf)
+	}
+	cmd = exec.Command(s.Self, append(args, t.Spec.Command)...)
+	cmd.Env = append(append([]string{}, env...), t.Env()...)
+	cmd.Dir = dir
+	return cmd, leaf
+}
+
+// waitOrStop waits for the supervisor cmd to end (its Wait's error arrives on done); when ctx
+// ends first, it asks the supervisor to stop the task (SIGTERM) and kills the supervisor if
+// it has not ended the task within the grace and 5 s more. stopped reports the stop.
+func (s Shell) waitOrStop(ctx context.Context, cmd *exec.Cmd, done <-chan error) (stopped bool, err error) {
+	select {
+	case err = <-done:
+		return false, err
+	case <-ctx.Done():
+	}
+	select {
+	case err = <-done: // it ended by itself at the same moment: its result is its own
+		return false, err
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err = <-done:
+	case <-time.After(s.KillGrace + 5*time.Second):
+		// The supervisor did not end the task in time; end the supervisor.
+		_ = cmd.Process.Kill()
+		err = <-done
+	}
+	return true, err
 }
 
 // exitStatus is the supervisor's exit status: bash's, which the supervisor exits with, or

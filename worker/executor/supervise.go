@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -65,20 +66,7 @@ const endLimit = 10 * time.Second
 // grandchild such as a Python script it started would go on with its side effects after the
 // worker died.
 func SuperviseMain(args []string) int {
-	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
-	grace := fs.Duration("grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task")
-	stopLimit := fs.Duration("parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
-	cgroupDir := fs.String("cgroup", "", "cgroup v2 leaf to create and run the task in; empty: contain it as a subreaper")
-	parentPid := fs.Int("parent-pid", 0, "the worker's pid; 0: this process's parent at start")
-	uid := fs.Int("uid", -1, "run the task as this uid; -1: as the supervisor's")
-	gid := fs.Int("gid", -1, "the task's group id, with --uid")
-	groups := fs.String("groups", "", "the task's supplementary group ids, comma-separated, with --uid")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "zksched supervise: usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--parent-pid PID] "+
-			"[--uid UID --gid GID --groups G,…] COMMAND")
-		return 2
-	}
-	cred, err := taskCredential(*uid, *gid, *groups)
+	opts, err := parseSupervise(args)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "zksched supervise: %v\n", err)
 		return 2
@@ -86,37 +74,80 @@ func SuperviseMain(args []string) int {
 	// The worker names itself: read here, the parent pid would be init's (or a subreaper's) if
 	// the worker died in the moments before, and the parent-death signal, sent before this
 	// process could catch it, is lost (Go ignores SIGUSR1 until signal.Notify).
-	parent := *parentPid
-	if parent <= 0 {
-		parent = os.Getppid()
+	sv := &supervision{superviseOpts: opts, sigs: make(chan os.Signal, 4), death: make(chan os.Signal, 1)}
+	if sv.parent <= 0 {
+		sv.parent = os.Getppid()
 	}
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	signal.Notify(sv.sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	// The parent-death signal has a signal of its own: it is sent when the worker's thread
 	// that started us exits, which can be while the dying worker's other threads still hold
 	// its pid, so the parent pid does not tell a death from a stop at that moment.
-	death := make(chan os.Signal, 1)
-	signal.Notify(death, ParentDeathSignal)
+	signal.Notify(sv.death, ParentDeathSignal)
 	// Our stderr is the worker's pipe: once the worker is dead a write to it must fail, not
 	// end this process (Go exits on SIGPIPE from fd 1 or 2) before it has killed the task.
 	signal.Ignore(syscall.SIGPIPE)
 	if err := becomeSubreaper(); err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: become a child subreaper: %v\n", err)
 	}
-	if os.Getppid() != parent {
+	if os.Getppid() != sv.parent {
 		fmt.Fprintln(os.Stderr, "zksched: the worker is gone; the task is not started")
 		return 1
 	}
-
-	tree, err := startTask(fs.Arg(0), *cgroupDir, cred)
+	tree, err := startTask(opts.command, opts.cgroupDir, opts.cred)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: start task: %v\n", err)
 		return 127
 	}
-	if os.Getppid() != parent { // the worker died while we started
+	if os.Getppid() != sv.parent { // the worker died while we started
 		tree.signal(syscall.SIGKILL)
 	}
+	sv.tree = tree
+	return sv.watch()
+}
 
+// superviseOpts are the supervisor's arguments.
+type superviseOpts struct {
+	command   string
+	grace     time.Duration
+	stopLimit time.Duration
+	cgroupDir string
+	parent    int
+	cred      *syscall.Credential
+}
+
+// parseSupervise reads the supervisor's arguments (see SuperviseMain).
+func parseSupervise(args []string) (superviseOpts, error) {
+	var o superviseOpts
+	fs := flag.NewFlagSet("supervise", flag.ContinueOnError)
+	fs.DurationVar(&o.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task")
+	fs.DurationVar(&o.stopLimit, "parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
+	fs.StringVar(&o.cgroupDir, "cgroup", "", "cgroup v2 leaf to create and run the task in; empty: contain it as a subreaper")
+	fs.IntVar(&o.parent, "parent-pid", 0, "the worker's pid; 0: this process's parent at start")
+	uid := fs.Int("uid", -1, "run the task as this uid; -1: as the supervisor's")
+	gid := fs.Int("gid", -1, "the task's group id, with --uid")
+	groups := fs.String("groups", "", "the task's supplementary group ids, comma-separated, with --uid")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+		return o, errors.New("usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--parent-pid PID] " +
+			"[--uid UID --gid GID --groups G,…] COMMAND")
+	}
+	o.command = fs.Arg(0)
+	var err error
+	o.cred, err = taskCredential(*uid, *gid, *groups)
+	return o, err
+}
+
+// supervision is a started task under its supervisor, and what the supervisor listens to.
+type supervision struct {
+	superviseOpts
+	tree  *taskTree
+	sigs  chan os.Signal // a stop from the worker
+	death chan os.Signal // the worker's death
+}
+
+// watch holds the task until it has ended and is empty, acting on the worker's stop, its
+// death and its being frozen (see SuperviseMain), and returns bash's exit status.
+func (sv *supervision) watch() int {
+	tree := sv.tree
 	done := make(chan int, 1)
 	go func() { done <- reapUntil(tree.pgid) }()
 	tick := time.NewTicker(100 * time.Millisecond)
@@ -142,20 +173,20 @@ func SuperviseMain(args []string) int {
 				return finish()
 			}
 			done = nil
-		case <-death:
+		case <-sv.death:
 			tree.signal(syscall.SIGKILL)
 			if status >= 0 {
 				return finish()
 			}
-		case <-sigs:
-			if os.Getppid() != parent {
+		case <-sv.sigs:
+			if os.Getppid() != sv.parent {
 				tree.signal(syscall.SIGKILL)
 				continue
 			}
 			if hardKill == nil {
 				tree.signal(syscall.SIGTERM) // act first, then tell: the message is best effort
-				hardKill = time.After(*grace)
-				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its processes, SIGKILL in %s\n", *grace)
+				hardKill = time.After(sv.grace)
+				fmt.Fprintf(os.Stderr, "zksched: stopping the task: SIGTERM to its processes, SIGKILL in %s\n", sv.grace)
 			}
 		case <-hardKill:
 			tree.signal(syscall.SIGKILL)
@@ -169,18 +200,18 @@ func SuperviseMain(args []string) int {
 					return finish()
 				}
 			}
-			if os.Getppid() != parent {
+			if os.Getppid() != sv.parent {
 				tree.signal(syscall.SIGKILL)
 				continue
 			}
-			if *stopLimit > 0 && processStopped(parent) {
+			if sv.stopLimit > 0 && processStopped(sv.parent) {
 				if stoppedSince.IsZero() {
 					stoppedSince = time.Now()
 				}
-				if time.Since(stoppedSince) >= *stopLimit && !frozenKill {
+				if time.Since(stoppedSince) >= sv.stopLimit && !frozenKill {
 					frozenKill = true
 					tree.signal(syscall.SIGKILL)
-					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's processes\n", *stopLimit)
+					fmt.Fprintf(os.Stderr, "zksched: the worker has been stopped for %s: SIGKILL to the task's processes\n", sv.stopLimit)
 				}
 			} else {
 				stoppedSince = time.Time{}
