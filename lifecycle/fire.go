@@ -154,7 +154,7 @@ type FireResult struct {
 }
 
 // A Firer creates the instances of fires of one locked schedule, in its transaction: the
-// masters' Scheduler, Trigger and Backfill fire through it.
+// masters' Scheduler, TriggerSchedule and Backfill fire through it.
 type Firer struct {
 	q    *dao.Queries
 	s    *dao.Schedule
