@@ -559,31 +559,38 @@ func (b *testBundle) listenMaster(t *testing.T) *dao.Listener {
 	return ml
 }
 
-// masterListening waits until ml listens (its first Rescan), then drops every wake-up sent
-// before it returns, so that the test sees only the wake-ups that follow. Two marks make the
-// drop certain: the first, sent through the notifier after everything the test did, is
-// committed together with or after every wake-up queued before it; the second, sent once the
-// first is heard, is committed after all of them and so heard after them.
+// masterListening waits until ml hears the masters' wake-ups, then drops every wake-up sent
+// before it returns, so that the test sees only the wake-ups that follow. It sends marks
+// through the notifier: one every 100 ms until one is heard (a mark sent before the listener
+// listens is lost); then one, heard once it and every wake-up queued before it have
+// committed (in its statement or an earlier one); then a last one, which commits after all of
+// them and so is heard after them.
 func masterListening(t *testing.T, b *testBundle, ml *dao.Listener) {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
+	mark := func(phase int) string { return fmt.Sprintf("mark-%d-%d", phase, time.Now().UnixNano()) }
+	heard := func(w dao.Wakeup, phase int) bool {
+		return strings.HasPrefix(w.Payload, fmt.Sprintf("mark-%d-", phase))
+	}
 	for listening := false; !listening; {
+		b.db.WakeMasters(mark(0))
 		select {
 		case w := <-ml.C:
-			listening = w.Rescan
+			listening = heard(w, 0)
+		case <-time.After(100 * time.Millisecond):
 		case <-deadline:
-			t.Fatal("master listener never listened")
+			t.Fatal("master listener never heard")
 		}
 	}
-	for i := range 2 {
-		mark := fmt.Sprintf("mark-%d-%d", i, time.Now().UnixNano())
-		b.db.WakeMasters(mark)
-		for heard := false; !heard; {
+	for phase := 1; phase <= 2; phase++ {
+		want := mark(phase)
+		b.db.WakeMasters(want)
+		for got := false; !got; {
 			select {
 			case w := <-ml.C:
-				heard = w.Payload == mark
+				got = w.Payload == want
 			case <-deadline:
-				t.Fatalf("master listener never heard the mark %s", mark)
+				t.Fatalf("master listener never heard the mark %s", want)
 			}
 		}
 	}

@@ -194,7 +194,9 @@ func (e *ZKEnsemble) Stop(i int) {
 }
 
 // Freeze stops server i with SIGSTOP: it keeps its connections and answers nothing, as in a long
-// garbage-collection pause or a hung host.
+// garbage-collection pause or a hung host. It returns once every thread of the server has
+// stopped: kill returns as soon as the signal is sent, and on a busy machine a thread woken
+// meanwhile may answer a request before the stop reaches it.
 func (e *ZKEnsemble) Freeze(i int) error {
 	m := e.members[i]
 	m.mu.Lock()
@@ -204,6 +206,9 @@ func (e *ZKEnsemble) Freeze(i int) error {
 	}
 	if err := m.proc.signal(syscall.SIGSTOP); err != nil {
 		return err
+	}
+	if err := waitStopped(m.proc.pid, 10*time.Second); err != nil {
+		return fmt.Errorf("zookeeper server %d: %w", i, err)
 	}
 	m.frozen = true
 	e.opts.Logf("testenv: zookeeper server %d (%s) frozen", i, e.Addr(i))
@@ -358,4 +363,46 @@ func (e *ZKEnsemble) isClosed() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.closed
+}
+
+// waitStopped waits until every thread of process pid is stopped (state T or t in
+// /proc/<pid>/task/<tid>/stat), or timeout passes.
+func waitStopped(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		stopped, err := allThreadsStopped(pid)
+		if err != nil || stopped {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d not stopped %s after SIGSTOP", pid, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func allThreadsStopped(pid int) (bool, error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return false, err
+	}
+	for _, tid := range tids {
+		stat, err := os.ReadFile(filepath.Join(dir, tid.Name(), "stat"))
+		if errors.Is(err, os.ErrNotExist) {
+			continue // the thread ended meanwhile
+		}
+		if err != nil {
+			return false, err
+		}
+		// The state follows the command name, which is in parentheses and may hold any byte.
+		i := strings.LastIndexByte(string(stat), ')')
+		if i < 0 || i+2 >= len(stat) {
+			return false, fmt.Errorf("%s/%s/stat: unexpected %q", dir, tid.Name(), stat)
+		}
+		if s := stat[i+2]; s != 'T' && s != 't' {
+			return false, nil
+		}
+	}
+	return true, nil
 }
