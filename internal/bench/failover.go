@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
 	"github.com/zksched/zksched/workflow"
@@ -361,10 +361,11 @@ func ZkschedBinary() (string, error) {
 
 // startNode starts a master or worker process on a free port, logging to a file of the run.
 func (r *procCluster) startNode(name string, role registry.Role) error {
-	port, err := freePort()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", name, err)
 	}
+	port := ports[0]
 	logPath := filepath.Join(r.dir, name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
@@ -933,16 +934,6 @@ func tailFile(path string, lines int) string {
 	}
 	parts := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(parts[max(len(parts)-lines, 0):], "\n")
-}
-
-// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

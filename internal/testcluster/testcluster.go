@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +22,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 var (
@@ -501,13 +502,12 @@ func tail(s string, lines int) string {
 	return strings.Join(parts, "\n")
 }
 
-// FreePort returns a TCP port that was free a moment ago.
+// FreePort returns a TCP port that was free a moment ago (testenv.FreePorts).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,12 +38,11 @@ func NewPGServer(t testing.TB) *PGServer {
 			t.Fatalf("testenv: chown %s: %v\n%s", dir, err, out)
 		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := ports[0]
 	p := &PGServer{t: t, Dir: dir, Port: port,
 		DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
 	if err := runAsPostgres(filepath.Join(pgBin, "initdb"), "-D", p.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-locale"); err != nil {

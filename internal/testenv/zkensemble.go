@@ -93,7 +93,7 @@ func StartZKEnsemble(dir string, n int, opts ZKEnsembleOptions) (*ZKEnsemble, er
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	ports, err := freePorts(3 * n)
+	ports, err := FreePorts(3 * n)
 	if err != nil {
 		return nil, err
 	}

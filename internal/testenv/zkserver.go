@@ -28,7 +28,7 @@ type ZKServer struct {
 // NewZKServer reserves a port and a directory for a server; Start runs it.
 func NewZKServer(t testing.TB) *ZKServer {
 	t.Helper()
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func (z *ZKServer) Start(dataDir string) {
 func (z *ZKServer) StartTLS(dataDir, keyStore, trustStore string) string {
 	t := z.t
 	t.Helper()
-	ports, err := freePorts(1)
+	ports, err := FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,21 +278,6 @@ func waitRuok(addr string, p *zkProcess, timeout time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freePorts returns n distinct TCP ports that were free on 127.0.0.1 a moment ago. They are
-// held open together so that no two are the same.
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick a free port: %w", err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // logTail returns the last 64 KiB of a server's log file: enough for the last few minutes, and
