@@ -182,6 +182,16 @@ func NewFirer(ctx context.Context, q *dao.Queries, s *dao.Schedule, by string, b
 	return &Firer{q: q, s: s, spec: spec, tt: tt, by: by}, nil
 }
 
+// lockFirer locks the schedule of the workflow name in q's transaction and returns its
+// Firer for fires by hand (a trigger's, a backfill's), not bounded by its start and end.
+func lockFirer(ctx context.Context, q *dao.Queries, name, by string) (*Firer, error) {
+	s, err := lockSchedule(ctx, q, name)
+	if err != nil {
+		return nil, err
+	}
+	return NewFirer(ctx, q, s, by, false)
+}
+
 // Timetable is the schedule's timetable.
 func (f *Firer) Timetable() *workflow.Timetable { return f.tt }
 
@@ -231,11 +241,7 @@ func TriggerSchedule(ctx context.Context, db *dao.DB, name string, params map[st
 		return res, fmt.Errorf("trigger of %q: %w", name, err)
 	}
 	err := db.Tx(ctx, func(q *dao.Queries) error {
-		s, err := lockSchedule(ctx, q, name)
-		if err != nil {
-			return err
-		}
-		f, err := NewFirer(ctx, q, s, by, false)
+		f, err := lockFirer(ctx, q, name, by)
 		if err != nil {
 			return err
 		}
@@ -270,11 +276,7 @@ func Backfill(ctx context.Context, db *dao.DB, name string, from, to time.Time, 
 	}
 	err := db.Tx(ctx, func(q *dao.Queries) error {
 		res.Fires = nil
-		s, err := lockSchedule(ctx, q, name)
-		if err != nil {
-			return err
-		}
-		f, err := NewFirer(ctx, q, s, by, false)
+		f, err := lockFirer(ctx, q, name, by)
 		if err != nil {
 			return err
 		}
