@@ -54,6 +54,11 @@ func Check(t testing.TB, db *dao.DB, rec *Recorder, opts Options) *Report {
 			r.TaskID, r.Attempt, r.Worker, time.Since(r.Last).Round(time.Millisecond)))
 	}
 
+	// The problems come first: a long timeline after them must not push them out of a
+	// truncated log.
+	for _, p := range rep.Problems {
+		t.Errorf("history: %s", p)
+	}
 	t.Logf("%s", rep.Timeline)
 	for _, f := range rep.Failovers {
 		t.Logf("failed over: task %d %q: attempt %d on %s stopped %s after the fault; attempt %d on %s started %s after the fault",
@@ -63,9 +68,6 @@ func Check(t testing.TB, db *dao.DB, rec *Recorder, opts Options) *Report {
 		t.Logf("allowed: %s", n)
 	}
 	t.Logf("%s", rep.Summary())
-	for _, p := range rep.Problems {
-		t.Errorf("history: %s", p)
-	}
 	return rep
 }
 
