@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -294,7 +295,7 @@ tasks:
     type: shell
     command: |
       worker=$(awk '/^PPid:/ {print $2}' /proc/$PPID/status)
-      echo "uid $(id -u) home $HOME user $USER in $(pwd)"
+      echo "uid $(id -u) home $HOME user $USER in $(pwd) = $ZKSCHED_WORKDIR of $(stat -c %U .)"
       echo "== config"; cat `+config+`
       echo "== worker environ"; tr '\0' '\n' < /proc/$worker/environ
       echo "== supervisor environ"; tr '\0' '\n' < /proc/$PPID/environ
@@ -305,7 +306,9 @@ tasks:
 		t.Fatalf("submit --wait: exit %d\n%s", code, out)
 	}
 	log, output := e.storedText(t, 1, "snoop")
-	if want := "uid " + u.Uid + " home " + u.HomeDir + " user " + u.Username + " in " + u.HomeDir + "\n"; !strings.Contains(log, want) {
+	want := regexp.MustCompile("uid " + u.Uid + " home " + regexp.QuoteMeta(u.HomeDir) + " user " + u.Username +
+		" in (/tmp/zksched-task-[0-9-]+) = (/tmp/zksched-task-[0-9-]+) of " + u.Username + "\n")
+	if m := want.FindStringSubmatch(log); m == nil || m[1] != m[2] {
 		t.Fatalf("the task did not run as the task user (want %q):\n%s", want, log)
 	}
 	assertNoSecret(t, secrets, "the task's stored log", log)

@@ -48,6 +48,9 @@ type Stored struct {
 // created now; without one, any stored schedule goes. A workflow with when-full: skip at its
 // cap stores nothing and returns an error wrapping dao.ErrWorkflowFull.
 func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Stored, error) {
+	if err := d.Spec.CheckWorkdirs(); err != nil {
+		return Stored{}, err
+	}
 	raw, err := json.Marshal(d.Spec)
 	if err != nil {
 		return Stored{}, err

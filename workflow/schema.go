@@ -340,7 +340,7 @@ var schemaDocs = map[string]string{
 	"task.for-each":       "A template that renders the task's items, a JSON array or one item a line: the task runs once per item, each run seeing {{ .item }} and {{ .index }}.",
 	"task.max-parallel":   "The most items of a for-each task that run at once; 0 for no cap.",
 	"task.command":        "shell: the script, run with bash -c.",
-	"task.workdir":        "shell: the working directory; the worker's when left out.",
+	"task.workdir":        "shell: the working directory; a relative one is taken from the file's folder by zksched submit. Left out: a scratch directory of the attempt's own ($ZKSCHED_WORKDIR).",
 	"task.provider":       "llm, agent: the model provider, a key of llm.providers in the workers' config.",
 	"task.prompt":         "llm: the prompt, a template over the params and upstream outputs ({{ .upstream.TASK }}).",
 	"task.system":         "llm, agent: the system prompt, a template.",

@@ -8,6 +8,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -58,6 +59,11 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	spec.ResolveWorkdirs(dir)
 	// Read again for its audit record's hash, now that the parse has bounded its size.
 	file, err := os.ReadFile(path)
 	if err != nil {

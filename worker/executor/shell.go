@@ -47,7 +47,14 @@ const drainLimit = 2 * time.Second
 
 // Run implements Executor.
 func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
-	cmd, leaf := s.command(t)
+	dir, scratch, err := s.workdir(t)
+	if err != nil {
+		return Result{Err: fmt.Errorf("make the task's scratch directory: %w", err)}
+	}
+	if scratch {
+		defer os.RemoveAll(dir) // the supervisor's job, unless it was killed
+	}
+	cmd, leaf := s.command(t, dir, scratch)
 	// The output goes through pipes of our own rather than exec's: exec.Cmd.Wait would wait
 	// for every holder of the pipes, and the order must be: the supervisor exits (it has
 	// killed every task process, escaped ones included), then the output is read to its end.
@@ -118,30 +125,48 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	return res
 }
 
-// command is the supervisor's command for t, and the leaf cgroup it runs the task in (empty
-// without cgroups).
-func (s Shell) command(t Task) (cmd *exec.Cmd, leaf string) {
+// workdir is the directory t runs in, which it reads in ZKSCHED_WORKDIR: its workdir, or else
+// a scratch directory of the attempt's own (scratch true), made here, owned by the task's
+// user, and removed once the attempt has ended.
+func (s Shell) workdir(t Task) (dir string, scratch bool, err error) {
+	if t.Spec.Workdir != "" {
+		return t.Spec.Workdir, false, nil
+	}
+	dir, err = os.MkdirTemp("", fmt.Sprintf("zksched-task-%d-%d-", t.ID, t.Attempt))
+	if err != nil {
+		return "", false, err
+	}
+	if s.User != nil {
+		if err := os.Chown(dir, int(s.User.UID), int(s.User.GID)); err != nil {
+			_ = os.Remove(dir)
+			return "", false, err
+		}
+	}
+	return dir, true, nil
+}
+
+// command is the supervisor's command for t, run in dir, and the leaf cgroup it runs the task
+// in (empty without cgroups). The supervisor removes dir when it is scratch.
+func (s Shell) command(t Task, dir string, scratch bool) (cmd *exec.Cmd, leaf string) {
 	env := s.BaseEnv
 	if env == nil {
 		env = defaultTaskEnv()
 	}
 	args := []string{SuperviseArg, "--grace", s.KillGrace.String(), "--parent-stop-limit", s.ParentStopLimit.String(),
 		"--parent-pid", strconv.Itoa(os.Getpid())}
-	dir := t.Spec.Workdir
+	if scratch {
+		args = append(args, "--scratch", dir)
+	}
 	if s.User != nil {
 		env = s.User.env(env)
 		args = append(args, s.User.args()...)
-		if dir == "" {
-			// The worker's own directory is the worker's; the user's home is where it may write.
-			dir = s.User.Home
-		}
 	}
 	if s.Cgroup != "" {
 		leaf = filepath.Join(s.Cgroup, fmt.Sprintf("zksched-task-%d-%d-%d-%d", t.ID, t.Attempt, os.Getpid(), cgroupSeq.Add(1)))
 		args = append(args, "--cgroup", leaf)
 	}
 	cmd = exec.Command(s.Self, append(args, t.Spec.Command)...)
-	cmd.Env = append(append([]string{}, env...), t.Env()...)
+	cmd.Env = append(append(append([]string{}, env...), t.Env()...), "ZKSCHED_WORKDIR="+dir)
 	cmd.Dir = dir
 	return cmd, leaf
 }

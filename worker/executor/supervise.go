@@ -89,6 +89,11 @@ func SuperviseMain(args []string) int {
 	if err := becomeSubreaper(); err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: become a child subreaper: %v\n", err)
 	}
+	if opts.scratch != "" {
+		// The task's scratch directory goes with it, also when the worker died and cannot
+		// remove it.
+		defer os.RemoveAll(opts.scratch)
+	}
 	if os.Getppid() != sv.parent {
 		fmt.Fprintln(os.Stderr, "zksched: the worker is gone; the task is not started")
 		return 1
@@ -111,6 +116,7 @@ type superviseOpts struct {
 	grace     time.Duration
 	stopLimit time.Duration
 	cgroupDir string
+	scratch   string
 	parent    int
 	cred      *syscall.Credential
 }
@@ -122,12 +128,13 @@ func parseSupervise(args []string) (superviseOpts, error) {
 	fs.DurationVar(&o.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL of the task")
 	fs.DurationVar(&o.stopLimit, "parent-stop-limit", 0, "kill the task once the worker has been stopped (SIGSTOP) this long; 0: never")
 	fs.StringVar(&o.cgroupDir, "cgroup", "", "cgroup v2 leaf to create and run the task in; empty: contain it as a subreaper")
+	fs.StringVar(&o.scratch, "scratch", "", "the task's scratch directory, removed once the task has ended")
 	fs.IntVar(&o.parent, "parent-pid", 0, "the worker's pid; 0: this process's parent at start")
 	uid := fs.Int("uid", -1, "run the task as this uid; -1: as the supervisor's")
 	gid := fs.Int("gid", -1, "the task's group id, with --uid")
 	groups := fs.String("groups", "", "the task's supplementary group ids, comma-separated, with --uid")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
-		return o, errors.New("usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--parent-pid PID] " +
+		return o, errors.New("usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--scratch DIR] [--parent-pid PID] " +
 			"[--uid UID --gid GID --groups G,…] COMMAND")
 	}
 	o.command = fs.Arg(0)

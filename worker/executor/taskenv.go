@@ -73,8 +73,7 @@ type TaskUser struct {
 	GID  uint32
 	// Groups are the user's supplementary groups, from the user database.
 	Groups []uint32
-	// Home is the user's home directory: the task's HOME, and its working directory when it
-	// names none.
+	// Home is the user's home directory: the task's HOME.
 	Home string
 }
 

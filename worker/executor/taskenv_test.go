@@ -140,7 +140,7 @@ func TestTaskEnvIsTheAllowList(t *testing.T) {
 	base := map[string]string{"PATH": os.Getenv("PATH"), "HOME": "/var/lib/zksched", "USER": "zksched", "LOGNAME": "zksched",
 		"SHELL": "/bin/bash", "LANG": "C.UTF-8", "LC_TIME": "C", "TZ": "UTC", "TMPDIR": os.TempDir(),
 		"ZKSCHED_TASK_INSTANCE": "5", "ZKSCHED_WORKFLOW_INSTANCE": "6", "ZKSCHED_ATTEMPT": "1", "ZKSCHED_WORKER": "w",
-		"ZKSCHED_TASK_NAME": "t", "ZKSCHED_PARAM_worker_pid": "*",
+		"ZKSCHED_TASK_NAME": "t", "ZKSCHED_PARAM_worker_pid": "*", "ZKSCHED_WORKDIR": "*",
 		// bash's own
 		"PWD": "*", "SHLVL": "*", "_": "*"}
 	withTaskEnv := maps.Clone(base)
@@ -275,7 +275,7 @@ func TestLookupTaskUserAsNonRoot(t *testing.T) {
 }
 
 // TestTaskRunsAsTheTaskUser runs a task as the task user under each containment: it has the
-// user's ids, groups, HOME, USER and LOGNAME, runs in its home, may reopen its output and
+// user's ids, groups, HOME, USER and LOGNAME, runs in a scratch directory of the user's, may reopen its output and
 // write a temporary file, and what it leaves behind outside its process group is still
 // killed, as is the task when it is stopped.
 func TestTaskRunsAsTheTaskUser(t *testing.T) {
@@ -292,7 +292,7 @@ func TestTaskRunsAsTheTaskUser(t *testing.T) {
 			sh := Shell{Self: self, KillGrace: 500 * time.Millisecond, Cgroup: c.cgroup, User: tu}
 			dir := worldDir(t)
 			var log syncBuffer
-			cmd := `id -u; id -g; echo "groups $(id -G)"; echo "$HOME $USER $LOGNAME"; pwd; echo to-stderr > /dev/stderr; ` +
+			cmd := `id -u; id -g; echo "groups $(id -G)"; echo "$HOME $USER $LOGNAME"; echo "in $(pwd) of $(stat -c %U .)"; echo to-stderr > /dev/stderr; ` +
 				`f=$(mktemp) && echo tmp-ok && rm "$f"; ` + escapes[0].command + waitForPid + "echo last"
 			res := sh.Run(context.Background(), Task{Spec: workflow.Task{Command: cmd, Env: escapeEnv(dir)}}, &log)
 			if res.Err != nil || res.Output != "last" {
@@ -302,7 +302,7 @@ func TestTaskRunsAsTheTaskUser(t *testing.T) {
 			// reads stderr from a pipe of its own, so "to-stderr" may come before lines written
 			// to stdout ahead of it.
 			for _, want := range []string{u.Uid + "\n" + u.Gid + "\n", u.HomeDir + " " + u.Username + " " + u.Username + "\n",
-				"\n" + u.HomeDir + "\n", "to-stderr\n", "tmp-ok\n"} {
+				"in " + filepath.Join(os.TempDir(), "zksched-task-0-0-"), " of " + u.Username + "\n", "to-stderr\n", "tmp-ok\n"} {
 				if !strings.Contains(log.String(), want) {
 					t.Errorf("the task's log lacks %q:\n%s", want, log.String())
 				}
