@@ -89,7 +89,7 @@ tasks:
 		t.Errorf("schedule --param trigger NAME --wait: params %v\n%s", params(id), r)
 	}
 	r = ok("backfill", "--from", "2026-10-01", "report", "--dry-run", "--to", "2026-10-03")
-	if strings.Count(r.stdout, "would be created") != 2 {
+	if strings.Count(r.stdout, "would be created") != 3 { // 03:00 on the 1st, 2nd and 3rd: --to's day included
 		t.Errorf("backfill --from NAME --dry-run --to: %s", r)
 	}
 

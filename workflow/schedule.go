@@ -109,7 +109,7 @@ func (s *Schedule) Timetable() (*Timetable, error) {
 		}
 	}
 	if s.End != "" {
-		if tt.end, err = ParseTime(s.End, loc); err != nil {
+		if tt.end, err = ParseEnd(s.End, loc); err != nil {
 			return nil, fmt.Errorf("end: %w", err)
 		}
 	}
@@ -187,6 +187,21 @@ func ParseTime(s string, loc *time.Location) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("%s is not a time: write 2026-11-01, 2026-11-01T02:00 (in the schedule's timezone) or RFC 3339 such as 2026-11-01T02:00:00Z", quote(s))
+}
+
+// ParseEnd reads the last time of a range (a schedule's end, a backfill's --to) as ParseTime
+// does, except that a date alone means the whole of that day: its last nanosecond, so that
+// "--to 2026-10-31" includes the fires of the 31st.
+func ParseEnd(s string, loc *time.Location) (time.Time, error) {
+	t, err := ParseTime(s, loc)
+	if err != nil {
+		return t, err
+	}
+	if _, derr := time.Parse("2006-01-02", s); derr == nil {
+		next := time.Date(t.Year(), t.Month(), t.Day()+1, 0, 0, 0, 0, loc)
+		t = next.Add(-time.Nanosecond)
+	}
+	return t, nil
 }
 
 // Location returns the time zone the timetable is read in.

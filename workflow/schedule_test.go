@@ -115,6 +115,29 @@ func TestTimetableStartEnd(t *testing.T) {
 	}
 }
 
+// TestEndDateIncludesTheDay: an end written as a date alone (a schedule's end, a backfill's
+// --to) includes the fires of that day; with a time, it ends at that time.
+func TestEndDateIncludesTheDay(t *testing.T) {
+	t.Parallel()
+	sc := Schedule{Cron: "30 2 * * *", Timezone: "Europe/Berlin", Start: "2026-10-29", End: "2026-10-31"}
+	got := fires(t, sc, utc("2026-01-01 00:00"), 10)
+	want := []string{"2026-10-29 01:30", "2026-10-30 01:30", "2026-10-31 01:30"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("fires = %v, want %v (the end's whole day included)", got, want)
+	}
+	berlin, _ := LoadLocation("Europe/Berlin")
+	for in, want := range map[string]string{
+		"2026-10-31":       "2026-10-31T23:59:59.999999999+01:00",
+		"2026-10-25":       "2026-10-25T23:59:59.999999999+01:00", // a 25-hour day
+		"2026-10-31T02:30": "2026-10-31T02:30:00+01:00",
+	} {
+		end, err := ParseEnd(in, berlin)
+		if err != nil || end.Format(time.RFC3339Nano) != want {
+			t.Errorf("ParseEnd(%q) = %v, %v; want %s", in, end.Format(time.RFC3339Nano), err, want)
+		}
+	}
+}
+
 func TestParseTime(t *testing.T) {
 	t.Parallel()
 	ny, _ := LoadLocation("America/New_York")

@@ -95,7 +95,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlags("backfill", stdout)
 	config := configFlag(fs)
 	from := fs.String("from", "", "first fire time, included: 2026-11-01, 2026-11-01T02:00 (in the schedule's timezone) or RFC 3339")
-	to := fs.String("to", "", "last fire time, included; same forms as --from")
+	to := fs.String("to", "", "last fire time, included; same forms as --from, a date alone including that whole day")
 	dryRun := fs.Bool("dry-run", false, "list the fire times and create nothing")
 	name, args, err := parseNamed(fs, args)
 	if err != nil {
@@ -129,7 +129,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usageError{fmt.Errorf("--from: %w", err)}
 	}
-	t2, err := workflow.ParseTime(*to, loc)
+	t2, err := workflow.ParseEnd(*to, loc)
 	if err != nil {
 		return usageError{fmt.Errorf("--to: %w", err)}
 	}
