@@ -6,10 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -55,27 +51,13 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := workflow.CheckParams(params); err != nil {
 		return exitError{code: exitFailed, msg: "--param rejected, nothing stored:\n" + err.Error()}
 	}
-	spec, err := workflow.ParseFile(path)
-	if err != nil {
-		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
-	}
-	dir, err := filepath.Abs(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	spec.ResolveWorkdirs(dir)
-	// Read again for its audit record's hash, now that the parse has bounded its size.
-	file, err := os.ReadFile(path)
-	if err != nil {
-		return exitError{code: exitFailed, msg: fmt.Sprintf("read workflow file: %v", err)}
-	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
 	}
-	if err := errors.Join(spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))),
-		spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
-		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
+	spec, file, err := readWorkflowFile(path, cfg)
+	if err != nil {
+		return err
 	}
 	log := newLogger(cfg.Log, stderr)
 	cctx, cancel := context.WithTimeout(ctx, *timeout)

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/workflow"
+)
+
+// runDefine stores a workflow file as its workflow's next version, and its schedule, without
+// running it: the child of a workflow task, or a workflow the API or the UI will start.
+func runDefine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("define", stdout)
+	config := configFlag(fs)
+	timeout := fs.Duration("connect-timeout", 30*time.Second, "how long to wait for PostgreSQL")
+	path, rest, err := parseNamed(fs, args)
+	if err != nil {
+		return err
+	}
+	if path == "" || len(rest) > 0 {
+		return usageError{fmt.Errorf("want one workflow file, got %d arguments", len(rest)+min(len(path), 1))}
+	}
+	cfg, err := loadConfig(*config)
+	if err != nil {
+		return err
+	}
+	spec, file, err := readWorkflowFile(path, cfg)
+	if err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	db, err := openDB(cctx, cfg, newLogger(cfg.Log, stderr))
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	stored, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: spec, File: file, By: cliActor()}, time.Now())
+	if err != nil {
+		return err
+	}
+	if stored.Schedule != nil {
+		return printStoredSchedule(stdout, spec, stored.Version, stored.Schedule)
+	}
+	if stored.Unscheduled {
+		fmt.Fprintf(stderr, "the schedule of %s was removed: this file has none\n", spec.Name)
+	}
+	fmt.Fprintf(stdout, "stored %s version %d; run it with zksched submit, a workflow task or the API\n", spec.Name, stored.Version)
+	return nil
+}
+
+// readWorkflowFile reads, parses and checks the workflow file at path for submit and define:
+// its relative workdirs are taken from the file's folder, and its providers, pools and
+// webhook variables must be ones the config knows. A file that does not pass is refused
+// (exit 1) with every problem found.
+func readWorkflowFile(path string, cfg *conf.Config) (*workflow.Spec, []byte, error) {
+	spec, err := workflow.ParseFile(path)
+	if err != nil {
+		return nil, nil, exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
+	}
+	// Read again for its audit record's hash, now that the parse has bounded its size.
+	file, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, exitError{code: exitFailed, msg: fmt.Sprintf("read workflow file: %v", err)}
+	}
+	dir, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.ResolveWorkdirs(dir)
+	if err := errors.Join(spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))),
+		spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
+		return nil, nil, exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
+	}
+	return spec, file, nil
+}
