@@ -43,6 +43,11 @@ task_user=""
 if [ "$(id -u)" = 0 ]; then
   task_user=zksched-task
   id "$task_user" >/dev/null 2>&1 || useradd --system --create-home --shell /usr/sbin/nologin "$task_user"
+  # The examples run the scripts beside their files (workdir: .), as the task user.
+  if ! runuser -u "$task_user" -- test -x "$PWD/examples/nightly-report/extract.sh"; then
+    echo "note: $task_user cannot reach $PWD, so the examples that run scripts beside their files" >&2
+    echo "      (docs/workflows.md) fail there; a clone under /srv or /opt, or o+x on the folders above it, lets it" >&2
+  fi
 fi
 
 # One config per node: the master's HTTP port and each worker's port are part of their

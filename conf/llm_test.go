@@ -123,7 +123,7 @@ func TestDocsLLMLimits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("docs/llm.md's config block: %v", err)
 	}
-	if p := got.LLM.Providers["openai-main"]; p.RequestsPerMinute != 500 || p.TokensPerMinute != 200000 {
-		t.Errorf("openai-main loads as %+v, want requests-per-minute 500 and tokens-per-minute 200000", p)
+	if p := got.LLM.Providers["main"]; p.RequestsPerMinute != 500 || p.TokensPerMinute != 200000 {
+		t.Errorf("main loads as %+v, want requests-per-minute 500 and tokens-per-minute 200000", p)
 	}
 }

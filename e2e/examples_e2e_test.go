@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/testenv"
+)
+
+// docsCluster is a cluster as the docs' examples expect: a master and two workers whose
+// groups include batch and db-hosts, the provider main (offline here) and the pool openai.
+type docsCluster struct {
+	*e2e
+	bin string // a folder whose zksched is the binary under test, for the docs' scripts
+}
+
+func newDocsCluster(t *testing.T) *docsCluster {
+	t.Helper()
+	e := setupE2E(t, nil, "", "ZKSCHED_LLM_PROVIDERS_MAIN_TYPE=offline", "ZKSCHED_POOLS_OPENAI=4",
+		"ZKSCHED_WORKER_GROUPS=default,batch,db-hosts")
+	e.Master("master")
+	e.Worker("worker-1")
+	e.Worker("worker-2")
+	bin := t.TempDir()
+	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
+		t.Fatal(err)
+	}
+	return &docsCluster{e2e: e, bin: bin}
+}
+
+// script runs a command block of the docs as printed, in bash from the repository's root,
+// and returns its standard output and error; the test fails if it fails.
+func (c *docsCluster) script(t *testing.T, block string) (stdout, stderr string) {
+	t.Helper()
+	// -x echoes each line before it runs, so the output shows which one failed.
+	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", block)
+	cmd.Env = append(append(os.Environ(), c.Env...), "PATH="+c.bin+":"+os.Getenv("PATH"))
+	cmd.Dir = repoRoot()
+	var out, errOut syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("the docs' commands: %v\n%s\nstdout:\n%s\nstderr:\n%s", err, block, out.String(), errOut.String())
+	}
+	return out.String(), errOut.String()
+}
+
+// submit submits examples/path with args, waits for it if args has --wait, and returns the
+// instance's id; the test fails unless it exits 0.
+func (c *docsCluster) submit(t *testing.T, path string, args ...string) int64 {
+	t.Helper()
+	out, code := c.Run(append([]string{"submit", filepath.Join(repoRoot(), "examples", path)}, args...)...)
+	if code != 0 {
+		t.Fatalf("zksched submit examples/%s %s: exit %d\n%s", path, strings.Join(args, " "), code, out)
+	}
+	return firstID(t, out)
+}
+
+// firstID is the number on the first line of out: the instance id submit prints.
+func firstID(t *testing.T, out string) int64 {
+	t.Helper()
+	line, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+	id, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	if err != nil {
+		t.Fatalf("no instance id first in:\n%s", out)
+	}
+	return id
+}
+
+// outputs returns the outputs of wf's tasks by name.
+func (c *docsCluster) outputs(t *testing.T, wf int64) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, task := range c.tasks(t, wf) {
+		if task.Output != nil {
+			out[name] = *task.Output
+		}
+	}
+	return out
+}
+
+// signalWhenWaiting signals task of wf with text once it waits, and waits for wf to end; it
+// returns the state wf ended in.
+func (c *docsCluster) signalWhenWaiting(t *testing.T, wf int64, task, text string) dao.WorkflowState {
+	t.Helper()
+	waitUntil(t, 60*time.Second, task+" to wait", func() bool { return c.tasks(t, wf)[task].State == dao.TaskWaiting })
+	id := strconv.FormatInt(c.tasks(t, wf)[task].ID, 10)
+	if out, code := c.Run("signal", id, "--output", text); code != 0 {
+		t.Fatalf("zksched signal %s: exit %d\n%s", id, code, out)
+	}
+	return c.waitEnded(t, wf)
+}
+
+func (c *docsCluster) waitEnded(t *testing.T, wf int64) dao.WorkflowState {
+	t.Helper()
+	waitUntil(t, 60*time.Second, fmt.Sprintf("workflow instance %d to end", wf), func() bool { return c.workflowState(t, wf).Terminal() })
+	return c.workflowState(t, wf)
+}
+
+// TestDocsExamples submits every workflow file of examples/ that the docs show, as a user
+// would on the quickstart cluster, and checks what each comes to; the command blocks that go
+// with them run as printed. (demo.yaml, agent-review.yaml and cli-tour.yaml have tests of
+// their own.) examples' TestDocsYAMLIsAnExample checks that the docs show these files.
+func TestDocsExamples(t *testing.T) {
+	t.Parallel()
+	c := newDocsCluster(t)
+
+	t.Run("a first workflow", func(t *testing.T) {
+		stdout, stderr := c.script(t, testenv.DocBlock(t, "docs/workflows.md", "A first workflow", "sh", 1))
+		wf := firstID(t, stdout)
+		if !strings.Contains(stderr, fmt.Sprintf("workflow instance %d succeeded", wf)) {
+			t.Errorf("submit --wait printed:\n%s", stderr)
+		}
+		if got := c.outputs(t, wf)["load"]; got != "loaded rows=600 region=us" {
+			t.Errorf("load's output = %q, want the rows clean kept for region us", got)
+		}
+	})
+
+	t.Run("the reference's example", func(t *testing.T) {
+		wf := c.submit(t, "nightly-report/full.yaml", "--wait")
+		if got := c.outputs(t, wf)["load"]; got != "loaded rows=600 region=eu, enriched from http://lookup.internal" {
+			t.Errorf("load's output = %q, want clean's and enrich's", got)
+		}
+		if w := c.tasks(t, wf)["load"].WorkerGroup; w != "db-hosts" {
+			t.Errorf("load ran in group %q, want db-hosts", w)
+		}
+	})
+
+	t.Run("waiting for a person", func(t *testing.T) {
+		wf := c.submit(t, "review/review.yaml")
+		if st := c.signalWhenWaiting(t, wf, "review", "ship it"); st != dao.WorkflowSucceeded {
+			t.Fatalf("review ended %s, want succeeded", st)
+		}
+		if got := c.outputs(t, wf)["publish"]; got != "published: ship it" {
+			t.Errorf("publish's output = %q, want the reviewer's text", got)
+		}
+	})
+
+	t.Run("a child workflow", func(t *testing.T) {
+		out, code := c.Run("define", filepath.Join(repoRoot(), "examples", "child", "publish-digest.yaml"))
+		if code != 0 || !strings.Contains(out, "stored publish-digest version 1") {
+			t.Fatalf("zksched define: exit %d\n%s", code, out)
+		}
+		wf := c.submit(t, "child/digest.yaml")
+		if st := c.signalWhenWaiting(t, wf, "review", "the week in one line"); st != dao.WorkflowSucceeded {
+			t.Fatalf("weekly-digest ended %s, want succeeded", st)
+		}
+		if got := c.outputs(t, wf)["publish"]; got != "posted: the week in one line" {
+			t.Errorf("publish's output = %q, want the child's", got)
+		}
+	})
+
+	t.Run("triggers and conditions", func(t *testing.T) {
+		wf := c.submit(t, "release/release.yaml", "--wait")
+		states := map[string]dao.TaskState{}
+		for name, task := range c.tasks(t, wf) {
+			states[name] = task.State
+		}
+		want := map[string]dao.TaskState{"build": dao.TaskSucceeded, "deploy": dao.TaskSkipped, "page-oncall": dao.TaskSkipped, "cleanup": dao.TaskSucceeded}
+		if fmt.Sprint(states) != fmt.Sprint(want) {
+			t.Errorf("env staging: tasks %v, want %v", states, want)
+		}
+		wf = c.submit(t, "release/release.yaml", "--param", "env=prod", "--wait")
+		if got := c.outputs(t, wf)["deploy"]; got != "deployed app-1.0 to prod" {
+			t.Errorf("env prod: deploy's output = %q", got)
+		}
+	})
+
+	t.Run("for-each", func(t *testing.T) {
+		wf := c.submit(t, "for-each/word-count.yaml", "--wait")
+		texts, _ := filepath.Glob(filepath.Join(repoRoot(), "examples", "for-each", "texts", "*.txt"))
+		words := 0
+		for _, f := range texts {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			words += len(strings.Fields(string(b)))
+		}
+		if got := c.outputs(t, wf)["total"]; len(texts) < 2 || got != strconv.Itoa(words) {
+			t.Errorf("total's output = %q, want the %d words of the %d texts", got, words, len(texts))
+		}
+	})
+
+	t.Run("for-each with an agent", func(t *testing.T) {
+		wf := c.submit(t, "for-each/summaries.yaml", "--wait")
+		var summaries []string
+		if err := json.Unmarshal([]byte(c.outputs(t, wf)["summarise"]), &summaries); err != nil || len(summaries) < 2 {
+			t.Errorf("summarise's output = %q (%v), want a summary per text", c.outputs(t, wf)["summarise"], err)
+		}
+		if got := c.outputs(t, wf)["report"]; !strings.HasPrefix(got, "[offline model]") {
+			t.Errorf("report's output = %q, want the model's answer", got)
+		}
+	})
+
+	t.Run("an agent's digest", func(t *testing.T) {
+		wf := c.submit(t, "llm/weekly-digest.yaml", "--wait")
+		if got := c.outputs(t, wf)["mail"]; !regexp.MustCompile(`^mailed weekly \(\d+ bytes\) to team$`).MatchString(got) {
+			t.Errorf("mail's output = %q", got)
+		}
+	})
+
+	t.Run("an agent waiting for a person", func(t *testing.T) {
+		wf := c.submit(t, "llm/release-note.yaml")
+		if st := c.signalWhenWaiting(t, wf, "note", "shorter, and name the version"); st != dao.WorkflowSucceeded {
+			t.Fatalf("release-note ended %s, want succeeded", st)
+		}
+	})
+
+	t.Run("anchors", func(t *testing.T) {
+		wf := c.submit(t, "anchors/steps.yaml", "--wait")
+		for name, task := range c.tasks(t, wf) {
+			if task.Output == nil || !strings.HasPrefix(*task.Output, "step "+name+" on ") || task.WorkerGroup != "batch" {
+				t.Errorf("task %s: output %v in group %s, want its step in batch", name, task.Output, task.WorkerGroup)
+			}
+		}
+	})
+
+	t.Run("schedules", func(t *testing.T) {
+		stdout, stderr := c.script(t, testenv.DocBlock(t, "docs/schedules.md", "Schedules", "sh", 1))
+		for _, want := range []string{"stored scheduled-report version 1 with schedule", "scheduled-report", "succeeded"} {
+			if !strings.Contains(stdout+stderr, want) {
+				t.Errorf("the docs' schedule commands printed nothing with %q:\n%s\n%s", want, stdout, stderr)
+			}
+		}
+		// October has 31 fires at 02:30 in Berlin; --to 2026-10-31 includes the 31st's.
+		if !strings.Contains(stderr, "31 fire times of scheduled-report between 2026-10-01 and 2026-10-31") {
+			t.Errorf("backfill --dry-run said:\n%s", stderr)
+		}
+		out, code := c.Run("submit", filepath.Join(repoRoot(), "examples", "schedules", "berlin-report.yaml"))
+		if code != 0 || !strings.Contains(out, "stored berlin-report version 1") {
+			t.Fatalf("submit berlin-report.yaml: exit %d\n%s", code, out)
+		}
+		if out, code := c.Run("schedule", "trigger", "berlin-report", "--wait"); code != 0 {
+			t.Errorf("schedule trigger berlin-report --wait: exit %d\n%s", code, out)
+		}
+	})
+
+	t.Run("notifications", func(t *testing.T) {
+		wf := c.submit(t, "notifications/watched-report.yaml", "--wait")
+		if got := c.outputs(t, wf)["report"]; got != "report written" {
+			t.Errorf("report's output = %q", got)
+		}
+	})
+
+	t.Run("one run at a time per key", func(t *testing.T) {
+		stdout, _ := c.script(t, testenv.DocBlock(t, "docs/schedules.md", "One run at a time per key", "sh", 1))
+		ids := strings.Fields(stdout)
+		if len(ids) != 3 {
+			t.Fatalf("the three submits printed %q, want three ids", stdout)
+		}
+		for _, id := range ids {
+			wf, _ := strconv.ParseInt(id, 10, 64)
+			if st := c.waitEnded(t, wf); st != dao.WorkflowSucceeded {
+				t.Errorf("thread run %d ended %s", wf, st)
+			}
+		}
+	})
+}
