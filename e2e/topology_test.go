@@ -3,12 +3,14 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +60,7 @@ func newTopology(t *testing.T, name, net string) *topology {
 		}
 		if t.Failed() {
 			tp.showLogs(t)
+			tp.showStacks(t)
 		}
 		tp.down(t)
 	})
@@ -118,6 +121,67 @@ func (tp *topology) showLogs(t *testing.T) {
 			t.Logf("host %d's %s log (%s), its last %d warnings, errors and restarts:\n%s", h, what, path, len(lines), strings.Join(lines, ""))
 		}
 	}
+}
+
+// showStacks, for a failed test, makes each master and worker of the hosts print its
+// goroutines (SIGQUIT, which ends it) and logs where in zksched they were, grouped: a node
+// that stopped making progress without an error shows what it waits on. The logs, dumps
+// included, are copied to a folder that outlives the test, which it names.
+func (tp *topology) showStacks(t *testing.T) {
+	t.Helper()
+	logs := map[string]int64{} // node log → its size before the dump
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) < 2 || !strings.Contains(string(b), tp.runDir) || (args[1] != "master" && args[1] != "worker") {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.Split(f, "/")[2])
+		cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid))
+		if err != nil {
+			continue
+		}
+		log := filepath.Join(cwd, args[1]+".log")
+		if fi, err := os.Stat(log); err == nil {
+			logs[log] = fi.Size()
+			_ = syscall.Kill(pid, syscall.SIGQUIT)
+		}
+	}
+	time.Sleep(2 * time.Second) // the dumps being written: no event to wait on
+	frame := regexp.MustCompile(`^github\.com/zksched/zksched/(\S+)\(`)
+	for log, from := range logs {
+		data, err := os.ReadFile(log)
+		if err != nil || int64(len(data)) < from {
+			continue
+		}
+		counts := map[string]int{}
+		var state string
+		found := false
+		for line := range strings.Lines(string(data[from:])) {
+			switch {
+			case strings.HasPrefix(line, "goroutine "):
+				state, found = strings.TrimSuffix(strings.TrimSpace(line[strings.IndexByte(line, '['):]), ":"), false
+			case !found && frame.MatchString(line):
+				counts[frame.FindStringSubmatch(line)[1]+" "+state]++
+				found = true
+			}
+		}
+		var lines []string
+		for k, n := range counts {
+			lines = append(lines, fmt.Sprintf("%4d  %s", n, k))
+		}
+		slices.Sort(lines)
+		t.Logf("%s: its goroutines at the end, by innermost zksched function and state:\n%s", log, strings.Join(lines, "\n"))
+	}
+	kept, err := os.MkdirTemp("", "zksched-failed-"+tp.name+"-")
+	if err == nil {
+		err = exec.Command("cp", "-a", filepath.Join(tp.runDir, "cluster"), kept).Run()
+	}
+	t.Logf("the hosts' logs are kept in %s (%v)", kept, err)
 }
 
 // requireRoot skips a topology test without root outside CI, and fails it in CI.
