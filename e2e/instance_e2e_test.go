@@ -424,8 +424,8 @@ func TestInstanceCommandsRefuseBadInput(t *testing.T) {
 }
 
 // TestDocsCommandLine runs the tour of docs/cli.md's command-line section as it is printed,
-// in bash, with the master's URL for http://127.0.0.1:5678 and a folder of the test's for
-// /etc/zksched/.
+// in bash, with the master's URL for http://127.0.0.1:5678 and a token file of the test's
+// for the quickstart's ~/.local/state/zksched/api-token.
 func TestDocsCommandLine(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/cli.md", "The command line", "sh", 1)
@@ -441,7 +441,7 @@ func TestDocsCommandLine(t *testing.T) {
 	etc := t.TempDir() + "/"
 	tokenFile(t, etc, "token", tokens["viewer"])
 	script := strings.NewReplacer("http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port),
-		"/etc/zksched/", etc).Replace(block)
+		"~/.local/state/zksched/api-token", etc+"token").Replace(block)
 	bin := t.TempDir()
 	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
 		t.Fatal(err)

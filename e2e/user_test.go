@@ -173,12 +173,13 @@ func TestUserChangesAreAudited(t *testing.T) {
 }
 
 // TestDocsUserCommands runs the `zksched user` commands of docs/security.md as
-// they are printed, with /etc/zksched/ moved to a folder of the test's.
+// they are printed, with /etc/zksched/ moved to a folder of the test's that does not exist
+// yet, as /etc/zksched does not on a new machine.
 func TestDocsUserCommands(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/security.md", "Users and roles", "sh", 1)
 	e := setupE2E(t, nil, "")
-	etc := t.TempDir() + "/"
+	etc := t.TempDir() + "/etc/zksched/"
 	var ran []string
 	for _, line := range strings.Split(strings.TrimSpace(block), "\n") {
 		args := strings.Fields(strings.ReplaceAll(line, "/etc/zksched/", etc))

@@ -152,13 +152,17 @@ func auditedUserChange(ctx context.Context, cfg *conf.Config, stderr io.Writer, 
 	return err
 }
 
-// lockUsersFile opens the users file (creating it 0600 when create is set) and locks it
-// against another `zksched user` at the same time. A remove replaces the file by a rename, so
-// a lock taken on the file it replaced is taken again on the new one.
+// lockUsersFile opens the users file (creating it 0600 when create is set, and its folder,
+// 0755, when that is missing too: /etc/zksched on a new machine) and locks it against another
+// `zksched user` at the same time. A remove replaces the file by a rename, so a lock taken on
+// the file it replaced is taken again on the new one.
 func lockUsersFile(path string, create bool) (*os.File, error) {
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("make the users file's folder: %w", err)
+		}
 	}
 	for {
 		f, err := os.OpenFile(path, flags, 0o600)
