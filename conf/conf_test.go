@@ -542,13 +542,16 @@ func TestValidate(t *testing.T) {
 		{"notify malformed webhook pattern", func(c *conf.Config) { c.Notify.WebhookEnvPattern = "ZKSCHED_[" },
 			`notify.webhook-env-pattern: "ZKSCHED_[" is not a glob of variable names`},
 		{"notify no events", func(c *conf.Config) { c.Notify.Default = []conf.NotifyEntry{{Email: []string{"a@example.com"}}} },
-			"notify.default[0].on: empty: list the events (failure, success, timeout, deadline, task-failed, node-fenced, failover)"},
+			"notify.default[0].events: empty: list the events (failure, success, timeout, deadline, task-failed, node-fenced, failover)"},
 		{"notify unknown event", func(c *conf.Config) {
 			c.Notify.Default = []conf.NotifyEntry{{On: []string{"fenced"}, Email: []string{"a@example.com"}}}
-		}, `notify.default[0].on[0]: unknown event "fenced"`},
+		}, `notify.default[0].events[0]: unknown event "fenced"`},
 		{"notify event twice", func(c *conf.Config) {
 			c.Notify.Default = []conf.NotifyEntry{{On: []string{"success", "success"}, Email: []string{"a@example.com"}}}
-		}, `notify.default[0].on[1]: event "success" is listed twice`},
+		}, `notify.default[0].events[1]: event "success" is listed twice`},
+		{"notify events and on", func(c *conf.Config) {
+			c.Notify.Default = []conf.NotifyEntry{{Events: []string{"failure"}, On: []string{"success"}, Email: []string{"a@example.com"}}}
+		}, "notify.default[0].on: give events or on (its old name), not both"},
 		{"notify no channel", func(c *conf.Config) { c.Notify.Default = []conf.NotifyEntry{{On: []string{"failure"}}} },
 			"notify.default[0]: no channel: give webhook-url-env, email, or both"},
 		{"notify bad variable", func(c *conf.Config) {

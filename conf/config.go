@@ -453,8 +453,10 @@ type SMTP struct {
 
 // NotifyEntry is one entry of notify.default: the events it hears and where they go.
 type NotifyEntry struct {
-	// On lists the events: failure, success, timeout, deadline, task-failed, node-fenced,
-	// failover.
+	// Events lists the events: failure, success, timeout, deadline, task-failed,
+	// node-fenced, failover. EventList reads it.
+	Events []string `yaml:"events"`
+	// On is the old name of Events, still read (YAML 1.1 tools read the key on: as true).
 	On []string `yaml:"on"`
 	// WebhookURLEnv names the environment variable holding the webhook's URL.
 	WebhookURLEnv string `yaml:"webhook-url-env"`
@@ -462,6 +464,14 @@ type NotifyEntry struct {
 	Slack bool `yaml:"slack"`
 	// Email lists the addresses mailed.
 	Email []string `yaml:"email"`
+}
+
+// EventList is the events the entry hears: its events:, or its on:.
+func (e NotifyEntry) EventList() []string {
+	if len(e.Events) > 0 {
+		return e.Events
+	}
+	return e.On
 }
 
 // NotifyEvents are the events notify.default may hear.

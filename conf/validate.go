@@ -197,15 +197,19 @@ func (v *validation) notify(n Notify) {
 	}
 	for i, e := range n.Default {
 		key := fmt.Sprintf("notify.default[%d]", i)
-		if len(e.On) == 0 {
-			v.problem(key+".on", "empty: list the events (%s)", strings.Join(NotifyEvents, ", "))
+		events := e.EventList()
+		if len(e.Events) > 0 && len(e.On) > 0 {
+			v.problem(key+".on", "give events or on (its old name), not both")
 		}
-		for j, ev := range e.On {
+		if len(events) == 0 {
+			v.problem(key+".events", "empty: list the events (%s)", strings.Join(NotifyEvents, ", "))
+		}
+		for j, ev := range events {
 			switch {
 			case !slices.Contains(NotifyEvents, ev):
-				v.problem(fmt.Sprintf("%s.on[%d]", key, j), "unknown event %q (known events: %s)", ev, strings.Join(NotifyEvents, ", "))
-			case slices.Index(e.On, ev) < j:
-				v.problem(fmt.Sprintf("%s.on[%d]", key, j), "event %q is listed twice", ev)
+				v.problem(fmt.Sprintf("%s.events[%d]", key, j), "unknown event %q (known events: %s)", ev, strings.Join(NotifyEvents, ", "))
+			case slices.Index(events, ev) < j:
+				v.problem(fmt.Sprintf("%s.events[%d]", key, j), "event %q is listed twice", ev)
 			}
 		}
 		if e.WebhookURLEnv == "" && len(e.Email) == 0 {

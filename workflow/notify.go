@@ -15,8 +15,9 @@ import (
 // webhook (the URL in an environment variable of the masters, never in the file), email
 // addresses, or both.
 type Notify struct {
-	// On lists the events heard: NotifyEvents.
-	On []string `json:"on" yaml:"on"`
+	// On lists the events heard: NotifyEvents. The file names them events: (on: is the old
+	// name, still read: YAML 1.1 tools read the key on: as true); the stored JSON keeps "on".
+	On []string `json:"on" yaml:"events"`
 	// WebhookURLEnv names the environment variable holding the webhook's URL, read by the
 	// master that sends.
 	WebhookURLEnv string `json:"webhook-url-env,omitempty" yaml:"webhook-url-env,omitempty"`
@@ -31,7 +32,7 @@ type Notify struct {
 var NotifyEvents = []string{"failure", "success", "timeout", "deadline", "task-failed"}
 
 // notifyFields are the keys of a notify: entry.
-var notifyFields = []string{"on", "webhook-url-env", "slack", "email"}
+var notifyFields = []string{"events", "on", "webhook-url-env", "slack", "email"}
 
 // MaxNotify is the most entries a notify: list may have.
 const MaxNotify = 20
@@ -42,7 +43,7 @@ func (d *decoder) decodeNotify(v *yaml.Node) []Notify {
 		return nil
 	}
 	if v.Kind != yaml.SequenceNode {
-		d.errorf(v.Line, "notify must be a list of entries, like [{on: [failure], webhook-url-env: ZKSCHED_WEBHOOK_OPS}], not %s", kindName(v))
+		d.errorf(v.Line, "notify must be a list of entries, like [{events: [failure], webhook-url-env: ZKSCHED_WEBHOOK_OPS}], not %s", kindName(v))
 		return nil
 	}
 	if len(v.Content) > MaxNotify {
@@ -57,16 +58,21 @@ func (d *decoder) decodeNotify(v *yaml.Node) []Notify {
 		e = d.resolve(e)
 		where := fmt.Sprintf("notify entry #%d", i+1)
 		if e.Kind != yaml.MappingNode {
-			d.errorf(e.Line, "%s must be a mapping like {on: [failure], email: [ops@example.com]}, not %s", where, kindName(e))
+			d.errorf(e.Line, "%s must be a mapping like {events: [failure], email: [ops@example.com]}, not %s", where, kindName(e))
 			continue
 		}
 		d.pos.fields[fmt.Sprintf("notify.%d", i)] = e.Line
 		var n Notify
+		events := false
 		for _, kv := range d.mapping(e, where) {
 			key := kv.key.Value
 			what := where + ": " + key
 			switch key {
-			case "on":
+			case "events", "on":
+				if events {
+					d.errorf(kv.key.Line, "%s: give events or on (its old name), not both", where)
+				}
+				events = true
 				n.On = d.scalarList(kv.value, what, "event names")
 			case "webhook-url-env":
 				n.WebhookURLEnv, _ = d.scalar(kv.value, what, "a string")
@@ -120,14 +126,14 @@ func (d *decoder) scalarList(v *yaml.Node, what, want string) []string {
 func NotifyProblems(n Notify, events []string) []string {
 	var probs []string
 	if len(n.On) == 0 {
-		probs = append(probs, fmt.Sprintf("on: is required, a list of events (%s)", strings.Join(events, ", ")))
+		probs = append(probs, fmt.Sprintf("events: is required, a list of events (%s)", strings.Join(events, ", ")))
 	}
 	for i, ev := range n.On {
 		switch {
 		case !slices.Contains(events, ev):
-			probs = append(probs, fmt.Sprintf("on: unknown event %s (known events: %s)", quote(ev), strings.Join(events, ", ")))
+			probs = append(probs, fmt.Sprintf("events: unknown event %s (known events: %s)", quote(ev), strings.Join(events, ", ")))
 		case slices.Index(n.On, ev) < i:
-			probs = append(probs, fmt.Sprintf("on: event %s is listed twice", quote(ev)))
+			probs = append(probs, fmt.Sprintf("events: event %s is listed twice", quote(ev)))
 		}
 	}
 	if n.WebhookURLEnv == "" && len(n.Email) == 0 {

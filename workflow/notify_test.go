@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -42,9 +43,10 @@ func TestParseNotifyErrors(t *testing.T) {
 	tests := []struct{ name, file, want string }{
 		{"not a list", "notify: {on: [failure]}\n", "line 2: notify must be a list of entries"},
 		{"entry not a mapping", "notify: [failure]\n", "notify entry #1 must be a mapping"},
-		{"no events", "notify:\n  - {email: [a@example.com]}\n", "line 3: notify entry #1: on: is required, a list of events (failure, success, timeout, deadline, task-failed)"},
-		{"unknown event", "notify: [{on: [failed], email: [a@example.com]}]\n", `notify entry #1: on: unknown event "failed"`},
-		{"cluster event", "notify: [{on: [node-fenced], email: [a@example.com]}]\n", `on: unknown event "node-fenced"`},
+		{"no events", "notify:\n  - {email: [a@example.com]}\n", "line 3: notify entry #1: events: is required, a list of events (failure, success, timeout, deadline, task-failed)"},
+		{"unknown event", "notify: [{on: [failed], email: [a@example.com]}]\n", `notify entry #1: events: unknown event "failed"`},
+		{"cluster event", "notify: [{events: [node-fenced], email: [a@example.com]}]\n", `events: unknown event "node-fenced"`},
+		{"events and on", "notify: [{events: [failure], on: [success], email: [a@example.com]}]\n", "notify entry #1: give events or on (its old name), not both"},
 		{"event twice", "notify: [{on: [failure, failure], email: [a@example.com]}]\n", `event "failure" is listed twice`},
 		{"no channel", "notify: [{on: [failure]}]\n", "notify entry #1: has no channel: give webhook-url-env, email, or both"},
 		{"bad variable", "notify: [{on: [failure], webhook-url-env: 'https://hooks.example.com/x'}]\n", `webhook-url-env "https://hooks.example.com/x" is not an environment variable name`},
@@ -113,5 +115,29 @@ tasks:
 		if WebhookEnvAllowed(bad, "ZKSCHED_WEBHOOK_OPS") {
 			t.Errorf("WebhookEnvAllowed(%q) allowed a variable", bad)
 		}
+	}
+}
+
+// TestNotifyEventsAndItsOldName: events: is the name of a notify entry's events; on:, its old
+// name (which YAML 1.1 tools read as true), still reads the same, and the stored JSON is alike.
+func TestNotifyEventsAndItsOldName(t *testing.T) {
+	t.Parallel()
+	var specs []string
+	for _, key := range []string{"events", "on"} {
+		s, err := Parse([]byte("name: w\nnotify: [{" + key + ": [failure, deadline], email: [a@example.com]}]\ntasks: [{name: a, type: noop}]\n"))
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if len(s.Notify) != 1 || strings.Join(s.Notify[0].On, ",") != "failure,deadline" {
+			t.Errorf("%s: notify = %+v, want failure and deadline", key, s.Notify)
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, string(b))
+	}
+	if specs[0] != specs[1] {
+		t.Errorf("stored as\n%s\nand\n%s\nwant them alike", specs[0], specs[1])
 	}
 }

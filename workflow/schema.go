@@ -3,6 +3,7 @@ package workflow
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -32,6 +33,9 @@ type schemaObject struct {
 	def      string
 	typ      reflect.Type
 	required []string
+	// aliases are keys read as another key (alias → key), kept for files written before
+	// the key was renamed; with one, either the key or its alias is required.
+	aliases map[string]string
 }
 
 // schemaObjects are the mappings of a workflow file.
@@ -41,7 +45,7 @@ var schemaObjects = []schemaObject{
 	{def: "step", typ: reflect.TypeFor[Step](), required: []string{"name"}},
 	{def: "schedule", typ: reflect.TypeFor[Schedule](), required: []string{"cron"}},
 	{def: "concurrency", typ: reflect.TypeFor[Concurrency](), required: []string{"key"}},
-	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"on"}},
+	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"events"}, aliases: map[string]string{"on": "events"}},
 }
 
 // typeRequired are the fields a task of each type must have; Validate refuses the task
@@ -66,6 +70,7 @@ func schemaEnums() map[string][]string {
 		"schedule.misfire":      misfirePolicies,
 		"concurrency.when-full": ConcurrencyPolicies(),
 		"notify.on":             NotifyEvents,
+		"notify.events":         NotifyEvents,
 	}
 }
 
@@ -165,12 +170,25 @@ func objectSchema(o schemaObject) map[string]any {
 		s["description"] = schemaDocs[id]
 		props[key] = s
 	}
-	return map[string]any{
+	s := map[string]any{
 		"type":                 "object",
 		"properties":           props,
 		"required":             o.required,
 		"additionalProperties": false,
 	}
+	var either []any
+	for alias, key := range o.aliases {
+		a := maps.Clone(props[key].(map[string]any))
+		a["description"] = schemaDocs[o.name()+"."+alias]
+		props[alias] = a
+		either = append(either, map[string]any{"required": []string{key}}, map[string]any{"required": []string{alias}})
+		s["required"] = slices.DeleteFunc(slices.Clone(o.required), func(r string) bool { return r == key })
+		s["not"] = map[string]any{"required": []string{key, alias}}
+	}
+	if either != nil {
+		s["anyOf"] = either
+	}
+	return s
 }
 
 // valueSchema is the schema of a value of Go type t, the field id ("<def>.<key>").
@@ -367,7 +385,8 @@ var schemaDocs = map[string]string{
 	"schedule.misfire-limit": "How many missed fires run-all runs, 1..1000; 10 when left out.",
 
 	"concurrency.key":        "A template over the params alone, such as \"{{ .params.thread }}\", rendered when an instance is submitted.",
-	"notify.on":              "The events heard: failure, success, timeout (failed by the workflow timeout), deadline, task-failed (after its retries).",
+	"notify.on":              "The old name of events, still read (YAML 1.1 tools read the key on: as true): write events.",
+	"notify.events":          "The events heard: failure, success, timeout (failed by the workflow timeout), deadline, task-failed (after its retries).",
 	"notify.webhook-url-env": "The environment variable of the masters holding the webhook's URL; the URL is never in the file. Its name must match the masters' notify.webhook-env-pattern (default ZKSCHED_WEBHOOK_*).",
 	"notify.slack":           "Send a Slack-compatible body ({\"text\": ...}) to the webhook.",
 	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",

@@ -87,6 +87,12 @@ func TestSchemaFields(t *testing.T) {
 				tags = append(tags, key)
 			}
 		}
+		for alias, key := range o.aliases {
+			if !slices.Contains(tags, key) {
+				t.Errorf("%s: the alias %s names %s, which is no field", o.name(), alias, key)
+			}
+			tags = append(tags, alias)
+		}
 		props := schemaAt(t, o)["properties"].(map[string]any)
 		if got := slices.Sorted(maps.Keys(props)); !slices.Equal(got, slices.Sorted(slices.Values(tags))) {
 			t.Errorf("%s: the schema's properties are %v; the yaml tags of %s are %v", o.name(), got, o.typ, tags)

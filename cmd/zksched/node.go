@@ -559,7 +559,7 @@ func boolFloat(b bool) float64 {
 func notifyDefault(entries []conf.NotifyEntry) []dao.NotifyRule {
 	list := make([]workflow.Notify, len(entries))
 	for i, e := range entries {
-		list[i] = workflow.Notify{On: e.On, WebhookURLEnv: e.WebhookURLEnv, Slack: e.Slack, Email: e.Email}
+		list[i] = workflow.Notify{On: e.EventList(), WebhookURLEnv: e.WebhookURLEnv, Slack: e.Slack, Email: e.Email}
 	}
 	return lifecycle.NotifyRules(list)
 }
