@@ -70,6 +70,7 @@ tasks:
 	// schedule and backfill.
 	ok("submit", e.file(t, "report.yaml", `
 name: report
+params: {who: {}}
 schedule: {cron: "0 3 * * *", timezone: UTC}
 tasks:
   - {name: r, type: shell, command: 'echo "$ZKSCHED_PARAM_who"'}
