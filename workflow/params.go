@@ -407,6 +407,9 @@ func (s *Spec) paramDeclProblems() []problem {
 		add("params-extra", "params-extra %s is unknown: use %s or %s", quote(s.ParamsExtra), ParamsExtraAllow, ParamsExtraRefuse)
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Params)) {
+		if !envRE.MatchString(name) || len(name) > maxNameLen {
+			continue // refused for its name above
+		}
 		p, field := s.Params[name], "params."+name
 		addParam := func(format string, args ...any) {
 			add(field, "params: %s: %s", name, fmt.Sprintf(format, args...))
