@@ -294,6 +294,9 @@ func (d *decoder) jsonValue(v *yaml.Node, what string, depth int) (any, bool) {
 		if !d.expand(len(v.Value)) {
 			return nil, false
 		}
+		if v.Tag == "!!str" {
+			return v.Value, true
+		}
 		var x any
 		if err := v.Decode(&x); err != nil {
 			d.errorf(v.Line, "%s: %s is not a JSON value", what, quote(v.Value))

@@ -338,3 +338,19 @@ func TestDeclaredParams(t *testing.T) {
 		t.Errorf("DeclaredParams = %+v; want %+v", got, want)
 	}
 }
+
+// TestParamDefaultBomb: a json default written as YAML is read within the budget aliases
+// cannot get around.
+func TestParamDefaultBomb(t *testing.T) {
+	t.Parallel()
+	var doc strings.Builder
+	doc.WriteString("name: w\nparams:\n  o:\n    type: json\n    default:\n      l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&doc, "      l%d: &l%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*l%d, ", i-1), 10), ", "))
+	}
+	doc.WriteString("tasks: [{name: a, type: noop}]\n")
+	_, err := Parse([]byte(doc.String()))
+	if err == nil || !strings.Contains(err.Error(), "through aliases") {
+		t.Errorf("Parse of a default expanding to 10^9 values: %v; want the budget's refusal", err)
+	}
+}
