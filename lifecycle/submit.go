@@ -17,7 +17,8 @@ type Submission struct {
 	// Spec and Version are the stored definition's.
 	Spec    *workflow.Spec
 	Version int
-	// Params are the instance's params, a JSON object of strings; empty for none.
+	// Params are the instance's params, a JSON object of strings; empty for none. They must
+	// be the ones Spec declares (workflow.Spec.RunParams), and are stored as tasks read them.
 	Params   json.RawMessage
 	Priority int
 	// Queue makes the instance wait for a slot when its workflow is at its cap or its
