@@ -746,7 +746,7 @@ func TestActionsThroughTheAPI(t *testing.T) {
 func TestDefinitionsAndSubmit(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{open: true})
-	yaml := "name: nightly\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends-on: [a]}\n"
+	yaml := "name: nightly\nparams: {region: {}}\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends-on: [a]}\n"
 	var got struct {
 		Name    string `json:"name"`
 		Version int    `json:"version"`
@@ -969,7 +969,7 @@ func TestSignalThroughTheAPI(t *testing.T) {
 func TestConcurrencyKeyThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{open: true})
-	yaml := "name: chat\nconcurrency: {key: 'thread-{{ .params.thread }}', when-full: skip}\ntasks:\n  - {name: a, type: noop}\n"
+	yaml := "name: chat\nparams: {thread: {}}\nconcurrency: {key: 'thread-{{ .params.thread }}', when-full: skip}\ntasks:\n  - {name: a, type: noop}\n"
 	if r := b.do(t, "POST", "/api/v1/definitions", yaml, "Content-Type", "application/yaml"); r.status != 200 {
 		t.Fatalf("store: %d %s", r.status, r.body)
 	}

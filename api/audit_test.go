@@ -49,8 +49,8 @@ func TestEveryChangeLeavesItsAuditRow(t *testing.T) {
 	const token = "0123456789abcdef-audit-token"
 	b := setup(t, setupOpts{token: token})
 	f := b.seed(t, 6)
-	file := "name: nightly\ntasks:\n  - {name: a, type: shell, command: secret-command}\n"
-	sched := "name: cron\nschedule: {cron: '30 2 * * *'}\ntasks:\n  - {name: t, type: noop}\n"
+	file := "name: nightly\nparams: {region: {}}\ntasks:\n  - {name: a, type: shell, command: secret-command}\n"
+	sched := "name: cron\nparams: {k: {}}\nschedule: {cron: '30 2 * * *'}\ntasks:\n  - {name: t, type: noop}\n"
 	yaml := []string{"Content-Type", "application/yaml"}
 	js := []string{"Content-Type", "application/json"}
 	steps := []struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/registry"
+	"github.com/zksched/zksched/workflow"
 )
 
 // The OpenAPI 3.1 document of /api/v1, served at /api/v1/openapi.json without authentication:
@@ -57,7 +58,7 @@ type answer struct {
 
 // failDocs describe the error statuses.
 var failDocs = map[int]string{
-	http.StatusBadRequest:            "A malformed id, an unknown parameter or filter value, a malformed body.",
+	http.StatusBadRequest:            "A malformed id, an unknown parameter or filter value, a malformed body, or run params the workflow does not declare or of the wrong type.",
 	http.StatusUnauthorized:          "No token, or a wrong one.",
 	http.StatusForbidden:             "The user's role does not allow the action, or a cross-origin request.",
 	http.StatusNotFound:              "No such instance, definition or schedule.",
@@ -83,7 +84,9 @@ var (
 	dateTime   = map[string]any{"type": "string", "format": "date-time"}
 	// queryTime is a time a filter takes: RFC 3339, or a UTC time without a zone.
 	queryTime = map[string]any{"type": "string", "description": "RFC 3339, or 2026-11-22T03:00 (UTC)"}
-	paramsMap = map[string]any{"type": "object", "additionalProperties": str}
+	paramsMap = map[string]any{"type": "object", "additionalProperties": str, "description": "The run's params, as text. " +
+		"Each must be one its workflow declares (the params of its definition version), of its type, unless the workflow has " +
+		"params-extra: allow; otherwise the request is refused with 400 and nothing is created."}
 )
 
 func intIn(lo, hi int) map[string]any {
@@ -140,7 +143,8 @@ var components = map[string]reflect.Type{
 	"RerunResult":            reflect.TypeFor[rerunJSON](),
 	"Definition":             reflect.TypeFor[dao.DefinitionSummary](),
 	"DefinitionVersionRow":   reflect.TypeFor[dao.DefinitionVersionRow](),
-	"DefinitionVersion":      reflect.TypeFor[dao.DefinitionVersion](),
+	"DefinitionVersion":      reflect.TypeFor[definitionVersionJSON](),
+	"WorkflowParam":          reflect.TypeFor[workflow.ParamView](),
 	"Node":                   reflect.TypeFor[nodeJSON](),
 	"NodeInfo":               reflect.TypeFor[registry.NodeInfo](),
 	"FenceMarker":            reflect.TypeFor[markerJSON](),

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -64,6 +65,10 @@ func (s *Server) apiScheduleTrigger(w http.ResponseWriter, r *http.Request) erro
 	auditOf(r).setParams(body)
 	ev := s.auditEvent(r)
 	res, err := lifecycle.TriggerSchedule(r.Context(), s.db, name, body.Params, "api:"+s.cfg.NodeID, time.Now(), &ev)
+	var paramsErr *lifecycle.ParamsError
+	if errors.As(err, &paramsErr) {
+		return badRequest("the params are rejected, nothing triggered:\n%v", err)
+	}
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 func TestSchedulesAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{open: true})
-	file := "name: nightly\nschedule: {cron: '30 2 * * *', timezone: Asia/Tokyo}\ntasks:\n  - {name: t, type: noop}\n"
+	file := "name: nightly\nparams: {k: {}}\nschedule: {cron: '30 2 * * *', timezone: Asia/Tokyo}\ntasks:\n  - {name: t, type: noop}\n"
 	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK ||
 		!strings.Contains(r.body, `"next_fire_at"`) {
 		t.Fatalf("submit: %d %s", r.status, r.body)

@@ -449,6 +449,10 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	if errors.As(err, &keyErr) {
 		return badRequest("not submitted: %v", err)
 	}
+	var paramsErr *lifecycle.ParamsError
+	if errors.As(err, &paramsErr) {
+		return badRequest("the params are rejected, nothing submitted:\n%v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -574,6 +578,16 @@ func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, []byte, error
 	return spec, body, nil
 }
 
+// definitionVersionJSON is a version of a definition with its declared params, from which a
+// form to run it can be drawn.
+type definitionVersionJSON struct {
+	dao.DefinitionVersion
+	// Params are the params the workflow declares, sorted by name.
+	Params []workflow.ParamView `json:"params"`
+	// ParamsExtra says that a run may give params beyond Params (params-extra: allow).
+	ParamsExtra bool `json:"params_extra"`
+}
+
 // apiDefinitionVersions lists the versions of definition {name}, newest first, a page at a
 // time (?limit=, ?before=, ?after=, by version number), without their specs: a definition can
 // have thousands of versions, and /versions/{version} has each spec.
@@ -617,7 +631,12 @@ func (s *Server) apiDefinitionVersion(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, dv)
+	spec, err := s.specs.Get(r.Context(), s.db.Queries, name, v)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, definitionVersionJSON{DefinitionVersion: dv, Params: spec.DeclaredParams(),
+		ParamsExtra: spec.ParamsExtra == workflow.ParamsExtraAllow})
 	return nil
 }
 

@@ -70,6 +70,7 @@ tasks:
 	// schedule and backfill.
 	ok("submit", e.file(t, "report.yaml", `
 name: report
+params: {who: {}}
 schedule: {cron: "0 3 * * *", timezone: UTC}
 tasks:
   - {name: r, type: shell, command: 'echo "$ZKSCHED_PARAM_who"'}
@@ -145,6 +146,9 @@ tasks:
 		{[]string{"backfill", "--from", "2026-10-01", "report"}, "want a workflow name, --from and --to"},
 		{[]string{"migrate", "now"}, "unexpected arguments [now]"},
 		{[]string{"version", "--", "x"}, "unexpected arguments [x]"},
+		// A param the workflow does not declare is a mistake on the command line too.
+		{[]string{"submit", nightly, "--param", "regoin=us"}, `params: "regoin" is not a param of workflow nightly (did you mean "region"?)`},
+		{[]string{"schedule", "--param", "wh=me", "trigger", "report"}, `params: "wh" is not a param of workflow report (did you mean "who"?)`},
 	} {
 		r := e.cli(t, nil, tc.args...)
 		if r.code != 2 || !strings.Contains(r.stderr, tc.want) {

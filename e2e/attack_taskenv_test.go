@@ -95,6 +95,7 @@ func TestAttackTaskReadsItsEnvironment(t *testing.T) {
 	e.Worker("worker")
 	wfFile := e.file(t, "env.yaml", `
 name: env
+params: {leak: {}}
 tasks:
   - name: snoop
     type: shell
@@ -220,6 +221,7 @@ func TestAttackTaskReadsItsWorkersProcess(t *testing.T) {
 	w := startWorkerAs(t, e, u)
 	wfFile := e.file(t, "proc.yaml", `
 name: proc
+params: {worker_pid: {type: integer}}
 tasks:
   - name: snoop
     type: shell

@@ -25,6 +25,7 @@ func TestConcurrencyKeysSurviveAMasterKilled(t *testing.T) {
 	e.Worker("worker-2")
 	file := e.file(t, "thread.yaml", `
 name: thread
+params: {thread: {}}
 concurrency: {key: "{{ .params.thread }}", max: 1}
 tasks:
   - {name: think, type: shell, command: 'sleep 0.2'}

@@ -251,6 +251,17 @@ func TestDocsExamples(t *testing.T) {
 		}
 	})
 
+	t.Run("typed params", func(t *testing.T) {
+		wf := c.submit(t, "params/typed.yaml", "--param", "day=2026-11-28", "--param", "size=+05", "--wait")
+		if got := c.outputs(t, wf)["show"]; got != `eu 5 2026-11-28 silver false {"retries":2,"skip":["a"]}` {
+			t.Errorf("show's output = %q, want the params as checked", got)
+		}
+		out, code := c.Run("submit", filepath.Join(repoRoot(), "examples", "params", "typed.yaml"), "--param", "day=2026-11-28", "--param", "regoin=us")
+		if code != 2 || !strings.Contains(out, `"regoin" is not a param of workflow typed-params (did you mean "region"?)`) {
+			t.Errorf("submit with a misspelt param: exit %d\n%s\nwant exit 2 with a did-you-mean", code, out)
+		}
+	})
+
 	t.Run("one run at a time per key", func(t *testing.T) {
 		stdout, _ := c.script(t, testenv.DocBlock(t, "docs/schedules.md", "One run at a time per key", "sh", 1))
 		ids := strings.Fields(stdout)

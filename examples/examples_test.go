@@ -97,7 +97,17 @@ func TestDocsYAMLIsAnExample(t *testing.T) {
 // containing returns the example whose lines include the block's lines in a row, each
 // indented by the same amount more; "" if none does.
 func containing(examples map[string]string, block string) string {
-	want := strings.Split(strings.TrimRight(block, "\n"), "\n")
+	want := strings.Split(strings.TrimRight(block, " \n"), "\n")
+	// A block in a list item is indented with it.
+	indent := len(want[0])
+	for _, w := range want {
+		if strings.TrimSpace(w) != "" {
+			indent = min(indent, len(w)-len(strings.TrimLeft(w, " ")))
+		}
+	}
+	for i, w := range want {
+		want[i] = w[min(indent, len(w)):]
+	}
 	for path, text := range examples {
 		lines := strings.Split(text, "\n")
 		for i := range lines {

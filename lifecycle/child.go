@@ -69,7 +69,8 @@ func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.Workflo
 	}
 	child, err := Submit(ctx, q, Submission{Spec: spec, Version: version, Params: raw, Priority: row.Priority})
 	var keyErr *KeyError
-	if errors.Is(err, dao.ErrWorkflowFull) || errors.As(err, &keyErr) {
+	var paramsErr *ParamsError
+	if errors.Is(err, dao.ErrWorkflowFull) || errors.As(err, &keyErr) || errors.As(err, &paramsErr) {
 		return fail("task %q: %v", t.Name, err)
 	}
 	if err != nil {

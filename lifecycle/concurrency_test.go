@@ -121,8 +121,8 @@ func TestKeyAdmissionRacingMastersNeverExceedsMaxNorReorders(t *testing.T) {
 	defer cancel()
 	const max, perKey, masters = 2, 15, 6
 	specs := []*workflow.Spec{
-		parse(t, "name: chat\nconcurrency: {key: '{{ .params.thread }}', max: 2}\ntasks:\n  - {name: a, type: noop}\n"),
-		parse(t, "name: other\nconcurrency: {key: '{{ .params.thread }}', max: 2}\ntasks:\n  - {name: a, type: noop}\n"),
+		parse(t, "name: chat\nparams: {thread: {}}\nconcurrency: {key: '{{ .params.thread }}', max: 2}\ntasks:\n  - {name: a, type: noop}\n"),
+		parse(t, "name: other\nparams: {thread: {}}\nconcurrency: {key: '{{ .params.thread }}', max: 2}\ntasks:\n  - {name: a, type: noop}\n"),
 	}
 	keys := []string{"t1", "t2", "t3"}
 	total := 0
@@ -220,7 +220,7 @@ func TestKeyWithCapHoldsBoth(t *testing.T) {
 	db, _ := daotest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	spec := parse(t, "name: capped\nmax-active-instances: 2\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n")
+	spec := parse(t, "name: capped\nparams: {thread: {}}\nmax-active-instances: 2\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n")
 	a1 := mustSubmitThread(ctx, t, db, spec, "a")
 	a2 := mustSubmitThread(ctx, t, db, spec, "a")
 	b1 := mustSubmitThread(ctx, t, db, spec, "b")
@@ -258,7 +258,7 @@ func TestKeyWhenFull(t *testing.T) {
 	defer cancel()
 	d := lifecycle.NewDriver(db, "m1", clockwork.NewRealClock())
 
-	skip := parse(t, "name: skip\nconcurrency: {key: 'k-{{ .params.thread }}', when-full: skip}\ntasks:\n  - {name: a, type: noop}\n")
+	skip := parse(t, "name: skip\nparams: {thread: {}}\nconcurrency: {key: 'k-{{ .params.thread }}', when-full: skip}\ntasks:\n  - {name: a, type: noop}\n")
 	first := mustSubmitThread(ctx, t, db, skip, "t1")
 	_, err := submitThread(ctx, db, skip, "t1")
 	if !errors.Is(err, dao.ErrKeyFull) || !errors.Is(err, dao.ErrWorkflowFull) ||
@@ -289,7 +289,7 @@ func TestKeyWhenFull(t *testing.T) {
 		t.Errorf("a backfill on a full key: %v; want it queued", err)
 	}
 
-	cancelOldest := parse(t, "name: latest\nconcurrency: {key: '{{ .params.thread }}', when-full: cancel-oldest}\ntasks:\n  - {name: a, type: noop}\n")
+	cancelOldest := parse(t, "name: latest\nparams: {thread: {}}\nconcurrency: {key: '{{ .params.thread }}', when-full: cancel-oldest}\ntasks:\n  - {name: a, type: noop}\n")
 	old := mustSubmitThread(ctx, t, db, cancelOldest, "t1")
 	if got, err := d.AdmitKeys(ctx, []int64{old}, 100); err != nil || len(got) != 1 {
 		t.Fatalf("admitted %v, %v; want %d", got, err, old)
@@ -318,7 +318,7 @@ func TestKeyWhenFull(t *testing.T) {
 		t.Errorf("waiting instance %d is %s after %d took its key; want stopped", waiting, wf.State, newest)
 	}
 
-	empty := parse(t, "name: empty\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n")
+	empty := parse(t, "name: empty\nparams: {thread: {}}\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n")
 	if _, err := submitThread(ctx, db, empty, " "); err == nil || !strings.Contains(err.Error(), "renders empty") {
 		t.Errorf("submission with an empty key: %v; want it refused", err)
 	}
@@ -341,7 +341,7 @@ func TestKeyRerunWaitsItsTurn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	d := lifecycle.NewDriver(db, "m1", clockwork.NewRealClock())
-	spec := parse(t, "name: chat\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n")
+	spec := parse(t, "name: chat\nparams: {thread: {}}\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n")
 	// run admits the instance, then ends its one task as outcome says, and its instance.
 	run := func(id int64, outcome dao.Outcome) {
 		t.Helper()

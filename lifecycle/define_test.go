@@ -40,7 +40,7 @@ func TestDefine(t *testing.T) {
 		return rows
 	}
 
-	file := "name: once\nmax-active-instances: 1\nwhen-full: skip\ntasks:\n  - {name: a, type: noop}\n"
+	file := "name: once\nparams: {k: {}}\nmax-active-instances: 1\nwhen-full: skip\ntasks:\n  - {name: a, type: noop}\n"
 	got, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: parse(file), File: []byte(file),
 		Run: &lifecycle.Run{Params: map[string]string{"k": "v"}, Priority: 2}, By: by}, now)
 	if err != nil || got.Version != 1 || got.Instance == 0 || got.Schedule != nil || got.Unscheduled {

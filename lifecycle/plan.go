@@ -254,10 +254,7 @@ func upstream(t *workflow.Task, tasks []dao.TaskOutcome) map[string]workflow.Ups
 
 // instanceParams are the definition's default parameters overridden by the instance's.
 func instanceParams(spec *workflow.Spec, raw json.RawMessage) (map[string]string, error) {
-	params := maps.Clone(spec.Params)
-	if params == nil {
-		params = map[string]string{}
-	}
+	params := spec.Defaults()
 	var given map[string]string
 	if len(raw) > 0 {
 		if err := json.Unmarshal(raw, &given); err != nil {

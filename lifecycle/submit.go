@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/workflow"
@@ -16,7 +17,8 @@ type Submission struct {
 	// Spec and Version are the stored definition's.
 	Spec    *workflow.Spec
 	Version int
-	// Params are the instance's params, a JSON object of strings; empty for none.
+	// Params are the instance's params, a JSON object of strings; empty for none. They must
+	// be the ones Spec declares (workflow.Spec.RunParams), and are stored as tasks read them.
 	Params   json.RawMessage
 	Priority int
 	// Queue makes the instance wait for a slot when its workflow is at its cap or its
@@ -28,10 +30,16 @@ type Submission struct {
 	Audit *dao.AuditEvent
 }
 
-// prepare is the one step before every creation: the instance's root tasks and its
-// concurrency key, rendered once from its params (a key that renders empty is a *KeyError,
-// and nothing is created).
+// prepare is the one step before every creation: the instance's params checked against its
+// workflow's declarations (refused ones are a *ParamsError), then its root tasks and its
+// concurrency key, rendered once from its params (a key that renders empty is a *KeyError);
+// when it fails, nothing is created.
 func (s Submission) prepare(ctx context.Context) (dao.Submission, error) {
+	params, err := s.checkParams()
+	if err != nil {
+		return dao.Submission{}, err
+	}
+	s.Params = params
 	roots, err := Roots(s.Spec, s.Params, s.Priority)
 	if err != nil {
 		return dao.Submission{}, err
@@ -88,6 +96,38 @@ func SubmitMany(ctx context.Context, q *dao.Queries, s Submission, n int) error 
 	}
 	return q.WorkflowCreateMany(ctx, sub, n)
 }
+
+// checkParams checks the submission's params against its workflow's declarations
+// (workflow.Spec.RunParams) and returns them as they are stored: as tasks read them.
+func (s Submission) checkParams() (json.RawMessage, error) {
+	var given map[string]string
+	if len(s.Params) > 0 {
+		if err := json.Unmarshal(s.Params, &given); err != nil {
+			return nil, &ParamsError{Workflow: s.Spec.Name, err: fmt.Errorf("params: %w", err)}
+		}
+	}
+	checked, err := s.Spec.RunParams(given)
+	if err != nil {
+		return nil, &ParamsError{Workflow: s.Spec.Name, err: err}
+	}
+	if maps.Equal(checked, given) {
+		return s.Params, nil
+	}
+	return json.Marshal(checked)
+}
+
+// ParamsError is a submission refused because its params do not match its workflow's
+// declarations: undeclared, of the wrong type, or a required one missing. It is a mistake of
+// the request, not of the system; its message lists the problems, one a line.
+type ParamsError struct {
+	// Workflow is the workflow submitted.
+	Workflow string
+	err      error
+}
+
+func (e *ParamsError) Error() string { return e.err.Error() }
+
+func (e *ParamsError) Unwrap() error { return e.err }
 
 // concurrencyKey is the concurrency key of an instance of spec with params, nil for a workflow without
 // concurrency:. It is rendered over the definition's params overridden by the instance's,

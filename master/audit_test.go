@@ -46,7 +46,7 @@ func TestScheduleChangesCommitOnlyWithTheirRecord(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				b := setupSchedule(t, utcTime("2026-11-20 10:00"))
-				b.submit(t, scheduled("au", `{cron: "0 * * * *"}`))
+				b.submit(t, scheduled("au", `{cron: "0 * * * *"}`, "params: {k: {}}\n"))
 				if refuse {
 					daotest.RefuseAudit(t, b.db)
 				}
@@ -79,7 +79,7 @@ func TestScheduleChangesCommitOnlyWithTheirRecord(t *testing.T) {
 func TestDryBackfillIsNotAudited(t *testing.T) {
 	t.Parallel()
 	b := setupSchedule(t, utcTime("2026-11-20 10:00"))
-	b.submit(t, scheduled("au", `{cron: "0 * * * *"}`))
+	b.submit(t, scheduled("au", `{cron: "0 * * * *"}`, "params: {k: {}}\n"))
 	ev := &dao.AuditEvent{Actor: "cli:root", Role: "admin", Action: dao.AuditBackfill, Target: "schedule/au", Client: "host"}
 	if _, err := lifecycle.Backfill(b.ctx, b.db, "au", utcTime("2026-11-01 00:00"), utcTime("2026-11-01 02:00"), "test", true, ev); err != nil {
 		t.Fatal(err)

@@ -173,7 +173,7 @@ func TestChildWorkflowOfOneTask(t *testing.T) {
 	db, _ := daotest.New(t)
 	ctx := context.Background()
 	m := runMaster(t, db, Config{ID: "m1", PollInterval: 100 * time.Millisecond})
-	define(t, db, "name: publish-digest\ntasks:\n  - {name: only, type: noop}\n")
+	define(t, db, "name: publish-digest\nparams: {text: {}}\ntasks:\n  - {name: only, type: noop}\n")
 	for _, ok := range []bool{true, false} {
 		id := submitFile(t, db, digest, nil)
 		finish(t, db, claimOne(t, m, db, "review"), "text", true)

@@ -112,6 +112,7 @@ func TestConditionThatCannotBeDecided(t *testing.T) {
 	ctx := context.Background()
 	id := submitFile(t, db, `
 name: undecided
+params: {go: {}}
 tasks:
   - {name: root, type: noop, when: '{{ .params.go }}'}
   - {name: next, type: noop, depends-on: [root]}

@@ -230,7 +230,7 @@ func TestConcurrencyKeyQueue(t *testing.T) {
 	ctx := context.Background()
 	m := runMaster(t, db, Config{ID: "m1", PollInterval: time.Hour})
 	b := &policyBundle{db: db, ctx: ctx, m: m}
-	file := "name: chat\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends-on: [a]}\n"
+	file := "name: chat\nparams: {thread: {}}\nconcurrency: {key: '{{ .params.thread }}'}\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop, depends-on: [a]}\n"
 	var t1 []int64
 	for range 3 {
 		t1 = append(t1, submitFile(t, db, file, json.RawMessage(`{"thread":"t1"}`)))

@@ -483,7 +483,7 @@ func TestStoreSchedule(t *testing.T) {
 	if s := b.schedule(t, "st"); !s.NextFireAt.Equal(utcTime("2026-11-20 10:10")) || s.WorkflowVersion != 2 {
 		t.Fatalf("after a resubmit: next %v version %d; want 10:10 (still due) and version 2", s.NextFireAt, s.WorkflowVersion)
 	}
-	b.submit(t, scheduled("st", `{cron: "*/15 * * * *"}`))
+	b.submit(t, scheduled("st", `{cron: "*/15 * * * *"}`, "params: {extra: {}}\n"))
 	if next := b.schedule(t, "st").NextFireAt; !next.Equal(utcTime("2026-11-20 10:30")) {
 		t.Fatalf("after a new cron: next %v, want 10:30", next)
 	}

@@ -117,6 +117,10 @@ func (s *Spec) setDefaults() {
 	if len(s.Params) == 0 {
 		s.Params = nil
 	}
+	for name, p := range s.Params {
+		p.setDefaults()
+		s.Params[name] = p
+	}
 	s.setPolicyDefaults()
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
@@ -360,7 +364,9 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 		case "description":
 			s.Description, _ = d.scalar(kv.value, "workflow description", "a string")
 		case "params":
-			s.Params = d.stringMap(kv.value, "params")
+			s.Params = d.decodeParams(kv.value)
+		case "params-extra":
+			s.ParamsExtra, _ = d.scalar(kv.value, "params-extra", "a string")
 		case "tasks":
 			s.Tasks = d.decodeTasks(kv.value)
 		case "schedule":
@@ -391,7 +397,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 }
 
 // workflowFields are the top-level keys of a workflow file.
-var workflowFields = []string{"name", "description", "params", "tasks", "schedule", "max-active-instances",
+var workflowFields = []string{"name", "description", "params", "params-extra", "tasks", "schedule", "max-active-instances",
 	"when-full", "concurrency", "timeout", "priority", "notify", "deadline"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {

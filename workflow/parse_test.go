@@ -96,7 +96,7 @@ func TestParseRejects(t *testing.T) {
 		{"env value a mapping", wf("  - name: a", "    type: noop", "    env: {A: {b: c}}"), []string{
 			`line 5: task "a": env: A must be a string, not a mapping`}},
 		{"params a string", "name: w\nparams: region=eu\ntasks: []\n", []string{
-			`line 2: params must be a mapping of names to values, like {A: b}, not "region=eu"`}},
+			`line 2: params must be a mapping of names to defaults or declarations, like {region: eu} or {size: {type: integer, default: 3}}, not "region=eu"`}},
 		{"retries not a number", wf("  - name: a", "    type: noop", "    retries: often"), []string{
 			`line 5: task "a": retries must be an integer, not "often"`}},
 		{"retries quoted", wf("  - name: a", "    type: noop", `    retries: "2"`), []string{
@@ -295,7 +295,7 @@ func TestParseSamples(t *testing.T) {
 		{"fan-out-fan-in.yaml", &Spec{
 			Name:        "nightly-report",
 			Description: "Extract once, transform in three parallel parts, load the result.",
-			Params:      map[string]string{"region": "eu", "day": "2026-11-01"},
+			Params:      stringParams(map[string]string{"region": "eu", "day": "2026-11-01"}),
 			Tasks: []Task{
 				{Name: "extract", Type: "shell", Command: "./extract.sh", Retries: 2,
 					RetryInterval: Duration(30 * time.Second), Timeout: Duration(10 * time.Minute), Group: "default"},
@@ -311,7 +311,7 @@ func TestParseSamples(t *testing.T) {
 		{"all-fields.yaml", &Spec{
 			Name:        "Every_field.v1",
 			Description: "A workflow that sets every field,\non two lines.\n",
-			Params:      map[string]string{"region": "eu", "day": "2026-11-01", "port": "8080", "empty": ""},
+			Params:      stringParams(map[string]string{"region": "eu", "day": "2026-11-01", "port": "8080", "empty": ""}),
 			Tasks: []Task{
 				{Name: "first", Type: "noop", Retries: 100, RetryInterval: Duration(90 * time.Minute),
 					Timeout: Duration(1500 * time.Millisecond), Priority: -1000, Group: "gpu_hosts", Pool: "pool.1",

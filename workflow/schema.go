@@ -63,6 +63,7 @@ func schemaEnums() map[string][]string {
 	onTimeout := []string{OnTimeoutFail, OnTimeoutSucceed}
 	return map[string][]string{
 		"workflow.when-full":    whenFullPolicies,
+		"workflow.params-extra": {ParamsExtraRefuse, ParamsExtraAllow},
 		"task.type":             Types(),
 		"task.trigger":          Triggers(),
 		"task.on-timeout":       onTimeout,
@@ -124,6 +125,7 @@ func Schema() []byte {
 			map[string]any{"const": 0},
 		},
 	}
+	defs["param"] = paramSchema()
 	root["properties"].(map[string]any)["tasks"].(map[string]any)["maxItems"] = MaxTasks
 	root["$schema"] = schemaDialect
 	root["title"] = "zksched workflow"
@@ -231,6 +233,9 @@ func valueSchema(id string, t reflect.Type) map[string]any {
 		return map[string]any{"type": "array", "items": valueSchema(id, t.Elem())}
 	case reflect.Map:
 		s := map[string]any{"type": "object", "additionalProperties": nullable(textSchema())}
+		if t.Elem() == reflect.TypeFor[Param]() {
+			s["additionalProperties"] = map[string]any{"$ref": "#/$defs/param"}
+		}
 		if p, ok := schemaNames[id]; ok {
 			s["propertyNames"] = map[string]any{"pattern": p}
 		}
@@ -331,7 +336,8 @@ func emptySchema(t reflect.Type) map[string]any {
 var schemaDocs = map[string]string{
 	"workflow.name":                 "The workflow's name: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit. Storing a file under a stored name adds a version.",
 	"workflow.description":          "Free text, shown with the definition.",
-	"workflow.params":               "Default params of a run; `zksched submit --param k=v` overrides them. Templates read them as {{ .params.NAME }}, shell tasks as $ZKSCHED_PARAM_NAME.",
+	"workflow.params":               "The params a run may give (`zksched submit --param k=v`), each its default alone (a string param) or declared with type, default, enum, required, description and pattern. Templates read them as {{ .params.NAME }}, shell tasks as $ZKSCHED_PARAM_NAME.",
+	"workflow.params-extra":         "What a run may do with a param the workflow does not declare: refuse it (the default) or allow it.",
 	"workflow.tasks":                "The tasks, a DAG through their depends-on. File order breaks ties wherever an order is chosen.",
 	"workflow.schedule":             "Makes the masters run the workflow by themselves on a cron schedule; without it the workflow runs only when submitted.",
 	"workflow.max-active-instances": "The most instances of the workflow that run at once; 0 for no cap.",
@@ -392,4 +398,36 @@ var schemaDocs = map[string]string{
 	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",
 	"concurrency.max":        "How many instances with one key run at once; 1 when left out.",
 	"concurrency.when-full":  "What a new instance does when its key is full: queue (the default), skip, or cancel-oldest (stop the oldest active one).",
+}
+
+// paramSchema is the schema of one of the workflow's params: its default alone, or a
+// mapping declaring it. A value (default, enum entries) is written as text, as a run gives
+// it; a json param's may be written as YAML too. Parse checks the values against the type.
+func paramSchema() map[string]any {
+	value := func() map[string]any {
+		return map[string]any{"type": []any{"string", "number", "boolean", "object", "array"}}
+	}
+	return map[string]any{
+		"description": "A param: its default alone (a string param), or a mapping declaring it.",
+		"anyOf": []any{
+			nullable(textSchema()),
+			map[string]any{
+				"type":                 "object",
+				"additionalProperties": false,
+				"properties": map[string]any{
+					"type":        withDescription(nullable(map[string]any{"enum": ParamTypes()}), "string (the default), integer, number, boolean or json. The value tasks read is text: an integer in decimal, a boolean true or false, json compact."),
+					"default":     nullable(withDescription(value(), "The value of a run that gives none; checked against the type, enum and pattern when the file is stored.")),
+					"enum":        nullable(withDescription(map[string]any{"type": "array", "items": value()}, "The only values a run may give.")),
+					"required":    map[string]any{"type": "boolean", "description": "A run without the param is refused. A required param has no default."},
+					"description": nullable(withDescription(textSchema(), "Free text for whoever gives the param.")),
+					"pattern":     nullable(withDescription(textSchema(), "A regular expression (RE2) a string param's value must match whole.")),
+				},
+			},
+		},
+	}
+}
+
+func withDescription(s map[string]any, doc string) map[string]any {
+	s["description"] = doc
+	return s
 }

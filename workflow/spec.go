@@ -40,10 +40,13 @@ const DefaultGroup = "default"
 type Spec struct {
 	Name        string `json:"name" yaml:"name"`
 	Description string `json:"description,omitempty" yaml:"description,omitempty"`
-	// Params are the default parameters of a run; `zksched submit --param k=v` overrides them.
-	// Their names follow the rule of environment variable names, as tasks read them as
-	// ZKSCHED_PARAM_<name>.
-	Params map[string]string `json:"params,omitempty" yaml:"params,omitempty"`
+	// Params declare the params a run may give (`zksched submit --param k=v`), each with its
+	// type and default (see Param). Their names follow the rule of environment variable
+	// names, as tasks read them as ZKSCHED_PARAM_<name>.
+	Params map[string]Param `json:"params,omitempty" yaml:"params,omitempty"`
+	// ParamsExtra is what a run may do with a param Params does not declare:
+	// ParamsExtraRefuse (also for "") or ParamsExtraAllow.
+	ParamsExtra string `json:"params-extra,omitempty" yaml:"params-extra,omitempty"`
 	// Tasks are in file order, which breaks ties wherever an order is chosen.
 	Tasks []Task `json:"tasks" yaml:"tasks"`
 

@@ -68,9 +68,7 @@ func (s *Spec) problems() []problem {
 	case !nameRE.MatchString(s.Name):
 		add(-1, "name", "workflow name %s is invalid: %s", quote(s.Name), nameRule)
 	}
-	for _, msg := range paramProblems(s.Params) {
-		add(-1, "params", "%s", msg)
-	}
+	probs = append(probs, s.paramDeclProblems()...)
 	probs = append(probs, s.policyProblems()...)
 	switch {
 	case len(s.Tasks) == 0:

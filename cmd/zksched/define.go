@@ -29,12 +29,15 @@ func runDefine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if path == "" || len(rest) > 0 {
 		return usageError{fmt.Errorf("want one workflow file, got %d arguments", len(rest)+min(len(path), 1))}
 	}
+	spec, file, err := readWorkflowFile(path)
+	if err != nil {
+		return err
+	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
 	}
-	spec, file, err := readWorkflowFile(path, cfg)
-	if err != nil {
+	if err := checkConfigured(spec, cfg); err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -58,11 +61,10 @@ func runDefine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// readWorkflowFile reads, parses and checks the workflow file at path for submit and define:
-// its relative workdirs are taken from the file's folder, and its providers, pools and
-// webhook variables must be ones the config knows. A file that does not pass is refused
+// readWorkflowFile reads and parses the workflow file at path for submit and define: its
+// relative workdirs are taken from the file's folder. A file that does not parse is refused
 // (exit 1) with every problem found.
-func readWorkflowFile(path string, cfg *conf.Config) (*workflow.Spec, []byte, error) {
+func readWorkflowFile(path string) (*workflow.Spec, []byte, error) {
 	spec, err := workflow.ParseFile(path)
 	if err != nil {
 		return nil, nil, exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
@@ -77,9 +79,15 @@ func readWorkflowFile(path string, cfg *conf.Config) (*workflow.Spec, []byte, er
 		return nil, nil, err
 	}
 	spec.ResolveWorkdirs(dir)
+	return spec, file, nil
+}
+
+// checkConfigured refuses (exit 1) a workflow whose providers, pools or webhook variables
+// are not ones the config knows.
+func checkConfigured(spec *workflow.Spec, cfg *conf.Config) error {
 	if err := errors.Join(spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))),
 		spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
-		return nil, nil, exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
+		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
-	return spec, file, nil
+	return nil
 }

@@ -43,7 +43,7 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{fmt.Errorf("schedule %s: want a workflow name", what)}
 	}
 	if err := workflow.CheckParams(params); err != nil {
-		return exitError{code: exitFailed, msg: "--param rejected, nothing triggered:\n" + err.Error()}
+		return exitError{code: exitUsage, msg: "--param rejected, nothing triggered:\n" + err.Error()}
 	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
@@ -210,6 +210,9 @@ func first(args []string) (string, []string) {
 func scheduleError(err error) error {
 	if errors.Is(err, dao.ErrNoSchedule) {
 		return exitError{code: exitFailed, msg: err.Error() + " (submit a file with a schedule: section; zksched schedule list shows them)"}
+	}
+	if errors.As(err, new(*lifecycle.ParamsError)) {
+		return exitError{code: exitUsage, msg: "--param rejected, nothing triggered:\n" + err.Error()}
 	}
 	return err
 }

@@ -32,7 +32,7 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("submit", stdout)
 	config := configFlag(fs)
 	params := paramFlags{}
-	fs.Var(params, "param", "workflow parameter k=v (repeatable); overrides the file's params")
+	fs.Var(params, "param", "workflow parameter k=v (repeatable), one the file declares under params; overrides its default")
 	priority := fs.Int("priority", 0, "priority of this instance, added to each task's priority (default: the workflow's priority)")
 	wait := fs.Bool("wait", false, "wait for the instance to finish, printing task state changes; exit 1 if it fails")
 	timeout := fs.Duration("connect-timeout", 30*time.Second, "how long to wait for PostgreSQL")
@@ -49,14 +49,22 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usageError{fmt.Errorf("want one workflow file, got %d arguments", n)}
 	}
 	if err := workflow.CheckParams(params); err != nil {
-		return exitError{code: exitFailed, msg: "--param rejected, nothing stored:\n" + err.Error()}
+		return exitError{code: exitUsage, msg: "--param rejected, nothing stored:\n" + err.Error()}
+	}
+	spec, file, err := readWorkflowFile(path)
+	if err != nil {
+		return err
+	}
+	// The params are checked again with the instance's creation; checked here, a mistake in
+	// them is told before anything is opened or stored.
+	if _, err := spec.RunParams(params); err != nil && spec.Schedule == nil {
+		return exitError{code: exitUsage, msg: "--param rejected, nothing stored:\n" + err.Error()}
 	}
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
 	}
-	spec, file, err := readWorkflowFile(path, cfg)
-	if err != nil {
+	if err := checkConfigured(spec, cfg); err != nil {
 		return err
 	}
 	log := newLogger(cfg.Log, stderr)
@@ -79,6 +87,9 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Run: &lifecycle.Run{Params: params, Priority: *priority}, By: cliActor()}, time.Now())
 	if errors.Is(err, dao.ErrWorkflowFull) {
 		return exitError{code: exitFailed, msg: fmt.Sprintf("not submitted: %v; try again once an instance has finished", err)}
+	}
+	if errors.As(err, new(*lifecycle.ParamsError)) {
+		return exitError{code: exitUsage, msg: "--param rejected, nothing stored:\n" + err.Error()}
 	}
 	if err != nil {
 		return err

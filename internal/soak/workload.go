@@ -128,12 +128,13 @@ func kinds(cmd func(body string) string) []kind {
 				"params": map[string]string{"from": "{{ .upstream.before.output }}"}},
 			shell("after", "sleep 0.2", "depends-on", []string{"child"}),
 		}},
-		{name: childWorkflow, weight: 0, tasks: []map[string]any{
+		{name: childWorkflow, weight: 0, fields: map[string]any{"params": map[string]any{"from": map[string]any{}}}, tasks: []map[string]any{
 			shell("c1", "sleep 0.5"),
 			shell("c2", "sleep 0.3", "depends-on", []string{"c1"}),
 		}},
 		// Three runs of one thread at once: two of them wait their turn.
-		{name: "soak-thread", weight: 1, burst: 3, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": 1}},
+		{name: "soak-thread", weight: 1, burst: 3, fields: map[string]any{"concurrency": map[string]any{"key": "{{ .params.thread }}", "max": 1},
+			"params": map[string]any{"thread": map[string]any{}}},
 			params: func(r *rand.Rand) map[string]string {
 				return map[string]string{"thread": fmt.Sprintf("t%d", r.Intn(3))}
 			},
