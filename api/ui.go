@@ -221,6 +221,10 @@ type taskPage struct {
 	CanKill    bool
 	CanRerun   bool
 	CanSignal  bool
+	// NextAttemptAt is when the next attempt of a task queued for a retry is due, and
+	// NextAttemptIn how long from now (empty once it is due); nil otherwise.
+	NextAttemptAt *time.Time
+	NextAttemptIn string
 }
 
 const maxTailBytes = 64 << 20
@@ -238,6 +242,11 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 	p.CanKill = (st == dao.TaskQueued || st == dao.TaskRunning || (st == dao.TaskWaiting && forEach && !d.Task.KillRequested)) &&
 		s.may(r, "POST /tasks/{id}/kill")
 	p.CanRerun = (st == dao.TaskFailed || st == dao.TaskKilled) && s.may(r, "POST /tasks/{id}/rerun")
+	if p.NextAttemptAt = d.Task.NextAttemptAt(); p.NextAttemptAt != nil {
+		if in := time.Until(*p.NextAttemptAt); in > 0 {
+			p.NextAttemptIn = humanDuration(in)
+		}
+	}
 	// A wait task and a paused agent wait for a signal; a for-each's parent waits for its
 	// items, a workflow task for its child.
 	p.CanSignal = st == dao.TaskWaiting && (d.Task.Type == workflow.TypeWait || d.Task.PausedStep != nil) &&

@@ -85,13 +85,16 @@ type taskJSON struct {
 	PausedStep *string `json:"paused_step,omitempty"`
 	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
 	ItemCount *int `json:"item_count,omitempty"`
+	// NextAttemptAt is when the next attempt of a task queued for a retry is due (its
+	// retry-interval or retry-backoff after the failed attempt's end); null otherwise.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 	j := taskJSON{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, WorkflowName: wfName, Name: t.Name,
 		Type: t.Type, State: t.State, Priority: t.Priority, WorkerGroup: t.WorkerGroup, Pool: t.Pool,
 		WorkerID: t.WorkerID, Attempt: t.Attempt, Retries: t.Retries, MaxRetries: t.MaxRetries,
-		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
+		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, NextAttemptAt: t.NextAttemptAt(), FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
 		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, EndReason: t.EndReason, PausedStep: t.PausedStep,
 		ItemCount: t.ItemCount}

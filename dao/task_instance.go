@@ -330,12 +330,16 @@ type AttemptResult struct {
 	// Next is the task's next state: terminal, or queued for a retry or a hand-back. A task
 	// whose kill was requested is never queued again: queued then means killed.
 	Next TaskState
-	// Retry counts the attempt against the task's retries and delays the next claim by its
-	// retry interval. Hand-backs and interruptions do not count.
+	// Retry counts the attempt against the task's retries and delays the next claim by
+	// RetryWait. Hand-backs and interruptions do not count.
 	Retry    bool
 	Output   *string
 	Error    string
 	ExitCode *int
+
+	// RetryWait is the wait before the retry (lifecycle.EndOf), stored as the task's
+	// not_before; 0 waits the task's retry interval.
+	RetryWait time.Duration
 	// AttemptUsage is the token usage of this attempt's own model calls (JSON), stored on
 	// the attempt; nil for none.
 	AttemptUsage json.RawMessage
@@ -386,7 +390,7 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const wakeIDsPerPayload = 300
 
-// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$13).
+// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$14).
 //
 // Its CTE pools locks, in name order, the pools of the tasks it ends, before any task row, in
 // the order the claim takes them: the row trigger that keeps task_pool.running (migration
@@ -397,9 +401,9 @@ const wakeIDsPerPayload = 300
 const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
-				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[])
+				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[])
 				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage,
-					paused_step, wait_ms)
+					paused_step, wait_ms, retry_ms)
 		), pools AS (
 			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
 				-- One probe of the primary key per task, whatever the statistics say (see
@@ -422,7 +426,8 @@ const finishManySQL = `
 			UPDATE task_instance ti SET
 				state = CASE WHEN x.next IN ('queued', 'waiting') AND ti.kill_requested THEN 'killed' ELSE x.next END,
 				retries = ti.retries + CASE WHEN x.retry AND NOT ti.kill_requested THEN 1 ELSE 0 END,
-				not_before = CASE WHEN x.retry AND NOT ti.kill_requested THEN now() + ti.retry_interval END,
+				not_before = CASE WHEN x.retry AND NOT ti.kill_requested
+					THEN now() + coalesce(x.retry_ms * interval '1 millisecond', ti.retry_interval) END,
 				output = CASE WHEN x.next IN ('queued', 'waiting') THEN ti.output ELSE x.output END,
 				error = CASE WHEN (x.next IN ('queued', 'waiting') AND ti.kill_requested) OR x.next = 'killed'
 					THEN killed_error(ti.end_reason)
@@ -510,9 +515,13 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	workers, nexts, outcomes := make([]string, n), make([]string, n), make([]string, n)
 	outputs, errs, attemptUsage, taskUsage := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	retry := make([]bool, n)
-	paused, waitMs := make([]*string, n), make([]*int64, n)
+	paused, waitMs, retryMs := make([]*string, n), make([]*int64, n), make([]*int64, n)
 	for i, f := range fins {
 		r := &fins[i].Result
+		if r.RetryWait > 0 {
+			ms := r.RetryWait.Milliseconds()
+			retryMs[i] = &ms
+		}
 		if r.PausedStep != "" {
 			paused[i] = &r.PausedStep
 		}
@@ -533,7 +542,7 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	}
 	recorded, err := queryRows(ctx, q, 2*n, (*finishRow).fields, finishManySQL, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
 		pq.Array(retry), pq.Array(outputs), pq.Array(errs), pq.Array(exits), pq.Array(outcomes),
-		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs))
+		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs), pq.Array(retryMs))
 	if err != nil {
 		if n == 1 {
 			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)

@@ -194,6 +194,16 @@ func (t *TaskInstance) RetryInterval() time.Duration {
 	return time.Duration(t.RetryIntervalMs) * time.Millisecond
 }
 
+// NextAttemptAt returns when the task's next attempt is due: its not_before while it is
+// queued for a retry, nil otherwise (queued with nothing to wait for, or not queued). The
+// claim clears not_before, so a past time means the retry is due and not yet claimed.
+func (t *TaskInstance) NextAttemptAt() *time.Time {
+	if t.State != TaskQueued {
+		return nil
+	}
+	return t.NotBefore
+}
+
 // WorkflowInstance is a row of workflow_instance.
 type WorkflowInstance struct {
 	ID              int64           `db:"id"`

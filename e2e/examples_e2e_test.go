@@ -262,6 +262,20 @@ func TestDocsExamples(t *testing.T) {
 		}
 	})
 
+	t.Run("retries that back off", func(t *testing.T) {
+		out, code := c.Run("submit", filepath.Join(repoRoot(), "examples", "retries", "backoff.yaml"), "--wait")
+		if code != 0 {
+			t.Fatalf("submit --wait: exit %d\n%s", code, out)
+		}
+		if !regexp.MustCompile(`fetch +attempt 1 failed: exit status 75; attempt 2 at \d\d:\d\d:\d\d`).MatchString(out) {
+			t.Errorf("submit --wait did not say when fetch's next attempt is due:\n%s", out)
+		}
+		wf := firstID(t, out)
+		if got := c.outputs(t, wf)["fetch"]; got != "fetched 42 records on attempt 2" {
+			t.Errorf("fetch's output = %q, want attempt 2's", got)
+		}
+	})
+
 	t.Run("one run at a time per key", func(t *testing.T) {
 		stdout, _ := c.script(t, testenv.DocBlock(t, "docs/schedules.md", "One run at a time per key", "sh", 1))
 		ids := strings.Fields(stdout)

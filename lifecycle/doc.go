@@ -167,7 +167,10 @@
 // whose pool has a free slot: it runs under a new attempt, whose fencing token every later
 // write carries. The attempt's end moves it on by Next: succeeded; a failure or a timeout back
 // to the queue while retries last, failed after; a hand-back or an interruption back to the
-// queue without counting. A kill of a running task is a request its worker carries out (the
+// queue without counting. A retry is claimable from its not_before, which the attempt's end
+// sets: the retry interval, or the step of the task's retry-backoff (EndOf, with the task's
+// retry policy from its params); a failure its retry-on or no-retry-on refuses fails the task
+// at once, its error saying why. A kill of a running task is a request its worker carries out (the
 // attempt ends killed); a task whose kill was requested never goes back to the queue. The
 // leader puts the running tasks of a fenced worker back in the queue (RequeueLostWorker),
 // outcome failed_over, or ends them killed where a kill was requested.

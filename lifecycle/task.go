@@ -2,8 +2,10 @@ package lifecycle
 
 import (
 	"context"
+	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // The workers' transitions of their task instances, and the rule of an attempt's end.
@@ -28,7 +30,7 @@ func ClaimShare(ctx context.Context, db *dao.DB, worker string, groups []string,
 
 // Next is the rule of an attempt's end: the state a task instance t goes to when an attempt
 // of it ended with outcome o, and whether the attempt counts against its retries. A failure
-// or a timeout is retried, after the task's retry interval, while the task has retries left;
+// or a timeout is retried while the task has retries left (EndOf adds its retry policy);
 // a hand-back or an interruption goes back to the queue without counting; a kill ends it; an
 // agent paused at a wait step waits for its signal, without counting either. A task whose
 // kill was requested is never queued again nor waits: the statement that records the end
@@ -48,6 +50,35 @@ func Next(t *dao.TaskInstance, o dao.Outcome) (next dao.TaskState, retry bool) {
 		return dao.TaskQueued, true
 	}
 	return dao.TaskFailed, false
+}
+
+// Ending is the rule of an attempt's end applied to one attempt (EndOf).
+type Ending struct {
+	// Next is the task's next state, Retry whether the attempt counts against its retries:
+	// those of Next, unless the retry policy refuses the failure.
+	Next  dao.TaskState
+	Retry bool
+	// Wait is the wait before the retry Retry takes: the task's retry interval, or the
+	// step of its retry-backoff.
+	Wait time.Duration
+	// Refused says why a failure with retries left is not retried ("exit 3 is not in
+	// retry-on"); the task fails at once. "" otherwise.
+	Refused string
+}
+
+// EndOf is the rule of an attempt's end with the task's retry policy p (nil: a fixed
+// interval, every failure retried): Next, then, for a failure or a timeout with retries left,
+// whether p retries failure f, and the wait before retry t.Retries+1 (workflow.RetryPolicy:
+// rnd draws its jitter, in [0, 1)). A refused failure fails the task at once.
+func EndOf(t *dao.TaskInstance, p *workflow.RetryPolicy, o dao.Outcome, f workflow.Failure, rnd func() float64) Ending {
+	next, retry := Next(t, o)
+	if !retry {
+		return Ending{Next: next}
+	}
+	if why := p.Refusal(f); why != "" {
+		return Ending{Next: dao.TaskFailed, Refused: why}
+	}
+	return Ending{Next: next, Retry: true, Wait: p.Wait(t.RetryInterval(), t.Retries+1, rnd)}
 }
 
 // Finish is the transition "attempt ended" for many attempts at once: each task moves to its

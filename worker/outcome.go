@@ -6,6 +6,8 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/worker/executor"
+	"github.com/zksched/zksched/worker/llm"
+	"github.com/zksched/zksched/workflow"
 )
 
 // Reasons an attempt is stopped before it ends by itself; they are the causes of its
@@ -25,9 +27,10 @@ var (
 )
 
 // decide turns how an attempt ended into its outcome and the task's next state, by the rule
-// of lifecycle.Next. A stop that came after the attempt had succeeded or paused by itself
-// does not undo it.
-func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptResult {
+// of lifecycle.EndOf with the retry policy p of the task's spec (nil for none); rnd draws
+// the jitter of its backoff. A stop that came after the attempt had succeeded or paused by
+// itself does not undo it. A failure the policy does not retry says why in its error.
+func decide(t *dao.TaskInstance, p *workflow.RetryPolicy, cause error, res executor.Result, rnd func() float64) dao.AttemptResult {
 	r := dao.AttemptResult{ExitCode: res.ExitCode, AttemptUsage: usageJSON(res.Usage), TaskUsage: usageJSON(res.TaskUsage)}
 	if r.TaskUsage == nil {
 		r.TaskUsage = r.AttemptUsage
@@ -56,6 +59,34 @@ func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptRe
 		out := res.Output
 		r.Outcome, r.Output = dao.OutcomeSucceeded, &out
 	}
-	r.Next, r.Retry = lifecycle.Next(t, r.Outcome)
+	end := lifecycle.EndOf(t, p, r.Outcome, failure(r.Outcome, res), rnd)
+	r.Next, r.Retry, r.RetryWait = end.Next, end.Retry, end.Wait
+	if end.Refused != "" {
+		r.Error += " (not retried: " + end.Refused + ")"
+	}
 	return r
 }
+
+// failure is how an attempt that ended with outcome o failed, as retry-on and no-retry-on
+// name it (workflow.ErrorKinds): a timeout by its kind alone (its exit status is that of
+// the stop); a failed model call as a rate limit or a model error; a process by its exit
+// status, killed when SIGKILL ended it.
+func failure(o dao.Outcome, res executor.Result) workflow.Failure {
+	if o == dao.OutcomeTimedOut {
+		return workflow.Failure{Kind: workflow.ErrorTimeout}
+	}
+	f := workflow.Failure{ExitCode: res.ExitCode}
+	var modelErr *llm.Error
+	switch {
+	case errors.As(res.Err, &modelErr) && modelErr.Class == llm.ClassRateLimit:
+		f.Kind = workflow.ErrorRateLimit
+	case errors.As(res.Err, &modelErr):
+		f.Kind = workflow.ErrorModelError
+	case f.ExitCode != nil && *f.ExitCode == killedExitStatus:
+		f.Kind = workflow.ErrorKilled
+	}
+	return f
+}
+
+// killedExitStatus is the exit status of a process SIGKILL ended (128+9).
+const killedExitStatus = 137

@@ -3,11 +3,14 @@ package worker
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/worker/executor"
+	"github.com/zksched/zksched/worker/llm"
+	"github.com/zksched/zksched/workflow"
 )
 
 func TestDecide(t *testing.T) {
@@ -42,7 +45,7 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ti := &dao.TaskInstance{Retries: tc.retries, MaxRetries: tc.max}
-			got := decide(ti, tc.cause, tc.res)
+			got := decide(ti, nil, tc.cause, tc.res, nil)
 			if got.Outcome != tc.outcome || got.Next != tc.next || got.Retry != tc.countsAsRetry {
 				t.Errorf("decide = outcome %s, next %s, retry %v; want %s, %s, %v", got.Outcome, got.Next, got.Retry,
 					tc.outcome, tc.next, tc.countsAsRetry)
@@ -55,6 +58,53 @@ func TestDecide(t *testing.T) {
 			}
 			if got.Outcome == dao.OutcomeSucceeded && (got.Output == nil || *got.Output != tc.res.Output) {
 				t.Errorf("output = %v, want %q", got.Output, tc.res.Output)
+			}
+		})
+	}
+}
+
+func TestDecideRetryPolicy(t *testing.T) {
+	t.Parallel()
+	exit := func(c int) executor.Result {
+		return executor.Result{Err: fmt.Errorf("exit status %d", c), ExitCode: &c}
+	}
+	model := func(c llm.Class) executor.Result {
+		return executor.Result{Err: fmt.Errorf("step s: %w", &llm.Error{Provider: "p", Class: c, Msg: "no"})}
+	}
+	on := &workflow.RetryPolicy{RetryOn: &workflow.RetryOn{ExitCodes: []int{1}, Errors: []string{workflow.ErrorTimeout, workflow.ErrorRateLimit}}}
+	notOn := &workflow.RetryPolicy{NoRetryOn: &workflow.RetryOn{Errors: []string{workflow.ErrorKilled, workflow.ErrorModelError}}}
+	backoff := &workflow.RetryPolicy{Backoff: &workflow.RetryBackoff{Initial: workflow.Duration(10 * time.Second), Factor: 3, Jitter: 0.5}}
+	for _, tc := range []struct {
+		name   string
+		policy *workflow.RetryPolicy
+		cause  error
+		res    executor.Result
+		next   dao.TaskState
+		wait   time.Duration
+		error  string
+	}{
+		{"no policy: the interval", nil, nil, exit(3), dao.TaskQueued, time.Minute, "exit status 3"},
+		{"an exit code in retry-on", on, nil, exit(1), dao.TaskQueued, time.Minute, "exit status 1"},
+		{"an exit code not in retry-on", on, nil, exit(3), dao.TaskFailed, 0, "exit status 3 (not retried: exit 3 is not in retry-on)"},
+		{"a timeout in retry-on", on, errTimedOut, exit(143), dao.TaskQueued, time.Minute, "timed out after 0s"},
+		{"a rate limit in retry-on", on, nil, model(llm.ClassRateLimit), dao.TaskQueued, time.Minute, ""},
+		{"a model error not in retry-on", on, nil, model(llm.ClassServer), dao.TaskFailed, 0, "(not retried: model-error is not in retry-on)"},
+		{"SIGKILL in no-retry-on", notOn, nil, exit(137), dao.TaskFailed, 0, "exit status 137 (not retried: exit 137 (killed) is in no-retry-on)"},
+		{"a model error in no-retry-on", notOn, nil, model(llm.ClassBadRequest), dao.TaskFailed, 0, "(not retried: model-error is in no-retry-on)"},
+		{"a rate limit not in no-retry-on", notOn, nil, model(llm.ClassRateLimit), dao.TaskQueued, time.Minute, ""},
+		{"the backoff's step, with its jitter", backoff, nil, exit(1), dao.TaskQueued, 22500 * time.Millisecond, "exit status 1"},
+		{"a kill is never retried", on, errKilled, exit(1), dao.TaskKilled, 0, "killed on request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			// The second retry: the backoff waits 10s × 3, less 0.5 × 0.5 of it.
+			ti := &dao.TaskInstance{Retries: 1, MaxRetries: 3, RetryIntervalMs: 60_000}
+			got := decide(ti, tc.policy, tc.cause, tc.res, func() float64 { return 0.5 })
+			if got.Next != tc.next || got.Retry != (tc.next == dao.TaskQueued) || got.RetryWait != tc.wait {
+				t.Errorf("decide = next %s, retry %v, wait %s; want %s after %s", got.Next, got.Retry, got.RetryWait, tc.next, tc.wait)
+			}
+			if !strings.HasSuffix(got.Error, tc.error) {
+				t.Errorf("error %q; want it to end %q", got.Error, tc.error)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -513,7 +514,11 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		log.Warn().Msg("the task was taken from this attempt; its result is not recorded")
 		return
 	}
-	r := decide(t, cause, res)
+	var policy *workflow.RetryPolicy
+	if paramsErr == nil {
+		policy = params.Task.RetryPolicy()
+	}
+	r := decide(t, policy, cause, res, rand.Float64)
 	w.mask.result(&r)
 	w.ran(a)
 	w.report(log, tok, r, span)

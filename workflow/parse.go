@@ -165,6 +165,16 @@ type decoder struct {
 	// merging holds the mappings being merged in, to refuse one that merges itself.
 	merging map[*yaml.Node]bool
 	pos     positions
+	// fields are the lines of the keys of the task being decoded (taskPos.fields).
+	fields map[string]int
+}
+
+// taskField records the line of a key inside a mapping of the task being decoded, as
+// "<field>.<key>", so validation problems point at it.
+func (d *decoder) taskField(key string, line int) {
+	if d.fields != nil {
+		d.fields[key] = line
+	}
 }
 
 // positions remembers where each field was in the file, so that validation problems, found
@@ -195,6 +205,11 @@ func (p positions) line(pr problem) int {
 	tp := p.tasks[pr.task]
 	if l, ok := tp.fields[pr.field]; ok {
 		return l
+	}
+	if parent, _, ok := strings.Cut(pr.field, "."); ok {
+		if l, ok := tp.fields[parent]; ok {
+			return l
+		}
 	}
 	return tp.line
 }
@@ -433,6 +448,8 @@ func (d *decoder) decodeTask(i int, n *yaml.Node) (Task, taskPos) {
 		return t, tp
 	}
 	where := taskLabel(i, nameOf(n))
+	d.fields = tp.fields
+	defer func() { d.fields = nil }()
 	for _, kv := range d.mapping(n, where) {
 		key := kv.key.Value
 		f, ok := lookupField(key)

@@ -46,6 +46,8 @@ var schemaObjects = []schemaObject{
 	{def: "schedule", typ: reflect.TypeFor[Schedule](), required: []string{"cron"}},
 	{def: "concurrency", typ: reflect.TypeFor[Concurrency](), required: []string{"key"}},
 	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"events"}, aliases: map[string]string{"on": "events"}},
+	{def: "retry-backoff", typ: reflect.TypeFor[RetryBackoff](), required: []string{"initial"}},
+	{def: "retry-on", typ: reflect.TypeFor[RetryOn](), required: []string{}},
 }
 
 // typeRequired are the fields a task of each type must have; Validate refuses the task
@@ -72,6 +74,7 @@ func schemaEnums() map[string][]string {
 		"concurrency.when-full": ConcurrencyPolicies(),
 		"notify.on":             NotifyEvents,
 		"notify.events":         NotifyEvents,
+		"retry-on.errors":       ErrorKinds(),
 	}
 }
 
@@ -88,6 +91,9 @@ var schemaBounds = map[string][2]float64{
 	"task.version":                  {0, math.Inf(1)},
 	"schedule.misfire-limit":        {0, MaxMisfireLimit},
 	"concurrency.max":               {0, MaxActiveInstances},
+	"retry-backoff.factor":          {1, math.Inf(1)},
+	"retry-backoff.jitter":          {0, 1},
+	"retry-on.exit-codes":           {1, MaxExitCode},
 }
 
 // schemaNames are the patterns Validate holds names to: of the mappings' keys, by
@@ -352,7 +358,10 @@ var schemaDocs = map[string]string{
 	"task.type":           "What the task does: shell (a command), llm (one prompt), agent (steps of prompts and waits), wait (waits for a signal), workflow (starts a child workflow) or noop.",
 	"task.depends-on":     "The tasks that must have ended before this one runs (see trigger).",
 	"task.retries":        "How many times a failed run is retried, 0..100.",
-	"task.retry-interval": "The wait before each retry.",
+	"task.retry-interval": "The wait before each retry; exclusive with retry-backoff.",
+	"task.retry-backoff":  "Makes the wait before each retry grow: initial, times factor at each further retry, at most max, less up to jitter of itself at random.",
+	"task.retry-on":       "Retries only the failures it names, by exit code or error kind; any other failure fails the task at once.",
+	"task.no-retry-on":    "Never retries the failures it names, by exit code or error kind: they fail the task at once.",
 	"task.timeout":        "Bounds one run: past it the run is killed and fails.",
 	"task.deadline":       "How long after its instance's submission the task should have ended: past it the deadline event is sent, once, and nothing else changes.",
 	"task.priority":       "Orders claims: higher is claimed first; -1000..1000.",
@@ -398,6 +407,13 @@ var schemaDocs = map[string]string{
 	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",
 	"concurrency.max":        "How many instances with one key run at once; 1 when left out.",
 	"concurrency.when-full":  "What a new instance does when its key is full: queue (the default), skip, or cancel-oldest (stop the oldest active one).",
+
+	"retry-backoff.initial": "The wait before the first retry.",
+	"retry-backoff.factor":  "Multiplies the wait at each further retry, at least 1; 2 when left out.",
+	"retry-backoff.max":     "The longest wait, at least initial; no cap when left out.",
+	"retry-backoff.jitter":  "0..1: each wait w becomes w × (1 − jitter × r), r drawn uniformly from [0, 1), so that tasks that failed together do not retry together; 0 when left out.",
+	"retry-on.exit-codes":   "Exit statuses of the task's process, 1..255.",
+	"retry-on.errors":       "Error kinds: timeout (past the task's timeout), killed (SIGKILL from outside zksched, such as the OOM killer: exit 137), model-error (a failed model call other than a rate limit), rate-limit (the provider's rate limit).",
 }
 
 // paramSchema is the schema of one of the workflow's params: its default alone, or a

@@ -78,6 +78,7 @@ func TestSchemaFields(t *testing.T) {
 	parsed := map[string][]string{
 		"workflow": workflowFields, "task": fieldNames(), "step": stepFields,
 		"schedule": scheduleFields, "concurrency": concurrencyFields, "notify": notifyFields,
+		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
 	}
 	known := map[string]bool{}
 	for _, o := range schemaObjects {
@@ -145,12 +146,14 @@ func TestSchemaFieldsParse(t *testing.T) {
 	schema := compiledSchema(t)
 	// Each mapping inside a workflow that parses, with FIELD where one more field goes.
 	files := map[string]string{
-		"workflow":    "name: w\ntasks: [{name: a, type: noop}]\nFIELD\n",
-		"task":        "name: w\ntasks:\n  - name: a\n    type: noop\n    FIELD\n",
-		"step":        "name: w\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    steps:\n      - name: s\n        prompt: hi\n        FIELD\n",
-		"schedule":    "name: w\ntasks: [{name: a, type: noop}]\nschedule:\n  cron: '@daily'\n  FIELD\n",
-		"concurrency": "name: w\ntasks: [{name: a, type: noop}]\nconcurrency:\n  key: '{{ .params.k }}'\n  FIELD\n",
-		"notify":      "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
+		"workflow":      "name: w\ntasks: [{name: a, type: noop}]\nFIELD\n",
+		"task":          "name: w\ntasks:\n  - name: a\n    type: noop\n    FIELD\n",
+		"step":          "name: w\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    steps:\n      - name: s\n        prompt: hi\n        FIELD\n",
+		"schedule":      "name: w\ntasks: [{name: a, type: noop}]\nschedule:\n  cron: '@daily'\n  FIELD\n",
+		"concurrency":   "name: w\ntasks: [{name: a, type: noop}]\nconcurrency:\n  key: '{{ .params.k }}'\n  FIELD\n",
+		"notify":        "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
+		"retry-backoff": "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-backoff:\n      initial: 1s\n      FIELD\n",
+		"retry-on":      "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-on:\n      errors: [timeout]\n      FIELD\n",
 	}
 	for _, o := range schemaObjects {
 		file := files[o.name()]
@@ -247,6 +250,14 @@ name: foreign
 tasks:
   - {name: a, type: llm, provider: p, prompt: hi, command: "", workdir: ~, steps: [], version: 0, params: {}, on-timeout: ""}
   - {name: b, type: wait, for-each: "", temperature: ~}
+`,
+	"retry policies": `
+name: retried
+tasks:
+  - {name: a, type: shell, command: ./a.sh, retries: 5, retry-backoff: {initial: 10s, factor: 1.5, max: 5m, jitter: 0.2},
+     retry-on: {exit-codes: [1, 75], errors: [timeout, killed]}, no-retry-on: {errors: [model-error]}}
+  - {name: b, type: llm, provider: p, prompt: hi, retries: 2, retry-backoff: {initial: 1m}, retry-on: {errors: [rate-limit]}}
+  - {name: c, type: noop, retry-backoff: {initial: 1s, factor: ~, max: ~, jitter: 0}, no-retry-on: {exit-codes: [2], errors: ~}}
 `,
 	"scalars as text": `
 name: 2026
@@ -353,6 +364,18 @@ func TestSchemaRefusesWhatParseRefuses(t *testing.T) {
 		"concurrency a string":          "name: w\nconcurrency: thread\ntasks: [{name: a, type: noop}]\n",
 		"concurrency without key":       "name: w\nconcurrency: {max: 2}\ntasks: [{name: a, type: noop}]\n",
 		"unknown concurrency when-full": "name: w\nconcurrency: {key: '{{ .params.k }}', when-full: wait}\ntasks: [{name: a, type: noop}]\n",
+		"retry-backoff a duration":      task("type: noop, retry-backoff: 10s"),
+		"retry-backoff without initial": task("type: noop, retry-backoff: {factor: 2}"),
+		"unknown retry-backoff field":   task("type: noop, retry-backoff: {initial: 1s, cap: 1m}"),
+		"retry-backoff factor below 1":  task("type: noop, retry-backoff: {initial: 1s, factor: 0.5}"),
+		"retry-backoff jitter above 1":  task("type: noop, retry-backoff: {initial: 1s, jitter: 1.5}"),
+		"retry-backoff factor a string": task("type: noop, retry-backoff: {initial: 1s, factor: double}"),
+		"retry-on a list":               task("type: noop, retry-on: [timeout]"),
+		"unknown retry-on field":        task("type: noop, retry-on: {codes: [1]}"),
+		"unknown error kind":            task("type: noop, retry-on: {errors: [oom]}"),
+		"exit code 0":                   task("type: noop, no-retry-on: {exit-codes: [0]}"),
+		"exit code 256":                 task("type: noop, retry-on: {exit-codes: [256]}"),
+		"exit code a string":            task("type: noop, retry-on: {exit-codes: [one]}"),
 	}
 	for name, data := range tests {
 		if _, err := Parse([]byte(data)); err == nil {

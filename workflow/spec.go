@@ -84,6 +84,13 @@ type Task struct {
 	// Retries is how many times a failed run is retried, 0..MaxRetries.
 	Retries       int      `json:"retries,omitempty" yaml:"retries,omitempty"`
 	RetryInterval Duration `json:"retry-interval,omitempty" yaml:"retry-interval,omitempty"`
+	// RetryBackoff makes the wait before each retry grow; nil waits RetryInterval before
+	// every retry. It and RetryInterval are exclusive.
+	RetryBackoff *RetryBackoff `json:"retry-backoff,omitempty" yaml:"retry-backoff,omitempty"`
+	// RetryOn, when set, retries only the failures it names; NoRetryOn never retries those
+	// it names. A failure not retried fails the task at once.
+	RetryOn   *RetryOn `json:"retry-on,omitempty" yaml:"retry-on,omitempty"`
+	NoRetryOn *RetryOn `json:"no-retry-on,omitempty" yaml:"no-retry-on,omitempty"`
 	// Timeout bounds one run; 0 means none.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	// Deadline is how long after its workflow instance's submission the task should have

@@ -129,6 +129,9 @@ func (s *Spec) problems() []problem {
 		if t.RetryInterval < 0 {
 			addTask("retry-interval", "retry-interval %s is negative", t.RetryInterval)
 		}
+		for _, p := range retryProblems(t) {
+			addTask(p.field, "%s", p.msg)
+		}
 		if t.Timeout < 0 {
 			addTask("timeout", "timeout %s is negative", t.Timeout)
 		}

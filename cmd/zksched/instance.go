@@ -35,6 +35,8 @@ type instances interface {
 	RerunWorkflow(ctx context.Context, id int64) (rerunJSON, error)
 	Stop(ctx context.Context, id int64) (stopJSON, error)
 	Signal(ctx context.Context, id int64, output string, fail bool) (signalJSON, error)
+	// Attempts reads the attempts of a task instance, oldest first.
+	Attempts(ctx context.Context, id int64) ([]attemptStatusJSON, error)
 }
 
 // statusJSON is a workflow instance with its tasks, as `zksched status --json` prints it.
@@ -79,6 +81,20 @@ type taskStatusJSON struct {
 	PausedStep *string `json:"paused_step,omitempty"`
 	// ItemCount is set on the parent of a for-each task's items: how many it has.
 	ItemCount *int `json:"item_count,omitempty"`
+	// NextAttemptAt is when the next attempt of a task queued for a retry is due.
+	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// Attempts are the attempts of a task that has been retried or waits for a retry, with
+	// their errors; absent for the others.
+	Attempts []attemptStatusJSON `json:"attempts,omitempty"`
+}
+
+// attemptStatusJSON is one attempt of a task, as the API's task view names its fields.
+type attemptStatusJSON struct {
+	Attempt  int        `json:"attempt"`
+	EndedAt  *time.Time `json:"ended_at"`
+	Outcome  *string    `json:"outcome"`
+	ExitCode *int       `json:"exit_code"`
+	Error    *string    `json:"error"`
 }
 
 // waitingJSON is a waiting task and, in words, what it waits for.
@@ -241,10 +257,28 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return instanceError("no status", err)
 	}
 	st.Waiting = waitingTasks(st.Tasks)
+	if err := addAttempts(ctx, inst, st); err != nil {
+		return instanceError("no status", err)
+	}
 	if *f.asJSON {
 		return writeJSON(stdout, st)
 	}
 	return writeStatus(stdout, st)
+}
+
+// addAttempts reads the attempts of the tasks of st that have been retried or wait for a
+// retry, for status to show their errors.
+func addAttempts(ctx context.Context, inst instances, st *statusJSON) error {
+	for i, t := range st.Tasks {
+		if t.Attempt > 1 || t.NextAttemptAt != nil {
+			as, err := inst.Attempts(ctx, t.ID)
+			if err != nil {
+				return err
+			}
+			st.Tasks[i].Attempts = as
+		}
+	}
+	return nil
 }
 
 // waitingTasks are the waiting tasks of tasks with what each waits for.
@@ -312,12 +346,16 @@ func writeStatus(w io.Writer, st *statusJSON) error {
 		if t.Error != nil {
 			note = append(note, oneLine(*t.Error))
 		}
+		if t.NextAttemptAt != nil {
+			note = append(note, fmt.Sprintf("attempt %d due %s", t.Attempt+1, stamp(t.NextAttemptAt)))
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Type, t.State, t.Attempt, worker,
 			stamp(t.StartedAt), stamp(t.EndedAt), strings.Join(note, "; "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeAttempts(w, st.Tasks)
 	if len(st.Waiting) > 0 {
 		fmt.Fprintln(w, "\nwaiting:")
 		for _, t := range st.Waiting {
@@ -325,6 +363,35 @@ func writeStatus(w io.Writer, st *statusJSON) error {
 		}
 	}
 	return nil
+}
+
+// writeAttempts lists the attempts of the tasks that have them (retried, or waiting for a
+// retry): how each ended, its error, and when the next is due.
+func writeAttempts(w io.Writer, tasks []taskStatusJSON) {
+	header := false
+	for _, t := range tasks {
+		if len(t.Attempts) == 0 {
+			continue
+		}
+		if !header {
+			fmt.Fprintln(w, "\nattempts:")
+			header = true
+		}
+		fmt.Fprintf(w, "  %s (task instance %d)\n", t.Name, t.ID)
+		for _, a := range t.Attempts {
+			line := fmt.Sprintf("    #%d running", a.Attempt)
+			if a.Outcome != nil {
+				line = fmt.Sprintf("    #%d %s %s", a.Attempt, strings.ReplaceAll(*a.Outcome, "_", " "), stamp(a.EndedAt))
+			}
+			if a.Error != nil {
+				line += ": " + oneLine(*a.Error)
+			}
+			fmt.Fprintln(w, line)
+		}
+		if t.NextAttemptAt != nil {
+			fmt.Fprintf(w, "    #%d due %s\n", t.Attempt+1, stamp(t.NextAttemptAt))
+		}
+	}
 }
 
 // stamp prints a time of a status, "-" for none.
@@ -535,13 +602,29 @@ func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error)
 	for _, t := range tasks {
 		j := taskStatusJSON{ID: t.ID, Name: t.Name, Type: t.Type, State: t.State, Attempt: t.Attempt, WorkerID: t.WorkerID,
 			KillRequested: t.KillRequested, Error: t.Error, QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount}
+			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount, NextAttemptAt: t.NextAttemptAt()}
 		if c, ok := children[t.ID]; ok {
 			j.ChildWorkflowInstanceID = &c
 		}
 		st.Tasks = append(st.Tasks, j)
 	}
 	return st, nil
+}
+
+func (d *dbInstances) Attempts(ctx context.Context, id int64) ([]attemptStatusJSON, error) {
+	as, err := d.db.AttemptList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]attemptStatusJSON, len(as))
+	for i, a := range as {
+		out[i] = attemptStatusJSON{Attempt: a.Attempt, EndedAt: a.EndedAt, ExitCode: a.ExitCode, Error: a.Error}
+		if a.Outcome != nil {
+			o := string(*a.Outcome)
+			out[i].Outcome = &o
+		}
+	}
+	return out, nil
 }
 
 func (d *dbInstances) Log(ctx context.Context, id int64, attempt, fromSeq int) (logPart, error) {

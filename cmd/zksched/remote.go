@@ -160,6 +160,14 @@ func (c *apiClient) Status(ctx context.Context, id int64) (*statusJSON, error) {
 	}
 }
 
+func (c *apiClient) Attempts(ctx context.Context, id int64) ([]attemptStatusJSON, error) {
+	var d struct {
+		Attempts []attemptStatusJSON `json:"attempts"`
+	}
+	err := c.do(ctx, http.MethodGet, fmt.Sprintf("/api/v1/task-instances/%d", id), nil, &d)
+	return d.Attempts, notFound(err, "task", id)
+}
+
 func (c *apiClient) Log(ctx context.Context, id int64, attempt, fromSeq int) (logPart, error) {
 	q := url.Values{"from_seq": {fmt.Sprint(fromSeq)}}
 	if attempt > 0 {

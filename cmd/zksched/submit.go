@@ -136,7 +136,9 @@ func printStoredSchedule(w io.Writer, spec *workflow.Spec, version int, s *dao.S
 	return nil
 }
 
-// waitFor prints every task state change of a workflow instance until it finishes. A queued
+// waitFor prints every task state change of a workflow instance until it finishes. A task
+// queued again after a failed attempt is shown with the attempt's error and when the next
+// one is due (queuedAgain). A queued
 // task whose group has no live worker (groups says which have one, nil when unknown) is shown
 // as waiting for one: it stays queued, it does not fail. A task that waits for a person (a
 // wait task, a paused agent) is shown with the command that signals it.
@@ -148,14 +150,14 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 		tasks, err := db.TaskListByWorkflow(ctx, id)
 		if err == nil {
 			for _, t := range tasks {
-				line := string(t.State)
+				line, countdown := string(t.State), ""
 				switch {
 				case t.State == dao.TaskRunning && t.WorkerID != nil:
 					line = fmt.Sprintf("running on %s (attempt %d)", *t.WorkerID, t.Attempt)
 				case t.State == dao.TaskQueued && noWorker(groups, t.WorkerGroup):
 					line = fmt.Sprintf("queued: waiting for a worker of group %s (none is running)", t.WorkerGroup)
 				case t.State == dao.TaskQueued && t.Attempt > 0:
-					line = fmt.Sprintf("queued again after attempt %d", t.Attempt)
+					line, countdown = queuedAgain(&t, time.Now())
 				case t.State == dao.TaskWaiting && t.PausedStep != nil:
 					line = fmt.Sprintf("waiting at its step %s: zksched signal %d --output TEXT [--fail], or Approve on its page",
 						*t.PausedStep, t.ID)
@@ -169,7 +171,7 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 				}
 				if seen[t.Name] != line {
 					seen[t.Name] = line
-					fmt.Fprintf(w, "%s  %-20s %s\n", time.Now().Format("15:04:05.000"), t.Name, line)
+					fmt.Fprintf(w, "%s  %-20s %s%s\n", time.Now().Format("15:04:05.000"), t.Name, line, countdown)
 				}
 			}
 		}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -68,4 +70,29 @@ func noWorker(groups func() map[string]bool, group string) bool {
 	}
 	live := groups()
 	return live != nil && !live[group]
+}
+
+// queuedAgain says why a task that has run is queued again, for `--wait`: after a failed
+// attempt, its error and when the next attempt is due ("attempt 1 failed: exit status 1;
+// attempt 2 at 11:02:03"), and countdown how long from now (" (in 30s)"), which changes as
+// time passes while line does not; after a hand-back, an interruption or a failover, what the
+// attempt's error says.
+func queuedAgain(t *dao.TaskInstance, now time.Time) (line, countdown string) {
+	due := t.NextAttemptAt()
+	if due == nil {
+		line = fmt.Sprintf("queued again after attempt %d", t.Attempt)
+		if t.Error != nil {
+			line += ": " + oneLine(*t.Error)
+		}
+		return line, ""
+	}
+	line = fmt.Sprintf("attempt %d failed", t.Attempt)
+	if t.Error != nil {
+		line += ": " + oneLine(*t.Error)
+	}
+	line += fmt.Sprintf("; attempt %d at %s", t.Attempt+1, due.Local().Format("15:04:05"))
+	if in := due.Sub(now).Round(time.Second); in > 0 {
+		countdown = fmt.Sprintf(" (in %s)", in)
+	}
+	return line, countdown
 }
