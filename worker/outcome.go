@@ -54,7 +54,7 @@ func decide(t *dao.TaskInstance, cause error, res executor.Result) dao.AttemptRe
 		r.Outcome, r.PausedStep, r.WaitFor = dao.OutcomePaused, res.Paused.Step, res.Paused.Timeout
 	default:
 		out := res.Output
-		r.Outcome, r.Output = dao.OutcomeSucceeded, &out
+		r.Outcome, r.Output, r.OutputTruncated = dao.OutcomeSucceeded, &out, res.OutputTruncated
 	}
 	r.Next, r.Retry = lifecycle.Next(t, r.Outcome)
 	return r
