@@ -85,6 +85,9 @@ type taskJSON struct {
 	PausedStep *string `json:"paused_step,omitempty"`
 	// ItemCount is set on the parent of a for-each task's items alone: how many it has.
 	ItemCount *int `json:"item_count,omitempty"`
+	// OutputTruncated marks Output as the first bytes of a longer output: it was over the
+	// task's output-limit and the task said output-overflow: truncate.
+	OutputTruncated bool `json:"output_truncated"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -94,7 +97,7 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
 		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, EndReason: t.EndReason, PausedStep: t.PausedStep,
-		ItemCount: t.ItemCount}
+		ItemCount: t.ItemCount, OutputTruncated: t.OutputTruncated}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
 	}

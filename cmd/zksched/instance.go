@@ -79,6 +79,8 @@ type taskStatusJSON struct {
 	PausedStep *string `json:"paused_step,omitempty"`
 	// ItemCount is set on the parent of a for-each task's items: how many it has.
 	ItemCount *int `json:"item_count,omitempty"`
+	// OutputTruncated marks the task's output as the first bytes of a longer one.
+	OutputTruncated bool `json:"output_truncated"`
 }
 
 // waitingJSON is a waiting task and, in words, what it waits for.
@@ -312,6 +314,9 @@ func writeStatus(w io.Writer, st *statusJSON) error {
 		if t.Error != nil {
 			note = append(note, oneLine(*t.Error))
 		}
+		if t.OutputTruncated {
+			note = append(note, "output truncated at its output-limit")
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Type, t.State, t.Attempt, worker,
 			stamp(t.StartedAt), stamp(t.EndedAt), strings.Join(note, "; "))
 	}
@@ -535,7 +540,7 @@ func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error)
 	for _, t := range tasks {
 		j := taskStatusJSON{ID: t.ID, Name: t.Name, Type: t.Type, State: t.State, Attempt: t.Attempt, WorkerID: t.WorkerID,
 			KillRequested: t.KillRequested, Error: t.Error, QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount}
+			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount, OutputTruncated: t.OutputTruncated}
 		if c, ok := children[t.ID]; ok {
 			j.ChildWorkflowInstanceID = &c
 		}
