@@ -1,14 +1,21 @@
 package worker_test
 
 import (
+	"context"
 	"encoding/json"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/internal/testenv"
+	"github.com/zksched/zksched/worker"
+	"github.com/zksched/zksched/worker/executor"
 )
 
 // TestOutputsPassWholeOrFailWithTheirLimit runs, through a master and a worker on
@@ -96,5 +103,74 @@ tasks:
 	}
 	if tasks["big"].OutputTruncated {
 		t.Error("big's output, whole, is marked truncated")
+	}
+}
+
+// TestModelOutputsHonourTheLimit: an llm's completion and an agent's last step are held to
+// the task's output-limit as a shell task's line is.
+func TestModelOutputsHonourTheLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	srv := llmtest.New(t)
+	b.startLLMWorker(t, "w1", srv, 4)
+	id := b.submit(t, `
+name: model-limits
+tasks:
+  - {name: over, type: llm, provider: test, prompt: one, output-limit: 8}
+  - {name: cut, type: llm, provider: test, prompt: two, output-limit: 8, output-overflow: truncate}
+  - {name: agent-over, type: agent, provider: test, output-limit: 8, steps: [{name: s, prompt: three}]}
+  - {name: fits, type: llm, provider: test, prompt: four}
+`)
+	_, tasks := b.waitDone(t, id)
+	for _, name := range []string{"over", "agent-over"} {
+		if ti := tasks[name]; ti.State != dao.TaskFailed || !strings.Contains(deref(ti.Error), "over the task's output-limit of 8 bytes") {
+			t.Errorf("%s: %s, error %q; want failed naming the limit", name, ti.State, deref(ti.Error))
+		}
+	}
+	cut, err := b.db.TaskGet(b.ctx, tasks["cut"].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := llmtest.Answer("two")[:8]; cut.State != dao.TaskSucceeded || deref(cut.Output) != want || !cut.OutputTruncated {
+		t.Errorf("cut: %s %q (truncated %v); want succeeded %q, truncated", cut.State, deref(cut.Output), cut.OutputTruncated, want)
+	}
+	if fits := tasks["fits"]; fits.State != dao.TaskSucceeded || deref(fits.Output) != llmtest.Answer("four") {
+		t.Errorf("fits: %s %q", fits.State, deref(fits.Output))
+	}
+}
+
+// TestOutputLimitOverTheWorkersMax: a task whose output-limit is over its worker's
+// worker.output-limit-max fails without running, naming both.
+func TestOutputLimitOverTheWorkersMax(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := worker.New(worker.Config{ID: "w1", Groups: []string{"default"}, Slots: 2, PollInterval: 100 * time.Millisecond,
+		ShutdownTimeout: time.Second, LogLimit: 1 << 20, Log: zerolog.Nop(), OutputLimit: 1024, OutputLimitMax: 4096}, b.db, openGate{},
+		executor.Set{"shell": executor.Shell{Self: self, KillGrace: 500 * time.Millisecond}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	dir := t.TempDir()
+	id := b.submit(t, `
+name: asks-too-much
+tasks:
+  - {name: greedy, type: shell, output-limit: 8192, command: 'touch `+dir+`/ran; echo ran'}
+  - {name: default-limit, type: shell, command: "head -c 2000 /dev/zero | tr '\\0' d; echo"}
+`)
+	_, tasks := b.waitDone(t, id)
+	want := "output-limit 8192 bytes (8.0 KiB) is over this worker's worker.output-limit-max of 4096 bytes (4.0 KiB)"
+	if g := tasks["greedy"]; g.State != dao.TaskFailed || deref(g.Error) != want {
+		t.Errorf("greedy: %s, error %q; want failed: %q", g.State, deref(g.Error), want)
+	}
+	if _, err := os.Stat(dir + "/ran"); err == nil {
+		t.Error("the task over the maximum ran")
+	}
+	if d := tasks["default-limit"]; d.State != dao.TaskFailed || !strings.Contains(deref(d.Error), "over the task's output-limit of 1024 bytes") {
+		t.Errorf("default-limit: %s, error %q; want failed by the worker's output-limit of 1024", d.State, deref(d.Error))
 	}
 }
