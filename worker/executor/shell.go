@@ -253,11 +253,11 @@ type lastLine struct {
 	w         io.Writer
 	keep      int
 	mu        sync.Mutex
-	line, cur line // the last complete non-empty line, the line being written
+	line, cur outputLine // the last complete non-empty line, the line being written
 }
 
-// line is one line of output as lastLine reads it.
-type line struct {
+// outputLine is one line of output as lastLine reads it.
+type outputLine struct {
 	text []byte // from its first byte that is not a space on, its first keep bytes at most
 	// size counts its bytes from the first that is not a space on, and trail the spaces at
 	// its end, whether text holds them or not.
@@ -273,9 +273,9 @@ func (l *lastLine) Write(p []byte) (int, error) {
 		switch {
 		case b == '\n':
 			if l.cur.size > l.cur.trail {
-				l.line = line{text: append(l.line.text[:0], l.cur.text...), size: l.cur.size, trail: l.cur.trail}
+				l.line = outputLine{text: append(l.line.text[:0], l.cur.text...), size: l.cur.size, trail: l.cur.trail}
 			}
-			l.cur = line{text: l.cur.text[:0]}
+			l.cur = outputLine{text: l.cur.text[:0]}
 			continue
 		case isSpace(b) && l.cur.size == 0:
 			continue
