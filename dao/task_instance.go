@@ -15,7 +15,7 @@ func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
 		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage,
-		&t.PausedStep, &t.ItemCount, &t.EndReason}
+		&t.PausedStep, &t.ItemCount, &t.EndReason, &t.OutputTruncated}
 }
 
 // queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
@@ -159,7 +159,7 @@ const claimSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooledShare's statement: claimSQL without its pools.
@@ -227,7 +227,7 @@ const claimUnpooledSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM claimed ORDER BY priority DESC, id`
 
 // Share is what a worker's claim needs to take no more than its share of a burst of tasks

@@ -171,8 +171,7 @@ type TaskInstance struct {
 	// ItemCount is set on the parent of a for-each task's items alone: how many items it has.
 	ItemCount *int `db:"item_count"`
 	// OutputTruncated marks Output as the first bytes of a longer output (output-overflow:
-	// truncate). Only the statements that show a task read it (TaskGet, TaskListByWorkflow,
-	// TaskPageOfWorkflow); it is false in the others.
+	// truncate).
 	OutputTruncated bool `db:"output_truncated"`
 }
 
