@@ -88,6 +88,9 @@ type taskJSON struct {
 	// NextAttemptAt is when the next attempt of a task queued for a retry is due (its
 	// retry-interval or retry-backoff after the failed attempt's end); null otherwise.
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// OutputTruncated marks Output as the first bytes of a longer output: it was over the
+	// task's output-limit and the task said output-overflow: truncate.
+	OutputTruncated bool `json:"output_truncated"`
 }
 
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
@@ -97,7 +100,7 @@ func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 		RetryInterval: t.RetryInterval().String(), NotBefore: t.NotBefore, NextAttemptAt: t.NextAttemptAt(), FailoverCount: t.FailoverCount,
 		KillRequested: t.KillRequested, Params: t.Params, Output: t.Output, Error: t.Error, ExitCode: t.ExitCode, Usage: t.Usage,
 		QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt, EndReason: t.EndReason, PausedStep: t.PausedStep,
-		ItemCount: t.ItemCount}
+		ItemCount: t.ItemCount, OutputTruncated: t.OutputTruncated}
 	if d := t.Timeout(); d > 0 {
 		j.Timeout = d.String()
 	}

@@ -524,6 +524,19 @@ type Worker struct {
 	// output.
 	LogLimit int `yaml:"log-limit"`
 
+	// OutputLimit is the most bytes a task's output (a shell task's last line of stdout, an
+	// llm's completion, an agent's last step) may have when the task names no output-limit.
+	// Defaults to 1048576 (1 MiB). An output over its limit fails the task, naming the limit
+	// and the size, unless the task says output-overflow: truncate. Outputs are stored in
+	// PostgreSQL and copied into each task that reads them, so keep it modest. 1..OutputLimitMax.
+	OutputLimit int `yaml:"output-limit"`
+
+	// OutputLimitMax is the most a task's output-limit may ask for: a task that asks more
+	// fails before it runs. Defaults to 16777216 (16 MiB). 1..67108864 ([MaxOutputLimit]).
+	// Give every worker the same output-limit and output-limit-max, as a task may run on any
+	// of them.
+	OutputLimitMax int `yaml:"output-limit-max"`
+
 	// TaskCgroup is where each shell task attempt gets a cgroup v2 leaf of its own: one
 	// holds every process the task starts, even one that leaves the task's process group
 	// (setsid, a daemonizer), so all of them die when the attempt ends. [TaskCgroupAuto],
@@ -558,6 +571,10 @@ type Worker struct {
 	// the tasks are as trusted as root; the worker warns at every start.
 	AllowRootTasks bool `yaml:"allow-root-tasks"`
 }
+
+// MaxOutputLimit is the most worker.output-limit-max may be: workflow.MaxOutputLimit, the
+// most a task's output-limit may be.
+const MaxOutputLimit = 64 << 20
 
 // KillGraceMargin is how much longer than a worker's kill grace the leader waits, after the
 // worker's session expired, before it re-queues the worker's tasks: time for the cut-off
@@ -766,6 +783,8 @@ func Defaults() Config {
 			PollInterval:    time.Second,
 			SpreadWait:      100 * time.Millisecond,
 			LogLimit:        1 << 20,
+			OutputLimit:     1 << 20,
+			OutputLimitMax:  16 << 20,
 			TaskCgroup:      TaskCgroupAuto,
 			TaskEnv:         []string{},
 		},

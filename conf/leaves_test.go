@@ -7,6 +7,7 @@ import (
 	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/worker/llm"
+	"github.com/zksched/zksched/workflow"
 )
 
 // TestLeavesTakeConfValues: the packages that take their own options instead of importing
@@ -27,5 +28,9 @@ func TestLeavesTakeConfValues(t *testing.T) {
 		if c.conf != c.leaf {
 			t.Errorf("conf's value %q is %q in its package", c.conf, c.leaf)
 		}
+	}
+	if conf.MaxOutputLimit != workflow.MaxOutputLimit || conf.Defaults().Worker.OutputLimit != workflow.DefaultOutputLimit {
+		t.Errorf("conf's output limits (max %d, default %d) are not workflow's (%d, %d)", conf.MaxOutputLimit,
+			conf.Defaults().Worker.OutputLimit, workflow.MaxOutputLimit, workflow.DefaultOutputLimit)
 	}
 }

@@ -121,6 +121,8 @@ func (c *Config) Validate() error {
 	if w.LogLimit < 0 {
 		v.problem("worker.log-limit", "%d is negative; 0 keeps no output", w.LogLimit)
 	}
+	v.intRange("worker.output-limit-max", w.OutputLimitMax, 1, MaxOutputLimit)
+	v.intRange("worker.output-limit", w.OutputLimit, 1, max(w.OutputLimitMax, 1))
 	if tc := w.TaskCgroup; tc != TaskCgroupAuto && tc != TaskCgroupOff && (!path.IsAbs(tc) || path.Clean(tc) != tc) {
 		v.problem("worker.task-cgroup", "%q: want %s, %s or the absolute, clean path of a cgroup v2 directory", tc, TaskCgroupAuto, TaskCgroupOff)
 	}

@@ -276,6 +276,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 			UPDATE task_instance SET state = CASE WHEN item_count IS NULL THEN 'queued' ELSE 'waiting' END,
 				worker_id = NULL, retries = 0,
 				kill_requested = false, not_before = NULL, output = NULL, error = NULL, exit_code = NULL, end_reason = NULL,
+				output_truncated = false,
 				started_at = CASE WHEN item_count IS NULL THEN NULL ELSE now() END, ended_at = NULL, queued_at = now()
 			WHERE workflow_instance_id = $1 AND id = ANY($2) AND state IN ('failed', 'killed')
 			RETURNING id, state, worker_group`, workflowID, pq.Array(taskIDs))

@@ -44,15 +44,18 @@ type ForEachEnd struct {
 	State  TaskState
 	Output *string
 	Error  *string
+	// OutputTruncated marks Output as the array of the first items' outputs alone.
+	OutputTruncated bool
 }
 
 // finishForEachSQL is TaskFinishManyForEachIfWaiting's statement: $1 the parents, $2 their
-// end states, $3 their outputs, $4 their errors. A parent killed keeps the reason its kill
-// request gave it (killSQL); one that ended otherwise ended by its items.
+// end states, $3 their outputs, $4 their errors, $5 their outputs' truncated marks. A parent
+// killed keeps the reason its kill request gave it (killSQL); one that ended otherwise ended
+// by its items.
 const finishForEachSQL = `
 		UPDATE task_instance t SET state = x.state, output = x.output, error = x.err, ended_at = now(),
-			end_reason = CASE WHEN x.state = 'killed' THEN t.end_reason END
-		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[]) AS x(id, state, output, err)
+			end_reason = CASE WHEN x.state = 'killed' THEN t.end_reason END, output_truncated = x.truncated
+		FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::bool[]) AS x(id, state, output, err, truncated)
 		WHERE t.id = x.id AND t.state = 'waiting' AND t.item_count IS NOT NULL
 		RETURNING t.id`
 
@@ -66,11 +69,12 @@ func (q *Queries) TaskFinishManyForEachIfWaiting(ctx context.Context, ends []For
 		return 0, nil
 	}
 	ids, states, outputs, errs := make([]int64, len(ends)), make([]string, len(ends)), make([]*string, len(ends)), make([]*string, len(ends))
+	truncated := make([]bool, len(ends))
 	for i, e := range ends {
-		ids[i], states[i], outputs[i], errs[i] = e.ID, string(e.State), e.Output, e.Error
+		ids[i], states[i], outputs[i], errs[i], truncated[i] = e.ID, string(e.State), e.Output, e.Error, e.OutputTruncated
 	}
 	var ended []int64
-	if err := sqlxSelect(ctx, q, &ended, finishForEachSQL, pq.Array(ids), pq.Array(states), pq.Array(outputs), pq.Array(errs)); err != nil {
+	if err := sqlxSelect(ctx, q, &ended, finishForEachSQL, pq.Array(ids), pq.Array(states), pq.Array(outputs), pq.Array(errs), pq.Array(truncated)); err != nil {
 		return 0, fmt.Errorf("end %d for-each tasks: %w", len(ends), err)
 	}
 	return len(ended), nil

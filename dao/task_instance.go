@@ -15,7 +15,7 @@ func (t *TaskInstance) fields() []any {
 	return []any{&t.ID, &t.WorkflowInstanceID, &t.Name, &t.Type, &t.Params, &t.State, &t.Priority, &t.WorkerGroup,
 		&t.Pool, &t.WorkerID, &t.Attempt, &t.Retries, &t.MaxRetries, &t.RetryIntervalMs, &t.TimeoutMs,
 		&t.NotBefore, &t.FailoverCount, &t.KillRequested, &t.Output, &t.Error, &t.ExitCode, &t.QueuedAt, &t.StartedAt, &t.EndedAt, &t.Usage,
-		&t.PausedStep, &t.ItemCount, &t.EndReason}
+		&t.PausedStep, &t.ItemCount, &t.EndReason, &t.OutputTruncated}
 }
 
 // queryTasks runs a hot statement that returns TaskInstance's columns, at most limit rows
@@ -159,7 +159,7 @@ const claimSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM claimed ORDER BY priority DESC, id`
 
 // claimUnpooledSQL is TaskClaimQueuedUnpooledShare's statement: claimSQL without its pools.
@@ -227,7 +227,7 @@ const claimUnpooledSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM claimed ORDER BY priority DESC, id`
 
 // Share is what a worker's claim needs to take no more than its share of a burst of tasks
@@ -351,6 +351,9 @@ type AttemptResult struct {
 	// waits at; WaitFor bounds that wait (0: without end).
 	PausedStep string
 	WaitFor    time.Duration
+	// OutputTruncated marks Output as the first bytes of a longer output (output-overflow:
+	// truncate).
+	OutputTruncated bool
 }
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
@@ -390,7 +393,7 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const wakeIDsPerPayload = 300
 
-// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$14).
+// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$15).
 //
 // Its CTE pools locks, in name order, the pools of the tasks it ends, before any task row, in
 // the order the claim takes them: the row trigger that keeps task_pool.running (migration
@@ -401,9 +404,9 @@ const wakeIDsPerPayload = 300
 const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
-				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[])
+				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bool[])
 				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage,
-					paused_step, wait_ms, retry_ms)
+					paused_step, wait_ms, retry_ms, truncated)
 		), pools AS (
 			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
 				-- One probe of the primary key per task, whatever the statistics say (see
@@ -429,6 +432,7 @@ const finishManySQL = `
 				not_before = CASE WHEN x.retry AND NOT ti.kill_requested
 					THEN now() + coalesce(x.retry_ms * interval '1 millisecond', ti.retry_interval) END,
 				output = CASE WHEN x.next IN ('queued', 'waiting') THEN ti.output ELSE x.output END,
+				output_truncated = CASE WHEN x.next IN ('queued', 'waiting') THEN ti.output_truncated ELSE x.truncated END,
 				error = CASE WHEN (x.next IN ('queued', 'waiting') AND ti.kill_requested) OR x.next = 'killed'
 					THEN killed_error(ti.end_reason)
 					WHEN x.next = 'waiting' THEN NULL ELSE x.err END,
@@ -514,7 +518,7 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	ids, attempts, exits := make([]int64, n), make([]int64, n), make([]*int64, n)
 	workers, nexts, outcomes := make([]string, n), make([]string, n), make([]string, n)
 	outputs, errs, attemptUsage, taskUsage := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-	retry := make([]bool, n)
+	retry, truncated := make([]bool, n), make([]bool, n)
 	paused, waitMs, retryMs := make([]*string, n), make([]*int64, n), make([]*int64, n)
 	for i, f := range fins {
 		r := &fins[i].Result
@@ -531,6 +535,7 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 		}
 		ids[i], workers[i], attempts[i] = f.Token.TaskID, f.Token.WorkerID, int64(f.Token.Attempt)
 		nexts[i], outcomes[i], retry[i], outputs[i] = string(r.Next), string(r.Outcome), r.Retry, r.Output
+		truncated[i] = r.OutputTruncated
 		if r.Error != "" {
 			errs[i] = &r.Error
 		}
@@ -542,7 +547,7 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	}
 	recorded, err := queryRows(ctx, q, 2*n, (*finishRow).fields, finishManySQL, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
 		pq.Array(retry), pq.Array(outputs), pq.Array(errs), pq.Array(exits), pq.Array(outcomes),
-		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs), pq.Array(retryMs))
+		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs), pq.Array(retryMs), pq.Array(truncated))
 	if err != nil {
 		if n == 1 {
 			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)
@@ -758,7 +763,7 @@ const taskListByWorkflowSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM task_instance
 		WHERE workflow_instance_id = $1 ORDER BY id`
 
@@ -778,7 +783,7 @@ const taskGetSQL = `
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM task_instance WHERE id = $1`
 
 // TaskGet returns one task instance.

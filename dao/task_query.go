@@ -430,7 +430,7 @@ const (
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM task_instance
 		WHERE workflow_instance_id = $1 AND ($2::text = '' OR state = $2) AND id > $3
 		ORDER BY id LIMIT $4`
@@ -440,7 +440,7 @@ const (
 			(extract(epoch FROM retry_interval) * 1000)::bigint AS retry_interval_ms,
 			(extract(epoch FROM timeout) * 1000)::bigint AS timeout_ms,
 			not_before, failover_count, kill_requested, output, error, exit_code, queued_at, started_at, ended_at, usage,
-			paused_step, item_count, end_reason
+			paused_step, item_count, end_reason, output_truncated
 		FROM task_instance
 		WHERE workflow_instance_id = $1 AND ($2::text = '' OR state = $2) AND id < $3
 		ORDER BY id DESC LIMIT $4`

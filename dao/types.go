@@ -170,6 +170,9 @@ type TaskInstance struct {
 	PausedStep *string `db:"paused_step"`
 	// ItemCount is set on the parent of a for-each task's items alone: how many items it has.
 	ItemCount *int `db:"item_count"`
+	// OutputTruncated marks Output as the first bytes of a longer output (output-overflow:
+	// truncate).
+	OutputTruncated bool `db:"output_truncated"`
 }
 
 // Token returns the fencing token of the task's current attempt.

@@ -31,6 +31,9 @@ type ForEachStep struct {
 	State  dao.TaskState
 	Output *string
 	Error  string
+	// OutputTruncated marks Output as the array of the first items' outputs alone
+	// (BoundOutput).
+	OutputTruncated bool
 }
 
 // namedItems is how many items a failed for-each's error names before it counts the rest.
@@ -95,6 +98,47 @@ func ForEach(parent dao.TaskOutcome, items []dao.TaskOutcome, maxParallel int) F
 	return step
 }
 
+// BoundOutput holds the output of a for-each task t that succeeded, the JSON array of its
+// items' outputs, to t's output-limit (workflow.DefaultOutputLimit when it names none): an
+// array over it fails the task with a *workflow.OutputTooLarge error, unless t's
+// output-overflow is truncate, when the array keeps the first items whose array fits and is
+// marked truncated.
+func (s *ForEachStep) BoundOutput(t *workflow.Task) {
+	if !s.Done || s.State != dao.TaskSucceeded || s.Output == nil {
+		return
+	}
+	limit := t.OutputLimit
+	if limit <= 0 {
+		limit = workflow.DefaultOutputLimit
+	}
+	if len(*s.Output) <= limit {
+		return
+	}
+	if t.OutputOverflow != workflow.OverflowTruncate {
+		s.Error = (&workflow.OutputTooLarge{What: "the for-each's output, the JSON array of its items' outputs,", Size: len(*s.Output),
+			Limit: limit}).Error()
+		s.State, s.Output = dao.TaskFailed, nil
+		return
+	}
+	var outputs []string
+	_ = json.Unmarshal([]byte(*s.Output), &outputs) // ForEach made it from strings
+	size := len("[]")
+	fit := 0
+	for i, o := range outputs {
+		raw, _ := json.Marshal(o)
+		if i > 0 {
+			size++ // the comma
+		}
+		if size += len(raw); size > limit {
+			break
+		}
+		fit++
+	}
+	raw, _ := json.Marshal(outputs[:fit])
+	out := string(raw)
+	s.Output, s.OutputTruncated = &out, true
+}
+
 // forEach is the for-each side of one advance of the workflow instance wf of spec, whose task
 // instances are tasks: it takes every parent still waiting a step (ForEach), reading the
 // items it creates with q. It returns the items' task instances to create and the parents'
@@ -137,6 +181,7 @@ func forEach(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, spec
 			return nil, nil, fmt.Errorf("workflow instance %d: task instance %s has items but its definition has no such task", wf.ID, parent.Name)
 		}
 		step := ForEach(*parent, items[parent.Name], task.MaxParallel)
+		step.BoundOutput(task)
 		if step.To > step.From {
 			values, err := q.TaskForEachItems(ctx, parent.ID, step.From, step.To-step.From)
 			if err != nil {
@@ -157,7 +202,7 @@ func forEach(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, spec
 			rows = append(rows, made...)
 		}
 		if step.Done {
-			end := dao.ForEachEnd{ID: parent.ID, State: step.State, Output: step.Output}
+			end := dao.ForEachEnd{ID: parent.ID, State: step.State, Output: step.Output, OutputTruncated: step.OutputTruncated}
 			if step.Error != "" {
 				end.Error = &step.Error
 			}

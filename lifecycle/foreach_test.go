@@ -1,9 +1,11 @@
 package lifecycle
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/zksched/zksched/dao"
@@ -114,5 +116,55 @@ tasks:
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: create %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestForEachOutputBound: a for-each's array is held to its output-limit, 1 MiB when it names
+// none: over it the task fails naming the limit and the size, or keeps the first items that
+// fit, marked truncated.
+func TestForEachOutputBound(t *testing.T) {
+	t.Parallel()
+	succeeded := func(out string) ForEachStep { return ForEachStep{Done: true, State: dao.TaskSucceeded, Output: &out} }
+	for _, tc := range []struct {
+		name      string
+		task      workflow.Task
+		output    string
+		want      string
+		truncated bool
+		err       string
+	}{
+		{"under the default", workflow.Task{}, `["a","b"]`, `["a","b"]`, false, ""},
+		{"at the limit", workflow.Task{OutputLimit: 9}, `["a","b"]`, `["a","b"]`, false, ""},
+		{"over the limit", workflow.Task{OutputLimit: 8}, `["a","b"]`, "", false,
+			"the for-each's output, the JSON array of its items' outputs, is 9 bytes, over the task's output-limit of 8 bytes"},
+		{"truncated to the items that fit", workflow.Task{OutputLimit: 8, OutputOverflow: workflow.OverflowTruncate},
+			`["a","b"]`, `["a"]`, true, ""},
+		{"no item fits", workflow.Task{OutputLimit: 3, OutputOverflow: workflow.OverflowTruncate}, `["a","b"]`, `[]`, true, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			step := succeeded(tc.output)
+			step.BoundOutput(&tc.task)
+			if tc.err != "" {
+				if step.State != dao.TaskFailed || step.Output != nil || !strings.HasPrefix(step.Error, tc.err) {
+					t.Errorf("got %s %v %q; want failed: %q", step.State, step.Output, step.Error, tc.err)
+				}
+				return
+			}
+			if step.State != dao.TaskSucceeded || step.Output == nil || *step.Output != tc.want || step.OutputTruncated != tc.truncated {
+				t.Errorf("got %s %v (truncated %v); want %s (truncated %v)", step.State, step.Output, step.OutputTruncated, tc.want, tc.truncated)
+			}
+		})
+	}
+	// 100 items of 1 KB are far below the default limit.
+	outputs := make([]string, 100)
+	for i := range outputs {
+		outputs[i] = strings.Repeat("k", 1000)
+	}
+	raw, _ := json.Marshal(outputs)
+	step := succeeded(string(raw))
+	step.BoundOutput(&workflow.Task{})
+	if step.State != dao.TaskSucceeded || *step.Output != string(raw) {
+		t.Errorf("100 items of 1 KB: %s, %q", step.State, step.Error)
 	}
 }

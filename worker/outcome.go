@@ -57,7 +57,7 @@ func decide(t *dao.TaskInstance, p *workflow.RetryPolicy, cause error, res execu
 		r.Outcome, r.PausedStep, r.WaitFor = dao.OutcomePaused, res.Paused.Step, res.Paused.Timeout
 	default:
 		out := res.Output
-		r.Outcome, r.Output = dao.OutcomeSucceeded, &out
+		r.Outcome, r.Output, r.OutputTruncated = dao.OutcomeSucceeded, &out, res.OutputTruncated
 	}
 	end := lifecycle.EndOf(t, p, r.Outcome, failure(r.Outcome, res), rnd)
 	r.Next, r.Retry, r.RetryWait = end.Next, end.Retry, end.Wait

@@ -75,6 +75,12 @@ type Config struct {
 	// Tracer, unless nil (tracing off), gets a span for every attempt of a traced instance,
 	// which it ends once the attempt's result is recorded.
 	Tracer *tracing.Tracer
+	// OutputLimit is the output limit of a task that names no output-limit (conf's
+	// worker.output-limit); 0 is workflow.DefaultOutputLimit.
+	OutputLimit int
+	// OutputLimitMax is the most a task's output-limit may ask for (worker.output-limit-max):
+	// a task that asks more fails without running. 0 is workflow.MaxOutputLimit.
+	OutputLimitMax int
 }
 
 // Peers lists the other live workers that serve all the groups this one serves.
@@ -147,6 +153,12 @@ type attempt struct {
 func New(cfg Config, db *dao.DB, gate Gate, execs executor.Set) *Worker {
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()
+	}
+	if cfg.OutputLimit <= 0 {
+		cfg.OutputLimit = workflow.DefaultOutputLimit
+	}
+	if cfg.OutputLimitMax <= 0 {
+		cfg.OutputLimitMax = workflow.MaxOutputLimit
 	}
 	for _, s := range cfg.Secrets {
 		if s != "" && len(s) < minSecretLen {
@@ -489,6 +501,14 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 	if err == nil && paramsErr != nil {
 		err = fmt.Errorf("read task params: %w", paramsErr)
 	}
+	outputLimit := w.cfg.OutputLimit
+	if err == nil && params.Task.OutputLimit > 0 {
+		outputLimit = params.Task.OutputLimit
+		if outputLimit > w.cfg.OutputLimitMax {
+			err = fmt.Errorf("output-limit %s is over this worker's worker.output-limit-max of %s",
+				workflow.FormatBytes(outputLimit), workflow.FormatBytes(w.cfg.OutputLimitMax))
+		}
+	}
 	switch {
 	case err != nil:
 		res.Err = err
@@ -502,10 +522,11 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		}
 		sink := newLogSink(w.db, tok, w.cfg.LogLimit, w.cfg.Clock, func() { a.cancel(errRefused) })
 		logw := w.mask.writer(sink)
-		res = exec.Run(ctx, executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
+		task := executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
 			WorkerID: w.cfg.ID, Traceparent: traceparent, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item,
 			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
-				clock: w.cfg.Clock}}, logw)
+				clock: w.cfg.Clock}, OutputLimit: outputLimit}
+		res = executor.LimitOutput(task, exec.Run(ctx, task, logw))
 		_ = logw.Close()
 		sink.Close()
 	}

@@ -75,6 +75,8 @@ func schemaEnums() map[string][]string {
 		"notify.on":             NotifyEvents,
 		"notify.events":         NotifyEvents,
 		"retry-on.errors":       ErrorKinds(),
+
+		"task.output-overflow": OverflowPolicies(),
 	}
 }
 
@@ -86,6 +88,7 @@ var schemaBounds = map[string][2]float64{
 	"task.retries":                  {0, MaxRetries},
 	"task.priority":                 {MinPriority, MaxPriority},
 	"task.max-parallel":             {0, math.Inf(1)},
+	"task.output-limit":             {0, MaxOutputLimit},
 	"task.temperature":              {0, MaxTemperature},
 	"task.max-tokens":               {0, math.Inf(1)},
 	"task.version":                  {0, math.Inf(1)},
@@ -384,6 +387,9 @@ var schemaDocs = map[string]string{
 	"task.workflow":       "workflow: the stored workflow the task starts an instance of.",
 	"task.version":        "workflow: the version of the child workflow; 0 or left out for the latest stored when the task starts.",
 	"task.params":         "workflow: the child's params, each a template over the params and upstream outputs.",
+
+	"task.output-limit":    "The most bytes the task's output may have, up to 67108864; 0 or left out for the workers' worker.output-limit (1 MiB by default). A for-each task's limit bounds each item's output and the JSON array of them.",
+	"task.output-overflow": "What an output over output-limit does: fail (the default) fails the task, naming the limit and the size; truncate keeps what fits, marked truncated.",
 
 	"step.name":       "The step's name, unique in the task; later prompts read its output as {{ .steps.NAME }}.",
 	"step.prompt":     "The step's prompt, a template over the params, upstream outputs and earlier steps' outputs. A wait step has none.",

@@ -118,6 +118,13 @@ type Task struct {
 	ForEach string `json:"for-each,omitempty" yaml:"for-each,omitempty"`
 	// MaxParallel caps how many of a for-each task's items run at once, 0 for no cap.
 	MaxParallel int `json:"max-parallel,omitempty" yaml:"max-parallel,omitempty"`
+	// OutputLimit bounds the task's output in bytes, 1..MaxOutputLimit; 0 means the workers'
+	// worker.output-limit (DefaultOutputLimit unless set). For a for-each task it bounds each
+	// item's output and the JSON array of them (DefaultOutputLimit for the array when 0).
+	OutputLimit int `json:"output-limit,omitempty" yaml:"output-limit,omitempty"`
+	// OutputOverflow is what an output over the limit does: one of OverflowPolicies; empty
+	// means OverflowFail.
+	OutputOverflow string `json:"output-overflow,omitempty" yaml:"output-overflow,omitempty"`
 
 	// Command is the shell task's script, run with bash -c.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`

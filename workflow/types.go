@@ -61,6 +61,8 @@ var commonFields = []field{
 	stringField("when", func(t *Task) *string { return &t.When }),
 	stringField("for-each", func(t *Task) *string { return &t.ForEach }),
 	intField("max-parallel", func(t *Task) *int { return &t.MaxParallel }),
+	intField("output-limit", func(t *Task) *int { return &t.OutputLimit }),
+	stringField("output-overflow", func(t *Task) *string { return &t.OutputOverflow }),
 }
 
 // Types returns the known task types, sorted.

@@ -170,6 +170,9 @@ func (s *Spec) problems() []problem {
 		for _, p := range checkForEach(t) {
 			addTask(p.field, "%s", p.msg)
 		}
+		for _, p := range checkOutput(t) {
+			addTask(p.field, "%s", p.msg)
+		}
 	}
 
 	// Dependencies are checked once every name is known, so a task may depend on one written

@@ -86,6 +86,8 @@ type taskStatusJSON struct {
 	// Attempts are the attempts of a task that has been retried or waits for a retry, with
 	// their errors; absent for the others.
 	Attempts []attemptStatusJSON `json:"attempts,omitempty"`
+	// OutputTruncated marks the task's output as the first bytes of a longer one.
+	OutputTruncated bool `json:"output_truncated"`
 }
 
 // attemptStatusJSON is one attempt of a task, as the API's task view names its fields.
@@ -349,6 +351,9 @@ func writeStatus(w io.Writer, st *statusJSON) error {
 		if t.NextAttemptAt != nil {
 			note = append(note, fmt.Sprintf("attempt %d due %s", t.Attempt+1, stamp(t.NextAttemptAt)))
 		}
+		if t.OutputTruncated {
+			note = append(note, "output truncated at its output-limit")
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", t.ID, t.Name, t.Type, t.State, t.Attempt, worker,
 			stamp(t.StartedAt), stamp(t.EndedAt), strings.Join(note, "; "))
 	}
@@ -602,7 +607,8 @@ func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error)
 	for _, t := range tasks {
 		j := taskStatusJSON{ID: t.ID, Name: t.Name, Type: t.Type, State: t.State, Attempt: t.Attempt, WorkerID: t.WorkerID,
 			KillRequested: t.KillRequested, Error: t.Error, QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount, NextAttemptAt: t.NextAttemptAt()}
+			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount, NextAttemptAt: t.NextAttemptAt(),
+			OutputTruncated: t.OutputTruncated}
 		if c, ok := children[t.ID]; ok {
 			j.ChildWorkflowInstanceID = &c
 		}

@@ -357,7 +357,7 @@ func (n *node) startWorker() (running func() int, err error) {
 	w = worker.New(worker.Config{ID: n.id, Groups: cfg.Worker.Groups, Slots: cfg.Worker.Slots,
 		PollInterval: cfg.Worker.PollInterval, ShutdownTimeout: cfg.Worker.ShutdownTimeout,
 		LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: n.secrets, Tracer: n.tracer,
-		Peers: peers, SpreadWait: cfg.Worker.SpreadWait}, n.db, n.guard,
+		Peers: peers, SpreadWait: cfg.Worker.SpreadWait, OutputLimit: cfg.Worker.OutputLimit, OutputLimitMax: cfg.Worker.OutputLimitMax}, n.db, n.guard,
 		executor.Set{"noop": executor.Noop{}, "shell": shell,
 			"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers}})
 	n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })

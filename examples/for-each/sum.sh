@@ -1,8 +1,9 @@
 #!/bin/bash
-# Adds up a JSON array of numbers given as one argument, such as ["12","30"].
+# Adds up the JSON array of numbers on its standard input, such as ["12","30"]: a for-each's
+# output, read from its file.
 set -eu
 total=0
-for n in $(tr -d '[]"' <<<"${1:?usage: sum.sh JSON_ARRAY}" | tr , ' '); do
+for n in $(tr -d '[]"\n' | tr , ' '); do
   total=$((total + n))
 done
 echo "$total"

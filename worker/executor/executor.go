@@ -36,10 +36,18 @@ type Task struct {
 	// Checkpoints stores and loads an agent task's finished steps under the attempt's
 	// fencing token; nil for other types.
 	Checkpoints Checkpointer
+	// OutputLimit is the most bytes the task's output may have: its output-limit, or the
+	// worker's worker.output-limit (see LimitOutput). 0 means none.
+	OutputLimit int
+
+	// upstreamFiles are the files a shell task reads its dependencies' outputs from, by
+	// dependency (see upstreamFiles).
+	upstreamFiles map[string]string
 }
 
 // Env returns the variables every task process gets, so a user's script can make its side
-// effects idempotent per task and attempt; an item of a for-each task gets its item and index.
+// effects idempotent per task and attempt; an item of a for-each task gets its item and index,
+// and a task with dependencies their outputs (see upstreamEnv).
 func (t Task) Env() []string {
 	env := []string{
 		"ZKSCHED_TASK_INSTANCE=" + strconv.FormatInt(t.ID, 10),
@@ -51,9 +59,7 @@ func (t Task) Env() []string {
 	for k, v := range t.Params {
 		env = append(env, "ZKSCHED_PARAM_"+k+"="+v)
 	}
-	for name, u := range t.Upstream {
-		env = append(env, workflow.UpstreamEnv(name)+"="+u.Output)
-	}
+	env = append(env, t.upstreamEnv(t.upstreamFiles)...)
 	if t.Item != nil {
 		env = append(env, "ZKSCHED_ITEM="+t.Item.Value, "ZKSCHED_INDEX="+strconv.Itoa(t.Item.Index))
 	}
@@ -80,6 +86,11 @@ type Result struct {
 	// Output is the task's result for downstream tasks: for shell, its last non-empty line
 	// of standard output; for llm, the completion; for agent, the last step's completion.
 	Output string
+	// OutputSize is the output's size in bytes when the executor kept only the first
+	// Task.OutputLimit bytes of it (a longer line of a shell task); 0 means len(Output).
+	OutputSize int
+	// OutputTruncated says Output is the first bytes of a longer output (LimitOutput).
+	OutputTruncated bool
 	// Usage is the token usage of the attempt's own model calls; nil for tasks that call no
 	// model.
 	Usage *llm.Usage

@@ -1,7 +1,6 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/zksched/zksched/workflow"
 )
 
 // Shell runs `bash -c command` under a supervisor (see SuperviseMain).
@@ -54,6 +55,14 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	if scratch {
 		defer os.RemoveAll(dir) // the supervisor's job, unless it was killed
 	}
+	upDir, files, err := upstreamFiles(t, s.User)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if upDir != "" {
+		defer os.RemoveAll(upDir)
+	}
+	t.upstreamFiles = files
 	cmd, leaf := s.command(t, dir, scratch)
 	// The output goes through pipes of our own rather than exec's: exec.Cmd.Wait would wait
 	// for every holder of the pipes, and the order must be: the supervisor exits (it has
@@ -65,7 +74,11 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		defer e.Close()
 		outLog, errLog = o, e
 	}
-	out := &lastLine{w: outLog}
+	keep := t.OutputLimit
+	if keep <= 0 {
+		keep = workflow.MaxOutputLimit
+	}
+	out := &lastLine{w: outLog, keep: keep}
 	stdout, err := newDrain(out)
 	if err != nil {
 		return Result{Err: fmt.Errorf("start supervisor: %w", err)}
@@ -118,7 +131,8 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 		fmt.Fprintln(log, "zksched: a process that outlived the task still holds its output: stopped reading it")
 	}
 	code := exitStatus(err)
-	res := Result{ExitCode: &code, Output: out.last(), Stopped: stopped}
+	output, size := out.last()
+	res := Result{ExitCode: &code, Output: output, OutputSize: size, Stopped: stopped}
 	if code != 0 {
 		res.Err = fmt.Errorf("exit status %d", code)
 	}
@@ -258,39 +272,63 @@ func (d *drain) wait(deadline time.Time) bool {
 	}
 }
 
-// lastLine passes writes through and remembers the last non-empty line.
+// lastLine passes writes through and remembers the last non-empty line, the spaces around
+// it left out: its first keep bytes, and its size.
 type lastLine struct {
-	w    io.Writer
-	mu   sync.Mutex
-	line []byte // the last complete non-empty line
-	cur  []byte // the line being written
+	w         io.Writer
+	keep      int
+	mu        sync.Mutex
+	line, cur outputLine // the last complete non-empty line, the line being written
 }
 
-const maxOutput = 64 << 10
+// outputLine is one line of output as lastLine reads it.
+type outputLine struct {
+	text []byte // from its first byte that is not a space on, its first keep bytes at most
+	// size counts its bytes from the first that is not a space on, and trail the spaces at
+	// its end, whether text holds them or not.
+	size, trail int
+}
+
+// isSpace reports the bytes that the output's line leaves out around it.
+func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\r' || b == '\v' || b == '\f' }
 
 func (l *lastLine) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	for _, b := range p {
-		if b == '\n' {
-			if len(bytes.TrimSpace(l.cur)) > 0 {
-				l.line = append(l.line[:0], l.cur...)
+		switch {
+		case b == '\n':
+			if l.cur.size > l.cur.trail {
+				l.line = outputLine{text: append(l.line.text[:0], l.cur.text...), size: l.cur.size, trail: l.cur.trail}
 			}
-			l.cur = l.cur[:0]
+			l.cur = outputLine{text: l.cur.text[:0]}
 			continue
+		case isSpace(b) && l.cur.size == 0:
+			continue
+		case isSpace(b):
+			l.cur.trail++
+		default:
+			l.cur.trail = 0
 		}
-		if len(l.cur) < maxOutput {
-			l.cur = append(l.cur, b)
+		l.cur.size++
+		if len(l.cur.text) < l.keep {
+			l.cur.text = append(l.cur.text, b)
 		}
 	}
 	l.mu.Unlock()
 	return l.w.Write(p)
 }
 
-func (l *lastLine) last() string {
+// last returns the last non-empty line, or its first keep bytes and its size when it is
+// longer (size is 0 otherwise).
+func (l *lastLine) last() (output string, size int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(bytes.TrimSpace(l.cur)) > 0 {
-		return string(bytes.TrimSpace(l.cur))
+	ln := l.line
+	if l.cur.size > l.cur.trail {
+		ln = l.cur
 	}
-	return string(bytes.TrimSpace(l.line))
+	if n := ln.size - ln.trail; n > len(ln.text) {
+		return string(ln.text), n
+	}
+	return string(ln.text[:ln.size-ln.trail]), 0
 }
