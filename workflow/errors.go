@@ -147,3 +147,19 @@ func sortLine(e *Error) int {
 	}
 	return e.Line
 }
+
+// aType is a task type with its article, as a message reads it: "a shell", "an llm", "an
+// agent".
+func aType(typ string) string {
+	if typ == "llm" || strings.IndexByte("aeiou", firstByte(typ)) >= 0 {
+		return "an " + typ
+	}
+	return "a " + typ
+}
+
+func firstByte(s string) byte {
+	if s == "" {
+		return 0
+	}
+	return s[0]
+}

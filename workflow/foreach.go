@@ -113,7 +113,7 @@ func checkForEach(t *Task) []problem {
 	if t.Type != "" && !slices.Contains(forEachTypes, t.Type) {
 		if _, known := lookupType(t.Type); known {
 			probs = append(probs, problem{field: "for-each", msg: fmt.Sprintf(
-				"for-each is for tasks that run on workers (%s), not for a %s task", strings.Join(forEachTypes, ", "), t.Type)})
+				"for-each is for tasks that run on workers (%s), not for %s task", strings.Join(forEachTypes, ", "), aType(t.Type))})
 		}
 	}
 	return append(probs, checkTemplate(t, "for-each", "for-each", t.ForEach, nil)...)

@@ -218,7 +218,7 @@ func TestParseRejectsLLMAndAgent(t *testing.T) {
 			"  - {name: a, type: shell, command: x, provider: p}",
 			"  - {name: b, type: llm, provider: p, prompt: x, steps: [{name: s, prompt: y}]}"), []string{
 			`line 3: task "a": provider is a field of agent and llm tasks, not of a shell task`,
-			`line 4: task "b": steps is a field of agent tasks, not of a llm task`}},
+			`line 4: task "b": steps is a field of agent tasks, not of an llm task`}},
 		{"upstream outputs that share a variable", wf(
 			"  - {name: a-b, type: noop}",
 			"  - {name: a.b, type: noop}",

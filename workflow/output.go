@@ -97,7 +97,7 @@ func checkOutput(t *Task) []problem {
 				field = "output-overflow"
 			}
 			probs = append(probs, problem{field: field, msg: fmt.Sprintf(
-				"%s bounds the output of tasks that run on workers (%s), not of a %s task", field, strings.Join(forEachTypes, ", "), t.Type)})
+				"%s bounds the output of tasks that run on workers (%s), not of %s task", field, strings.Join(forEachTypes, ", "), aType(t.Type))})
 		}
 	}
 	return probs

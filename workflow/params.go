@@ -427,7 +427,7 @@ func (s *Spec) paramDeclProblems() []problem {
 			addParam("pattern %s is not a regular expression: %v", quote(p.Pattern), err)
 			continue
 		case re != nil && p.typ() != ParamString:
-			addParam("a pattern is for string params, not for a %s param", p.typ())
+			addParam("a pattern is for string params, not for %s param", aType(p.typ()))
 			continue
 		}
 		// Enum entries are checked without the enum itself.

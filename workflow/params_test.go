@@ -259,7 +259,7 @@ func TestParamsRefusedAtDefine(t *testing.T) {
 		{"a bad pattern", "params:\n  p: {pattern: '('}\n",
 			[]string{"line 3: params: p: pattern \"(\" is not a regular expression: error parsing regexp: missing closing ): `^(?:()$`"}},
 		{"a pattern on an integer", "params:\n  n: {type: integer, pattern: '[0-9]'}\n",
-			[]string{`line 3: params: n: a pattern is for string params, not for a integer param`}},
+			[]string{`line 3: params: n: a pattern is for string params, not for an integer param`}},
 		{"required with a default", "params:\n  r: {required: true, default: x}\n",
 			[]string{`line 3: params: r: a required param has no default: a run must give it (leave out required, or the default)`}},
 		{"required not true or false", "params:\n  r: {required: maybe}\n",

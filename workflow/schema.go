@@ -300,15 +300,15 @@ func typeRules() []any {
 				s := emptySchema(goField[f.name])
 				// errorMessage is not JSON Schema's: the YAML language server and VS Code show
 				// it instead of their own message, and validators ignore it.
-				s["errorMessage"] = fmt.Sprintf("%s is a field of %s tasks, not of a %s task",
-					f.name, strings.Join(typesWithField(f.name), " and "), tt.name)
+				s["errorMessage"] = fmt.Sprintf("%s is a field of %s tasks, not of %s task",
+					f.name, strings.Join(typesWithField(f.name), " and "), aType(tt.name))
 				props[f.name] = s
 			}
 		}
 		if !slices.Contains(forEachTypes, tt.name) {
 			s := emptySchema(goField["for-each"])
-			s["errorMessage"] = fmt.Sprintf("for-each is for tasks that run on workers (%s), not for a %s task",
-				strings.Join(forEachTypes, ", "), tt.name)
+			s["errorMessage"] = fmt.Sprintf("for-each is for tasks that run on workers (%s), not for %s task",
+				strings.Join(forEachTypes, ", "), aType(tt.name))
 			props["for-each"] = s
 		}
 		then := map[string]any{"properties": props}

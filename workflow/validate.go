@@ -115,8 +115,8 @@ func (s *Spec) problems() []problem {
 				}
 			}
 			for _, f := range foreignFields(tt, t) {
-				addTask(f, "%s is a field of %s tasks, not of a %s task",
-					f, strings.Join(typesWithField(f), " and "), tt.name)
+				addTask(f, "%s is a field of %s tasks, not of %s task",
+					f, strings.Join(typesWithField(f), " and "), aType(tt.name))
 			}
 			if t.Type == TypeWorkflow && t.Workflow != "" && t.Workflow == s.Name {
 				addTask("workflow", "workflow %s is this workflow: a workflow cannot start an instance of itself", quote(t.Workflow))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"io"
@@ -75,5 +76,37 @@ func TestParseTakesFlagsAnywhere(t *testing.T) {
 	fs := newFlags("test", io.Discard)
 	if err := parse(fs, []string{"12", "--help"}); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("parse 12 --help: %v; want flag.ErrHelp", err)
+	}
+}
+
+// TestUsageErrorPrintedOnce: a mistake on the command line is told once, with the command's
+// usage line, on standard error, and not with the flag package's list of flags; --help
+// prints that list on standard output.
+func TestUsageErrorPrintedOnce(t *testing.T) {
+	t.Parallel()
+	var out, errOut bytes.Buffer
+	if code := run([]string{"submit", "--bogus", "x.yaml"}, &out, &errOut); code != exitUsage {
+		t.Fatalf("submit --bogus: exit %d, want %d", code, exitUsage)
+	}
+	want := "zksched submit: flag provided but not defined: -bogus\nusage: zksched submit "
+	if out.Len() != 0 || !strings.HasPrefix(errOut.String(), want) || strings.Count(errOut.String(), "\n") != 2 {
+		t.Errorf("submit --bogus printed\nstdout %q\nstderr %q\nwant only the mistake and the usage line on stderr", out.String(), errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"submit", "--help"}, &out, &errOut); code != exitOK {
+		t.Fatalf("submit --help: exit %d", code)
+	}
+	if !strings.Contains(out.String(), "-param value") || errOut.Len() != 0 {
+		t.Errorf("submit --help printed\nstdout %q\nstderr %q\nwant the flags on stdout", out.String(), errOut.String())
+	}
+}
+
+func TestCount(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]string{0: "0 tasks", 1: "1 task", 2: "2 tasks"} {
+		if got := count(n, "task", "tasks"); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

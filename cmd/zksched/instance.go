@@ -567,8 +567,17 @@ func runStop(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *f.asJSON {
 		return writeJSON(stdout, s)
 	}
-	fmt.Fprintf(stdout, "workflow instance %d stopped: %d tasks killed, %d running ones asked to stop\n", id, s.Killed, s.KillRequested)
+	fmt.Fprintf(stdout, "workflow instance %d stopped: %s killed, %s asked to stop\n", id,
+		count(s.Killed, "task", "tasks"), count(s.KillRequested, "running one", "running ones"))
 	return nil
+}
+
+// count is n with the noun for one or for several: "1 task", "2 tasks", "0 tasks".
+func count(n int, one, several string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + several
 }
 
 // dbInstances acts on the database, as an admin, with an audit row of the command line's.

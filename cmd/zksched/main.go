@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -148,21 +149,35 @@ func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 // newFlags returns a flag set whose --help prints to out and whose errors are returned.
 func newFlags(name string, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(&flagOutput{out: out})
 	return fs
 }
+
+// flagOutput holds what the flag package writes while it parses: the flags' help, shown on
+// --help, and for a mistake the error and the same help, dropped there, as run prints the
+// mistake once with the command's usage line.
+type flagOutput struct {
+	out io.Writer
+	buf bytes.Buffer
+}
+
+func (o *flagOutput) Write(p []byte) (int, error) { return o.buf.Write(p) }
 
 // parse parses args with fs. Flags may come before, between or after the arguments (the
 // flag package alone stops at the first argument that is not a flag); "--" ends the flags, and
 // everything after it is an argument. fs.Args() returns the arguments in their order.
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(interleaved(fs, args)); err != nil {
+	err := fs.Parse(interleaved(fs, args))
+	if o, ok := fs.Output().(*flagOutput); ok {
 		if errors.Is(err, flag.ErrHelp) {
-			return err
+			_, _ = o.out.Write(o.buf.Bytes())
 		}
+		o.buf.Reset()
+	}
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		return usageError{err}
 	}
-	return nil
+	return err
 }
 
 // interleaved reorders args for fs.Parse: the flags of fs first (each with its value, when
