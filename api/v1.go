@@ -93,6 +93,12 @@ type taskJSON struct {
 	OutputTruncated bool `json:"output_truncated"`
 }
 
+// TaskView is a task instance as the API shows it, for the CLI's status to show the same.
+type TaskView = taskJSON
+
+// TaskViewOf is the API's view of t, an instance of the workflow wfName.
+func TaskViewOf(t dao.TaskInstance, wfName string) TaskView { return taskToJSON(t, wfName) }
+
 func taskToJSON(t dao.TaskInstance, wfName string) taskJSON {
 	j := taskJSON{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, WorkflowName: wfName, Name: t.Name,
 		Type: t.Type, State: t.State, Priority: t.Priority, WorkerGroup: t.WorkerGroup, Pool: t.Pool,

@@ -179,6 +179,22 @@ tasks:
 	if !reflect.DeepEqual(st, stAPI) || !reflect.DeepEqual(st, stEnv) {
 		t.Errorf("status differs:\ndatabase %+v\napi      %+v\napi env  %+v", st, stAPI, stEnv)
 	}
+	// status --json shows a task with every field of the API's task view.
+	var raw struct{ Tasks []map[string]any }
+	ok(db, "status", wfID, "--json").json(t, &raw)
+	for _, task := range raw.Tasks {
+		if task["name"] != "boom" {
+			continue
+		}
+		for _, key := range []string{"workflow_name", "priority", "worker_group", "max_retries", "params", "output", "exit_code", "next_attempt_at", "output_truncated"} {
+			if _, ok := task[key]; !ok {
+				t.Errorf("status --json's task lacks the API's %s: %v", key, task)
+			}
+		}
+		if task["exit_code"] != 3.0 {
+			t.Errorf("status --json's boom: exit_code %v, want 3", task["exit_code"])
+		}
+	}
 	byName := map[string]taskStatusJSON{}
 	for _, ts := range st.Tasks {
 		byName[ts.Name] = ts

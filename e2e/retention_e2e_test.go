@@ -60,6 +60,13 @@ func TestRetentionPurgesAFinishedWorkflow(t *testing.T) {
 			t.Errorf("GET %s = %d %s, want 404 with a word on retention", path, status, body)
 		}
 	}
+	// The CLI says the same, on the database and through the API.
+	const word = "no such workflow instance 1: it may have been purged; retention deletes finished workflow instances, with their tasks, 2s after they end (retention.instances)"
+	for _, args := range [][]string{{"status", "1"}, {"status", "1", "--server", base}} {
+		if out, code := e.Run(args...); code != 3 || !strings.Contains(out, word) {
+			t.Errorf("zksched %s: exit %d\n%s\nwant exit 3 (no such instance) with a word on retention", strings.Join(args, " "), code, out)
+		}
+	}
 	status, body := get("/metrics")
 	if status != 200 || !strings.Contains(body, `zksched_retention_purged_rows_total{table="workflow_instance"} 1`) {
 		t.Errorf("the leader's metrics lack one workflow instance purged:\n%s", grepLines(body, "zksched_retention"))

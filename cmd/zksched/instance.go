@@ -14,6 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/zksched/zksched/api"
+	"github.com/zksched/zksched/conf"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/workflow"
@@ -62,32 +64,11 @@ type statusJSON struct {
 }
 
 type taskStatusJSON struct {
-	ID            int64         `json:"id"`
-	Name          string        `json:"name"`
-	Type          string        `json:"type"`
-	State         dao.TaskState `json:"state"`
-	Attempt       int           `json:"attempt"`
-	WorkerID      *string       `json:"worker_id"`
-	KillRequested bool          `json:"kill_requested"`
-	Error         *string       `json:"error"`
-	QueuedAt      time.Time     `json:"queued_at"`
-	StartedAt     *time.Time    `json:"started_at"`
-	EndedAt       *time.Time    `json:"ended_at"`
-	// EndReason is why the task ended when something other than its own result ended it.
-	EndReason *dao.EndReason `json:"end_reason"`
-	// ChildWorkflowInstanceID is the instance a workflow task started.
-	ChildWorkflowInstanceID *int64 `json:"child_workflow_instance_id,omitempty"`
-	// PausedStep is the wait step a paused agent waits at.
-	PausedStep *string `json:"paused_step,omitempty"`
-	// ItemCount is set on the parent of a for-each task's items: how many it has.
-	ItemCount *int `json:"item_count,omitempty"`
-	// NextAttemptAt is when the next attempt of a task queued for a retry is due.
-	NextAttemptAt *time.Time `json:"next_attempt_at"`
+	// TaskView is the task as the API's views show it, field for field.
+	api.TaskView
 	// Attempts are the attempts of a task that has been retried or waits for a retry, with
 	// their errors; absent for the others.
 	Attempts []attemptStatusJSON `json:"attempts,omitempty"`
-	// OutputTruncated marks the task's output as the first bytes of a longer one.
-	OutputTruncated bool `json:"output_truncated"`
 }
 
 // attemptStatusJSON is one attempt of a task, as the API's task view names its fields.
@@ -148,9 +129,15 @@ type signalJSON struct {
 type noSuchError struct {
 	kind string // "task" or "workflow"
 	id   int64
+	hint string // why it may be gone, "" for none
 }
 
-func (e noSuchError) Error() string { return fmt.Sprintf("no such %s instance %d", e.kind, e.id) }
+func (e noSuchError) Error() string {
+	if e.hint != "" {
+		return fmt.Sprintf("no such %s instance %d: %s", e.kind, e.id, e.hint)
+	}
+	return fmt.Sprintf("no such %s instance %d", e.kind, e.id)
+}
 
 // instanceFlags are the flags every command on an instance takes.
 type instanceFlags struct {
@@ -215,7 +202,7 @@ func (f instanceFlags) open(ctx context.Context, stderr io.Writer) (instances, f
 	if err != nil {
 		return nil, nil, err
 	}
-	return &dbInstances{db: db}, func() { db.Close() }, nil
+	return &dbInstances{db: db, retention: cfg.Retention.Instances}, func() { db.Close() }, nil
 }
 
 // instanceError turns the failure of an action into the command's message and exit code:
@@ -585,6 +572,22 @@ type dbInstances struct {
 	db *dao.DB
 	// specs caches the definitions a rerun reads.
 	specs lifecycle.Specs
+	// retention is retention.instances: a missing instance whose id was issued may have
+	// been purged, as the API says too.
+	retention time.Duration
+}
+
+// missing is the error of a kind ("task" or "workflow") instance id that is not there, with
+// the API's hint when retention may have purged it.
+func (d *dbInstances) missing(ctx context.Context, kind string, id int64) error {
+	e := noSuchError{kind: kind, id: id}
+	if d.retention > 0 && id > 0 {
+		if issued, err := d.db.MaxIssuedID(ctx, kind+"_instance"); err == nil && id <= issued {
+			e.hint = fmt.Sprintf("it may have been purged; retention deletes finished workflow instances, with their tasks, "+
+				"%s after they end (retention.instances)", conf.FormatDuration(d.retention))
+		}
+	}
+	return e
 }
 
 func taskTarget(id int64) string     { return fmt.Sprintf("task-instance/%d", id) }
@@ -593,7 +596,7 @@ func workflowTarget(id int64) string { return fmt.Sprintf("workflow-instance/%d"
 func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error) {
 	wf, err := d.db.WorkflowGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, noSuchError{kind: "workflow", id: id}
+		return nil, d.missing(ctx, "workflow", id)
 	}
 	if err != nil {
 		return nil, err
@@ -614,10 +617,7 @@ func (d *dbInstances) Status(ctx context.Context, id int64) (*statusJSON, error)
 		Owner: wf.Owner, Error: wf.Error, CreatedAt: wf.CreatedAt, StartedAt: wf.StartedAt, EndedAt: wf.EndedAt,
 		EndReason: wf.EndReason, ParentWorkflowInstanceID: parent.Workflow, ParentTaskInstanceID: parent.Task, Tasks: []taskStatusJSON{}}
 	for _, t := range tasks {
-		j := taskStatusJSON{ID: t.ID, Name: t.Name, Type: t.Type, State: t.State, Attempt: t.Attempt, WorkerID: t.WorkerID,
-			KillRequested: t.KillRequested, Error: t.Error, QueuedAt: t.QueuedAt, StartedAt: t.StartedAt, EndedAt: t.EndedAt,
-			EndReason: t.EndReason, PausedStep: t.PausedStep, ItemCount: t.ItemCount, NextAttemptAt: t.NextAttemptAt(),
-			OutputTruncated: t.OutputTruncated}
+		j := taskStatusJSON{TaskView: api.TaskViewOf(t, wf.WorkflowName)}
 		if c, ok := children[t.ID]; ok {
 			j.ChildWorkflowInstanceID = &c
 		}
@@ -646,7 +646,7 @@ func (d *dbInstances) Log(ctx context.Context, id int64, attempt, fromSeq int) (
 	// The task is read before its log: a log read after the attempt was seen ended is whole.
 	t, err := d.db.TaskGet(ctx, id)
 	if errors.Is(err, sql.ErrNoRows) {
-		return logPart{}, noSuchError{kind: "task", id: id}
+		return logPart{}, d.missing(ctx, "task", id)
 	}
 	if err != nil {
 		return logPart{}, err
@@ -671,7 +671,7 @@ func (d *dbInstances) Log(ctx context.Context, id int64, attempt, fromSeq int) (
 func (d *dbInstances) Kill(ctx context.Context, id int64) (killJSON, error) {
 	res, err := lifecycle.Kill(ctx, d.db, id, cliAudit(dao.AuditTaskKill, taskTarget(id), map[string]any{}))
 	if errors.Is(err, dao.ErrInstanceNotFound) {
-		return killJSON{}, noSuchError{kind: "task", id: id}
+		return killJSON{}, d.missing(ctx, "task", id)
 	}
 	if err != nil {
 		return killJSON{}, err
@@ -688,7 +688,7 @@ func (d *dbInstances) RerunTask(ctx context.Context, id int64) (rerunJSON, error
 		return cliAudit(dao.AuditTaskRerun, taskTarget(id), map[string]any{"workflow_instance": wf})
 	})
 	if errors.Is(err, sql.ErrNoRows) && wf == 0 {
-		return rerunJSON{}, noSuchError{kind: "task", id: id}
+		return rerunJSON{}, d.missing(ctx, "task", id)
 	}
 	if err != nil {
 		return rerunJSON{}, err
@@ -702,7 +702,7 @@ func (d *dbInstances) RerunWorkflow(ctx context.Context, id int64) (rerunJSON, e
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return rerunJSON{}, noSuchError{kind: "workflow", id: id}
+		return rerunJSON{}, d.missing(ctx, "workflow", id)
 	case errors.Is(err, lifecycle.ErrNothingToRerun):
 		return rerunJSON{}, exitError{code: exitFailed, msg: fmt.Sprintf("not rerun: workflow instance %d has no failed or killed task to rerun", id)}
 	case err != nil:
@@ -714,7 +714,7 @@ func (d *dbInstances) RerunWorkflow(ctx context.Context, id int64) (rerunJSON, e
 func (d *dbInstances) Stop(ctx context.Context, id int64) (stopJSON, error) {
 	res, err := lifecycle.Stop(ctx, d.db, id, cliAudit(dao.AuditWorkflowStop, workflowTarget(id), map[string]any{}))
 	if errors.Is(err, dao.ErrInstanceNotFound) {
-		return stopJSON{}, noSuchError{kind: "workflow", id: id}
+		return stopJSON{}, d.missing(ctx, "workflow", id)
 	}
 	if err != nil {
 		return stopJSON{}, err
@@ -727,7 +727,7 @@ func (d *dbInstances) Signal(ctx context.Context, id int64, output string, fail 
 	res, err := lifecycle.Signal(ctx, d.db, id, output, fail, ev)
 	switch {
 	case errors.Is(err, dao.ErrInstanceNotFound):
-		return signalJSON{}, noSuchError{kind: "task", id: id}
+		return signalJSON{}, d.missing(ctx, "task", id)
 	case errors.Is(err, lifecycle.ErrSignalTooLarge):
 		return signalJSON{}, usageError{err}
 	case err != nil:

@@ -123,7 +123,8 @@ func (c *apiClient) do(ctx context.Context, method, path string, body, out any) 
 func notFound(err error, kind string, id int64) error {
 	var ae *apiError
 	if errors.As(err, &ae) && ae.status == http.StatusNotFound && !strings.HasPrefix(ae.msg, "no API endpoint") {
-		return noSuchError{kind: kind, id: id}
+		_, hint, _ := strings.Cut(ae.msg, "not found: ")
+		return noSuchError{kind: kind, id: id, hint: hint}
 	}
 	return err
 }
