@@ -60,3 +60,18 @@ func (q *Queries) PoolList(ctx context.Context) ([]Pool, error) {
 	}
 	return pools, nil
 }
+
+// PoolNamesLimited returns the names of the pools with a limit, as the masters stored them
+// (PoolSetLimits); ok is false when there is no pool row at all.
+func (q *Queries) PoolNamesLimited(ctx context.Context) (names []string, ok bool, err error) {
+	pools, err := q.PoolList(ctx)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, p := range pools {
+		if p.MaxRunning != nil {
+			names = append(names, p.Name)
+		}
+	}
+	return names, len(pools) > 0, nil
+}

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/conf"
+	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -37,9 +39,6 @@ func runDefine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := checkConfigured(spec, cfg); err != nil {
-		return err
-	}
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	db, err := openDB(cctx, cfg, newLogger(cfg.Log, stderr))
 	cancel()
@@ -47,6 +46,9 @@ func runDefine(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer db.Close()
+	if err := checkConfigured(ctx, db, spec, cfg); err != nil {
+		return err
+	}
 	stored, err := lifecycle.Define(ctx, db, lifecycle.Definition{Spec: spec, File: file, By: cliActor()}, time.Now())
 	if err != nil {
 		return err
@@ -82,12 +84,44 @@ func readWorkflowFile(path string) (*workflow.Spec, []byte, error) {
 	return spec, file, nil
 }
 
-// checkConfigured refuses (exit 1) a workflow whose providers, pools or webhook variables
-// are not ones the config knows.
-func checkConfigured(spec *workflow.Spec, cfg *conf.Config) error {
-	if err := errors.Join(spec.CheckConfigured(slices.Sorted(maps.Keys(cfg.LLM.Providers)), slices.Sorted(maps.Keys(cfg.Pools))),
-		spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
+// checkConfigured refuses (exit 1) a workflow whose providers or pools the cluster lacks, or
+// whose webhook variables the config's pattern refuses. The cluster's are those its nodes
+// stored (every worker's providers, the masters' pools), the local config's only where the
+// database has none: a command line set up by its environment alone knows neither.
+func checkConfigured(ctx context.Context, db *dao.DB, spec *workflow.Spec, cfg *conf.Config) error {
+	providers, ok, err := db.SettingProviders(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		providers = slices.Sorted(maps.Keys(cfg.LLM.Providers))
+	}
+	pools, ok, err := db.PoolNamesLimited(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		pools = slices.Sorted(maps.Keys(cfg.Pools))
+	}
+	if err := errors.Join(spec.CheckConfigured(providers, pools), spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
+	}
+	return nil
+}
+
+// traceAsTheMasters makes what this command line submits traced as the masters trace it,
+// when its own config has tracing off: a command line set up by its environment alone would
+// otherwise submit every instance untraced.
+func traceAsTheMasters(ctx context.Context, db *dao.DB, cfg *conf.Config) error {
+	if cfg.Tracing.Enabled {
+		return nil
+	}
+	t, ok, err := db.SettingTracingGet(ctx)
+	if err != nil {
+		return err
+	}
+	if ok && t.SampleRatio > 0 {
+		db.SetTraceStart(tracing.Traceparents(t.SampleRatio))
 	}
 	return nil
 }

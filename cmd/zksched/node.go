@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"slices"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
 
 	"github.com/zksched/zksched/api"
@@ -18,6 +20,7 @@ import (
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/failover"
 	"github.com/zksched/zksched/internal/faultinject"
+	"github.com/zksched/zksched/internal/retry"
 	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/master"
 	"github.com/zksched/zksched/metrics"
@@ -295,6 +298,13 @@ func (n *node) startMaster(ctx context.Context) (running func() int, err error) 
 	work.Go("failover coordinator", coord.Run)
 	work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
 	work.Go("pool limits", func(ctx context.Context) error { return master.SetPoolLimits(ctx, n.db, cfg.Pools, n.log) })
+	work.Go("tracing setting", func(ctx context.Context) error {
+		var t dao.TracingSetting
+		if cfg.Tracing.Enabled {
+			t.SampleRatio = cfg.Tracing.SampleRatio
+		}
+		return storeSetting(ctx, n.db, dao.SettingTracing, t, n.log)
+	})
 	work.Go("notify defaults", func(ctx context.Context) error {
 		return master.SetNotifyDefault(ctx, n.db, notifyDefault(cfg.Notify.Default), n.log)
 	})
@@ -363,8 +373,28 @@ func (n *node) startWorker() (running func() int, err error) {
 	n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
 	n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
 		func() float64 { return float64(w.Recording()) })
+	names := slices.Sorted(maps.Keys(cfg.LLM.Providers))
+	work.Go("provider names", func(ctx context.Context) error {
+		return storeSetting(ctx, n.db, dao.SettingProvidersPrefix+fmt.Sprintf("%s:%d", cfg.Node.Host, n.port), names, n.log)
+	})
 	work.Go("worker", w.Run)
 	return w.Running, nil
+}
+
+// storeSetting stores a cluster setting a node's config makes (see dao.SettingPut), retrying
+// with a backoff from 1 s up to 30 s until it succeeds or ctx ends: the schema may not be
+// migrated yet when the node starts. It returns nil either way: the node goes on, and the
+// command line reads what was stored before.
+func storeSetting(ctx context.Context, db *dao.DB, name string, value any, log zerolog.Logger) error {
+	err := retry.Do(ctx, clockwork.NewRealClock(), retry.Policy{Initial: time.Second, Max: 30 * time.Second},
+		func(ctx context.Context) error { return db.SettingPut(ctx, name, value) },
+		func(err error, _ int, wait time.Duration) {
+			log.Warn().Err(err).Str("setting", name).Dur("retry_in", wait).Msg("could not store a cluster setting; retrying")
+		})
+	if err == nil {
+		log.Info().Str("setting", name).Interface("value", value).Msg("cluster setting stored")
+	}
+	return nil
 }
 
 // stop runs the node until a signal, then stops it gracefully: the work first, handing back

@@ -74,6 +74,9 @@ func runSchedule(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, msg)
 		return nil
 	}
+	if err := traceAsTheMasters(ctx, db, cfg); err != nil {
+		return err
+	}
 	res, err := lifecycle.TriggerSchedule(ctx, db, name, params, cliID(), time.Now(),
 		cliAudit(dao.AuditScheduleTrigger, "schedule/"+name, map[string]any{"params": map[string]string(params)}))
 	if err != nil {
@@ -116,6 +119,9 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer db.Close()
+	if err := traceAsTheMasters(ctx, db, cfg); err != nil {
+		return err
+	}
 	// The bounds are read in the schedule's own zone, so the schedule is read first.
 	sched, err := db.ScheduleGet(ctx, name)
 	if err != nil {

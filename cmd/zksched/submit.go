@@ -64,9 +64,6 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	if err := checkConfigured(spec, cfg); err != nil {
-		return err
-	}
 	log := newLogger(cfg.Log, stderr)
 	cctx, cancel := context.WithTimeout(ctx, *timeout)
 	db, err := openDB(cctx, cfg, log)
@@ -75,6 +72,12 @@ func runSubmit(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer db.Close()
+	if err := checkConfigured(ctx, db, spec, cfg); err != nil {
+		return err
+	}
+	if err := traceAsTheMasters(ctx, db, cfg); err != nil {
+		return err
+	}
 
 	if !flagSet(fs, "priority") {
 		*priority = spec.Priority
