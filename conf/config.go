@@ -248,6 +248,13 @@ type DB struct {
 	// masters × (MaxConns + 2) + workers × (MaxConns + 4) under the server's max_connections.
 	MaxConns int `yaml:"max-conns"`
 
+	// ReplyTimeout is how long a master's or worker's statement waits for PostgreSQL's reply
+	// before it fails and its connection is dropped; the caller retries on another. Defaults
+	// to 1m, far above any statement of a node. It ends what a context cannot: lib/pq only
+	// asks the server to cancel, and a connection whose server went silent (a link cut behind
+	// a proxy that stays up) would hold its statement, and the node's work, for ever.
+	ReplyTimeout time.Duration `yaml:"reply-timeout"`
+
 	// PatroniURLs are the REST APIs of the Patroni nodes that run PostgreSQL, when they do
 	// (http://host:8008): `zksched zk nodes` and the Cluster page ask the first that answers
 	// for the primary and the standbys. Empty by default: they are then read from
@@ -758,9 +765,10 @@ func Defaults() Config {
 			OnLost:         OnLostStop,
 		},
 		DB: DB{
-			DSN:         "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
-			MaxConns:    20,
-			PatroniURLs: []string{},
+			DSN:          "postgres://zksched@127.0.0.1:5432/zksched?sslmode=disable",
+			MaxConns:     20,
+			ReplyTimeout: time.Minute,
+			PatroniURLs:  []string{},
 		},
 		Master: Master{
 			Port:             5678,

@@ -52,6 +52,7 @@ func (c *Config) Validate() error {
 
 	v.check(checkDSN(c.DB.DSN), "db.dsn")
 	v.intRange("db.max-conns", c.DB.MaxConns, 1, 100000)
+	v.positive("db.reply-timeout", c.DB.ReplyTimeout)
 	for i, u := range c.DB.PatroniURLs {
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
 			v.problem(fmt.Sprintf("db.patroni-urls[%d]", i), "%q: want a Patroni REST API's http or https URL, like http://10.0.0.1:8008", u)

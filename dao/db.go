@@ -95,8 +95,16 @@ func (db *DB) SetTraceStart(start TraceStart) {
 // (1 s doubling to 30 s) and logging each failure, so a node started before its database comes
 // up starts working once it does. It returns early only when ctx ends or dsn is malformed.
 func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*DB, error) {
+	return OpenReplyLimited(ctx, dsn, maxConns, 0, log)
+}
+
+// OpenReplyLimited is Open whose statements fail when the server has not answered within
+// replyLimit (0: never), as a node's must: a context's end does not end a statement whose
+// connection went silent (see connpool.Options.ReplyLimit), and a node blocked on one for
+// ever would keep its session and its work.
+func OpenReplyLimited(ctx context.Context, dsn string, maxConns int, replyLimit time.Duration, log zerolog.Logger) (*DB, error) {
 	dsn = connpool.WithConnectTimeout(dsn)
-	sdb, err := connpool.Open(ctx, dsn, connpool.Options{MaxConns: maxConns, IdleTime: poolIdleTime}, log)
+	sdb, err := connpool.Open(ctx, dsn, connpool.Options{MaxConns: maxConns, IdleTime: poolIdleTime, ReplyLimit: replyLimit}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -113,13 +121,13 @@ func Open(ctx context.Context, dsn string, maxConns int, log zerolog.Logger) (*D
 	}
 	// The notifier has a connection of its own: a wake-up must not wait for a connection
 	// behind the very work it announces (a pool busy with claims, or with submissions).
-	ndb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: 1})
+	ndb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: 1, ReplyLimit: replyLimit})
 	if err != nil {
 		sdb.Close()
 		return nil, err
 	}
 	nf := wakeup.NewBatcher(sendNotes(ndb))
-	cdb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: claimConns, IdleTime: poolIdleTime, Params: claimSettings})
+	cdb, err := connpool.OpenLazy(dsn, connpool.Options{MaxConns: claimConns, IdleTime: poolIdleTime, Params: claimSettings, ReplyLimit: replyLimit})
 	if err != nil {
 		sdb.Close()
 		nf.Close()

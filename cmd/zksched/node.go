@@ -196,7 +196,7 @@ func (n *node) openConfig(args []string, stdout, stderr io.Writer) error {
 func (n *node) openDatabase(ctx context.Context) error {
 	cfg := n.cfg
 	var err error
-	if n.db, err = openDB(ctx, cfg, n.log); err != nil {
+	if n.db, err = openDBLimited(ctx, cfg, cfg.DB.ReplyTimeout, n.log); err != nil {
 		return startupError(ctx, err)
 	}
 	n.onClose(func() { n.db.Close() })

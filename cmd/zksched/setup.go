@@ -44,7 +44,13 @@ func newLogger(cfg conf.Log, w io.Writer) zerolog.Logger {
 }
 
 func openDB(ctx context.Context, cfg *conf.Config, log zerolog.Logger) (*dao.DB, error) {
-	db, err := dao.Open(ctx, cfg.DB.DSN, cfg.DB.MaxConns, log)
+	return openDBLimited(ctx, cfg, 0, log)
+}
+
+// openDBLimited is openDB whose statements fail after replyLimit without a reply (0: never):
+// a node's, whose statements are short (db.reply-timeout), unlike a migration's.
+func openDBLimited(ctx context.Context, cfg *conf.Config, replyLimit time.Duration, log zerolog.Logger) (*dao.DB, error) {
+	db, err := dao.OpenReplyLimited(ctx, cfg.DB.DSN, cfg.DB.MaxConns, replyLimit, log)
 	if err != nil {
 		return nil, fmt.Errorf("database: %w", err)
 	}

@@ -6,6 +6,7 @@ package connpool
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"net/url"
 	"strings"
@@ -27,6 +28,9 @@ type Options struct {
 	IdleTime time.Duration
 	// Params are run-time parameters (key, value) that each connection sets as it connects.
 	Params [][2]string
+	// ReplyLimit, unless 0, is how long a statement sent may wait for the server's reply
+	// before it fails and its connection is dropped (see replyDialer).
+	ReplyLimit time.Duration
 }
 
 // Open opens a pool of connections to dsn and waits until PostgreSQL answers,
@@ -64,11 +68,15 @@ func OpenLazy(dsn string, o Options) (*sqlx.DB, error) {
 	for _, kv := range o.Params {
 		dsn = withParam(dsn, kv[0], kv[1])
 	}
-	if _, err := pq.NewConnector(dsn); err != nil {
+	c, err := pq.NewConnector(dsn)
+	if err != nil {
 		return nil, fmt.Errorf("database dsn: %w", err)
 	}
-	db, err := sqlx.Open("postgres", dsn)
-	if err != nil {
+	var db *sqlx.DB
+	if o.ReplyLimit > 0 {
+		c.Dialer(replyDialer{limit: o.ReplyLimit})
+		db = sqlx.NewDb(sql.OpenDB(c), "postgres")
+	} else if db, err = sqlx.Open("postgres", dsn); err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
 	db.SetMaxOpenConns(o.MaxConns)
