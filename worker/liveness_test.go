@@ -187,7 +187,16 @@ tasks:
 	}
 	var task dao.TaskInstance
 	waitUntil(t, "attempt 1 to be handed back", func() bool {
-		task = b.onlyTask(t, wf)
+		// The task is made by an advance that waited for the pool's lock too: it may not be
+		// there yet.
+		tasks, err := b.db.TaskListByWorkflow(b.ctx, wf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) != 1 {
+			return false
+		}
+		task = tasks[0]
 		return task.Attempt >= 1 && task.State != dao.TaskRunning
 	})
 	if got := strings.Join(b.attempts(t, task.ID), ","); task.State != dao.TaskQueued || got != "interrupted" {
