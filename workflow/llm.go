@@ -41,18 +41,9 @@ func floatField(name string, p func(*Task) **float64) field {
 	return field{
 		name: name,
 		decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
-			what := where + ": " + name
-			v = d.resolve(v)
-			s, ok := d.scalar(v, what, "a number")
-			if !ok || v.Tag == "!!null" {
-				return
+			if f, ok := d.number(v, where+": "+name); ok {
+				*p(t) = &f
 			}
-			var f float64
-			if (v.Tag != "!!float" && v.Tag != "!!int") || v.Decode(&f) != nil {
-				d.errorf(v.Line, "%s must be a number, not %s", what, quote(s))
-				return
-			}
-			*p(t) = &f
 		},
 		isSet: func(t *Task) bool { return *p(t) != nil },
 	}
