@@ -18,10 +18,7 @@ import (
 
 // docsCluster is a cluster as the docs' examples expect: a master and two workers whose
 // groups include batch and db-hosts, the provider main (offline here) and the pool openai.
-type docsCluster struct {
-	*e2e
-	bin string // a folder whose zksched is the binary under test, for the docs' scripts
-}
+type docsCluster struct{ *e2e }
 
 func newDocsCluster(t *testing.T) *docsCluster {
 	t.Helper()
@@ -30,20 +27,21 @@ func newDocsCluster(t *testing.T) *docsCluster {
 	e.Master("master")
 	e.Worker("worker-1")
 	e.Worker("worker-2")
+	return &docsCluster{e}
+}
+
+// docScript runs a command block of the docs as printed, in bash from the repository's root
+// with the binary under test as zksched, and returns its standard output and error; the test
+// fails if it fails.
+func (e *e2e) docScript(t *testing.T, block string) (stdout, stderr string) {
+	t.Helper()
 	bin := t.TempDir()
 	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
 		t.Fatal(err)
 	}
-	return &docsCluster{e2e: e, bin: bin}
-}
-
-// script runs a command block of the docs as printed, in bash from the repository's root,
-// and returns its standard output and error; the test fails if it fails.
-func (c *docsCluster) script(t *testing.T, block string) (stdout, stderr string) {
-	t.Helper()
 	// -x echoes each line before it runs, so the output shows which one failed.
 	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", block)
-	cmd.Env = append(append(os.Environ(), c.Env...), "PATH="+c.bin+":"+os.Getenv("PATH"))
+	cmd.Env = append(append(os.Environ(), e.Env...), "PATH="+bin+":"+os.Getenv("PATH"))
 	cmd.Dir = repoRoot()
 	var out, errOut syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -114,7 +112,7 @@ func TestDocsExamples(t *testing.T) {
 	c := newDocsCluster(t)
 
 	t.Run("a first workflow", func(t *testing.T) {
-		stdout, stderr := c.script(t, testenv.DocBlock(t, "docs/workflows.md", "A first workflow", "sh", 1))
+		stdout, stderr := c.docScript(t, testenv.DocBlock(t, "docs/workflows.md", "A first workflow", "sh", 1))
 		wf := firstID(t, stdout)
 		if !strings.Contains(stderr, fmt.Sprintf("workflow instance %d succeeded", wf)) {
 			t.Errorf("submit --wait printed:\n%s", stderr)
@@ -225,7 +223,7 @@ func TestDocsExamples(t *testing.T) {
 	})
 
 	t.Run("schedules", func(t *testing.T) {
-		stdout, stderr := c.script(t, testenv.DocBlock(t, "docs/schedules.md", "Schedules", "sh", 1))
+		stdout, stderr := c.docScript(t, testenv.DocBlock(t, "docs/schedules.md", "Schedules", "sh", 1))
 		for _, want := range []string{"stored scheduled-report version 1 with schedule", "scheduled-report", "succeeded"} {
 			if !strings.Contains(stdout+stderr, want) {
 				t.Errorf("the docs' schedule commands printed nothing with %q:\n%s\n%s", want, stdout, stderr)
@@ -277,7 +275,7 @@ func TestDocsExamples(t *testing.T) {
 	})
 
 	t.Run("one run at a time per key", func(t *testing.T) {
-		stdout, _ := c.script(t, testenv.DocBlock(t, "docs/schedules.md", "One run at a time per key", "sh", 1))
+		stdout, _ := c.docScript(t, testenv.DocBlock(t, "docs/schedules.md", "One run at a time per key", "sh", 1))
 		ids := strings.Fields(stdout)
 		if len(ids) != 3 {
 			t.Fatalf("the three submits printed %q, want three ids", stdout)

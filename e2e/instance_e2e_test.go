@@ -458,20 +458,7 @@ func TestDocsCommandLine(t *testing.T) {
 	tokenFile(t, etc, "token", tokens["viewer"])
 	script := strings.NewReplacer("http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port),
 		"~/.local/state/zksched/api-token", etc+"token").Replace(block)
-	bin := t.TempDir()
-	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
-		t.Fatal(err)
-	}
-	// -x echoes each line before it runs, so the output shows which one failed.
-	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", script)
-	cmd.Env = append(append(os.Environ(), e.Env...), "PATH="+bin+":"+os.Getenv("PATH"))
-	cmd.Dir = repoRoot()
-	var stdout, stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("the docs' tour: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
-	}
-	out := stdout.String()
+	out, _ := e.docScript(t, script)
 	for _, want := range []string{"step 1\nstep 2\nstep 3\n", `"text": "step 1\nstep 2\nstep 3\n"`, "queued again",
 		"review (task instance", `"state": "stopped"`, ", stopped\n"} {
 		if !strings.Contains(out, want) {
