@@ -147,6 +147,18 @@ type Task struct {
 	MaxTokens int `json:"max-tokens,omitempty" yaml:"max-tokens,omitempty"`
 	// Steps are the agent task's steps, run in order, each checkpointed when it finishes.
 	Steps []Step `json:"steps,omitempty" yaml:"steps,omitempty"`
+	// Tools make an agent task a loop instead of steps: its Prompt starts a conversation in
+	// which the model may call these tools, sees their results and decides when it is done;
+	// its final answer is the task's output. An agent has either Steps or Prompt and Tools.
+	Tools []Tool `json:"tools,omitempty" yaml:"tools,omitempty"`
+	// MaxTurns bounds a tool-calling agent's model calls; 0 means DefaultMaxTurns.
+	MaxTurns int `json:"max-turns,omitempty" yaml:"max-turns,omitempty"`
+	// MaxToolCalls bounds a tool-calling agent's tool calls, over all its turns; 0 means
+	// DefaultMaxToolCalls.
+	MaxToolCalls int `json:"max-tool-calls,omitempty" yaml:"max-tool-calls,omitempty"`
+	// MaxTotalTokens bounds the tokens a tool-calling agent's model calls use in all (what
+	// each turn sends and receives); 0 means no bound. MaxTokens still caps each completion.
+	MaxTotalTokens int `json:"max-total-tokens,omitempty" yaml:"max-total-tokens,omitempty"`
 
 	// OnTimeout is what a wait task comes to at its timeout: OnTimeoutFail (the default,
 	// also for "") or OnTimeoutSucceed, with an empty output.
@@ -204,6 +216,79 @@ type Step struct {
 	// OnTimeout is what a wait step comes to at its timeout: OnTimeoutFail (the default, also
 	// for "") fails the task, OnTimeoutSucceed goes on with an empty output.
 	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
+}
+
+// Tool is a tool a tool-calling agent's model may call.
+type Tool struct {
+	// Name is unique within the task and is what the model calls: letters, digits, '_' and
+	// '-', at most 64 characters (what every provider accepts).
+	Name string `json:"name" yaml:"name"`
+	// Description tells the model what the tool does and when to use it.
+	Description string `json:"description" yaml:"description"`
+	// Type is one of ToolTypes.
+	Type string `json:"type" yaml:"type"`
+	// Command is a shell tool's script, run with bash -c like a shell task's command. The
+	// call's arguments reach it only as environment variables, never in the script's text.
+	Command string `json:"command,omitempty" yaml:"command,omitempty"`
+	// Arguments is the JSON Schema of the call's arguments (an object schema); a call whose
+	// arguments do not match goes back to the model as the tool's error, not run. Empty
+	// means the tool takes no arguments.
+	Arguments map[string]any `json:"arguments,omitempty" yaml:"arguments,omitempty"`
+	// Idempotent says that running a call twice has the effect of running it once (the tool
+	// dedupes on ZKSCHED_TOOL_CALL_ID): a call interrupted by a crash may then be run again.
+	Idempotent bool `json:"idempotent,omitempty" yaml:"idempotent,omitempty"`
+	// OnInterrupted is what a later attempt does with a call that started and did not end
+	// (its worker died mid-call): one of OnInterruptedPolicies; empty means OnInterruptedRetry
+	// for an idempotent tool and OnInterruptedAsk for any other.
+	OnInterrupted string `json:"on-interrupted,omitempty" yaml:"on-interrupted,omitempty"`
+	// Timeout bounds one call; 0 means DefaultToolTimeout. The task's timeout bounds all.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+}
+
+// Tool types.
+const (
+	// ToolShell runs Command like a shell task, with the arguments in its environment.
+	ToolShell = "shell"
+)
+
+// ToolTypes returns the tool types a tool-calling agent may declare.
+func ToolTypes() []string { return []string{ToolShell} }
+
+// What a later attempt does with a tool call interrupted by a crash.
+const (
+	// OnInterruptedRetry runs the call again with the same call id; only for idempotent tools.
+	OnInterruptedRetry = "retry"
+	// OnInterruptedAsk makes the task wait, holding no slot, for a person to say whether the
+	// call took effect (a signal with "done" and the result, or "not-done" to run it again).
+	OnInterruptedAsk = "ask"
+	// OnInterruptedFail fails the task, naming the call.
+	OnInterruptedFail = "fail"
+)
+
+// OnInterruptedPolicies returns the values of a tool's on-interrupted.
+func OnInterruptedPolicies() []string {
+	return []string{OnInterruptedRetry, OnInterruptedAsk, OnInterruptedFail}
+}
+
+// Bounds of a tool-calling agent.
+const (
+	DefaultMaxTurns     = 20
+	MaxMaxTurns         = 200
+	DefaultMaxToolCalls = 50
+	MaxMaxToolCalls     = 1000
+	MaxTools            = 64
+	DefaultToolTimeout  = 10 * time.Minute
+)
+
+// Interrupted returns the tool's on-interrupted policy with the default applied.
+func (t Tool) Interrupted() string {
+	switch {
+	case t.OnInterrupted != "":
+		return t.OnInterrupted
+	case t.Idempotent:
+		return OnInterruptedRetry
+	}
+	return OnInterruptedAsk
 }
 
 // The triggers: what a task's dependencies must have come to, once all have ended, for it
