@@ -56,10 +56,18 @@ func (c *checkpoints) Save(ctx context.Context, step string, cp executor.Checkpo
 	if err != nil {
 		return err
 	}
+	return c.write(ctx, func(ctx context.Context) error {
+		return c.db.CheckpointSaveIfRunning(ctx, c.tok, step, c.mask.String(cp.Output), usage)
+	})
+}
+
+// write runs one write of the attempt's, retrying while the database is unreachable until
+// the attempt is stopped; a refused token stops the attempt at once.
+func (c *checkpoints) write(ctx context.Context, do func(context.Context) error) error {
 	backoff := dbRetry.Backoff()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := c.db.CheckpointSaveIfRunning(wctx, c.tok, step, c.mask.String(cp.Output), usage)
+		err := do(wctx)
 		cancel()
 		switch {
 		case err == nil:
@@ -90,4 +98,89 @@ func usageJSON(u *llm.Usage) json.RawMessage {
 		return nil
 	}
 	return raw
+}
+
+// loopStore is the executor.LoopStore of one attempt: a tool-calling agent's turns and tool
+// calls in agent_turn and tool_call, each write under the attempt's fencing token. It shares
+// the checkpoints' retries and refusal: a turn was paid for and a call's effect happened, so
+// their records are retried while the database is unreachable.
+type loopStore struct{ c *checkpoints }
+
+// Load implements executor.LoopStore.
+func (l loopStore) Load(ctx context.Context) ([]executor.Turn, []executor.ToolCall, error) {
+	rows, calls, err := l.c.db.AgentLoopForTask(ctx, l.c.tok.TaskID)
+	if err != nil {
+		return nil, nil, err
+	}
+	turns := make([]executor.Turn, len(rows))
+	for i, r := range rows {
+		var resp storedResponse
+		if err := json.Unmarshal(r.Response, &resp); err != nil {
+			return nil, nil, fmt.Errorf("turn %d: response %s: %w", r.Turn, r.Response, err)
+		}
+		var u llm.Usage
+		if len(r.Usage) > 0 {
+			if err := json.Unmarshal(r.Usage, &u); err != nil {
+				return nil, nil, fmt.Errorf("turn %d: usage %s: %w", r.Turn, r.Usage, err)
+			}
+		}
+		turns[i] = executor.Turn{Turn: r.Turn, Digest: r.RequestDigest, Attempt: r.Attempt,
+			Response: llm.Response{Text: resp.Text, ToolCalls: resp.ToolCalls, Usage: u}}
+	}
+	out := make([]executor.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = executor.ToolCall{Turn: c.Turn, Seq: c.Seq, ID: c.CallID, Tool: c.Tool, Arguments: c.Arguments,
+			State: c.State, IsError: c.IsError, Attempt: c.Attempt, Starts: c.Starts}
+		if c.Result != nil {
+			out[i].Result = *c.Result
+		}
+	}
+	return turns, out, nil
+}
+
+// storedResponse is a turn's answer as agent_turn.response holds it.
+type storedResponse struct {
+	Text      string         `json:"text"`
+	ToolCalls []llm.ToolCall `json:"tool_calls,omitempty"`
+}
+
+// SaveTurn implements executor.LoopStore.
+func (l loopStore) SaveTurn(ctx context.Context, t executor.Turn) error {
+	resp, err := json.Marshal(storedResponse{Text: l.c.mask.String(t.Response.Text), ToolCalls: t.Response.ToolCalls})
+	if err != nil {
+		return err
+	}
+	usage, err := json.Marshal(t.Response.Usage)
+	if err != nil {
+		return err
+	}
+	return l.c.write(ctx, func(ctx context.Context) error {
+		return l.c.db.AgentTurnSaveIfRunning(ctx, l.c.tok, t.Turn, t.Digest, resp, usage)
+	})
+}
+
+// StartCall implements executor.LoopStore.
+func (l loopStore) StartCall(ctx context.Context, c executor.ToolCall) error {
+	return l.c.write(ctx, func(ctx context.Context) error {
+		return l.c.db.ToolCallStartIfRunning(ctx, l.c.tok, l.row(c))
+	})
+}
+
+// EndCall implements executor.LoopStore.
+func (l loopStore) EndCall(ctx context.Context, c executor.ToolCall) error {
+	result := l.c.mask.String(c.Result)
+	return l.c.write(ctx, func(ctx context.Context) error {
+		return l.c.db.ToolCallEndIfRunning(ctx, l.c.tok, l.row(c), result, c.IsError)
+	})
+}
+
+// InterruptCall implements executor.LoopStore.
+func (l loopStore) InterruptCall(ctx context.Context, c executor.ToolCall) error {
+	return l.c.write(ctx, func(ctx context.Context) error {
+		return l.c.db.ToolCallInterruptIfRunning(ctx, l.c.tok, l.row(c))
+	})
+}
+
+func (l loopStore) row(c executor.ToolCall) dao.ToolCall {
+	return dao.ToolCall{Turn: c.Turn, Seq: c.Seq, CallID: c.ID, Tool: c.Tool, Arguments: l.c.mask.String(c.Arguments)}
 }

@@ -522,10 +522,11 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		}
 		sink := newLogSink(w.db, tok, w.cfg.LogLimit, w.cfg.Clock, func() { a.cancel(errRefused) })
 		logw := w.mask.writer(sink)
+		cps := &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
+			clock: w.cfg.Clock}
 		task := executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
 			WorkerID: w.cfg.ID, Traceparent: traceparent, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item,
-			Checkpoints: &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
-				clock: w.cfg.Clock}, OutputLimit: outputLimit}
+			Checkpoints: cps, Loop: loopStore{cps}, OutputLimit: outputLimit}
 		res = executor.LimitOutput(task, exec.Run(ctx, task, logw))
 		_ = logw.Close()
 		sink.Close()

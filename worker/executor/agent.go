@@ -39,10 +39,19 @@ type Checkpoint struct {
 // the signal stored as the step's checkpoint, is the step's.
 type Agent struct {
 	Providers *llm.Providers
+	// Shell runs the shell tools of a tool-calling agent.
+	Shell Shell
 }
 
 // Run implements Executor.
 func (e Agent) Run(ctx context.Context, t Task, log io.Writer) Result {
+	if len(t.Spec.Tools) > 0 {
+		client, err := e.Providers.Get(t.Spec.Provider)
+		if err != nil {
+			return Result{Err: err}
+		}
+		return e.loop(ctx, t, client, log)
+	}
 	switch {
 	case t.Checkpoints == nil:
 		return Result{Err: errors.New("agent task run without a checkpoint store")}

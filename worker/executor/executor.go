@@ -36,6 +36,9 @@ type Task struct {
 	// Checkpoints stores and loads an agent task's finished steps under the attempt's
 	// fencing token; nil for other types.
 	Checkpoints Checkpointer
+	// Loop stores a tool-calling agent's turns and tool calls under the attempt's fencing
+	// token; nil for other types.
+	Loop LoopStore
 	// OutputLimit is the most bytes the task's output may have: its output-limit, or the
 	// worker's worker.output-limit (see LimitOutput). 0 means none.
 	OutputLimit int
@@ -43,6 +46,9 @@ type Task struct {
 	// upstreamFiles are the files a shell task reads its dependencies' outputs from, by
 	// dependency (see upstreamFiles).
 	upstreamFiles map[string]string
+	// stdoutTap, when set, gets a copy of a shell task's standard output: a shell tool's
+	// result.
+	stdoutTap io.Writer
 }
 
 // Env returns the variables every task process gets, so a user's script can make its side

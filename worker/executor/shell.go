@@ -78,6 +78,9 @@ func (s Shell) Run(ctx context.Context, t Task, log io.Writer) Result {
 	if keep <= 0 {
 		keep = workflow.MaxOutputLimit
 	}
+	if t.stdoutTap != nil {
+		outLog = io.MultiWriter(outLog, t.stdoutTap)
+	}
 	out := &lastLine{w: outLog, keep: keep}
 	stdout, err := newDrain(out)
 	if err != nil {

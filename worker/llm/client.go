@@ -42,12 +42,19 @@ type Request struct {
 	Temperature *float64
 	// MaxTokens caps the completion; 0 for the model's default.
 	MaxTokens int
+	// History is the conversation after Prompt, oldest first: the model's earlier answers
+	// and the results of the tools they called.
+	History []Message
+	// Tools are the tools the model may call; none makes a plain completion.
+	Tools []ToolSpec
 }
 
 // Response is a model's answer and what it cost.
 type Response struct {
-	Text  string
-	Usage Usage
+	Text string
+	// ToolCalls are the calls the model asked for, in its order; none when it answered.
+	ToolCalls []ToolCall
+	Usage     Usage
 }
 
 // Usage is the token usage of one call, or the sum of several. It is stored as JSON with
@@ -98,7 +105,13 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeSystem, req.System))
 	}
 	msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, req.Prompt))
+	for _, m := range req.History {
+		msgs = append(msgs, m.messageContent())
+	}
 	opts := append([]llms.CallOption{}, c.callOpts...)
+	if len(req.Tools) > 0 {
+		opts = append(opts, llms.WithTools(tools(req.Tools)))
+	}
 	if req.Temperature != nil {
 		opts = append(opts, llms.WithTemperature(*req.Temperature))
 	}
@@ -116,7 +129,7 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		if err == nil {
 			text, u := readResponse(resp)
 			u.Calls = usage.Calls
-			return Response{Text: text, Usage: u}, nil
+			return Response{Text: text, ToolCalls: toolCalls(resp.Choices[0]), Usage: u}, nil
 		}
 		if ctx.Err() != nil {
 			return Response{Usage: usage}, context.Cause(ctx)

@@ -222,7 +222,7 @@ func (l *limiter) block(d time.Duration) {
 // the completion's cap when the task sets max-tokens. The reservation is replaced by the
 // usage the provider reports once it answers.
 func estimateTokens(req Request) int {
-	return (len(req.System)+len(req.Prompt)+3)/4 + req.MaxTokens
+	return (len(req.System)+len(req.Prompt)+historyChars(req.History)+toolsChars(req.Tools)+3)/4 + req.MaxTokens
 }
 
 // localLimits keeps the limits of one client alone, in memory and on its clock, by the

@@ -1,0 +1,389 @@
+package executor
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/zksched/zksched/worker/llm"
+	"github.com/zksched/zksched/workflow"
+)
+
+// LoopStore stores a tool-calling agent's turns and tool calls, so that a later attempt (a
+// retry, or another worker after a failover) replays what is done instead of doing it again:
+// a finished turn is never sent to the model again, and an ended tool call never run again.
+// The worker implements it on PostgreSQL, every write under the attempt's fencing token.
+type LoopStore interface {
+	// Load returns the turns and the tool calls of earlier attempts (and of this one).
+	Load(ctx context.Context) ([]Turn, []ToolCall, error)
+	// SaveTurn records an answered model call.
+	SaveTurn(ctx context.Context, t Turn) error
+	// StartCall records that c is about to run; nothing runs a call unless it returned nil.
+	StartCall(ctx context.Context, c ToolCall) error
+	// EndCall records c's result (c.Result, c.IsError).
+	EndCall(ctx context.Context, c ToolCall) error
+	// InterruptCall marks a started call interrupted: its fate is for a person to tell.
+	InterruptCall(ctx context.Context, c ToolCall) error
+}
+
+// Turn is one answered model call of a tool-calling agent.
+type Turn struct {
+	Turn int
+	// Digest identifies what was sent: the request's SHA-256, hex.
+	Digest   string
+	Response llm.Response
+	// Attempt is the attempt that made the call; the store sets it.
+	Attempt int
+}
+
+// ToolCall is one call of a tool the model asked for, by turn and position in the turn.
+type ToolCall struct {
+	Turn, Seq int
+	// ID is the call's stable id, the same in every attempt: a tool dedupes on it.
+	ID string
+	// ModelID is the provider's id of the call, which the result answers.
+	ModelID   string
+	Tool      string
+	Arguments string
+	// State is "started", "ended" or "interrupted" when loaded; the store keeps it.
+	State   string
+	Result  string
+	IsError bool
+	// Attempt is the attempt that started it last; Starts how often it started.
+	Attempt int
+	Starts  int
+}
+
+// The states of a stored tool call.
+const (
+	CallStarted     = "started"
+	CallEnded       = "ended"
+	CallInterrupted = "interrupted"
+)
+
+// toolResultLimit bounds what a tool's result gives the model back: the first bytes of its
+// standard output, marked cut.
+const toolResultLimit = 64 << 10
+
+// CallID is the stable id of the seq-th call of turn in task instance taskID, the
+// ZKSCHED_TOOL_CALL_ID its tool gets.
+func CallID(taskID int64, turn, seq int) string {
+	return fmt.Sprintf("zk-%d-%d-%d", taskID, turn, seq)
+}
+
+// InterruptedStep is the paused step an agent waits at for a person to tell the fate of an
+// interrupted call; a signal's output is then the call's result.
+func InterruptedStep(turn, seq int) string { return fmt.Sprintf("tool-call:%d.%d", turn, seq) }
+
+// loop runs a tool-calling agent: model turn, its tool calls, their results, the next turn,
+// until the model answers without calling a tool (its answer is the output) or a bound ends
+// it.
+func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writer) Result {
+	spec := t.Spec
+	store := t.Loop
+	if store == nil {
+		return Result{Err: errors.New("tool-calling agent run without a loop store")}
+	}
+	turns, calls, err := store.Load(ctx)
+	if err != nil {
+		return Result{Err: fmt.Errorf("load the agent's turns: %w", err)}
+	}
+	doneTurns := make(map[int]Turn, len(turns))
+	for _, tr := range turns {
+		doneTurns[tr.Turn] = tr
+	}
+	doneCalls := make(map[[2]int]ToolCall, len(calls))
+	for _, c := range calls {
+		doneCalls[[2]int{c.Turn, c.Seq}] = c
+	}
+	signalled := map[string]Checkpoint{}
+	if t.Checkpoints != nil {
+		if signalled, err = t.Checkpoints.Load(ctx); err != nil {
+			return Result{Err: fmt.Errorf("load checkpoints: %w", err)}
+		}
+	}
+	tools := make(map[string]workflow.Tool, len(spec.Tools))
+	specs := make([]llm.ToolSpec, len(spec.Tools))
+	for i, tool := range spec.Tools {
+		tools[tool.Name] = tool
+		specs[i] = llm.ToolSpec{Name: tool.Name, Description: tool.Description, Parameters: tool.Arguments}
+	}
+	maxTurns := cmpOr(spec.MaxTurns, workflow.DefaultMaxTurns)
+	maxCalls := cmpOr(spec.MaxToolCalls, workflow.DefaultMaxToolCalls)
+
+	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item}
+	base, err := request(ctx, spec, "prompt", spec.Prompt, data)
+	if err != nil {
+		return Result{Err: err}
+	}
+	base.Tools = specs
+	var own, total llm.Usage
+	result := func(err error) Result { return Result{Err: err, Usage: &own, TaskUsage: &total} }
+	var history []llm.Message
+	ncalls := 0
+	for turn := 1; ; turn++ {
+		if turn > maxTurns {
+			return result(fmt.Errorf("the agent used its %d turns (max-turns) without a final answer", maxTurns))
+		}
+		label := fmt.Sprintf("turn %d", turn)
+		req := base
+		req.History = history
+		var resp llm.Response
+		if done, ok := doneTurns[turn]; ok {
+			resp = done.Response
+			total = total.Add(resp.Usage)
+			fmt.Fprintf(log, "%s: answered in attempt %d, replayed from its checkpoint (%d tokens)\n", label, done.Attempt, resp.Usage.TotalTokens)
+		} else {
+			if spec.MaxTotalTokens > 0 && total.TotalTokens >= spec.MaxTotalTokens {
+				return result(fmt.Errorf("the agent used %d tokens, reaching max-total-tokens %d, without a final answer",
+					total.TotalTokens, spec.MaxTotalTokens))
+			}
+			resp, err = call(ctx, client, req, label, log)
+			own, total = own.Add(resp.Usage), total.Add(resp.Usage)
+			if err != nil {
+				return result(fmt.Errorf("%s: %w", label, err))
+			}
+			for i := range resp.ToolCalls {
+				resp.ToolCalls[i].Arguments = storable(resp.ToolCalls[i].Arguments)
+			}
+			if err := store.SaveTurn(ctx, Turn{Turn: turn, Digest: digest(req), Response: resp}); err != nil {
+				return result(fmt.Errorf("checkpoint %s: %w", label, err))
+			}
+		}
+		if len(resp.ToolCalls) == 0 {
+			if spec.MaxTotalTokens > 0 && total.TotalTokens > spec.MaxTotalTokens {
+				return result(fmt.Errorf("the agent used %d tokens, over max-total-tokens %d", total.TotalTokens, spec.MaxTotalTokens))
+			}
+			r := result(nil)
+			r.Output = resp.Text
+			return r
+		}
+		history = append(history, llm.Message{Assistant: true, Text: resp.Text, ToolCalls: resp.ToolCalls})
+		for seq0, asked := range resp.ToolCalls {
+			seq := seq0 + 1
+			ncalls++
+			if ncalls > maxCalls {
+				return result(fmt.Errorf("the agent asked for more than %d tool calls (max-tool-calls)", maxCalls))
+			}
+			c := ToolCall{Turn: turn, Seq: seq, ID: CallID(t.ID, turn, seq), ModelID: asked.ID, Tool: asked.Name, Arguments: asked.Arguments}
+			clabel := fmt.Sprintf("%s call %d %s (%s)", label, seq, asked.Name, c.ID)
+			prev, seen := doneCalls[[2]int{turn, seq}]
+			tool, known := tools[asked.Name]
+			run := true
+			switch {
+			case seen && prev.State == CallEnded:
+				c.Result, c.IsError = prev.Result, prev.IsError
+				fmt.Fprintf(log, "%s: ended in attempt %d, its result replayed\n", clabel, prev.Attempt)
+				run = false
+			case seen && known:
+				step := InterruptedStep(turn, seq)
+				if cp, ok := signalled[step]; ok {
+					// A person said the call took effect, and what it returned.
+					c.Result = cp.Output
+					if err := store.EndCall(ctx, c); err != nil {
+						return result(fmt.Errorf("%s: record its result: %w", clabel, err))
+					}
+					fmt.Fprintf(log, "%s: interrupted in attempt %d; a person said it took effect, their text is its result\n", clabel, prev.Attempt)
+					run = false
+					break
+				}
+				switch policy := tool.Interrupted(); policy {
+				case workflow.OnInterruptedRetry:
+					fmt.Fprintf(log, "%s: started in attempt %d and never ended; the tool is idempotent, so it runs again with the same call id\n", clabel, prev.Attempt)
+				case workflow.OnInterruptedFail:
+					return result(fmt.Errorf("%s: started in attempt %d and never ended; on-interrupted: fail", clabel, prev.Attempt))
+				default:
+					if err := store.InterruptCall(ctx, c); err != nil {
+						return result(fmt.Errorf("%s: mark it interrupted: %w", clabel, err))
+					}
+					fmt.Fprintf(log, "%s: started in attempt %d and never ended; it may or may not have taken effect, "+
+						"so the task waits for a person to tell (zksched signal %d --output RESULT: it took effect; "+
+						"--reject REASON: stop)\n", clabel, prev.Attempt, t.ID)
+					r := result(nil)
+					r.Paused = &Pause{Step: step}
+					return r
+				}
+			}
+			if run {
+				if err := e.runTool(ctx, t, tool, known, &c, store, clabel, log); err != nil {
+					return result(err)
+				}
+			}
+			history = append(history, llm.Message{Text: c.Result, ToolCallID: c.ModelID, ToolName: c.Tool})
+		}
+	}
+}
+
+// runTool runs call c of tool (unknown: a name the model made up) and records it: started
+// before it runs, ended with its result after. A call the tool refuses before running (an
+// unknown tool, arguments that do not match its schema) is recorded ended with the error as
+// its result, which the model sees and may correct. An error returned ends the attempt.
+func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bool, c *ToolCall, store LoopStore, label string, log io.Writer) error {
+	var refusal string
+	var args map[string]any
+	switch {
+	case !known:
+		refusal = fmt.Sprintf("no tool is called %q; the tools are: %s", c.Tool, toolNames(t.Spec.Tools))
+	default:
+		if err := checkArguments(tool, c.Arguments, &args); err != nil {
+			refusal = fmt.Sprintf("the arguments do not match the tool's schema, so it did not run: %v", err)
+		}
+	}
+	if err := store.StartCall(ctx, *c); err != nil {
+		return fmt.Errorf("%s: record its start: %w", label, err)
+	}
+	if refusal != "" {
+		c.Result, c.IsError = refusal, true
+		fmt.Fprintf(log, "%s: refused: %s\n", label, refusal)
+	} else {
+		fmt.Fprintf(log, "%s: running with arguments %s\n", label, clipText(c.Arguments, 500))
+		start := time.Now()
+		res, out := e.runShellTool(ctx, t, tool, *c, args, log)
+		if res.Stopped || ctx.Err() != nil {
+			// The attempt is being stopped: the call stays started, for the next attempt's
+			// on-interrupted policy.
+			return fmt.Errorf("%s: stopped before it ended", label)
+		}
+		c.Result = out
+		if res.Err != nil {
+			c.IsError = true
+			c.Result = fmt.Sprintf("the tool failed: %v\n%s", res.Err, out)
+		}
+		fmt.Fprintf(log, "%s: ended in %v%s\n", label, time.Since(start).Round(time.Millisecond), map[bool]string{true: ", failed", false: ""}[c.IsError])
+	}
+	c.Result = storable(c.Result)
+	if err := store.EndCall(ctx, *c); err != nil {
+		return fmt.Errorf("%s: record its result: %w", label, err)
+	}
+	return nil
+}
+
+// runShellTool runs a shell tool's command as a shell task of the agent's runs, the call's
+// arguments in its environment, and returns its result and its standard output, cut at
+// toolResultLimit.
+func (e Agent) runShellTool(ctx context.Context, t Task, tool workflow.Tool, c ToolCall, args map[string]any, log io.Writer) (Result, string) {
+	timeout := time.Duration(tool.Timeout)
+	if timeout <= 0 {
+		timeout = workflow.DefaultToolTimeout
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sub := t
+	sub.Spec = workflow.Task{Name: t.Spec.Name, Type: "shell", Command: tool.Command, Workdir: t.Spec.Workdir,
+		Env: make(map[string]string, len(t.Spec.Env)+len(args)+3)}
+	for k, v := range t.Spec.Env {
+		sub.Spec.Env[k] = v
+	}
+	for k, v := range args {
+		sub.Spec.Env["ZKSCHED_ARG_"+envName(k)] = argText(v)
+	}
+	sub.Spec.Env["ZKSCHED_ARGS"] = c.Arguments
+	sub.Spec.Env["ZKSCHED_TOOL_CALL_ID"] = c.ID
+	sub.Spec.Env["ZKSCHED_TOOL_NAME"] = tool.Name
+	sub.OutputLimit = toolResultLimit
+	tap := &cappedBuffer{limit: toolResultLimit}
+	sub.stdoutTap = tap
+	res := e.Shell.Run(tctx, sub, log)
+	if errors.Is(tctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		res.Stopped = false
+		res.Err = fmt.Errorf("timed out after %v", timeout)
+	}
+	return res, tap.text()
+}
+
+// checkArguments parses a call's arguments, which must be a JSON object matching the tool's
+// schema, into args.
+func checkArguments(tool workflow.Tool, raw string, args *map[string]any) error {
+	if strings.TrimSpace(raw) == "" {
+		raw = "{}"
+	}
+	if err := json.Unmarshal([]byte(raw), args); err != nil {
+		return fmt.Errorf("not a JSON object: %v", err)
+	}
+	if *args == nil {
+		return errors.New("not a JSON object: null")
+	}
+	return tool.CheckArgs(json.RawMessage(raw))
+}
+
+// envName makes an argument's name part of an environment variable's: what is not a letter, a
+// digit or '_' becomes '_'.
+func envName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
+// argText is an argument's value as a variable holds it: a string as it is, anything else as
+// JSON.
+func argText(v any) string {
+	if s, ok := v.(string); ok {
+		return s
+	}
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
+
+func toolNames(tools []workflow.Tool) string {
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// digest is the SHA-256 of what a request sends, hex.
+func digest(req llm.Request) string {
+	raw, _ := json.Marshal(req)
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// cappedBuffer keeps the first limit bytes written to it and counts the rest.
+type cappedBuffer struct {
+	limit int
+	buf   []byte
+	total int
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.total += len(p)
+	if room := b.limit - len(b.buf); room > 0 {
+		b.buf = append(b.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (b *cappedBuffer) text() string {
+	s := strings.TrimRight(string(b.buf), "\n")
+	if b.total > len(b.buf) {
+		s += fmt.Sprintf("\n[cut: the tool wrote %d bytes; the first %d are shown]", b.total, len(b.buf))
+	}
+	return s
+}

@@ -1,0 +1,102 @@
+package llm
+
+import (
+	"encoding/json"
+
+	"github.com/tmc/langchaingo/llms"
+)
+
+// ToolSpec is a tool offered to the model: its name, what it is for, and the JSON Schema of
+// its arguments.
+type ToolSpec struct {
+	Name        string
+	Description string
+	// Parameters is the JSON Schema of the arguments, an object schema; nil for none.
+	Parameters map[string]any
+}
+
+// ToolCall is a call of a tool the model asked for.
+type ToolCall struct {
+	// ID is the provider's id of the call, which the tool's result must name.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments is the JSON text of the arguments, as the model wrote it (not checked).
+	Arguments string `json:"arguments"`
+}
+
+// Message is one message of a conversation after its prompt: the model's answer (its text
+// and the tool calls it asked for), or a tool's result.
+type Message struct {
+	// Assistant is true for the model's answer, false for a tool's result.
+	Assistant bool
+	Text      string
+	ToolCalls []ToolCall
+	// ToolCallID and ToolName name the call a tool's result answers.
+	ToolCallID string
+	ToolName   string
+}
+
+// messageContent is m in langchaingo's form.
+func (m Message) messageContent() llms.MessageContent {
+	if !m.Assistant {
+		return llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
+			llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.ToolName, Content: m.Text}}}
+	}
+	var parts []llms.ContentPart
+	if m.Text != "" {
+		parts = append(parts, llms.TextContent{Text: m.Text})
+	}
+	for _, c := range m.ToolCalls {
+		parts = append(parts, llms.ToolCall{ID: c.ID, Type: "function",
+			FunctionCall: &llms.FunctionCall{Name: c.Name, Arguments: c.Arguments}})
+	}
+	return llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: parts}
+}
+
+// tools is specs in langchaingo's form.
+func tools(specs []ToolSpec) []llms.Tool {
+	out := make([]llms.Tool, len(specs))
+	for i, s := range specs {
+		params := s.Parameters
+		if params == nil {
+			params = map[string]any{"type": "object", "properties": map[string]any{}}
+		}
+		out[i] = llms.Tool{Type: "function", Function: &llms.FunctionDefinition{
+			Name: s.Name, Description: s.Description, Parameters: params}}
+	}
+	return out
+}
+
+// toolCalls reads the tool calls of a choice.
+func toolCalls(ch *llms.ContentChoice) []ToolCall {
+	var out []ToolCall
+	for _, c := range ch.ToolCalls {
+		if c.FunctionCall == nil {
+			continue
+		}
+		out = append(out, ToolCall{ID: c.ID, Name: c.FunctionCall.Name, Arguments: c.FunctionCall.Arguments})
+	}
+	return out
+}
+
+// historyChars is the size of a conversation's messages, for the token estimate.
+func historyChars(msgs []Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += len(m.Text)
+		for _, c := range m.ToolCalls {
+			n += len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n
+}
+
+// toolsChars is the size of the tools' definitions, for the token estimate.
+func toolsChars(specs []ToolSpec) int {
+	n := 0
+	for _, s := range specs {
+		raw, _ := json.Marshal(s.Parameters)
+		n += len(s.Name) + len(s.Description) + len(raw)
+	}
+	return n
+}
