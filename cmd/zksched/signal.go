@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/zksched/zksched/dao"
 )
@@ -32,6 +33,9 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case *f.asJSON:
 		return writeJSON(stdout, res)
+	case res.State == dao.TaskQueued && res.PausedStep != nil && strings.HasPrefix(*res.PausedStep, "tool-call:"):
+		fmt.Fprintf(stdout, "task instance %d resumed: its interrupted %s is recorded as done, your text its result; workflow instance %d goes on\n",
+			id, strings.Replace(*res.PausedStep, ":", " ", 1), res.WorkflowInstance)
 	case res.State == dao.TaskQueued && res.PausedStep != nil:
 		fmt.Fprintf(stdout, "task instance %d resumed at the step after %s; workflow instance %d goes on\n",
 			id, *res.PausedStep, res.WorkflowInstance)

@@ -1,5 +1,6 @@
 // Package llmtest is an OpenAI-compatible chat completions server for tests, on loopback. It
-// answers every prompt deterministically ("answer to: <prompt>") with token usage, counts the
+// answers every prompt deterministically ("answer to: <prompt>") with token usage (offered
+// tools, it first calls each of them once, in order, with arguments from their schemas), counts the
 // requests per prompt and records when each arrived, records the high-water mark of requests
 // in flight, and misbehaves on
 // demand: an HTTP error (429 with Retry-After, 5xx, 400, 401) for the next n requests whose
@@ -30,10 +31,12 @@ type Server struct {
 	prompts  []string    // every request's user prompt, in arrival order
 	arrived  []time.Time // when each of prompts arrived
 	answered []string    // the prompts answered with 200
-	inFlight int
-	high     int
-	served   time.Duration // time spent answering the 200s, delays included
-	changed  chan struct{} // closed and replaced at every change
+	// toolResults are the tool results the requests carried.
+	toolResults []string
+	inFlight    int
+	high        int
+	served      time.Duration // time spent answering the 200s, delays included
+	changed     chan struct{} // closed and replaced at every change
 }
 
 type rule struct {
@@ -176,9 +179,50 @@ func (s *Server) notify() {
 type chatRequest struct {
 	Model    string `json:"model"`
 	Messages []struct {
-		Role    string          `json:"role"`
-		Content json.RawMessage `json:"content"`
+		Role       string            `json:"role"`
+		Content    json.RawMessage   `json:"content"`
+		ToolCalls  []json.RawMessage `json:"tool_calls"`
+		ToolCallID string            `json:"tool_call_id"`
 	} `json:"messages"`
+	Tools []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name       string         `json:"name"`
+			Parameters map[string]any `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+// ToolResults returns the tool results the requests carried, as "call-id: content", in
+// arrival order (a conversation's results come again with each later turn).
+func (s *Server) ToolResults() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.toolResults...)
+}
+
+// toolArguments are the arguments the server calls a tool with: each property's default,
+// else its first enum value, else a value of its type.
+func toolArguments(schema map[string]any) string {
+	out := map[string]any{}
+	props, _ := schema["properties"].(map[string]any)
+	for name, p := range props {
+		prop, _ := p.(map[string]any)
+		switch e, _ := prop["enum"].([]any); {
+		case prop["default"] != nil:
+			out[name] = prop["default"]
+		case len(e) > 0:
+			out[name] = e[0]
+		case prop["type"] == "integer" || prop["type"] == "number":
+			out[name] = 1
+		case prop["type"] == "boolean":
+			out[name] = true
+		default:
+			out[name] = "test"
+		}
+	}
+	raw, _ := json.Marshal(out)
+	return string(raw)
 }
 
 // text reads a message's content, a string or a list of parts.
@@ -210,17 +254,24 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var prompt, system string
+	var results []string
+	called := 0
 	for _, m := range req.Messages {
 		switch m.Role {
 		case "user":
 			prompt = text(m.Content)
 		case "system":
 			system = text(m.Content)
+		case "assistant":
+			called += len(m.ToolCalls)
+		case "tool":
+			results = append(results, m.ToolCallID+": "+text(m.Content))
 		}
 	}
 
 	s.mu.Lock()
 	s.prompts = append(s.prompts, prompt)
+	s.toolResults = append(s.toolResults, results...)
 	s.arrived = append(s.arrived, start)
 	s.inFlight++
 	s.high = max(s.high, s.inFlight)
@@ -277,11 +328,20 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	answer := Answer(prompt)
 	promptTokens := len(strings.Fields(system)) + len(strings.Fields(prompt))
 	completionTokens := len(strings.Fields(answer))
+	choice := map[string]any{"index": 0, "finish_reason": "stop",
+		"message": map[string]any{"role": "assistant", "content": answer}}
+	if called < len(req.Tools) {
+		// Offered tools, the server calls each once, in order, one a turn, and then answers.
+		fn := req.Tools[called].Function
+		choice = map[string]any{"index": 0, "finish_reason": "tool_calls",
+			"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{
+				"id": fmt.Sprintf("call_%d", called+1), "type": "function",
+				"function": map[string]any{"name": fn.Name, "arguments": toolArguments(fn.Parameters)}}}}}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": "chatcmpl-test", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-		"choices": []map[string]any{{"index": 0, "finish_reason": "stop",
-			"message": map[string]string{"role": "assistant", "content": answer}}},
+		"choices": []map[string]any{choice},
 		"usage": map[string]int{"prompt_tokens": promptTokens, "completion_tokens": completionTokens,
 			"total_tokens": promptTokens + completionTokens},
 	})

@@ -205,8 +205,8 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 						return result(fmt.Errorf("%s: mark it interrupted: %w", clabel, err))
 					}
 					fmt.Fprintf(log, "%s: started in attempt %d and never ended; it may or may not have taken effect, "+
-						"so the task waits for a person to tell (zksched signal %d --output RESULT: it took effect; "+
-						"--reject REASON: stop)\n", clabel, prev.Attempt, t.ID)
+						"so the task waits for a person to tell: zksched signal %d --output RESULT if it took effect (RESULT "+
+						"is what the model is told it returned), --fail --output REASON to fail the task\n", clabel, prev.Attempt, t.ID)
 					r := result(nil)
 					r.Paused = &Pause{Step: step}
 					return r

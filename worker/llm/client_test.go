@@ -381,3 +381,40 @@ func TestProviderTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestToolCallsThroughOpenAI: tools offered through langchaingo reach an OpenAI-compatible
+// server as its tools, its tool calls come back as ToolCalls, and the conversation sent with
+// the next turn carries the calls and their results.
+func TestToolCallsThroughOpenAI(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.New(t)
+	p := llm.NewProviders(map[string]llm.Provider{"t": {Type: llm.ProviderOpenAI, BaseURL: srv.BaseURL(), Model: "m"}},
+		llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop()})
+	c, err := p.Get("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := []llm.ToolSpec{{Name: "lookup", Description: "looks up", Parameters: map[string]any{"type": "object",
+		"properties": map[string]any{"host": map[string]any{"type": "string", "default": "db-1"}}}}}
+	req := llm.Request{Prompt: "check the hosts", Tools: tools}
+	resp, err := c.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].Name != "lookup" || resp.ToolCalls[0].ID != "call_1" ||
+		resp.ToolCalls[0].Arguments != `{"host":"db-1"}` {
+		t.Fatalf("tool calls %+v, want lookup {host: db-1}", resp.ToolCalls)
+	}
+	req.History = []llm.Message{{Assistant: true, ToolCalls: resp.ToolCalls},
+		{ToolCallID: "call_1", ToolName: "lookup", Text: "db-1 is up"}}
+	resp, err = c.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 0 || resp.Text != llmtest.Answer("check the hosts") {
+		t.Errorf("second turn %+v, want the final answer", resp)
+	}
+	if got := srv.ToolResults(); len(got) != 1 || got[0] != "call_1: db-1 is up" {
+		t.Errorf("tool results the server saw: %q", got)
+	}
+}

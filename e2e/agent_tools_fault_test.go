@@ -1,0 +1,201 @@
+package e2e
+
+// The fault tests of tool-calling agents: a worker killed with kill -9 in the middle of a tool
+// call. Every tool appends to a ledger, so the test sees each effect as it happened; the
+// agent's turns and calls in the database say what was sent to the model and by which
+// attempt.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// toolAgentFile is a workflow whose agent calls, through the offline model, lookup (an
+// idempotent tool), then deploy, which holds while the file hold exists, then notify. deploy
+// is idempotent, or not: then an interruption asks a person.
+func toolAgentFile(name, ledger, hold string, deployIdempotent bool) string {
+	return fmt.Sprintf(`
+name: %[1]s
+tasks:
+  - name: agent
+    type: agent
+    provider: offline
+    prompt: Roll out release 7 and tell the channel
+    env: {LEDGER: %[2]s, HOLD: %[3]s}
+    tools:
+      - name: lookup
+        description: Looks up the current release of a service.
+        type: shell
+        idempotent: true
+        arguments:
+          type: object
+          properties: {service: {type: string, default: api}}
+          required: [service]
+        command: echo "lookup $ZKSCHED_ARG_service $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; echo "api runs release 6"
+      - name: deploy
+        description: Deploys a release of a service.
+        type: shell
+        idempotent: %[4]t
+        arguments:
+          type: object
+          properties: {service: {type: string, default: api}, release: {type: integer, default: 7}}
+        command: |
+          echo "deploy-start $ZKSCHED_ARG_release $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"
+          while [ -e "$HOLD" ]; do sleep 0.05; done
+          echo "deploy-end $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"
+          echo "release $ZKSCHED_ARG_release deployed"
+      - name: notify
+        description: Tells the channel.
+        type: shell
+        idempotent: true
+        command: echo "notify $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; echo sent
+`, name, ledger, hold, deployIdempotent)
+}
+
+func readLedger(t *testing.T, path string) []string {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(raw)), "\n")
+}
+
+// agentLoop returns the turns of task id as "turn@attempt" and its calls as
+// "turn.seq tool state starts=N by=A".
+func (f *fault) agentLoop(t *testing.T, id int64) (turns, calls []string, results map[string]string) {
+	t.Helper()
+	ts, cs, err := f.db.AgentLoopForTask(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results = map[string]string{}
+	for _, tr := range ts {
+		turns = append(turns, fmt.Sprintf("%d@%d", tr.Turn, tr.Attempt))
+	}
+	for _, c := range cs {
+		by := "-"
+		if c.EndedAttempt != nil {
+			by = strconv.Itoa(*c.EndedAttempt)
+		}
+		calls = append(calls, fmt.Sprintf("%d.%d %s %s starts=%d ended-by=%s", c.Turn, c.Seq, c.Tool, c.State, c.Starts, by))
+		if c.Result != nil {
+			results[c.Tool] = *c.Result
+		}
+	}
+	return turns, calls, results
+}
+
+// A worker killed with kill -9 while a tool-calling agent's deploy call runs: another worker
+// takes the task over. Everything finished before the kill is replayed, never sent or run
+// again. An idempotent deploy runs again with the same call id; any other waits, holding no
+// slot, for a person to say whether it happened, and their word is its result.
+func TestFaultWorkerKilledMidToolCall(t *testing.T) {
+	for _, idempotent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idempotent=%t", idempotent), func(t *testing.T) {
+			f := setupFault(t)
+			dir := t.TempDir()
+			ledger, hold := filepath.Join(dir, "ledger"), filepath.Join(dir, "hold")
+			if err := os.WriteFile(hold, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			offline := "ZKSCHED_LLM_PROVIDERS_OFFLINE_TYPE=offline"
+			f.startMaster(t, "master", offline)
+			w1 := f.startWorker(t, "worker-1", 1, offline)
+			wf := f.submitFile(t, toolAgentFile(fmt.Sprintf("tools-killed-%t", idempotent), ledger, hold, idempotent))
+			waitUntil(t, 60*time.Second, "the deploy call to start", func() bool {
+				l := readLedger(t, ledger)
+				return len(l) == 2 && strings.HasPrefix(l[1], "deploy-start")
+			})
+			agent := f.taskList(t, wf)[0]
+			w2 := f.startWorker(t, "worker-2", 1, offline)
+			if err := w1.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			// The deploy's process died with its worker (its supervisor's parent death); no
+			// deploy-end may appear for the first start.
+			time.Sleep(200 * time.Millisecond)
+			if idempotent {
+				// The retried deploy may finish once the test lets it.
+				waitUntil(t, 60*time.Second, "the deploy to start again on worker-2", func() bool {
+					return len(readLedger(t, ledger)) == 3
+				})
+				if err := os.Remove(hold); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				if err := os.Remove(hold); err != nil {
+					t.Fatal(err)
+				}
+				waitUntil(t, 60*time.Second, "the agent to wait for a person", func() bool {
+					ti := f.task(t, agent.ID)
+					return ti.State == dao.TaskWaiting
+				})
+				ti := f.task(t, agent.ID)
+				if ti.PausedStep == nil || *ti.PausedStep != "tool-call:2.1" {
+					t.Fatalf("agent = %+v; want waiting at tool-call:2.1", ti)
+				}
+				if got := f.attempts(t, agent.ID); len(got) != 2 || got[0] != "failed_over@"+w1.id || got[1] != "paused@"+w2.id {
+					t.Fatalf("attempts %v; want failed over on worker-1, paused on worker-2", got)
+				}
+				out, code := f.Run("signal", strconv.FormatInt(agent.ID, 10), "--output", "release 7 is live (checked by hand)")
+				if code != 0 || !strings.Contains(out, "its interrupted tool-call 2.1 is recorded as done") {
+					t.Fatalf("signal: exit %d\n%s", code, out)
+				}
+			}
+			waitUntil(t, 60*time.Second, "the workflow to succeed", func() bool {
+				ti := f.task(t, agent.ID)
+				return ti.State == dao.TaskSucceeded
+			})
+			l := readLedger(t, ledger)
+			callID := func(turn int) string { return fmt.Sprintf("zk-%d-%d-1", agent.ID, turn) }
+			want := []string{"lookup api " + callID(1), "deploy-start 7 " + callID(2)}
+			if idempotent {
+				want = append(want, "deploy-start 7 "+callID(2), "deploy-end "+callID(2))
+			}
+			want = append(want, "notify "+callID(3))
+			if strings.Join(l, "\n") != strings.Join(want, "\n") {
+				t.Errorf("ledger:\n%s\nwant:\n%s", strings.Join(l, "\n"), strings.Join(want, "\n"))
+			}
+			turns, calls, results := f.agentLoop(t, agent.ID)
+			last := 2
+			if !idempotent {
+				last = 3
+			}
+			wantTurns := fmt.Sprintf("1@1,2@1,3@%d,4@%d", last, last)
+			if strings.Join(turns, ",") != wantTurns {
+				t.Errorf("turns %v, want %s: a turn answered before the kill must not be sent again", turns, wantTurns)
+			}
+			deploy := fmt.Sprintf("2.1 deploy ended starts=1 ended-by=%d", last)
+			if idempotent {
+				deploy = "2.1 deploy ended starts=2 ended-by=2"
+			}
+			wantCalls := []string{"1.1 lookup ended starts=1 ended-by=1", deploy, fmt.Sprintf("3.1 notify ended starts=1 ended-by=%d", last)}
+			if strings.Join(calls, "\n") != strings.Join(wantCalls, "\n") {
+				t.Errorf("calls:\n%s\nwant:\n%s", strings.Join(calls, "\n"), strings.Join(wantCalls, "\n"))
+			}
+			if !idempotent && results["deploy"] != "release 7 is live (checked by hand)" {
+				t.Errorf("deploy's result %q, want the person's text", results["deploy"])
+			}
+			if idempotent && results["deploy"] != "release 7 deployed" {
+				t.Errorf("deploy's result %q", results["deploy"])
+			}
+			ti := f.task(t, agent.ID)
+			if ti.Output == nil || !strings.HasPrefix(*ti.Output, "[offline model]") {
+				t.Errorf("output %q, want the offline model's final answer", deref(ti.Output))
+			}
+		})
+	}
+}
