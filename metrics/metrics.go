@@ -13,6 +13,9 @@
 //	zksched_tasks_running                                worker: attempts running now (slots in use)
 //	zksched_llm_admission_wait_seconds{provider}         worker: histogram of the wait of each model request of a provider with cluster-wide limits for its admission
 //	zksched_task_results_recording                       worker: attempts ended whose result is being written
+//	zksched_agent_turns_total{source}                    worker: tool-calling agents' turns, sent to the model (model) or replayed from a checkpoint (replayed)
+//	zksched_agent_tool_calls_total{outcome}              worker: tool-calling agents' tool calls, by outcome: succeeded, failed, refused (bad arguments, unknown tool), replayed, interrupted
+//	zksched_agent_tokens_total{provider}                 worker: tokens the turns sent to the model used
 //	zksched_workflows_owned                              master: workflow instances this master drives
 //	zksched_leader                                       master: 1 while this master leads
 //	zksched_queue_depth{group}                           master: queued task instances per worker group (periodic count)
@@ -56,6 +59,9 @@ type Metrics struct {
 	failovers *countCollector
 	notified  *prometheus.CounterVec
 	purged    *prometheus.CounterVec
+	turns     *prometheus.CounterVec
+	toolCalls *prometheus.CounterVec
+	tokens    *prometheus.CounterVec
 
 	mu     sync.Mutex
 	groups map[string]bool // the worker groups the queue depth has shown
@@ -92,12 +98,18 @@ func New(node, role, version string) *Metrics {
 			Help: "Notification tries this master made, by result: sent, failed (to be retried) or dead (failed its last try)."},
 			[]string{"result"}),
 	}
+	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_agent_turns_total",
+		Help: "Turns of tool-calling agents on this worker: sent to the model (model) or replayed from a checkpoint (replayed)."}, []string{"source"})
+	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_agent_tool_calls_total",
+		Help: "Tool calls of tool-calling agents on this worker, by outcome."}, []string{"outcome"})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_agent_tokens_total",
+		Help: "Tokens used by the turns tool-calling agents on this worker sent to the model, by provider."}, []string{"provider"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "zksched_node_info", Help: "The node's identity, role and version.",
 		ConstLabels: prometheus.Labels{"node": node, "role": role, "version": version}})
 	info.Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	if role == string(registry.RoleWorker) {
-		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission)
+		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission, m.turns, m.toolCalls, m.tokens)
 	} else {
 		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified)
 	}
@@ -127,6 +139,21 @@ func (m *Metrics) Ended(outcome dao.Outcome, refused bool) {
 		return
 	}
 	m.attempts.WithLabelValues(string(outcome)).Inc()
+}
+
+// AgentTurn counts a tool-calling agent's turn: executor.AgentEvents.
+func (m *Metrics) AgentTurn(provider string, replayed bool, tokens int) {
+	if replayed {
+		m.turns.WithLabelValues("replayed").Inc()
+		return
+	}
+	m.turns.WithLabelValues("model").Inc()
+	m.tokens.WithLabelValues(provider).Add(float64(tokens))
+}
+
+// AgentToolCall counts a tool-calling agent's tool call by its outcome: executor.AgentEvents.
+func (m *Metrics) AgentToolCall(outcome string) {
+	m.toolCalls.WithLabelValues(outcome).Inc()
 }
 
 // AdmissionWaited records how long a model request of provider waited for its admission:

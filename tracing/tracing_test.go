@@ -134,6 +134,7 @@ func TestSpansKeepTheirPresetIDs(t *testing.T) {
 		t.Fatal("no chat span under a recorded attempt")
 	}
 	chat.End(12, 3, nil, "")
+	tracing.StartTool(ctx, "deploy", "zk-11-2-1", 2).End(true, "the tool failed: exit status 3")
 	exit := 0
 	att.End("succeeded", &exit, "", t0.Add(2*time.Second))
 	b.tracer.EmitAttempt(context.Background(), tracing.FinishedAttempt{
@@ -143,7 +144,7 @@ func TestSpansKeepTheirPresetIDs(t *testing.T) {
 		State: "failed", Error: "tasks did not succeed", CreatedAt: t0, EndedAt: t0.Add(4 * time.Second)})
 	b.flush(t)
 
-	spans := byName(b.recv.Wait(t, 10*time.Second, "4 spans", func(s []otlptest.Span) bool { return len(s) >= 4 }))
+	spans := byName(b.recv.Wait(t, 10*time.Second, "5 spans", func(s []otlptest.Span) bool { return len(s) >= 5 }))
 	for name, s := range spans {
 		if s.TraceID != tid {
 			t.Errorf("%s: trace %s, want %s", name, s.TraceID, tid)
@@ -178,6 +179,16 @@ func TestSpansKeepTheirPresetIDs(t *testing.T) {
 			t.Errorf("chat span %s = %v, want %v", k, c.Attrs[k], want)
 		}
 	}
+	tool := spans["execute_tool deploy"]
+	if tool.ParentSpanID != attemptID || tool.Status != "error" {
+		t.Errorf("tool span under %s, status %s; want under %s, error", tool.ParentSpanID, tool.Status, attemptID)
+	}
+	for k, want := range map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "deploy",
+		"gen_ai.tool.call.id": "zk-11-2-1", "zksched.agent.turn": int64(2), "error.type": "tool_error"} {
+		if tool.Attrs[k] != want {
+			t.Errorf("tool span %s = %v, want %v", k, tool.Attrs[k], want)
+		}
+	}
 	lost := spans["task sleep"]
 	if lost.SpanID != tracing.AttemptSpanID(root.TraceID(), 12, 1).String() || lost.ParentSpanID != wf.SpanID {
 		t.Errorf("failed-over span %s under %s", lost.SpanID, lost.ParentSpanID)
@@ -205,8 +216,8 @@ func TestUnsampledTraceEmitsNothing(t *testing.T) {
 	if got := tracing.Traceparent(ctx); !strings.HasSuffix(got, "-00") || got[36:52] == tp[36:52] {
 		t.Errorf("the attempt's traceparent = %q, want its own span id, not sampled", got)
 	}
-	if tracing.StartChat(ctx, "openai", "p", "m") != nil {
-		t.Error("a chat span under an unsampled attempt")
+	if tracing.StartChat(ctx, "openai", "p", "m") != nil || tracing.StartTool(ctx, "t", "id", 1) != nil {
+		t.Error("a chat or tool span under an unsampled attempt")
 	}
 	att.End("succeeded", nil, "", time.Now())
 	b.tracer.EmitInstance(context.Background(), tracing.Instance{ID: 1, Workflow: "unsampled", Traceparent: tp, State: "succeeded",

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
 )
@@ -32,6 +33,36 @@ type LoopStore interface {
 	EndCall(ctx context.Context, c ToolCall) error
 	// InterruptCall marks a started call interrupted: its fate is for a person to tell.
 	InterruptCall(ctx context.Context, c ToolCall) error
+}
+
+// AgentEvents is told of a tool-calling agent's turns and tool calls (the worker's metrics).
+type AgentEvents interface {
+	// AgentTurn is a turn sent to provider's model, using tokens, or replayed.
+	AgentTurn(provider string, replayed bool, tokens int)
+	// AgentToolCall is a call that ended by outcome: one of the ToolOutcome values.
+	AgentToolCall(outcome string)
+}
+
+// The outcomes of a tool call, as AgentEvents counts them.
+const (
+	ToolSucceeded   = "succeeded"
+	ToolFailed      = "failed"
+	ToolRefused     = "refused"
+	ToolReplayed    = "replayed"
+	ToolInterrupted = "interrupted"
+)
+
+// noEvents is the AgentEvents of an Agent given none.
+type noEvents struct{}
+
+func (noEvents) AgentTurn(string, bool, int) {}
+func (noEvents) AgentToolCall(string)        {}
+
+func (e Agent) events() AgentEvents {
+	if e.Events == nil {
+		return noEvents{}
+	}
+	return e.Events
 }
 
 // Turn is one answered model call of a tool-calling agent.
@@ -141,6 +172,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			resp = done.Response
 			total = total.Add(resp.Usage)
 			fmt.Fprintf(log, "%s: answered in attempt %d, replayed from its checkpoint (%d tokens)\n", label, done.Attempt, resp.Usage.TotalTokens)
+			e.events().AgentTurn(spec.Provider, true, 0)
 		} else {
 			if spec.MaxTotalTokens > 0 && total.TotalTokens >= spec.MaxTotalTokens {
 				return result(fmt.Errorf("the agent used %d tokens, reaching max-total-tokens %d, without a final answer",
@@ -148,6 +180,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			}
 			resp, err = call(ctx, client, req, label, log)
 			own, total = own.Add(resp.Usage), total.Add(resp.Usage)
+			e.events().AgentTurn(spec.Provider, false, resp.Usage.TotalTokens)
 			if err != nil {
 				return result(fmt.Errorf("%s: %w", label, err))
 			}
@@ -182,6 +215,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			case seen && prev.State == CallEnded:
 				c.Result, c.IsError = prev.Result, prev.IsError
 				fmt.Fprintf(log, "%s: ended in attempt %d, its result replayed\n", clabel, prev.Attempt)
+				e.events().AgentToolCall(ToolReplayed)
 				run = false
 			case seen && known:
 				step := InterruptedStep(turn, seq)
@@ -207,6 +241,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 					fmt.Fprintf(log, "%s: started in attempt %d and never ended; it may or may not have taken effect, "+
 						"so the task waits for a person to tell: zksched signal %d --output RESULT if it took effect (RESULT "+
 						"is what the model is told it returned), --fail --output REASON to fail the task\n", clabel, prev.Attempt, t.ID)
+					e.events().AgentToolCall(ToolInterrupted)
 					r := result(nil)
 					r.Paused = &Pause{Step: step}
 					return r
@@ -246,7 +281,9 @@ func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bo
 	} else {
 		fmt.Fprintf(log, "%s: running with arguments %s\n", label, clipText(c.Arguments, 500))
 		start := time.Now()
+		span := tracing.StartTool(ctx, tool.Name, c.ID, c.Turn)
 		res, out := e.runShellTool(ctx, t, tool, *c, args, log)
+		defer func() { span.End(c.IsError, clipText(c.Result, 500)) }()
 		if res.Stopped || ctx.Err() != nil {
 			// The attempt is being stopped: the call stays started, for the next attempt's
 			// on-interrupted policy.
@@ -262,6 +299,14 @@ func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bo
 	c.Result = storable(c.Result)
 	if err := store.EndCall(ctx, *c); err != nil {
 		return fmt.Errorf("%s: record its result: %w", label, err)
+	}
+	switch {
+	case refusal != "":
+		e.events().AgentToolCall(ToolRefused)
+	case c.IsError:
+		e.events().AgentToolCall(ToolFailed)
+	default:
+		e.events().AgentToolCall(ToolSucceeded)
 	}
 	return nil
 }

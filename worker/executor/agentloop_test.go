@@ -92,6 +92,28 @@ func (m *memLoop) InterruptCall(_ context.Context, c ToolCall) error {
 	return nil
 }
 
+// memEvents records an agent's events as "turn model|replayed" and "call OUTCOME".
+type memEvents struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (m *memEvents) AgentTurn(provider string, replayed bool, tokens int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	src := "model"
+	if replayed {
+		src = "replayed"
+	}
+	m.got = append(m.got, "turn "+src)
+}
+
+func (m *memEvents) AgentToolCall(outcome string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.got = append(m.got, "call "+outcome)
+}
+
 func itoa(n int) string { return strconv.Itoa(n) }
 
 func offlineProviders() *llm.Providers {
@@ -159,7 +181,8 @@ func TestToolLoopReplaysWhatEndedAndNeverRunsItAgain(t *testing.T) {
 	t.Parallel()
 	ledger := filepath.Join(t.TempDir(), "ledger")
 	store := newMemLoop()
-	a := Agent{Providers: offlineProviders(), Shell: shell(t)}
+	ev := &memEvents{}
+	a := Agent{Providers: offlineProviders(), Shell: shell(t), Events: ev}
 	if res := a.Run(context.Background(), toolAgent(ledger, store, &memCheckpoints{steps: map[string]Checkpoint{}}), &syncBuffer{}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -173,6 +196,11 @@ func TestToolLoopReplaysWhatEndedAndNeverRunsItAgain(t *testing.T) {
 	}
 	if n := len(ledgerLines(t, ledger)); n != 2 {
 		t.Errorf("ledger has %d lines, want 2: a replay must not run a tool again", n)
+	}
+	want := "turn model,call succeeded,turn model,call succeeded,turn model," +
+		"turn replayed,call replayed,turn replayed,call replayed,turn replayed"
+	if got := strings.Join(ev.got, ","); got != want {
+		t.Errorf("events %s\nwant %s", got, want)
 	}
 	if len(store.writes) != 0 || res.Usage.Calls != 0 {
 		t.Errorf("the replay wrote %v and made %d model calls, want nothing", store.writes, res.Usage.Calls)
