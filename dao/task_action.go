@@ -442,29 +442,34 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 // A wait task ends as $2 says. A paused agent (paused_step set) that $2 ends succeeded is
 // resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,
 // and the task is queued, for any worker to go on from the next step; one that $2 fails ends
-// failed, its error naming the step. w locks the row first, so a second signal, or a timeout
+// failed, its error naming the step — except an agent waiting for the approval of a tool call
+// (paused_step tool-approval:T.S), which a rejection resumes too: $3, the reviewer's text,
+// becomes the checkpoint tool-rejection:T.S, which the model is given as the call's result. w locks the row first, so a second signal, or a timeout
 // racing this one, waits for it and then finds the task no longer waiting.
 const endWaitingSQL = `
 		WITH w AS (
-			SELECT id, paused_step FROM task_instance
+			SELECT id, paused_step,
+				paused_step IS NOT NULL AND ($2 = 'succeeded' OR paused_step LIKE 'tool-approval:%') AS resume
+			FROM task_instance
 			WHERE id = $1 AND state = 'waiting' AND (type = 'wait' OR paused_step IS NOT NULL)
 			FOR UPDATE
 		), t AS (
 			UPDATE task_instance ti SET
-				state = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN 'queued' ELSE $2 END,
-				output = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN ti.output ELSE $3 END,
-				error = CASE WHEN w.paused_step IS NOT NULL THEN 'step ' || w.paused_step || ': ' || $4 ELSE $4 END,
-				ended_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN NULL ELSE now() END,
-				queued_at = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN now() ELSE ti.queued_at END,
+				state = CASE WHEN w.resume THEN 'queued' ELSE $2 END,
+				output = CASE WHEN w.resume THEN ti.output ELSE $3 END,
+				error = CASE WHEN w.resume THEN NULL WHEN w.paused_step IS NOT NULL THEN 'step ' || w.paused_step || ': ' || $4 ELSE $4 END,
+				ended_at = CASE WHEN w.resume THEN NULL ELSE now() END,
+				queued_at = CASE WHEN w.resume THEN now() ELSE ti.queued_at END,
 				wait_until = CASE WHEN w.paused_step IS NULL THEN ti.wait_until END,
-				end_reason = CASE WHEN w.paused_step IS NOT NULL AND $2 = 'succeeded' THEN NULL
-					ELSE nullif($7, '')::end_reason END,
+				end_reason = CASE WHEN w.resume THEN NULL ELSE nullif($7, '')::end_reason END,
 				paused_step = NULL
 			FROM w WHERE ti.id = w.id
 			RETURNING ti.id, ti.workflow_instance_id, ti.state, ti.worker_group, ti.attempt, w.paused_step
 		), cp AS (
 			INSERT INTO task_checkpoint (task_instance_id, step, attempt, output)
-			SELECT id, paused_step, attempt, $3 FROM t WHERE state = 'queued'
+			SELECT id, CASE WHEN $2 = 'succeeded' THEN paused_step
+				ELSE 'tool-rejection:' || substr(paused_step, length('tool-approval:') + 1) END, attempt, coalesce($3, '')
+			FROM t WHERE state = 'queued'
 			ON CONFLICT (task_instance_id, step) DO UPDATE
 				SET attempt = EXCLUDED.attempt, output = EXCLUDED.output, usage = DEFAULT, created_at = now()
 		), woken AS (

@@ -138,6 +138,15 @@
 // a rejecting one fails it. The wait step's timeout ends the wait as its on-timeout says:
 // failed, or resumed with an empty output. A kill or a stop kills a paused agent at once.
 //
+// A tool-calling agent pauses the same way, at a pseudo-step naming a tool call: at
+// tool-call:T.S when a call of a tool that is not idempotent started in an attempt that died
+// before it ended (its fate is for a person to tell: an approving signal's text becomes the
+// call's result; a rejecting one fails the task), and at tool-approval:T.S before a call of
+// a tool with approve: true runs. There a rejection resumes the agent too: its text is stored
+// as the checkpoint tool-rejection:T.S, which the model is given as the call's result. The
+// agent's turns (agent_turn) and its calls (tool_call: started under the attempt's token
+// before the tool runs, ended with its result after) are written only under a valid token.
+//
 // A for-each task runs once per item. When it would be queued, the advance renders its items
 // (Decide) and creates, in its transaction, a parent task instance under the task's own name,
 // waiting like a wait task but for its items (it records them and their count, item_count),

@@ -279,3 +279,50 @@ func TestSignalOfAPausedAgentRacingItsTimeoutAppliesOnce(t *testing.T) {
 	}
 	t.Logf("%d rounds: the signal first %d times, the timeout %d", rounds, signalled, timedOut)
 }
+
+// TestToolApprovalRejectionResumes: an agent paused for the approval of a tool call is
+// resumed by a rejection as by an approval, not failed: the rejection's text is stored as the
+// tool-rejection checkpoint, which the model is given as the call's result. A paused step of
+// another kind is still failed by a rejection.
+func TestToolApprovalRejectionResumes(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		step, want string
+		fail       bool
+	}{
+		{"tool-approval:2.1", "tool-approval:2.1", false},
+		{"tool-approval:2.1", "tool-rejection:2.1", true},
+		{"tool-call:2.1", "tool-call:2.1", false},
+	} {
+		b := setupPause(t, "")
+		wf := submit(b.ctx, t, b.db, b.spec)
+		got, err := lifecycle.Claim(b.ctx, b.db, "w1", []string{"default"}, 1, true)
+		if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != wf {
+			t.Fatalf("claim = %+v, %v", got, err)
+		}
+		task := got[0]
+		res := dao.AttemptResult{Outcome: dao.OutcomePaused, PausedStep: tc.step}
+		res.Next, res.Retry = lifecycle.Next(&task, res.Outcome)
+		if _, err := lifecycle.Finish(b.ctx, b.db, []dao.Finish{{Token: task.Token(), Result: res}}); err != nil {
+			t.Fatal(err)
+		}
+		sig, err := lifecycle.Signal(b.ctx, b.db, task.ID, "not at night", tc.fail, nil)
+		if err != nil || sig.State != dao.TaskQueued {
+			t.Fatalf("%s, fail %t: Signal = %+v, %v; want queued again", tc.step, tc.fail, sig, err)
+		}
+		cp, ok := b.checkpoints(t, task.ID)[tc.want]
+		if !ok || cp.Output != "not at night" || cp.Attempt != 1 {
+			t.Errorf("%s, fail %t: checkpoints %v; want %s with the text", tc.step, tc.fail, b.checkpoints(t, task.ID), tc.want)
+		}
+		if ti := b.get(t, task.ID); ti.Error != nil || ti.EndedAt != nil || ti.PausedStep != nil {
+			t.Errorf("%s, fail %t: task %+v; want queued, no error", tc.step, tc.fail, ti)
+		}
+	}
+	// Any other paused step is failed by a rejection, as before.
+	b := setupPause(t, "")
+	task := b.pause(t, 0)
+	sig, err := lifecycle.Signal(b.ctx, b.db, task.ID, "no", true, nil)
+	if err != nil || sig.State != dao.TaskFailed {
+		t.Fatalf("Signal = %+v, %v; want failed", sig, err)
+	}
+}

@@ -14,7 +14,7 @@
 //	zksched_llm_admission_wait_seconds{provider}         worker: histogram of the wait of each model request of a provider with cluster-wide limits for its admission
 //	zksched_task_results_recording                       worker: attempts ended whose result is being written
 //	zksched_agent_turns_total{source}                    worker: tool-calling agents' turns, sent to the model (model) or replayed from a checkpoint (replayed)
-//	zksched_agent_tool_calls_total{outcome}              worker: tool-calling agents' tool calls, by outcome: succeeded, failed, refused (bad arguments, unknown tool), replayed, interrupted
+//	zksched_agent_tool_calls_total{outcome}              worker: tool-calling agents' tool calls, by outcome: succeeded, failed, refused (bad arguments, unknown tool), rejected (by a reviewer), replayed, interrupted
 //	zksched_agent_tokens_total{provider}                 worker: tokens the turns sent to the model used
 //	zksched_workflows_owned                              master: workflow instances this master drives
 //	zksched_leader                                       master: 1 while this master leads

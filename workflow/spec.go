@@ -243,6 +243,9 @@ type Tool struct {
 	OnInterrupted string `json:"on-interrupted,omitempty" yaml:"on-interrupted,omitempty"`
 	// Timeout bounds one call; 0 means DefaultToolTimeout. The task's timeout bounds all.
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
+	// Approve makes each call wait, holding no slot, for a person's approval before it runs;
+	// a rejection goes back to the model as the call's result, with the reviewer's text.
+	Approve bool `json:"approve,omitempty" yaml:"approve,omitempty"`
 }
 
 // Tool types.

@@ -33,6 +33,13 @@ func runSignal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch {
 	case *f.asJSON:
 		return writeJSON(stdout, res)
+	case res.State == dao.TaskQueued && res.PausedStep != nil && strings.HasPrefix(*res.PausedStep, "tool-approval:"):
+		verdict := "approved: it runs"
+		if *fail {
+			verdict = "rejected: the model is told, with your text"
+		}
+		fmt.Fprintf(stdout, "task instance %d resumed: its %s is %s; workflow instance %d goes on\n",
+			id, "tool call "+strings.TrimPrefix(*res.PausedStep, "tool-approval:"), verdict, res.WorkflowInstance)
 	case res.State == dao.TaskQueued && res.PausedStep != nil && strings.HasPrefix(*res.PausedStep, "tool-call:"):
 		fmt.Fprintf(stdout, "task instance %d resumed: its interrupted %s is recorded as done, your text its result; workflow instance %d goes on\n",
 			id, strings.Replace(*res.PausedStep, ":", " ", 1), res.WorkflowInstance)

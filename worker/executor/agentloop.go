@@ -50,6 +50,7 @@ const (
 	ToolRefused     = "refused"
 	ToolReplayed    = "replayed"
 	ToolInterrupted = "interrupted"
+	ToolRejected    = "rejected"
 )
 
 // noEvents is the AgentEvents of an Agent given none.
@@ -109,6 +110,14 @@ const toolResultLimit = 64 << 10
 func CallID(taskID int64, turn, seq int) string {
 	return fmt.Sprintf("zk-%d-%d-%d", taskID, turn, seq)
 }
+
+// ApprovalStep is the paused step an agent waits at for a person to approve a call of a tool
+// with approve: true; an approval stores a checkpoint under this name, a rejection one under
+// RejectionStep's, its text the reviewer's.
+func ApprovalStep(turn, seq int) string { return fmt.Sprintf("tool-approval:%d.%d", turn, seq) }
+
+// RejectionStep is the checkpoint a rejected call's review leaves: see ApprovalStep.
+func RejectionStep(turn, seq int) string { return fmt.Sprintf("tool-rejection:%d.%d", turn, seq) }
 
 // InterruptedStep is the paused step an agent waits at for a person to tell the fate of an
 // interrupted call; a signal's output is then the call's result.
@@ -247,6 +256,27 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 					return r
 				}
 			}
+			if run && known && tool.Approve {
+				approval, approved := signalled[ApprovalStep(turn, seq)]
+				rejection, rejected := signalled[RejectionStep(turn, seq)]
+				switch {
+				case rejected:
+					c.Result, c.IsError = "a reviewer rejected this call, so it did not run: "+rejection.Output, true
+					if err := e.recordUnrun(ctx, &c, store, clabel, "rejected by a reviewer", log); err != nil {
+						return result(err)
+					}
+					e.events().AgentToolCall(ToolRejected)
+					run = false
+				case approved:
+					fmt.Fprintf(log, "%s: approved (%q)\n", clabel, clipText(approval.Output, 200))
+				default:
+					fmt.Fprintf(log, "%s: waits for a person's approval of arguments %s: zksched signal %d --output TEXT "+
+						"approves it, --fail --output REASON rejects it (the model is told why)\n", clabel, clipText(c.Arguments, 500), t.ID)
+					r := result(nil)
+					r.Paused = &Pause{Step: ApprovalStep(turn, seq)}
+					return r
+				}
+			}
 			if run {
 				if err := e.runTool(ctx, t, tool, known, &c, store, clabel, log); err != nil {
 					return result(err)
@@ -308,6 +338,20 @@ func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bo
 	default:
 		e.events().AgentToolCall(ToolSucceeded)
 	}
+	return nil
+}
+
+// recordUnrun records call c, which does not run, as started and ended at once with the result
+// c holds (why names why in the log).
+func (e Agent) recordUnrun(ctx context.Context, c *ToolCall, store LoopStore, label, why string, log io.Writer) error {
+	if err := store.StartCall(ctx, *c); err != nil {
+		return fmt.Errorf("%s: record its start: %w", label, err)
+	}
+	c.Result = storable(c.Result)
+	if err := store.EndCall(ctx, *c); err != nil {
+		return fmt.Errorf("%s: record its result: %w", label, err)
+	}
+	fmt.Fprintf(log, "%s: %s; the model is told\n", label, why)
 	return nil
 }
 

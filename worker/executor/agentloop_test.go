@@ -296,3 +296,49 @@ func TestToolLoopBounds(t *testing.T) {
 		t.Errorf("max-total-tokens: error %v", res.Err)
 	}
 }
+
+func TestToolLoopApprovals(t *testing.T) {
+	t.Parallel()
+	run := func(t *testing.T, cps map[string]Checkpoint) (*memLoop, Result, string) {
+		ledger := filepath.Join(t.TempDir(), "ledger")
+		store := newMemLoop()
+		task := toolAgent(ledger, store, &memCheckpoints{steps: cps})
+		task.Spec.Tools[1].Approve = true
+		res := Agent{Providers: offlineProviders(), Shell: shell(t)}.Run(context.Background(), task, &syncBuffer{})
+		return store, res, strings.Join(ledgerLines(t, ledger), "|")
+	}
+	t.Run("a call waits for approval, not started", func(t *testing.T) {
+		store, res, ledger := run(t, map[string]Checkpoint{})
+		if res.Err != nil || res.Paused == nil || res.Paused.Step != "tool-approval:2.1" {
+			t.Fatalf("result %+v: want paused at tool-approval:2.1", res)
+		}
+		if _, started := store.calls[[2]int{2, 1}]; started || strings.Contains(ledger, "page") {
+			t.Errorf("the page call started before its approval (ledger %q)", ledger)
+		}
+	})
+	t.Run("approved, it runs", func(t *testing.T) {
+		store, res, ledger := run(t, map[string]Checkpoint{"tool-approval:2.1": {Output: "ok"}})
+		if res.Err != nil || res.Paused != nil {
+			t.Fatalf("result %+v", res)
+		}
+		if c := store.calls[[2]int{2, 1}]; c.State != CallEnded || c.Result != "paged" || !strings.Contains(ledger, "page oncall") {
+			t.Errorf("call %+v, ledger %q: want the page run", c, ledger)
+		}
+	})
+	t.Run("rejected, the model is told and it never runs", func(t *testing.T) {
+		store, res, ledger := run(t, map[string]Checkpoint{"tool-rejection:2.1": {Output: "not at night"}})
+		if res.Err != nil || res.Paused != nil {
+			t.Fatalf("result %+v", res)
+		}
+		c := store.calls[[2]int{2, 1}]
+		if c.State != CallEnded || !c.IsError || c.Result != "a reviewer rejected this call, so it did not run: not at night" {
+			t.Errorf("call %+v: want ended with the rejection", c)
+		}
+		if strings.Contains(ledger, "page") {
+			t.Errorf("ledger %q: a rejected call ran", ledger)
+		}
+		if !strings.Contains(res.Output, "night") {
+			t.Errorf("output %q: the offline model's answer covers the results it was given, the rejection's too", res.Output)
+		}
+	})
+}
