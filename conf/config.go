@@ -484,6 +484,23 @@ func (e NotifyEntry) EventList() []string {
 // NotifyEvents are the events notify.default may hear.
 var NotifyEvents = []string{"failure", "success", "timeout", "deadline", "task-failed", "node-fenced", "failover"}
 
+// HTTPTools is worker.http-tools: the bounds of the http tools of tool-calling agents.
+type HTTPTools struct {
+	// Allow are the base URLs an http tool's url must start with (scheme, host, port and path
+	// prefix, e.g. https://tickets.example.com/api/). Empty: no http tool may run, and one
+	// that tries fails its task naming this key.
+	Allow []string `yaml:"allow"`
+	// AllowPrivateTargets lets http tools connect to loopback, link-local and cloud metadata
+	// addresses (see notify.allow-private-targets), which they are refused otherwise, at
+	// connect time, whatever name resolved to them. Defaults to false.
+	AllowPrivateTargets bool `yaml:"allow-private-targets"`
+	// ResponseLimit is how many bytes of an answer's body the model is given; the rest is
+	// cut, and the cut marked. Defaults to 65536. 1..16777216.
+	ResponseLimit int `yaml:"response-limit"`
+	// Timeout bounds one request. Defaults to 30 s.
+	Timeout time.Duration `yaml:"timeout"`
+}
+
 // Worker configures the worker role.
 type Worker struct {
 	// Port is the worker's HTTP port for /metrics and /healthz. Defaults to 5679. It is part
@@ -543,6 +560,10 @@ type Worker struct {
 	// Give every worker the same output-limit and output-limit-max, as a task may run on any
 	// of them.
 	OutputLimitMax int `yaml:"output-limit-max"`
+
+	// HTTPTools bounds the http tools of tool-calling agents: where they may call and how
+	// much of an answer the model gets back.
+	HTTPTools HTTPTools `yaml:"http-tools"`
 
 	// TaskCgroup is where each shell task attempt gets a cgroup v2 leaf of its own: one
 	// holds every process the task starts, even one that leaves the task's process group
@@ -795,6 +816,7 @@ func Defaults() Config {
 			OutputLimitMax:  16 << 20,
 			TaskCgroup:      TaskCgroupAuto,
 			TaskEnv:         []string{},
+			HTTPTools:       HTTPTools{Allow: []string{}, ResponseLimit: 64 << 10, Timeout: 30 * time.Second},
 		},
 		Failover: Failover{
 			Delay:           5 * time.Second,

@@ -127,6 +127,15 @@ func (c *Config) Validate() error {
 	if tc := w.TaskCgroup; tc != TaskCgroupAuto && tc != TaskCgroupOff && (!path.IsAbs(tc) || path.Clean(tc) != tc) {
 		v.problem("worker.task-cgroup", "%q: want %s, %s or the absolute, clean path of a cgroup v2 directory", tc, TaskCgroupAuto, TaskCgroupOff)
 	}
+	v.intRange("worker.http-tools.response-limit", w.HTTPTools.ResponseLimit, 1, 16<<20)
+	v.positive("worker.http-tools.timeout", w.HTTPTools.Timeout)
+	for _, base := range w.HTTPTools.Allow {
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			v.problem("worker.http-tools.allow", "%q: want an http or https URL with a host and no user, query or fragment, "+
+				"such as https://tickets.example.com/api/", base)
+		}
+	}
 	v.taskEnv(c)
 
 	f := c.Failover

@@ -86,6 +86,12 @@ func webhookClient(timeout time.Duration, allowPrivate bool) *http.Client {
 	}
 }
 
+// OutboundClient is the client of the webhooks (see webhookClient), for other requests that
+// a workflow's author aims and a node sends: the http tools of agents.
+func OutboundClient(timeout time.Duration, allowPrivate bool) *http.Client {
+	return webhookClient(timeout, allowPrivate)
+}
+
 // postError is a failed webhook try: Error is what the notification's last_error shows to
 // every viewer (the class of the failure and the variable, never the URL, its host or
 // address, nor anything the target answered but its status code); the cause, for the

@@ -230,6 +230,14 @@ type Tool struct {
 	// Command is a shell tool's script, run with bash -c like a shell task's command. The
 	// call's arguments reach it only as environment variables, never in the script's text.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`
+	// URL is an http tool's address: it must start with one of the workers'
+	// worker.http-tools.allow. Method is its HTTP method, HTTPMethods, empty for POST: GET
+	// and DELETE send the call's arguments as the query string, the others as a JSON body.
+	// Headers are sent with every call; ${NAME} in a value is the worker's variable NAME, if
+	// its task environment (worker.task-env) lets NAME through.
+	URL     string            `json:"url,omitempty" yaml:"url,omitempty"`
+	Method  string            `json:"method,omitempty" yaml:"method,omitempty"`
+	Headers map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`
 	// Arguments is the JSON Schema of the call's arguments (an object schema); a call whose
 	// arguments do not match goes back to the model as the tool's error, not run. Empty
 	// means the tool takes no arguments.
@@ -252,10 +260,15 @@ type Tool struct {
 const (
 	// ToolShell runs Command like a shell task, with the arguments in its environment.
 	ToolShell = "shell"
+	// ToolHTTP sends a request to URL with the arguments, and gives the model the answer.
+	ToolHTTP = "http"
 )
 
 // ToolTypes returns the tool types a tool-calling agent may declare.
-func ToolTypes() []string { return []string{ToolShell} }
+func ToolTypes() []string { return []string{ToolShell, ToolHTTP} }
+
+// HTTPMethods are the methods an http tool may use.
+func HTTPMethods() []string { return []string{"GET", "POST", "PUT", "PATCH", "DELETE"} }
 
 // What a later attempt does with a tool call interrupted by a crash.
 const (

@@ -369,7 +369,9 @@ func (n *node) startWorker() (running func() int, err error) {
 		LogLimit: cfg.Worker.LogLimit, Log: n.log, Events: n.metrics, Secrets: n.secrets, Tracer: n.tracer,
 		Peers: peers, SpreadWait: cfg.Worker.SpreadWait, OutputLimit: cfg.Worker.OutputLimit, OutputLimitMax: cfg.Worker.OutputLimitMax}, n.db, n.guard,
 		executor.Set{"noop": executor.Noop{}, "shell": shell,
-			"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers, Shell: shell, Events: n.metrics}})
+			"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers, Shell: shell, Events: n.metrics, HTTP: executor.HTTPTools{
+				Allow: cfg.Worker.HTTPTools.Allow, ResponseLimit: cfg.Worker.HTTPTools.ResponseLimit,
+				Client: notify.OutboundClient(cfg.Worker.HTTPTools.Timeout, cfg.Worker.HTTPTools.AllowPrivateTargets)}}})
 	n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
 	n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
 		func() float64 { return float64(w.Recording()) })

@@ -41,6 +41,8 @@ type Agent struct {
 	Providers *llm.Providers
 	// Shell runs the shell tools of a tool-calling agent.
 	Shell Shell
+	// HTTP bounds its http tools.
+	HTTP HTTPTools
 	// Events, unless nil, is told of a tool-calling agent's turns and tool calls.
 	Events AgentEvents
 }

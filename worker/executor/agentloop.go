@@ -302,6 +302,13 @@ func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bo
 			refusal = fmt.Sprintf("the arguments do not match the tool's schema, so it did not run: %v", err)
 		}
 	}
+	if known && refusal == "" && tool.Type == workflow.ToolHTTP {
+		// The model can do nothing about the worker's config: the task fails, the call
+		// never started.
+		if err := e.checkHTTPTool(tool); err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+	}
 	if err := store.StartCall(ctx, *c); err != nil {
 		return fmt.Errorf("%s: record its start: %w", label, err)
 	}
@@ -312,7 +319,14 @@ func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bo
 		fmt.Fprintf(log, "%s: running with arguments %s\n", label, clipText(c.Arguments, 500))
 		start := time.Now()
 		span := tracing.StartTool(ctx, tool.Name, c.ID, c.Turn)
-		res, out := e.runShellTool(ctx, t, tool, *c, args, log)
+		var res Result
+		var out string
+		switch tool.Type {
+		case workflow.ToolHTTP:
+			res, out = e.runHTTPTool(ctx, t, tool, *c, args, log)
+		default:
+			res, out = e.runShellTool(ctx, t, tool, *c, args, log)
+		}
 		defer func() { span.End(c.IsError, clipText(c.Result, 500)) }()
 		if res.Stopped || ctx.Err() != nil {
 			// The attempt is being stopped: the call stays started, for the next attempt's
@@ -359,10 +373,7 @@ func (e Agent) recordUnrun(ctx context.Context, c *ToolCall, store LoopStore, la
 // arguments in its environment, and returns its result and its standard output, cut at
 // toolResultLimit.
 func (e Agent) runShellTool(ctx context.Context, t Task, tool workflow.Tool, c ToolCall, args map[string]any, log io.Writer) (Result, string) {
-	timeout := time.Duration(tool.Timeout)
-	if timeout <= 0 {
-		timeout = workflow.DefaultToolTimeout
-	}
+	timeout := toolTimeout(tool)
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	sub := t
