@@ -238,6 +238,13 @@ type Tool struct {
 	URL     string            `json:"url,omitempty" yaml:"url,omitempty"`
 	Method  string            `json:"method,omitempty" yaml:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`
+	// Include and Exclude filter the tools of an mcp tool's server by name: only those in
+	// Include when it is set, none of those in Exclude. An mcp tool's server is Command (run
+	// per attempt like a shell task, spoken to over its standard input and output) or URL
+	// (streamable HTTP, under worker.http-tools.allow); each of its tools is offered to the
+	// model as <name>__<tool>.
+	Include []string `json:"include,omitempty" yaml:"include,omitempty"`
+	Exclude []string `json:"exclude,omitempty" yaml:"exclude,omitempty"`
 	// Arguments is the JSON Schema of the call's arguments (an object schema); a call whose
 	// arguments do not match goes back to the model as the tool's error, not run. Empty
 	// means the tool takes no arguments.
@@ -262,10 +269,15 @@ const (
 	ToolShell = "shell"
 	// ToolHTTP sends a request to URL with the arguments, and gives the model the answer.
 	ToolHTTP = "http"
+	// ToolMCP offers the tools of an MCP server.
+	ToolMCP = "mcp"
 )
 
 // ToolTypes returns the tool types a tool-calling agent may declare.
-func ToolTypes() []string { return []string{ToolShell, ToolHTTP} }
+func ToolTypes() []string { return []string{ToolShell, ToolHTTP, ToolMCP} }
+
+// MCPToolName is the name the model calls tool of the MCP server of the mcp tool server by.
+func MCPToolName(server, tool string) string { return server + "__" + tool }
 
 // HTTPMethods are the methods an http tool may use.
 func HTTPMethods() []string { return []string{"GET", "POST", "PUT", "PATCH", "DELETE"} }

@@ -150,12 +150,8 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			return Result{Err: fmt.Errorf("load checkpoints: %w", err)}
 		}
 	}
-	tools := make(map[string]workflow.Tool, len(spec.Tools))
-	specs := make([]llm.ToolSpec, len(spec.Tools))
-	for i, tool := range spec.Tools {
-		tools[tool.Name] = tool
-		specs[i] = llm.ToolSpec{Name: tool.Name, Description: tool.Description, Parameters: tool.Arguments}
-	}
+	tb := newToolbox(e, t, log)
+	defer tb.close()
 	maxTurns := cmpOr(spec.MaxTurns, workflow.DefaultMaxTurns)
 	maxCalls := cmpOr(spec.MaxToolCalls, workflow.DefaultMaxToolCalls)
 
@@ -164,7 +160,6 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 	if err != nil {
 		return Result{Err: err}
 	}
-	base.Tools = specs
 	var own, total llm.Usage
 	result := func(err error) Result { return Result{Err: err, Usage: &own, TaskUsage: &total} }
 	var history []llm.Message
@@ -186,6 +181,9 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			if spec.MaxTotalTokens > 0 && total.TotalTokens >= spec.MaxTotalTokens {
 				return result(fmt.Errorf("the agent used %d tokens, reaching max-total-tokens %d, without a final answer",
 					total.TotalTokens, spec.MaxTotalTokens))
+			}
+			if req.Tools, err = tb.specs(ctx); err != nil {
+				return result(err)
 			}
 			resp, err = call(ctx, client, req, label, log)
 			own, total = own.Add(resp.Usage), total.Add(resp.Usage)
@@ -218,7 +216,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			c := ToolCall{Turn: turn, Seq: seq, ID: CallID(t.ID, turn, seq), ModelID: asked.ID, Tool: asked.Name, Arguments: asked.Arguments}
 			clabel := fmt.Sprintf("%s call %d %s (%s)", label, seq, asked.Name, c.ID)
 			prev, seen := doneCalls[[2]int{turn, seq}]
-			tool, known := tools[asked.Name]
+			tool, known := tb.resolve(asked.Name)
 			run := true
 			switch {
 			case seen && prev.State == CallEnded:
@@ -278,7 +276,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 				}
 			}
 			if run {
-				if err := e.runTool(ctx, t, tool, known, &c, store, clabel, log); err != nil {
+				if err := e.runTool(ctx, tb, tool, known, &c, store, clabel, log); err != nil {
 					return result(err)
 				}
 			}
@@ -291,7 +289,8 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 // before it runs, ended with its result after. A call the tool refuses before running (an
 // unknown tool, arguments that do not match its schema) is recorded ended with the error as
 // its result, which the model sees and may correct. An error returned ends the attempt.
-func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bool, c *ToolCall, store LoopStore, label string, log io.Writer) error {
+func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, known bool, c *ToolCall, store LoopStore, label string, log io.Writer) error {
+	t := tb.t
 	var refusal string
 	var args map[string]any
 	switch {
@@ -324,6 +323,12 @@ func (e Agent) runTool(ctx context.Context, t Task, tool workflow.Tool, known bo
 		switch tool.Type {
 		case workflow.ToolHTTP:
 			res, out = e.runHTTPTool(ctx, t, tool, *c, args, log)
+		case workflow.ToolMCP:
+			res, out = e.runMCPTool(ctx, tb, tool, *c, args, log)
+			if errors.Is(res.Err, errMCPServer) {
+				// The server is gone: the call's fate is unknown, so it stays started.
+				return fmt.Errorf("%s: %w", label, res.Err)
+			}
 		default:
 			res, out = e.runShellTool(ctx, t, tool, *c, args, log)
 		}
@@ -410,6 +415,10 @@ func checkArguments(tool workflow.Tool, raw string, args *map[string]any) error 
 	}
 	if *args == nil {
 		return errors.New("not a JSON object: null")
+	}
+	if tool.Type == workflow.ToolMCP {
+		// Its server checks them against its own schema.
+		return nil
 	}
 	return tool.CheckArgs(json.RawMessage(raw))
 }

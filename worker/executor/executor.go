@@ -49,6 +49,8 @@ type Task struct {
 	// stdoutTap, when set, gets a copy of a shell task's standard output: a shell tool's
 	// result.
 	stdoutTap io.Writer
+	// stdin makes the supervisor give the command its standard input: an MCP server's.
+	stdin bool
 }
 
 // Env returns the variables every task process gets, so a user's script can make its side

@@ -174,6 +174,9 @@ func (s Shell) command(t Task, dir string, scratch bool) (cmd *exec.Cmd, leaf st
 	if scratch {
 		args = append(args, "--scratch", dir)
 	}
+	if t.stdin {
+		args = append(args, "--stdin")
+	}
 	if s.User != nil {
 		env = s.User.env(env)
 		args = append(args, s.User.args()...)

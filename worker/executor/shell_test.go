@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
 		os.Exit(SuperviseMain(os.Args[2:]))
 	}
+	if ledger := os.Getenv("ZKSCHED_TEST_MCP_SERVER"); ledger != "" {
+		os.Exit(mcpTestServer(ledger))
+	}
 	if cmd := os.Getenv("ZKSCHED_TEST_SECRET_WORKER"); cmd != "" {
 		os.Exit(secretWorker(cmd))
 	}

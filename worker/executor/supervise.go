@@ -98,7 +98,7 @@ func SuperviseMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "zksched: the worker is gone; the task is not started")
 		return 1
 	}
-	tree, err := startTask(opts.command, opts.cgroupDir, opts.cred)
+	tree, err := startTask(opts.command, opts.cgroupDir, opts.cred, opts.stdin)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "zksched: start task: %v\n", err)
 		return 127
@@ -119,6 +119,8 @@ type superviseOpts struct {
 	scratch   string
 	parent    int
 	cred      *syscall.Credential
+	// stdin passes the supervisor's standard input on to the task (an MCP server's stdio).
+	stdin bool
 }
 
 // parseSupervise reads the supervisor's arguments (see SuperviseMain).
@@ -133,13 +135,14 @@ func parseSupervise(args []string) (superviseOpts, error) {
 	uid := fs.Int("uid", -1, "run the task as this uid; -1: as the supervisor's")
 	gid := fs.Int("gid", -1, "the task's group id, with --uid")
 	groups := fs.String("groups", "", "the task's supplementary group ids, comma-separated, with --uid")
+	fs.BoolVar(&o.stdin, "stdin", false, "give the task this process's standard input; without it the task's is /dev/null")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
 		return o, errors.New("usage: supervise [--grace D] [--parent-stop-limit D] [--cgroup DIR] [--scratch DIR] [--parent-pid PID] " +
-			"[--uid UID --gid GID --groups G,…] COMMAND")
+			"[--uid UID --gid GID --groups G,…] [--stdin] COMMAND")
 	}
 	o.command = fs.Arg(0)
 	var err error
-	o.cred, err = taskCredential(*uid, *gid, *groups)
+	o.cred, err = taskCredential(*uid, *gid, *groups, o.stdin)
 	return o, err
 }
 
@@ -250,10 +253,10 @@ func reapUntil(bash int) int {
 }
 
 // taskCredential returns the credential bash runs with: nil (the supervisor's own) for uid
-// -1. For another user it also hands the output pipes to that user: a pipe belongs to the
+// -1. For another user it also hands the output pipes (and with stdin the input pipe) to that user: a pipe belongs to the
 // user who made it, with mode 0600, and a task that reopens its output (`echo x >
 // /dev/stderr` opens /proc/self/fd/2) would otherwise be refused.
-func taskCredential(uid, gid int, groups string) (*syscall.Credential, error) {
+func taskCredential(uid, gid int, groups string, stdin bool) (*syscall.Credential, error) {
 	if uid < 0 {
 		return nil, nil
 	}
@@ -271,7 +274,11 @@ func taskCredential(uid, gid int, groups string) (*syscall.Credential, error) {
 		}
 		cred.Groups = append(cred.Groups, uint32(n))
 	}
-	for _, fd := range []int{1, 2} {
+	fds := []int{1, 2}
+	if stdin {
+		fds = append(fds, 0)
+	}
+	for _, fd := range fds {
 		var st syscall.Stat_t
 		if syscall.Fstat(fd, &st) == nil && st.Mode&syscall.S_IFMT == syscall.S_IFIFO {
 			if err := syscall.Fchown(fd, uid, gid); err != nil {
@@ -286,10 +293,13 @@ func taskCredential(uid, gid int, groups string) (*syscall.Credential, error) {
 // cgroupDir when one is given and can be made, as cred's user when cred is set, and returns
 // what holds it; bash's pid is the tree's pgid. Bash is reaped by reapUntil, never by
 // exec.Cmd.Wait.
-func startTask(command, cgroupDir string, cred *syscall.Credential) (*taskTree, error) {
+func startTask(command, cgroupDir string, cred *syscall.Credential, stdin bool) (*taskTree, error) {
 	bash := func() *exec.Cmd {
 		cmd := exec.Command("bash", "-c", command)
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, os.Stdout, os.Stderr
+		if stdin {
+			cmd.Stdin = os.Stdin
+		}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
 		return cmd
 	}
