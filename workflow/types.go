@@ -37,7 +37,7 @@ var taskTypes = []taskType{
 		fields: []field{stringField("on-timeout", func(t *Task) *string { return &t.OnTimeout })},
 		check:  checkWait,
 	},
-	{name: "agent", fields: append([]field{stepsField}, modelFields...), check: checkAgent},
+	{name: "agent", fields: slices.Concat([]field{promptField, stepsField}, loopFields, modelFields), check: checkAgent},
 	{name: TypeWorkflow, fields: childFields, check: checkChild},
 }
 
