@@ -190,7 +190,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 	}{
 		{"a prompt without tools", agent("    prompt: hi"), []string{
 			`line 3: task "a": tools are required for an agent with a prompt: a list of {name, description, type, command}; a prompt the model answers without tools is an llm task`}},
-		{"tools without a prompt", agent("    tools: ["+tool+"]"), []string{
+		{"tools without a prompt", agent("    tools: [" + tool + "]"), []string{
 			`line 3: task "a": prompt is required for an agent with tools: it starts the conversation in which the model calls them`}},
 		{"a bound alone", agent("    max-turns: 3"), []string{
 			`line 3: task "a": prompt is required for an agent with tools: it starts the conversation in which the model calls them`,
@@ -221,7 +221,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 		{"a prompt on a shell task", wf("  - {name: a, type: shell, command: x, prompt: hi, max-turns: 2}"), []string{
 			`line 3: task "a": prompt is a field of agent and llm tasks, not of a shell task`,
 			`line 3: task "a": max-turns is a field of agent tasks, not of a shell task`}},
-		{"tools on an llm task", wf("  - {name: a, type: llm, provider: p, prompt: hi, tools: ["+tool+"]}"), []string{
+		{"tools on an llm task", wf("  - {name: a, type: llm, provider: p, prompt: hi, tools: [" + tool + "]}"), []string{
 			`line 3: task "a": tools is a field of agent tasks, not of an llm task`}},
 		{"each tool's fields", agent(
 			"    prompt: hi",
