@@ -136,7 +136,7 @@ func checkLLM(t *Task) []problem {
 // which has a prompt and tools instead.
 func checkAgent(t *Task) []problem {
 	probs := checkModel(t)
-	if len(t.Steps) == 0 && (t.Prompt != "" || slices.ContainsFunc(loopFields, func(f field) bool { return f.isSet(t) })) {
+	if len(t.Steps) == 0 && (t.Prompt != "" || t.Workdir != "" || slices.ContainsFunc(loopFields, func(f field) bool { return f.isSet(t) })) {
 		return append(probs, checkToolAgent(t)...)
 	}
 	probs = append(probs, checkNoLoop(t)...)

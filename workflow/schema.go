@@ -72,7 +72,7 @@ type typeForm struct {
 var typeForms = map[string][]typeForm{
 	"agent": {
 		{fields: []string{"steps"}},
-		{fields: []string{"prompt", "tools"}, optional: []string{"max-turns", "max-tool-calls", "max-total-tokens"}},
+		{fields: []string{"prompt", "tools"}, optional: []string{"max-turns", "max-tool-calls", "max-total-tokens", "workdir"}},
 	},
 }
 
@@ -452,7 +452,7 @@ var schemaDocs = map[string]string{
 	"task.for-each":         "A template that renders the task's items, a JSON array or one item a line: the task runs once per item, each run seeing {{ .item }} and {{ .index }}.",
 	"task.max-parallel":     "The most items of a for-each task that run at once; 0 for no cap.",
 	"task.command":          "shell: the script, run with bash -c.",
-	"task.workdir":          "shell: the working directory; a relative one is taken from the file's folder by zksched submit. Left out: a scratch directory of the attempt's own ($ZKSCHED_WORKDIR).",
+	"task.workdir":          "shell, agent with tools: the working directory of the command or of the tools' commands; a relative one is taken from the file's folder by zksched submit. Left out: a scratch directory of the attempt's own ($ZKSCHED_WORKDIR).",
 	"task.provider":         "llm, agent: the model provider, a key of llm.providers in the workers' config.",
 	"task.prompt":           "llm, agent with tools: the prompt, a template over the params and upstream outputs ({{ .upstream.TASK }}).",
 	"task.system":           "llm, agent: the system prompt, a template.",

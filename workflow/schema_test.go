@@ -475,6 +475,7 @@ var formValues = map[string]map[string]string{
 		"max-turns":        "5",
 		"max-tool-calls":   "5",
 		"max-total-tokens": "1000",
+		"workdir":          ".",
 	},
 }
 

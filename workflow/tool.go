@@ -16,7 +16,8 @@ import (
 )
 
 // The fields of a tool-calling agent: its tools and the bounds of its loop. Its prompt is
-// promptField, shared with llm tasks.
+// promptField, shared with llm tasks, and the workdir of its shell tools workdirField, shared
+// with shell tasks.
 var (
 	toolsField = field{
 		name:   "tools",
@@ -301,6 +302,9 @@ func checkNoLoop(t *Task) []problem {
 	if len(t.Tools) > 0 {
 		probs = append(probs, problem{field: "tools", msg: "an agent has steps or a prompt and tools, not both: " +
 			"steps run their prompts in order, tools are called by the model in a loop that a prompt starts"})
+	}
+	if t.Workdir != "" {
+		probs = append(probs, problem{field: "workdir", msg: "workdir is where an agent's tools run; an agent with steps has none"})
 	}
 	for _, f := range loopFields[1:] {
 		if f.isSet(t) {

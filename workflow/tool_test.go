@@ -22,7 +22,7 @@ func TestParseToolAgent(t *testing.T) {
 	}
 	plan, _ := s.Task("plan")
 	if plan.Prompt != "Plan a day in {{ .params.city }} with the stations in {{ .upstream.fetch.output }}." ||
-		plan.System != "You plan bicycle trips." || plan.MaxTurns != 8 || plan.MaxToolCalls != 20 || plan.MaxTotalTokens != 50000 {
+		plan.System != "You plan bicycle trips." || plan.MaxTurns != 8 || plan.MaxToolCalls != 20 || plan.MaxTotalTokens != 50000 || plan.Workdir != "/srv/bikes" {
 		t.Errorf("plan = %+v", plan)
 	}
 	want := []Tool{
@@ -202,11 +202,13 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			"    tools: ["+tool+"]",
 			"    max-turns: 3",
 			"    max-tool-calls: 3",
-			"    max-total-tokens: 3"), []string{
+			"    max-total-tokens: 3",
+			"    workdir: /tmp"), []string{
 			`line 7: task "a": an agent has steps or a prompt and tools, not both: steps run their prompts in order, tools are called by the model in a loop that a prompt starts`,
 			`line 8: task "a": max-turns bounds an agent with tools; an agent with steps makes one model call a step`,
 			`line 9: task "a": max-tool-calls bounds an agent with tools; an agent with steps makes one model call a step`,
-			`line 10: task "a": max-total-tokens bounds an agent with tools; an agent with steps makes one model call a step`}},
+			`line 10: task "a": max-total-tokens bounds an agent with tools; an agent with steps makes one model call a step`,
+			`line 11: task "a": workdir is where an agent's tools run; an agent with steps has none`}},
 		{"bounds out of range, a prompt that does not check", agent(
 			"    prompt: '{{ .upstream.x.output }} {{ .steps.y }}'",
 			"    max-turns: 201",
