@@ -329,7 +329,7 @@ func compileArguments(schema map[string]any) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	if err := c.AddResource(argumentsURL, schema); err != nil {
-		return nil, fmt.Errorf("not a JSON Schema: %s", clipTo(err.Error(), maxMessage/2))
+		return nil, fmt.Errorf("not a JSON Schema: %s", clipTo(libraryMessage(err.Error()), maxMessage/2))
 	}
 	s, err := c.Compile(argumentsURL)
 	if err != nil {
@@ -343,7 +343,7 @@ func compileArguments(schema map[string]any) (*jsonschema.Schema, error) {
 		case errors.As(err, &invalid) && errors.As(invalid.Err, &verr):
 			return nil, fmt.Errorf("not a valid JSON Schema: %s", validationMessage(verr))
 		}
-		return nil, fmt.Errorf("not a valid JSON Schema: %s", clipTo(err.Error(), maxMessage/2))
+		return nil, fmt.Errorf("not a valid JSON Schema: %s", clipTo(libraryMessage(err.Error()), maxMessage/2))
 	}
 	return s, nil
 }
@@ -358,7 +358,7 @@ func validationMessage(e *jsonschema.ValidationError) string {
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) == 0 {
-			leaves = append(leaves, strings.Replace(e.Error(), "at ''", "at the top", 1))
+			leaves = append(leaves, libraryMessage(strings.Replace(e.Error(), "at ''", "at the top", 1)))
 			return
 		}
 		for _, c := range e.Causes {
@@ -373,6 +373,14 @@ func validationMessage(e *jsonschema.ValidationError) string {
 		msg += fmt.Sprintf("; and %d more", more)
 	}
 	return clipTo(msg, maxMessage/2)
+}
+
+// libraryMessage is a message of the JSON Schema library made safe to show: the library
+// quotes values whole, in single quotes, so the double quotes a value holds become single
+// quotes too, leaving a message's double quotes to its own values, cut to MaxQuoted. The
+// whole message is cut by its callers.
+func libraryMessage(s string) string {
+	return strings.ReplaceAll(s, `"`, "'")
 }
 
 // The compiled arguments schemas of CheckArgs, by their JSON. A worker runs few distinct

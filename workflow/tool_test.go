@@ -394,3 +394,30 @@ func TestToolCheckArgs(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestParseToolAgentBounded: the JSON Schema library's messages, which quote the schema's
+// values whole, are held to the bounds of any rejection.
+func TestParseToolAgentBounded(t *testing.T) {
+	t.Parallel()
+	long := `"` + strings.Repeat("x", MaxQuoted+50) + `"`
+	_, err := Parse([]byte(wf(
+		"  - name: a",
+		"    type: agent",
+		"    provider: p",
+		"    prompt: hi",
+		"    tools:",
+		"      - name: t",
+		"        description: d",
+		"        type: shell",
+		"        command: x",
+		"        arguments:",
+		"          type: object",
+		"          properties:",
+		"            a: {pattern: '"+long+"(?<=a)'}",
+		"            b: {type: '"+long+"'}",
+		"            c: {enum: '"+long+"'}")))
+	msgs := checkBounded(t, err)
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "not a valid JSON Schema") {
+		t.Errorf("Parse errors: %q", msgs)
+	}
+}
