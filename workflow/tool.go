@@ -233,6 +233,8 @@ func checkToolAgent(t *Task) []problem {
 	return probs
 }
 
+// checkTools checks each tool of a tool-calling agent, naming it by its name, or by its
+// position when it has none.
 func checkTools(tools []Tool) []problem {
 	var probs []problem
 	seen := make(map[string]int, len(tools))
