@@ -36,7 +36,8 @@ func files(t *testing.T) map[string]string {
 }
 
 // TestExamplesParse: every file under examples/ is a valid workflow, and every script it
-// names in a command of a task run in the file's folder (workdir: .) is there, executable.
+// names in a command of a task, or of an agent's tool, run in the file's folder (workdir: .)
+// is there, executable.
 func TestExamplesParse(t *testing.T) {
 	t.Parallel()
 	script := regexp.MustCompile(`(?:^|[|;&]\s*)\./([\w.-]+)`)
@@ -50,10 +51,16 @@ func TestExamplesParse(t *testing.T) {
 			if task.Workdir != "." {
 				continue
 			}
-			for _, m := range script.FindAllStringSubmatch(task.Command, -1) {
-				fi, err := os.Stat(filepath.Join(testenv.RepoRoot(), filepath.Dir(path), m[1]))
-				if err != nil || fi.Mode()&0o111 == 0 {
-					t.Errorf("%s: task %s runs ./%s, which is not an executable beside the file (%v)", path, task.Name, m[1], err)
+			commands := []string{task.Command}
+			for _, tool := range task.Tools {
+				commands = append(commands, tool.Command)
+			}
+			for _, command := range commands {
+				for _, m := range script.FindAllStringSubmatch(command, -1) {
+					fi, err := os.Stat(filepath.Join(testenv.RepoRoot(), filepath.Dir(path), m[1]))
+					if err != nil || fi.Mode()&0o111 == 0 {
+						t.Errorf("%s: task %s runs ./%s, which is not an executable beside the file (%v)", path, task.Name, m[1], err)
+					}
 				}
 			}
 		}

@@ -31,6 +31,8 @@ func FuzzParse(f *testing.F) {
 		f.Add(h.YAML)
 	}
 	f.Add([]byte("name: w\ntasks: [{name: a, type: noop, env: &e {A: x, <<: *e}}]\n"))
+	f.Add([]byte("name: w\ntasks: [{name: a, type: agent, provider: p, prompt: hi, tools: [{name: t, description: d, type: shell, " +
+		"command: x, arguments: &s {type: object, properties: {a: {type: [string, 'null'], <<: *s}}, required: [a, 1]}}]}]\n"))
 	f.Add([]byte("name: w\ntasks: [{name: a, type: llm, provider: p, prompt: '{{range 2000000000}}x{{end}}'}]\n"))
 	f.Add([]byte("name: w\ntasks: [{name: a, type: llm, provider: p, prompt: '{{range 10}}{{range $.params}}{{printf \"%5d\" 1}}{{end}}{{end}}'}]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -12,8 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The fields of llm and agent tasks. provider, system, temperature and max-tokens belong to
-// both types.
+// The fields of llm and agent tasks. prompt, provider, system, temperature and max-tokens
+// belong to both types (an agent has a prompt when its model calls tools, see tool.go).
 var (
 	promptField = stringField("prompt", func(t *Task) *string { return &t.Prompt })
 	modelFields = []field{
@@ -132,11 +132,18 @@ func checkLLM(t *Task) []problem {
 	return append(probs, checkTemplate(t, "prompt", "prompt", t.Prompt, nil)...)
 }
 
+// checkAgent checks an agent task: one with steps, or a tool-calling agent (checkToolAgent),
+// which has a prompt and tools instead.
 func checkAgent(t *Task) []problem {
 	probs := checkModel(t)
+	if len(t.Steps) == 0 && (t.Prompt != "" || t.Workdir != "" || slices.ContainsFunc(loopFields, func(f field) bool { return f.isSet(t) })) {
+		return append(probs, checkToolAgent(t)...)
+	}
+	probs = append(probs, checkNoLoop(t)...)
 	switch {
 	case len(t.Steps) == 0:
-		return append(probs, problem{field: "steps", msg: "steps are required for an agent task: a list of {name, prompt}"})
+		return append(probs, problem{field: "steps", msg: "steps are required for an agent task: a list of {name, prompt}; " +
+			"or, for an agent whose model calls tools, a prompt and tools"})
 	case len(t.Steps) > MaxSteps:
 		return append(probs, problem{field: "steps", msg: fmt.Sprintf("the agent has %d steps; the limit is %d", len(t.Steps), MaxSteps)})
 	}

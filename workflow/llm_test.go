@@ -126,7 +126,7 @@ func TestParseRejectsLLMAndAgent(t *testing.T) {
 			`line 3: task "a": provider is required for an llm task: the name of a provider under llm.providers in the config`,
 			`line 3: task "a": prompt is required for an llm task`}},
 		{"agent without steps", wf("  - {name: a, type: agent, provider: p}"), []string{
-			`line 3: task "a": steps are required for an agent task: a list of {name, prompt}`}},
+			`line 3: task "a": steps are required for an agent task: a list of {name, prompt}; or, for an agent whose model calls tools, a prompt and tools`}},
 		{"a step with an empty prompt", wf(
 			"  - name: a",
 			"    type: agent",

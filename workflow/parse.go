@@ -203,15 +203,21 @@ func (p positions) line(pr problem) int {
 		return 0
 	}
 	tp := p.tasks[pr.task]
-	if l, ok := tp.fields[pr.field]; ok {
-		return l
-	}
-	if parent, _, ok := strings.Cut(pr.field, "."); ok {
-		if l, ok := tp.fields[parent]; ok {
+	// "tools.2.name" is on the line of that key, else of tools.2, else of tools.
+	for key, ok := pr.field, true; ok; key, _, ok = cutLast(key, ".") {
+		if l, found := tp.fields[key]; found {
 			return l
 		}
 	}
 	return tp.line
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }
 
 func (d *decoder) errorf(line int, format string, args ...any) {

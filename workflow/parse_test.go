@@ -149,7 +149,7 @@ func TestParseRejects(t *testing.T) {
 		{"command on a noop task", wf("  - name: a", "    type: noop", "    command: ls"), []string{
 			`line 5: task "a": command is a field of shell tasks, not of a noop task`}},
 		{"workdir on a noop task", wf("  - name: a", "    type: noop", "    workdir: /tmp"), []string{
-			`line 5: task "a": workdir is a field of shell tasks, not of a noop task`}},
+			`line 5: task "a": workdir is a field of agent and shell tasks, not of a noop task`}},
 		{"missing dependency", wf("  - {name: extract, type: noop}", "  - name: load", "    type: noop", "    depends-on: [extrct]"), []string{
 			`line 6: task "load" depends on "extrct", which is not a task of this workflow`}},
 		{"self dependency", wf("  - name: a", "    type: noop", "    depends-on: [a]"), []string{

@@ -76,7 +76,7 @@ func TestSchemaFields(t *testing.T) {
 	t.Parallel()
 	// The keys each mapping's decoder accepts, as its messages list them.
 	parsed := map[string][]string{
-		"workflow": workflowFields, "task": fieldNames(), "step": stepFields,
+		"workflow": workflowFields, "task": fieldNames(), "step": stepFields, "tool": toolFields,
 		"schedule": scheduleFields, "concurrency": concurrencyFields, "notify": notifyFields,
 		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
 	}
@@ -149,6 +149,7 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"workflow":      "name: w\ntasks: [{name: a, type: noop}]\nFIELD\n",
 		"task":          "name: w\ntasks:\n  - name: a\n    type: noop\n    FIELD\n",
 		"step":          "name: w\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    steps:\n      - name: s\n        prompt: hi\n        FIELD\n",
+		"tool":          "name: w\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    prompt: hi\n    tools:\n      - name: t\n        description: d\n        type: shell\n        command: ./t.sh\n        FIELD\n",
 		"schedule":      "name: w\ntasks: [{name: a, type: noop}]\nschedule:\n  cron: '@daily'\n  FIELD\n",
 		"concurrency":   "name: w\ntasks: [{name: a, type: noop}]\nconcurrency:\n  key: '{{ .params.k }}'\n  FIELD\n",
 		"notify":        "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
@@ -434,7 +435,7 @@ func TestSchemaTypeRules(t *testing.T) {
 	complete := map[string]map[string]string{
 		"shell":      {"command": "ls"},
 		"llm":        {"provider": "p", "prompt": "hi"},
-		"agent":      {"provider": "p", "steps": "[{name: s, prompt: hi}]"},
+		"agent":      {"provider": "p"},
 		TypeWorkflow: {"workflow": "child"},
 	}
 	for tt, required := range typeRequired {
@@ -443,8 +444,13 @@ func TestSchemaTypeRules(t *testing.T) {
 			t.Errorf("type %s requires %v; this test knows %v", tt, required, slices.Sorted(maps.Keys(fields)))
 			continue
 		}
+		// A type with forms needs one of them besides (TestSchemaTypeForms checks them).
+		form := ""
+		if forms := typeForms[tt]; forms != nil {
+			form = formYAML(formValues[tt], forms[0].fields)
+		}
 		for _, without := range append(required, "") {
-			file := "name: w\ntasks:\n  - name: a\n    type: " + tt + "\n"
+			file := "name: w\ntasks:\n  - name: a\n    type: " + tt + "\n" + form
 			for k, v := range fields {
 				if k != without {
 					file += "    " + k + ": " + v + "\n"
@@ -453,6 +459,72 @@ func TestSchemaTypeRules(t *testing.T) {
 			_, err := Parse([]byte(file))
 			if got, want := err == nil, without == ""; got != want {
 				t.Errorf("type %s without %q: Parse error %v", tt, without, err)
+			}
+		}
+	}
+}
+
+// formValues are values of the required fields and of the fields of the forms of each type
+// in typeForms.
+var formValues = map[string]map[string]string{
+	"agent": {
+		"provider":         "p",
+		"steps":            "[{name: s, prompt: hi}]",
+		"prompt":           "hi",
+		"tools":            "[{name: t, description: d, type: shell, command: ./t.sh}]",
+		"max-turns":        "5",
+		"max-tool-calls":   "5",
+		"max-total-tokens": "1000",
+		"workdir":          ".",
+	},
+}
+
+// formYAML writes fields of a task with their values, as lines of the task's mapping.
+func formYAML(values map[string]string, fields []string) string {
+	var b strings.Builder
+	for _, f := range fields {
+		b.WriteString("    " + f + ": " + values[f] + "\n")
+	}
+	return b.String()
+}
+
+// TestSchemaTypeForms checks the forms of a type against Parse: a task of the type with the
+// fields of one form (and its optional ones) is read by both; a field of the form missing, or
+// a field of another form set besides, is refused by both.
+func TestSchemaTypeForms(t *testing.T) {
+	t.Parallel()
+	schema := compiledSchema(t)
+	check := func(name, file string, good bool) {
+		t.Helper()
+		_, perr := Parse([]byte(file))
+		serr := schema.Validate(yamlAsJSON(t, []byte(file)))
+		if (perr == nil) != good || (serr == nil) != good {
+			t.Errorf("%s: want good %v; Parse: %v; the schema: %v\n%s", name, good, perr, serr, file)
+		}
+	}
+	for tt, forms := range typeForms {
+		values := formValues[tt]
+		task := "name: w\ntasks:\n  - name: a\n    type: " + tt + "\n" + formYAML(values, typeRequired[tt])
+		for i, form := range forms {
+			for _, f := range slices.Concat(form.fields, form.optional) {
+				if _, ok := values[f]; !ok {
+					t.Fatalf("type %s: formValues has no value for %s", tt, f)
+				}
+			}
+			name := fmt.Sprintf("%s with %v", tt, form.fields)
+			check(name, task+formYAML(values, form.fields), true)
+			check(name+" and its optional fields", task+formYAML(values, slices.Concat(form.fields, form.optional)), true)
+			for _, without := range form.fields {
+				rest := slices.DeleteFunc(slices.Clone(form.fields), func(f string) bool { return f == without })
+				check(name+" without "+without, task+formYAML(values, rest), false)
+			}
+			for j, other := range forms {
+				if j == i {
+					continue
+				}
+				for _, f := range slices.Concat(other.fields, other.optional) {
+					check(name+" and "+f, task+formYAML(values, append(slices.Clone(form.fields), f)), false)
+				}
 			}
 		}
 	}

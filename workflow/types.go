@@ -22,7 +22,7 @@ var taskTypes = []taskType{
 		name: "shell",
 		fields: []field{
 			stringField("command", func(t *Task) *string { return &t.Command }),
-			stringField("workdir", func(t *Task) *string { return &t.Workdir }),
+			workdirField,
 		},
 		check: func(t *Task) []problem {
 			if strings.TrimSpace(t.Command) == "" {
@@ -37,9 +37,12 @@ var taskTypes = []taskType{
 		fields: []field{stringField("on-timeout", func(t *Task) *string { return &t.OnTimeout })},
 		check:  checkWait,
 	},
-	{name: "agent", fields: append([]field{stepsField}, modelFields...), check: checkAgent},
+	{name: "agent", fields: slices.Concat([]field{promptField, stepsField, workdirField}, loopFields, modelFields), check: checkAgent},
 	{name: TypeWorkflow, fields: childFields, check: checkChild},
 }
+
+// workdirField is where a shell task's command runs, and a tool-calling agent's shell tools.
+var workdirField = stringField("workdir", func(t *Task) *string { return &t.Workdir })
 
 // commonFields are the task fields every type has.
 var commonFields = []field{

@@ -20,7 +20,7 @@ func TestValidate(t *testing.T) {
 		{"empty group", func(s *Spec) { s.Tasks[0].Group = "" }, []string{`task "a": group is required`}},
 		{"foreign fields", func(s *Spec) { s.Tasks[1].Command, s.Tasks[1].Workdir = "ls", "/tmp" }, []string{
 			`task "b": command is a field of shell tasks, not of a noop task`,
-			`task "b": workdir is a field of shell tasks, not of a noop task`,
+			`task "b": workdir is a field of agent and shell tasks, not of a noop task`,
 		}},
 		{"negative durations", func(s *Spec) {
 			s.Tasks[0].Timeout = Duration(-time.Second)
