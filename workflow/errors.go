@@ -148,10 +148,10 @@ func sortLine(e *Error) int {
 	return e.Line
 }
 
-// aType is a task type with its article, as a message reads it: "a shell", "an llm", "an
-// agent".
+// aType is a task or tool type with its article, as a message reads it: "a shell", "an
+// llm", "an agent", "an http".
 func aType(typ string) string {
-	if typ == "llm" || strings.IndexByte("aeiou", firstByte(typ)) >= 0 {
+	if typ == "llm" || typ == "http" || typ == "mcp" || strings.IndexByte("aeiou", firstByte(typ)) >= 0 {
 		return "an " + typ
 	}
 	return "a " + typ

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -38,11 +39,15 @@ var (
 	toolNameRule = "use 1 to 64 letters, digits, '_' or '-'"
 )
 
+// headerNameRE is an HTTP header name (a token of RFC 9110).
+var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
 // maxArgumentsDepth bounds the nesting of a tool's arguments schema.
 const maxArgumentsDepth = 64
 
 // toolFields are the keys of one tool.
-var toolFields = []string{"name", "description", "type", "command", "arguments", "idempotent", "on-interrupted", "timeout"}
+var toolFields = []string{"name", "description", "type", "command", "url", "method", "headers", "include", "exclude",
+	"arguments", "idempotent", "on-interrupted", "timeout", "approve"}
 
 // tools reads a tool-calling agent's list of tools, each a mapping of toolFields. The line
 // of each tool, and of each of its keys, is kept as "tools.<i>" and "tools.<i>.<key>" (i
@@ -89,6 +94,21 @@ func (d *decoder) tools(v *yaml.Node, what string) []Tool {
 				if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&tool.Idempotent) != nil {
 					d.errorf(n.Line, "%s: idempotent must be true or false, not %s", where, kindName(n))
 				}
+			case "approve":
+				n := d.resolve(kv.value)
+				if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&tool.Approve) != nil {
+					d.errorf(n.Line, "%s: approve must be true or false, not %s", where, kindName(n))
+				}
+			case "url":
+				tool.URL, _ = d.scalar(kv.value, where+": url", "a string")
+			case "method":
+				tool.Method, _ = d.scalar(kv.value, where+": method", "a string")
+			case "headers":
+				tool.Headers = d.stringMap(kv.value, where+": headers")
+			case "include":
+				tool.Include = d.nameList(kv.value, where+": include")
+			case "exclude":
+				tool.Exclude = d.nameList(kv.value, where+": exclude")
 			case "on-interrupted":
 				tool.OnInterrupted, _ = d.scalar(kv.value, where+": on-interrupted", "a string")
 			case "timeout":
@@ -103,6 +123,28 @@ func (d *decoder) tools(v *yaml.Node, what string) []Tool {
 		tools = append(tools, tool)
 	}
 	return tools
+}
+
+// nameList reads a list of names.
+func (d *decoder) nameList(v *yaml.Node, what string) []string {
+	v = d.resolve(v)
+	if v.Tag == "!!null" {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(v.Line, "%s must be a list of names, like [a, b], not %s", what, kindName(v))
+		return nil
+	}
+	var list []string
+	for _, item := range v.Content {
+		if !d.visit(1) {
+			return nil
+		}
+		if s, ok := d.scalar(item, what+" entries", "names"); ok {
+			list = append(list, s)
+		}
+	}
+	return list
 }
 
 // argumentsSchema reads a tool's arguments, a JSON Schema written as YAML, as the value
@@ -272,6 +314,33 @@ func checkTools(tools []Tool) []problem {
 		case tool.Type == ToolShell && strings.TrimSpace(tool.Command) == "":
 			add("", "command is required for a shell tool: the script run with bash -c, which reads the call's arguments "+
 				"from its environment")
+		case tool.Type == ToolHTTP && strings.TrimSpace(tool.URL) == "":
+			add("", "url is required for an http tool: where each call is sent (under one of the workers' worker.http-tools.allow)")
+		case tool.Type == ToolMCP && (tool.Command == "") == (tool.URL == ""):
+			add("", "an mcp tool has a command (its server, run per attempt and spoken to over its standard input and "+
+				"output) or a url (a server over streamable HTTP), one of them")
+		}
+		if tool.URL != "" {
+			if u, err := url.Parse(tool.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+				add("url", "url %s must be an http or https URL with a host and no user", quote(tool.URL))
+			}
+		}
+		own := map[string][]string{ToolShell: {"command", "arguments"}, ToolHTTP: {"url", "method", "headers", "arguments"},
+			ToolMCP: {"command", "url", "include", "exclude"}}[tool.Type]
+		for key, set := range map[string]bool{"command": tool.Command != "", "url": tool.URL != "", "method": tool.Method != "",
+			"headers": len(tool.Headers) > 0, "include": len(tool.Include) > 0, "exclude": len(tool.Exclude) > 0,
+			"arguments": len(tool.Arguments) > 0} {
+			if set && own != nil && !slices.Contains(own, key) {
+				add(key, "%s is not a field of %s tool", key, aType(tool.Type))
+			}
+		}
+		if tool.Method != "" && !slices.Contains(HTTPMethods(), tool.Method) {
+			add("method", "method %s is unknown: use %s", quote(tool.Method), strings.Join(HTTPMethods(), ", "))
+		}
+		for k := range tool.Headers {
+			if !headerNameRE.MatchString(k) {
+				add("headers", "header name %s is invalid: letters, digits and !#$%%&'*+-.^_`|~", quote(k))
+			}
 		}
 		if len(tool.Arguments) > 0 {
 			if _, err := compileArguments(tool.Arguments); err != nil {

@@ -237,7 +237,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			"        command: x",
 			"      - name: dup",
 			"        description: d",
-			"        type: http",
+			"        type: ftp",
 			"      - {name: no-type, description: d, command: x}",
 			"      - {name: no-command, description: d, type: shell, command: '  '}",
 			"      - name: retried",
@@ -258,8 +258,8 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			`line 10: task "a": tool "` + strings.Repeat("x", 65) + `": name is invalid: use 1 to 64 letters, digits, '_' or '-' (what every model provider accepts)`,
 			`line 12: task "a": tool "dup": description is required: it tells the model what the tool does and when to use it`,
 			`line 15: task "a": tool "dup": name is already used by tool #4`,
-			`line 17: task "a": tool "dup": unknown type "http" (tool types: shell)`,
-			`line 18: task "a": tool "no-type": type is required (tool types: shell)`,
+			`line 17: task "a": tool "dup": unknown type "ftp" (tool types: shell, http, mcp)`,
+			`line 18: task "a": tool "no-type": type is required (tool types: shell, http, mcp)`,
 			`line 19: task "a": tool "no-command": command is required for a shell tool: the script run with bash -c, which reads the call's arguments from its environment`,
 			`line 24: task "a": tool "retried": on-interrupted: retry needs idempotent: true: a call cut off by a crash may have taken effect, and a call that is not idempotent, run twice, may have its effect twice; use ask or fail, or make the tool dedupe on $ZKSCHED_TOOL_CALL_ID and say idempotent: true`,
 			`line 25: task "a": tool "unknown-policy": on-interrupted "again" is unknown: use retry, ask, fail`,
@@ -304,7 +304,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			"        description: d",
 			"        type: shell",
 			"        comand: x"), []string{
-			`line 11: unknown field "comand" in task "a": tools #1 (a tool has name, description, type, command, arguments, idempotent, on-interrupted, timeout) (did you mean "command"?)`}},
+			`line 11: unknown field "comand" in task "a": tools #1 (a tool has name, description, type, command, url, method, headers, include, exclude, arguments, idempotent, on-interrupted, timeout, approve) (did you mean "command"?)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -419,5 +419,62 @@ func TestParseToolAgentBounded(t *testing.T) {
 	msgs := checkBounded(t, err)
 	if len(msgs) != 1 || !strings.Contains(msgs[0], "not a valid JSON Schema") {
 		t.Errorf("Parse errors: %q", msgs)
+	}
+}
+
+func TestHTTPAndMCPTools(t *testing.T) {
+	good := `
+name: t
+tasks:
+  - name: a
+    type: agent
+    provider: p
+    prompt: go
+    tools:
+      - name: open
+        description: opens a ticket
+        type: http
+        url: https://tickets.example.com/api/issues
+        method: PUT
+        headers: {Authorization: "Bearer ${TOKEN}"}
+        approve: true
+        arguments: {type: object, properties: {title: {type: string}}}
+      - name: files
+        description: the file server
+        type: mcp
+        command: ./files-server
+        exclude: [delete]
+      - name: remote
+        description: a remote server
+        type: mcp
+        url: https://mcp.example.com/mcp
+        include: [search]
+`
+	spec, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := spec.Tasks[0].Tools
+	if tools[0].Method != "PUT" || tools[0].Headers["Authorization"] != "Bearer ${TOKEN}" || !tools[0].Approve ||
+		tools[1].Exclude[0] != "delete" || tools[2].Include[0] != "search" || tools[2].URL != "https://mcp.example.com/mcp" {
+		t.Errorf("tools %+v", tools)
+	}
+	for _, tc := range []struct{ tool, want string }{
+		{"{name: x, description: d, type: http}", "url is required for an http tool"},
+		{"{name: x, description: d, type: http, url: ftp://a/b}", `url "ftp://a/b" must be an http or https URL`},
+		{"{name: x, description: d, type: http, url: 'https://a/', method: FETCH}", `method "FETCH" is unknown`},
+		{"{name: x, description: d, type: http, url: 'https://a/', command: ls}", "command is not a field of an http tool"},
+		{"{name: x, description: d, type: mcp}", "an mcp tool has a command"},
+		{"{name: x, description: d, type: mcp, command: a, url: 'https://a/'}", "an mcp tool has a command"},
+		{"{name: x, description: d, type: mcp, command: a, arguments: {type: object}}", "arguments is not a field of an mcp tool"},
+		{"{name: x, description: d, type: shell, command: a, include: [b]}", "include is not a field of a shell tool"},
+		{"{name: x, description: d, type: http, url: 'https://a/', headers: {'a b': c}}", `header name "a b" is invalid`},
+		{"{name: x, description: d, type: shell, command: a, approve: maybe}", "approve must be true or false"},
+	} {
+		src := "name: t\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    prompt: go\n    tools:\n      - " + tc.tool + "\n"
+		_, err := Parse([]byte(src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want %q", tc.tool, err, tc.want)
+		}
 	}
 }
