@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -166,5 +167,150 @@ worker:
 		if err := cmd.Wait(); err != nil {
 			t.Errorf("%s after SIGTERM: %v, want exit 0", lines[i], err)
 		}
+	}
+}
+
+// TestDocsLongRuns goes through the command blocks of docs/testing.md, docs/performance.md
+// and docs/multi-host.md that run for minutes to hours, line by line, as printed. It runs
+// what is short: the eval of bin/services.sh env (with a run folder of its own) and the
+// zksched-bench dag and foreach lines. Of the go test lines it checks, with this package's
+// test binary, that -run names tests and that the flags and the environment variables are
+// accepted, without running the soaks; of the benchmark line, that its packages have
+// benchmarks. TestDocsBenchCommands (cmd/zksched-bench) checks the other zksched-bench lines.
+func TestDocsLongRuns(t *testing.T) {
+	t.Parallel()
+	blocks := []struct{ file, block string }{
+		{"docs/testing.md", testenv.DocBlock(t, "docs/testing.md", "The fault soak", "sh", 1)},
+		{"docs/performance.md", testenv.DocBlock(t, "docs/performance.md", "Running the benchmarks", "sh", 1)},
+		{"docs/multi-host.md", testenv.DocBlock(t, "docs/multi-host.md", "Under a mixed load and random faults", "sh", 1)},
+	}
+	sources := ""
+	for _, f := range must(filepath.Glob(filepath.Join(repoRoot(), "e2e", "*_test.go"))) {
+		sources += string(must(os.ReadFile(f)))
+	}
+	for _, b := range blocks {
+		for line := range strings.Lines(b.block) {
+			command, _, _ := strings.Cut(line, "#")
+			command = strings.TrimSpace(command)
+			fields := strings.Fields(command)
+			switch {
+			case command == `eval "$(bin/services.sh env | sed 's/^/export /')"`:
+				checkServicesEnv(t, command)
+			case command == "go build -o bin/zksched-bench ./cmd/zksched-bench":
+				// The same package, built by the harness (with -race) for the runs below.
+				testcluster.BenchBinary(t)
+			case strings.HasPrefix(command, "bin/zksched-bench dag ") || strings.HasPrefix(command, "bin/zksched-bench foreach "):
+				start := time.Now()
+				_, stderr, code := benchProcesses(t, fields[1], fields[2:]...)
+				t.Logf("%s: %v", command, time.Since(start).Round(time.Second))
+				if code != 0 {
+					t.Errorf("%s: %s: exit %d\n%s", b.file, command, code, stderr)
+				}
+			case strings.HasPrefix(command, "bin/zksched-bench "):
+				// TestDocsBenchCommands.
+			case strings.Contains(command, " -bench "):
+				checkBenchmarkLine(t, b.file, fields)
+			case strings.Contains(command, "go test "):
+				checkSoakLine(t, b.file, command, sources)
+			case command != "":
+				t.Errorf("%s: %q: no test runs or checks this line", b.file, line)
+			}
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// checkServicesEnv runs the eval of bin/services.sh env as printed, with a run folder whose
+// password file the test wrote, and checks that it exports the servers' addresses.
+func checkServicesEnv(t *testing.T, command string) {
+	t.Helper()
+	run := t.TempDir()
+	if err := os.WriteFile(filepath.Join(run, "zksched-db-password"), []byte("pw-of-the-test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("bash", "-euo", "pipefail", "-c", command+"\necho \"$ZKSCHED_REGISTRY_SERVERS $ZKSCHED_DB_DSN\"")
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "ZKSCHED_RUN_DIR="+run)
+	out, err := cmd.CombinedOutput()
+	if want := "127.0.0.1:2181 postgres://zksched:pw-of-the-test@127.0.0.1:"; err != nil || !strings.HasPrefix(string(out), want) {
+		t.Errorf("%s: %v\n%s\nwant %q", command, err, out, want)
+	}
+}
+
+// checkBenchmarkLine checks `go test -run '^$' -bench . -benchtime Nx PKG…`: each package has
+// benchmarks for -bench to run.
+func checkBenchmarkLine(t *testing.T, file string, fields []string) {
+	t.Helper()
+	for _, f := range fields {
+		if !strings.HasPrefix(f, "./") {
+			continue
+		}
+		found := false
+		for _, src := range must(filepath.Glob(filepath.Join(repoRoot(), f, "*_test.go"))) {
+			found = found || strings.Contains(string(must(os.ReadFile(src))), "\nfunc Benchmark")
+		}
+		if !found {
+			t.Errorf("%s: %s has no benchmark for `go test -bench` to run", file, f)
+		}
+	}
+}
+
+// checkSoakLine checks `[VAR=value…] go test -race -count=1 ./e2e -run TestX -v [-flag=value…]`
+// with this test binary: -run lists tests, the flags and values parse (with -test.run '^$',
+// so nothing runs), and each variable is read by a test of this package and its value parses
+// as the kind its name says.
+func checkSoakLine(t *testing.T, file, command, sources string) {
+	t.Helper()
+	fields := strings.Fields(command)
+	var env, flags []string
+	for len(fields) > 0 && strings.Contains(fields[0], "=") {
+		env = append(env, fields[0])
+		fields = fields[1:]
+	}
+	if len(fields) < 2 || fields[0] != "go" || fields[1] != "test" {
+		t.Errorf("%s: %q: want [VAR=value…] go test …", file, command)
+		return
+	}
+	run := ""
+	for i := 2; i < len(fields); i++ {
+		switch f := fields[i]; {
+		case f == "-race", f == "-count=1", f == "-v", f == "./e2e":
+		case f == "-run" && i+1 < len(fields):
+			run = fields[i+1]
+			i++
+		default:
+			flags = append(flags, f)
+		}
+	}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.Contains(sources, `os.Getenv("`+name+`")`) {
+			t.Errorf("%s: %q: no test of ./e2e reads %s", file, command, name)
+		}
+		var err error
+		switch {
+		case strings.HasSuffix(name, "_DURATION"):
+			_, err = time.ParseDuration(value)
+		case strings.HasSuffix(name, "_SEED"):
+			_, err = strconv.ParseInt(value, 10, 64)
+		}
+		if err != nil {
+			t.Errorf("%s: %q: %s: %v", file, command, kv, err)
+		}
+	}
+	list := exec.Command(os.Args[0], "-test.list", run)
+	if out, err := list.Output(); err != nil || !strings.HasPrefix(string(out), "Test") {
+		t.Errorf("%s: %q: -run %s names no test of ./e2e: %v %s", file, command, run, err, out)
+	}
+	parse := exec.Command(os.Args[0], append([]string{"-test.run", "^$"}, flags...)...)
+	parse.Env = append(os.Environ(), env...)
+	if out, err := parse.CombinedOutput(); err != nil {
+		t.Errorf("%s: %q: the flags %v: %v\n%s", file, command, flags, err, out)
 	}
 }
