@@ -18,21 +18,18 @@ import (
 )
 
 // TestDocsHTTPAPI runs docs/http-api.md's curl commands as they are printed, in bash, with
-// the master's URL for http://127.0.0.1:5678 and an admin's token file for the quickstart's
-// ~/.local/state/zksched/api-token: a definition stored, an instance of it run, its failed
-// task found and rerun, the instance stopped.
+// the master's URL for http://127.0.0.1:5678, against a master that, as the quickstart's,
+// has no token and generates one into ~/.local/state/zksched: a definition stored, an
+// instance of it run, its failed task found and rerun, the instance stopped.
 func TestDocsHTTPAPI(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/http-api.md", "The HTTP API", "sh", 1)
 	e := setupE2E(t, nil, "")
-	users, tokens := usersFile(t, e.dir)
-	master := e.Master("master", "ZKSCHED_API_USERS_FILE="+users)
+	master := e.Master("master")
 	e.Worker("worker")
 	waitReady(t, master.Port)
-	token := tokenFile(t, t.TempDir(), "token", tokens["admin"])
-	script := strings.NewReplacer("http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port),
-		"~/.local/state/zksched/api-token", token).Replace(block)
-	out, _ := e.docScript(t, script)
+	script := strings.ReplaceAll(block, "http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port))
+	out, _ := e.docScript(t, script, "HOME="+quickstartHome(t, e))
 	for _, want := range []string{`"name": "cli-tour"`, `"name": "count"`, `"state": "failed"`, `"requeued": [`, `"state": "stopped"`} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the curl commands' output lacks %q:\n%s", want, out)
@@ -41,6 +38,21 @@ func TestDocsHTTPAPI(t *testing.T) {
 	if strings.Contains(out, `"error"`) {
 		t.Errorf("a curl command got an error:\n%s", out)
 	}
+}
+
+// quickstartHome returns a home folder whose ~/.local/state/zksched is e's state folder,
+// where its masters without a token generate theirs (api-token), as the quickstart's do in
+// the home of the user who runs it.
+func quickstartHome(t *testing.T, e *e2e) string {
+	t.Helper()
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".local", "state"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(e.StateDir(), filepath.Join(home, ".local", "state", "zksched")); err != nil {
+		t.Fatal(err)
+	}
+	return home
 }
 
 // TestDocsReadingTheCluster runs docs/cli.md's zkCli.sh commands as they are printed, in bash,
