@@ -93,7 +93,7 @@ func waitReady(t *testing.T, port int) {
 
 // TestDocsRunningNodes runs docs/operations.md's start commands as they are printed, each
 // in a mount namespace of its own where /etc is an overlay holding /etc/zksched/zksched.yaml
-// (the machine's /etc is not written): the master and the worker start from that file,
+// (etcOverlay: the machine's /etc is not written): the master and the worker start from that file,
 // register, and exit 0 on SIGTERM.
 func TestDocsRunningNodes(t *testing.T) {
 	t.Parallel()
@@ -101,10 +101,6 @@ func TestDocsRunningNodes(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(block), "\n")
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "bin/start-master.sh ") || !strings.HasPrefix(lines[1], "bin/start-worker.sh ") {
 		t.Fatalf("the docs' commands are %q: want bin/start-master.sh and bin/start-worker.sh, which this test runs", lines)
-	}
-	unshare := []string{"unshare", "--mount"}
-	if os.Geteuid() != 0 {
-		unshare = append(unshare, "--map-root-user")
 	}
 	e := setupE2E(t, nil, "")
 	masterPort, workerPort := testcluster.FreePort(t), testcluster.FreePort(t)
@@ -127,17 +123,7 @@ worker:
 	var procs []*exec.Cmd
 	var outs []*syncBuffer
 	for _, line := range lines {
-		overlay := t.TempDir()
-		script := fmt.Sprintf("mount -t overlay overlay -o lowerdir=/etc,upperdir=%[1]s/upper,workdir=%[1]s/work /etc\n"+
-			"mkdir -p %[1]s/upper /etc/zksched && cp %[2]s /etc/zksched/zksched.yaml\nexec %[3]s", overlay, config, line)
-		if err := os.MkdirAll(filepath.Join(overlay, "upper"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.MkdirAll(filepath.Join(overlay, "work"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(unshare[0], append(unshare[1:], "bash", "-euxc", script)...)
-		cmd.Dir = repoRoot()
+		cmd, _ := etcOverlay(t, "mkdir /etc/zksched && cp "+config+" /etc/zksched/zksched.yaml\nexec "+line)
 		// The binary under test for bin/zksched, and the test clusters' task supervisor; the
 		// settings come from the file alone.
 		cmd.Env = append(os.Environ(), "ZKSCHED_BIN="+e.Bin, "GORACE=atexit_sleep_ms=0 halt_on_error=1")
@@ -325,4 +311,28 @@ func checkSoakLine(t *testing.T, file, command, sources string) {
 	if out, err := parse.CombinedOutput(); err != nil {
 		t.Errorf("%s: %q: the flags %v: %v\n%s", file, command, flags, err, out)
 	}
+}
+
+// etcOverlay returns a command that runs script with bash -euxo pipefail, from the
+// repository's root, in a mount namespace of its own whose /etc is an overlay on the
+// machine's: what it writes under /etc goes to upper, a folder of the test's, and the
+// machine's /etc is never written. A script ending in exec leaves the process it runs as the
+// command's own.
+func etcOverlay(t *testing.T, script string) (cmd *exec.Cmd, upper string) {
+	t.Helper()
+	dir := t.TempDir()
+	upper, work := filepath.Join(dir, "upper"), filepath.Join(dir, "work")
+	for _, d := range []string{upper, work} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	unshare := []string{"--mount"}
+	if os.Geteuid() != 0 {
+		unshare = append(unshare, "--map-root-user")
+	}
+	mount := fmt.Sprintf("mount -t overlay overlay -o lowerdir=/etc,upperdir=%s,workdir=%s /etc\n", upper, work)
+	cmd = exec.Command("unshare", append(unshare, "bash", "-euxo", "pipefail", "-c", mount+script)...)
+	cmd.Dir = repoRoot()
+	return cmd, upper
 }
