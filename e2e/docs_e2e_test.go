@@ -93,8 +93,8 @@ func waitReady(t *testing.T, port int) {
 
 // TestDocsRunningNodes runs docs/operations.md's start commands as they are printed, each
 // in a mount namespace of its own where /etc is an overlay holding /etc/zksched/zksched.yaml
-// (etcOverlay: the machine's /etc is not written): the master and the worker start from that file,
-// register, and exit 0 on SIGTERM.
+// (etcOverlay: the machine's /etc is not written): the master and the worker start from that
+// file, register, and exit 0 on SIGTERM.
 func TestDocsRunningNodes(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/operations.md", "Running nodes", "sh", 1)
@@ -105,7 +105,7 @@ func TestDocsRunningNodes(t *testing.T) {
 	e := setupE2E(t, nil, "")
 	masterPort, workerPort := testcluster.FreePort(t), testcluster.FreePort(t)
 	config := e.file(t, "zksched.yaml", fmt.Sprintf(`registry:
-  servers: [%q]
+  servers: %s
   root: %s
   session-timeout: 2s
 db:
@@ -118,12 +118,12 @@ master:
 worker:
   port: %d
   allow-root-tasks: true
-`, strings.Join(testenv.ZKServers(), ","), envValue(e.Env, "ZKSCHED_REGISTRY_ROOT"), envValue(e.Env, "ZKSCHED_DB_DSN"),
+`, must(json.Marshal(testenv.ZKServers())), envValue(e.Env, "ZKSCHED_REGISTRY_ROOT"), envValue(e.Env, "ZKSCHED_DB_DSN"),
 		t.TempDir(), masterPort, workerPort))
 	var procs []*exec.Cmd
 	var outs []*syncBuffer
 	for _, line := range lines {
-		cmd, _ := etcOverlay(t, "mkdir /etc/zksched && cp "+config+" /etc/zksched/zksched.yaml\nexec "+line)
+		cmd, _ := etcOverlay(t, "mkdir -p /etc/zksched && cp "+config+" /etc/zksched/zksched.yaml\nexec "+line)
 		// The binary under test for bin/zksched, and the test clusters' task supervisor; the
 		// settings come from the file alone.
 		cmd.Env = append(os.Environ(), "ZKSCHED_BIN="+e.Bin, "GORACE=atexit_sleep_ms=0 halt_on_error=1")
