@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
@@ -21,6 +22,10 @@ import (
 // converts them by their declared types (workflow.Spec.RunParams), so the form, the API and
 // the CLI take the same values and refuse the same ones with the same messages. A refused
 // form comes back with what was typed and each problem beside its field.
+//
+// A scheduled workflow's form (of its schedule's version) runs as a trigger of the schedule
+// instead, as `zksched schedule trigger --param` does: its tasks get the fire's fire_time and
+// fire_date as its fires give them, and the trail records a trigger.
 
 // paramFieldPrefix starts the name of a declared param's form field: param.<name>.
 const paramFieldPrefix = "param."
@@ -46,7 +51,9 @@ type definitionPage struct {
 	Schedule *lifecycle.ScheduleView
 	// CanRun shows the run form: Fields are its inputs, one per declared param, and Extra
 	// the text of its undeclared ones (k=v lines, with params-extra: allow).
-	CanRun      bool
+	CanRun bool
+	// Trigger says that the form runs as a trigger of the workflow's schedule.
+	Trigger     bool
 	Fields      []paramField
 	Extra       string
 	ExtraErrors []string
@@ -151,6 +158,7 @@ func (s *Server) loadDefinitionPage(r *http.Request, name string, version int) (
 	for _, v := range views {
 		if v.WorkflowName == name {
 			p.Schedule = &v
+			p.Trigger = v.WorkflowVersion == version
 		}
 	}
 	return p, nil
@@ -158,7 +166,7 @@ func (s *Server) loadDefinitionPage(r *http.Request, name string, version int) (
 
 // pageDefinition is GET /definitions/{name}: the form runs ?version= (default the latest).
 func (s *Server) pageDefinition(w http.ResponseWriter, r *http.Request) error {
-	q, err := newQuery(r.URL.Query(), "version", "done")
+	q, err := newQuery(r.URL.Query(), "version")
 	if err != nil {
 		return err
 	}
@@ -215,6 +223,9 @@ func (s *Server) formDefinitionRun(w http.ResponseWriter, r *http.Request) error
 			problems = append(problems, &workflow.Error{Msg: msg})
 		}
 		spec, err := s.specs.Get(r.Context(), s.db.Queries, name, version)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(name), version)
+		}
 		if err != nil {
 			return err
 		}
@@ -224,9 +235,10 @@ func (s *Server) formDefinitionRun(w http.ResponseWriter, r *http.Request) error
 		refused = paramsRefused(errors.Join(problems...))
 	} else {
 		var id int64
-		id, _, refused = s.submitStored(r, body)
+		var done string
+		id, done, refused = s.runStored(r, body)
 		if refused == nil {
-			http.Redirect(w, r, fmt.Sprintf("/workflows/%d?done=submitted", id), http.StatusSeeOther)
+			http.Redirect(w, r, fmt.Sprintf("/workflows/%d?done=%s", id, done), http.StatusSeeOther)
 			return nil
 		}
 	}
@@ -264,8 +276,8 @@ func (s *Server) formDefinitionRun(w http.ResponseWriter, r *http.Request) error
 		f.Errors = byParam[pv.Name]
 		p.Fields = append(p.Fields, f)
 	}
-	// A field of a param this version does not declare (a form of another version) keeps
-	// its value, and its refusal, in the extra text when the workflow takes extras.
+	// The problem of a field this version does not declare (from a form of another version)
+	// is shown with the extra params'.
 	for _, pname := range slices.Sorted(maps.Keys(byParam)) {
 		if !declared[pname] {
 			p.ExtraErrors = append(p.ExtraErrors, byParam[pname]...)
@@ -273,6 +285,40 @@ func (s *Server) formDefinitionRun(w http.ResponseWriter, r *http.Request) error
 	}
 	s.render(w, r, http.StatusBadRequest, "definition", p)
 	return nil
+}
+
+// runStored runs the form's body: a trigger of the workflow's schedule when the body's
+// version is the schedule's, else a submission (submitStored). It returns the instance and
+// the flash of its page.
+func (s *Server) runStored(r *http.Request, body workflowCreateJSON) (int64, string, error) {
+	sched, err := s.db.ScheduleGet(r.Context(), body.Name)
+	switch {
+	case errors.Is(err, dao.ErrNoSchedule):
+	case err != nil:
+		return 0, "", err
+	case sched.WorkflowVersion == body.Version:
+		// The route's audit row is a submission's until here: it becomes the trigger's, as
+		// POST /api/v1/schedules/{name}/trigger records it.
+		st := auditOf(r)
+		st.action, st.target = dao.AuditScheduleTrigger, "schedule/"+body.Name
+		st.setParams(map[string]any{"params": body.Params})
+		ev := s.auditEvent(r)
+		res, err := lifecycle.TriggerSchedule(r.Context(), s.db, body.Name, body.Params, "ui:"+s.cfg.NodeID, time.Now(), &ev)
+		if errors.As(err, new(*lifecycle.ParamsError)) || errors.As(err, new(*workflow.Error)) {
+			return 0, "", paramsRefused(err)
+		}
+		if err != nil {
+			return 0, "", err
+		}
+		auditDone(r)
+		if res.Instance == 0 {
+			return 0, "", errorf(http.StatusConflict, "trigger of %s created no instance: %s", body.Name, res.Skipped)
+		}
+		logFor(r).Info().Str("workflow", body.Name).Int64("workflow_instance", res.Instance).Msg("schedule triggered")
+		return res.Instance, "triggered-run", nil
+	}
+	id, _, err := s.submitStored(r, body)
+	return id, "submitted", err
 }
 
 // parseExtraParams adds the params of text, k=v lines (as `--param k=v`; blank lines are

@@ -282,17 +282,40 @@ func TestSchedulesPage(t *testing.T) {
 	if got := b.instanceParams(t, 1); len(got) != 2 || got["fire_date"] == "" || got["fire_time"] == "" {
 		t.Errorf("the triggered instance's params = %v; want the fire's (and the defaults for the rest)", got)
 	}
+	// The run form of a scheduled workflow triggers its schedule, with the form's params on top
+	// of the fire's.
+	def := b.operator.get("/definitions/nightly")
+	if !strings.Contains(def.body, `id="run-trigger"`) || !strings.Contains(page.body, `href="/definitions/nightly?version=1#run"`) {
+		t.Errorf("the scheduled workflow's form does not say it triggers, or the schedules page does not link it:\n%s", def.body)
+	}
+	r = b.operator.post("/definitions/nightly/run", url.Values{"version": {"1"}, "param.region": {"us"}, "param.regoin": {"us"}})
+	if r.status != http.StatusBadRequest || !strings.Contains(r.body, `params: &#34;regoin&#34; is not a param of workflow nightly (did you mean &#34;region&#34;?)`) {
+		t.Errorf("a trigger from the form with an undeclared param: %d\n%s", r.status, r.body)
+	}
+	r = b.operator.post("/definitions/nightly/run", url.Values{"version": {"1"}, "param.region": {"us"}})
+	if r.status != http.StatusSeeOther || r.header.Get("Location") != "/workflows/2?done=triggered-run" {
+		t.Fatalf("a trigger from the form: %d %q\n%s", r.status, r.header.Get("Location"), r.body)
+	}
+	if got := b.instanceParams(t, 2); got["region"] != "us" || got["fire_date"] == "" {
+		t.Errorf("the form's trigger's params = %v; want region us and the fire's", got)
+	}
 	if r := b.operator.post("/schedules/typed/trigger", nil); r.status != http.StatusNotFound {
 		t.Errorf("trigger of a definition without schedule: %d", r.status)
 	}
 	trail := b.auditAs(t, "actor=otto")
 	var actions []string
+	refusedTrigger := false
 	for _, ev := range trail.Items {
 		if ev.Outcome == dao.AuditOK && strings.HasPrefix(ev.Action, "schedule.") {
 			actions = append(actions, ev.Action)
 		}
+		refusedTrigger = refusedTrigger || ev.Action == dao.AuditScheduleTrigger && ev.Target == "schedule/nightly" &&
+			strings.HasPrefix(ev.Outcome, "refused: bad request: the params are rejected")
 	}
-	if strings.Join(actions, " ") != "schedule.trigger schedule.enable schedule.disable" {
+	if !refusedTrigger {
+		t.Errorf("the form's refused trigger is not in the trail: %+v", trail.Items)
+	}
+	if strings.Join(actions, " ") != "schedule.trigger schedule.trigger schedule.enable schedule.disable" {
 		t.Errorf("otto's schedule actions in the trail, newest first: %v", actions)
 	}
 	if def := b.viewer.get("/definitions/nightly"); !strings.Contains(def.body, `<dl class="facts" id="definition-schedule">`) {

@@ -137,8 +137,8 @@ func (s *Server) formScheduleEnable(on bool) handler {
 
 // formScheduleTrigger is the Schedules page's Trigger now: a fire of the schedule now, with
 // its workflow's default params (a scheduled workflow has a default for each param, since
-// its fires give none but the fire's time). Other params are given with `zksched schedule
-// trigger --param` or the API.
+// its fires give none but the fire's time). The run form of the workflow's page triggers
+// with other params (runStored).
 func (s *Server) formScheduleTrigger(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkCSRF(r); err != nil {
 		return err

@@ -21,7 +21,7 @@ var textFilterRoutes = map[string]struct {
 	"GET /workflows":                 {"/workflows", []string{"state", "name", "before", "after", "limit"}},
 	"GET /workflows/{id}":            {"/workflows/1", []string{"done"}},
 	"GET /definitions":               {"/definitions", []string{"after", "limit"}},
-	"GET /definitions/{name}":        {"/definitions/wf", []string{"version", "done"}},
+	"GET /definitions/{name}":        {"/definitions/wf", []string{"version"}},
 	"GET /schedules":                 {"/schedules", []string{"done", "instance"}},
 	"GET /cluster":                   {"/cluster", nil},
 	"GET /audit":                     {"/audit", []string{"actor", "action", "target", "since", "until", "before", "limit"}},

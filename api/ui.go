@@ -136,6 +136,7 @@ var flashes = map[string]string{
 	"schedule-enabled":  "Enabled: the schedule fires again from its next fire time.",
 	"schedule-disabled": "Disabled: the schedule does not fire until it is enabled (or its file is stored again).",
 	"triggered":         "Triggered: the schedule's workflow runs now, with its default params.",
+	"triggered-run":     "Triggered: the schedule's workflow runs now, with the params shown below and the fire's.",
 }
 
 type errorPage struct {

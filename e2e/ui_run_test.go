@@ -15,7 +15,8 @@ import (
 // TestBrowserRunsADefinitionAndWorksSchedules: an operator runs a stored definition from its
 // page, fills the form drawn from its params with one bad value, reads the problem beside
 // its field, fixes it and lands on the new instance, whose task reads the params as typed;
-// then, on the Schedules page, disables, enables and triggers a schedule.
+// then, on the Schedules page, disables, enables and triggers a schedule, and triggers it
+// with a param through its workflow's run form.
 func TestBrowserRunsADefinitionAndWorksSchedules(t *testing.T) {
 	t.Parallel()
 	e := setupE2E(t, nil, "", "ZKSCHED_API_TOKEN="+uiToken)
@@ -122,6 +123,21 @@ tasks:
 	})
 	if o := e.tasks(t, 2)["hello"].Output; o == nil || *o != "hello eu" {
 		t.Errorf("the triggered task's output is %v", o)
+	}
+	// Trigger with params: the schedule's "with params…" opens the workflow's run form, which
+	// triggers the schedule with them.
+	b.do(t, "trigger with params", chromedp.Navigate(base+"/schedules"), chromedp.Click(css(row+"a.trigger-params")),
+		chromedp.WaitVisible(css("#run-trigger")), chromedp.SetValue(css("#param-region"), "us"),
+		chromedp.Click(css("#run-submit")), chromedp.WaitVisible(css("#flash")))
+	if loc := get(t, b, "location", chromedp.Location()); loc != base+"/workflows/3?done=triggered-run" {
+		t.Errorf("after the trigger with params the browser is at %s", loc)
+	}
+	waitUntil(t, 30*time.Second, "the run triggered with params to succeed", func() bool {
+		w, err := e.db.WorkflowGet(context.Background(), 3)
+		return err == nil && w.State == dao.WorkflowSucceeded
+	})
+	if o := e.tasks(t, 3)["hello"].Output; o == nil || *o != "hello us" {
+		t.Errorf("the task triggered with params output %v", o)
 	}
 	if n := b.dialogs.Load(); n != 0 {
 		t.Errorf("%d JavaScript dialogs opened: a script ran", n)
