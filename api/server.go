@@ -180,7 +180,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHT
 
 // routes is the route table. Every route names the least role that may use it, so a new
 // route cannot leave it out: a viewer reads (every GET); an operator also acts on instances
-// and schedules; an admin also stores definitions and submits. A route that changes
+// and schedules, and runs a stored definition from its page in the UI (as a trigger runs a
+// schedule's); an admin also stores definitions and submits through the API. A route that changes
 // something (any method but GET) for a mere viewer is refused at start.
 func (s *Server) routes(mux *http.ServeMux) {
 	health(mux, s.cfg.NodeID, "master", s.cfg.Ready, s.cfg.Metrics)
@@ -244,6 +245,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})
 	page("POST /workflows/{id}/rerun", RoleOperator, s.formWorkflowRerun, change{dao.AuditWorkflowRerun, workflowTarget})
 	page("GET /definitions", RoleViewer, s.pageDefinitions)
+	page("GET /definitions/{name}", RoleViewer, s.pageDefinition)
+	page("POST /definitions/{name}/run", RoleOperator, s.formDefinitionRun, change{dao.AuditWorkflowSubmit, definitionTarget})
+	page("GET /schedules", RoleViewer, s.pageSchedules)
+	page("POST /schedules/{name}/enable", RoleOperator, s.formScheduleEnable(true), change{dao.AuditScheduleEnable, scheduleTarget})
+	page("POST /schedules/{name}/disable", RoleOperator, s.formScheduleEnable(false), change{dao.AuditScheduleDisable, scheduleTarget})
+	page("POST /schedules/{name}/trigger", RoleOperator, s.formScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
 	page("GET /cluster", RoleViewer, s.pageCluster)
 	page("GET /audit", RoleViewer, s.pageAudit)
 	page("GET /notifications", RoleViewer, s.pageNotifications)

@@ -46,7 +46,8 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications"}
+var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications",
+	"definition", "schedules"}
 
 func newPages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{}}
@@ -130,6 +131,12 @@ var flashes = map[string]string{
 	"resumed":        "Approved: your text is the output of the step that waited; the agent is queued to go on from the next step.",
 	"rerun-workflow": "Rerun: the failed and killed tasks are queued again.",
 	"stopped":        "Stopped: queued tasks were killed and the running ones are being stopped.",
+
+	"submitted":         "Submitted: the workflow instance is created with the params shown below.",
+	"schedule-enabled":  "Enabled: the schedule fires again from its next fire time.",
+	"schedule-disabled": "Disabled: the schedule does not fire until it is enabled (or its file is stored again).",
+	"triggered":         "Triggered: the schedule's workflow runs now, with its default params.",
+	"triggered-run":     "Triggered: the schedule's workflow runs now, with the params shown below and the fire's.",
 }
 
 type errorPage struct {
