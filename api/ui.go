@@ -179,8 +179,8 @@ func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) error {
 	page, f, err := s.loadTaskList(r.Context(), v)
 	if err == nil {
 		p.Rows = page.Items
-		p.OlderURL = pageURL("/", v, "before", page.Older)
-		p.NewerURL = pageURL("/", v, "after", page.Newer)
+		p.OlderURL = pageURL("/tasks", v, "before", page.Older)
+		p.NewerURL = pageURL("/tasks", v, "after", page.Newer)
 	} else {
 		status, p.Error = classify(err)
 		if status >= 500 {
