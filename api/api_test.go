@@ -1097,7 +1097,7 @@ func TestForEachThroughTheAPI(t *testing.T) {
 	if ti, err := b.db.TaskGet(b.ctx, ids["sum[0]"]); err != nil || ti.State != dao.TaskKilled {
 		t.Errorf("its queued item after the kill = %+v, %v; want killed", ti, err)
 	}
-	if list := b.do(t, "GET", fmt.Sprintf("/?workflow=%d", f.wf), "").body; !strings.Contains(list, "sum[0]") {
+	if list := b.do(t, "GET", fmt.Sprintf("/tasks?workflow=%d", f.wf), "").body; !strings.Contains(list, "sum[0]") {
 		t.Errorf("the task list lacks the item")
 	}
 }

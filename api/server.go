@@ -234,7 +234,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page := func(pattern string, need Role, h handler, c ...change) {
 		s.route(mux, pattern, need, h, s.fail, c...)
 	}
-	page("GET /{$}", RoleViewer, s.pageTasks)
+	page("GET /{$}", RoleViewer, s.heavy(s.pageOverview))
+	page("GET /tasks", RoleViewer, s.pageTasks)
 	page("GET /tasks/{id}", RoleViewer, s.heavy(s.pageTask))
 	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill, change{dao.AuditTaskKill, taskTarget})
 	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun, change{dao.AuditTaskRerun, taskTarget})
