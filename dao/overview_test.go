@@ -1,8 +1,10 @@
 package dao_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +161,58 @@ func TestTaskTimelineOfWorkflow(t *testing.T) {
 	if len(workers) != 2 || started.Attempts[0].WorkerID != "w1" || *started.Attempts[0].Outcome != dao.OutcomeFailed ||
 		started.Attempts[1].WorkerID == "" || started.Attempts[1].Outcome != nil {
 		t.Errorf("attempts = %v (%+v), want a failed one on w1 then a running one", workers, started.Attempts)
+	}
+}
+
+// TestOverviewReadsUseTheirIndexes checks, with EXPLAIN ANALYZE on a history of 100,000
+// instances (all but 5,000 of them ended days ago) and a queue of 10,000 tasks in one instance, that
+// the statements of the UI's pictures read their ranges through indexes and never scan a
+// whole table.
+func TestOverviewReadsUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	seedHistory(t, db, 100000, 10, 10000)
+	if _, err := db.SQL().Exec(`UPDATE workflow_instance SET ended_at = now() - interval '3 days' WHERE state = 'succeeded' AND id % 20 <> 0;
+		UPDATE workflow_instance SET started_at = ended_at - interval '1 second' WHERE state = 'succeeded';
+		UPDATE task_instance SET state = 'running', worker_id = 'w1', attempt = 1, started_at = now()
+			WHERE id IN (SELECT id FROM task_instance WHERE state = 'queued' ORDER BY id LIMIT 20);
+		ANALYZE workflow_instance; ANALYZE task_instance; ANALYZE task_attempt`); err != nil {
+		t.Fatal(err)
+	}
+	var big int64
+	if err := db.SQL().Get(&big, `SELECT workflow_instance_id FROM task_instance WHERE state = 'queued' LIMIT 1`); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-24 * time.Hour)
+	for _, c := range []struct {
+		name, query string
+		args        []any
+		indexes     []string // each must be read
+	}{
+		{"runs per hour", dao.RunsPerHourSQL, []any{since}, []string{"workflow_instance_ended"}},
+		{"duration percentiles", dao.DurationPercentilesSQL, []any{since, 10}, []string{"workflow_instance_ended"}},
+		{"group load", dao.GroupLoadSQL, []any{100000, 20}, []string{"task_instance_queued", "task_instance_running"}},
+		{"timeline", dao.TimelineSQL, []any{big, 50}, []string{"task_instance_workflow_instance_id_name_key", "task_attempt_pkey"}},
+	} {
+		raw := explainAnalyze(t, db, false, c.query, "", c.args...)
+		var nodes []string
+		walkPlan(t, raw, func(n node) { nodes = append(nodes, n.Type+"|"+n.Relation+"|"+n.Index) })
+		joined := strings.Join(nodes, "\n")
+		for _, n := range nodes {
+			if strings.HasPrefix(n, "Seq Scan|task_") || strings.HasPrefix(n, "Seq Scan|workflow_instance|") {
+				t.Errorf("%s: scans a whole table:\n%s", c.name, joined)
+			}
+		}
+		for _, ix := range c.indexes {
+			if !strings.Contains(joined, "|"+ix) {
+				t.Errorf("%s: does not read %s:\n%s", c.name, ix, joined)
+			}
+		}
+		var doc []struct {
+			Time float64 `json:"Execution Time"`
+		}
+		if err := json.Unmarshal([]byte(raw), &doc); err == nil && len(doc) > 0 {
+			t.Logf("%s: %.1f ms", c.name, doc[0].Time)
+		}
 	}
 }
