@@ -77,7 +77,7 @@ func TestOverviewDrawsWhatTheDatabaseHolds(t *testing.T) {
 	if got := bars(runs); got["succeeded"] < 2 || got["failed"] != 1 || got["stopped"] != 1 || strings.Contains(runs, "data-empty") {
 		t.Errorf("runs chart's bars = %v, want succeeded in 2 hours or more, 1 failed and 1 stopped:\n%s", got, runs)
 	}
-	if !strings.Contains(runs, "1 failed of 1 runs") || !strings.Contains(runs, `class="tick"`) {
+	if !strings.Contains(runs, "1 failed of 1 run") || !strings.Contains(runs, `class="tick"`) {
 		t.Errorf("runs chart lacks its titles or its axis:\n%s", runs)
 	}
 	groups := svg(r.body, "chart-groups")

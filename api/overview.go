@@ -158,8 +158,8 @@ func runsChart(runs []dao.HourRuns, since time.Time) chart {
 			}
 			y0, y1 := y(at), y(at+part.n)
 			c.Rects = append(c.Rects, chartRect{X: x + 3, Y: y1, W: slot - 6, H: max(y0-y1, 1), Class: "bar " + part.kind,
-				Title: fmt.Sprintf("%s–%s UTC: %d %s of %d runs", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"),
-					part.n, part.kind, h.Succeeded+h.Failed+h.Stopped)})
+				Title: fmt.Sprintf("%s–%s UTC: %d %s of %s", hour.Format("15:04"), hour.Add(time.Hour).Format("15:04"),
+					part.n, part.kind, runsOf(h.Succeeded+h.Failed+h.Stopped))})
 			at += part.n
 		}
 	}
@@ -270,15 +270,23 @@ func durationsChart(ds []dao.WorkflowDurations) chart {
 			v    float64
 		}{{"p99", d.P99}, {"p90", d.P90}, {"p50", d.P50}} {
 			c.Rects = append(c.Rects, chartRect{X: barLabelW, Y: y, W: max(x(p.v)-barLabelW, 2), H: barH, Class: "bar " + p.kind,
-				Title: fmt.Sprintf("%s: %s of %d runs took %s or less", d.Name, p.kind, d.Runs, ms(p.v))})
+				Title: fmt.Sprintf("%s: %s of %s took %s or less", d.Name, p.kind, runsOf(d.Runs), ms(p.v))})
 		}
 		c.Texts = append(c.Texts, chartText{X: barLabelW + plotW + 8, Y: y + barH - 3, Anchor: "start", Class: "note",
-			Text: fmt.Sprintf("p50 %s · p90 %s · p99 %s · %d runs", ms(d.P50), ms(d.P90), ms(d.P99), d.Runs)})
+			Text: fmt.Sprintf("p50 %s · p90 %s · p99 %s · %s", ms(d.P50), ms(d.P90), ms(d.P99), runsOf(d.Runs))})
 	}
 	if len(ds) == 0 {
 		c.Empty = "No runs in the last 24 h."
 	}
 	return c
+}
+
+// runsOf is "1 run", "2 runs".
+func runsOf(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }
 
 // yAxis draws a vertical axis at chartLeft from 0 to top, with a grid line at each tick.

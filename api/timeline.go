@@ -62,7 +62,7 @@ const (
 	tlBarH     = 14
 	tlTop      = 8
 	tlAxisH    = 26
-	tlRight    = 16
+	tlRight    = 40 // half a tick's label, past the axis' end
 	tlLabelCut = 26
 	// tlCharW is about the width of a character of the bars' labels.
 	tlCharW = 6.5
@@ -115,6 +115,7 @@ func buildTimeline(tasks []dao.TimelineTask, total int, now time.Time) timeline 
 			}
 			if queued != nil && a.StartedAt.After(*queued) {
 				spans[i] = append(spans[i], span{kind: "queued", from: *queued, to: a.StartedAt, attempt: a.Attempt})
+				see(*queued)
 			}
 			kind, to := "running", now
 			if a.Outcome != nil {
