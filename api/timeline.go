@@ -35,6 +35,10 @@ type timelineRow struct {
 	State dao.TaskState
 	Y     int
 	Bars  []timelineBar
+	// After is the worker of the row's last bar, an attempt's too narrow to name it, shown
+	// right of it; "" otherwise.
+	After  string
+	AfterX int
 }
 
 // timelineBar is a span of one attempt of a task: Kind "queued" for the wait before it, else
@@ -62,7 +66,7 @@ const (
 	tlBarH     = 14
 	tlTop      = 8
 	tlAxisH    = 26
-	tlRight    = 40 // half a tick's label, past the axis' end
+	tlRight    = 200 // the worker named right of a row's last bar
 	tlLabelCut = 26
 	// tlCharW is about the width of a character of the bars' labels.
 	tlCharW = 6.5
@@ -173,6 +177,10 @@ func buildTimeline(tasks []dao.TimelineTask, total int, now time.Time) timeline 
 				}
 			}
 			row.Bars = append(row.Bars, b)
+		}
+		if n := len(row.Bars); n > 0 && row.Bars[n-1].Kind != "queued" && row.Bars[n-1].Label == "" {
+			last := row.Bars[n-1]
+			row.After, row.AfterX = last.Worker, last.X+last.W+4
 		}
 		g.Rows = append(g.Rows, row)
 	}

@@ -9,8 +9,8 @@ import (
 )
 
 // TestBuildTimeline lays out a task failed over, retried and running again, and a task still
-// queued: a bar per attempt by outcome, the waits between them, every bar on the axis, and
-// ticks in order.
+// queued: a bar per attempt by outcome, the waits between them, every bar on the axis, the
+// last attempt's worker named, and ticks in order.
 func TestBuildTimeline(t *testing.T) {
 	t.Parallel()
 	at := func(s int) time.Time {
@@ -22,11 +22,11 @@ func TestBuildTimeline(t *testing.T) {
 		{ID: 1, Name: "flaky", State: dao.TaskRunning, QueuedAt: at(60), StartedAt: ptr(at(65)), Attempts: []dao.TaskAttempt{
 			{Attempt: 1, WorkerID: "w1", StartedAt: at(0), EndedAt: ptr(at(30)), Outcome: outcome(dao.OutcomeFailedOver)},
 			{Attempt: 2, WorkerID: "w2", StartedAt: at(40), EndedAt: ptr(at(60)), Outcome: outcome(dao.OutcomeFailed)},
-			{Attempt: 3, WorkerID: "w3", StartedAt: at(65)},
+			{Attempt: 3, WorkerID: "127.0.0.1:5679_1795577134245", StartedAt: at(65)},
 		}},
 		{ID: 2, Name: "after", State: dao.TaskQueued, QueuedAt: at(50)},
 	}
-	g := buildTimeline(tasks, 12, at(90))
+	g := buildTimeline(tasks, 12, at(68))
 	if len(g.Rows) != 2 || g.More != 10 {
 		t.Fatalf("rows %d, more %d; want 2 and 10", len(g.Rows), g.More)
 	}
@@ -36,6 +36,10 @@ func TestBuildTimeline(t *testing.T) {
 	}
 	if want := []string{"failed_over", "queued", "failed", "queued", "running"}; !slices.Equal(kinds, want) {
 		t.Errorf("flaky's bars = %v, want %v", kinds, want)
+	}
+	// The running attempt is too short to hold its worker's name: it is named right of it.
+	if r := g.Rows[0]; r.After != "127.0.0.1:5679_1795577134245" || r.AfterX <= r.Bars[len(r.Bars)-1].X {
+		t.Errorf("flaky's row names %q at %d after its bars, want the running attempt's worker right of it", r.After, r.AfterX)
 	}
 	if b := g.Rows[1].Bars; len(b) != 1 || b[0].Kind != "queued" || b[0].Attempt != 1 {
 		t.Errorf("the queued task's bars = %+v, want one wait for its first attempt", b)
