@@ -119,6 +119,18 @@ func TestOverviewOfNothingSaysSo(t *testing.T) {
 	}
 }
 
+// TestWorkflowTimelineOfNoTaskSaysSo: an instance without tasks yet says so where its
+// timeline would be.
+func TestWorkflowTimelineOfNoTaskSaysSo(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{open: true})
+	wf := daotest.Submit(t, b.db, "empty", map[string]any{"name": "empty"})
+	r := b.do(t, "GET", fmt.Sprintf("/workflows/%d", wf), "")
+	if r.status != http.StatusOK || !strings.Contains(r.body, `id="timeline-empty"`) || strings.Contains(r.body, `id="timeline"`) {
+		t.Errorf("GET /workflows/%d: %d, want no timeline and a line saying why:\n%s", wf, r.status, between(r.body, "<h2", "</html>"))
+	}
+}
+
 // TestTaskListMovedToTasks: the task list is at /tasks, and its old addresses (the home page
 // with a filter) lead there.
 func TestTaskListMovedToTasks(t *testing.T) {
