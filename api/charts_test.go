@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"regexp"
@@ -116,6 +117,19 @@ func TestOverviewOfNothingSaysSo(t *testing.T) {
 		if !strings.Contains(c, want) || !strings.Contains(c, `data-empty="true"`) || len(bars(c)) != 0 {
 			t.Errorf("%s with no data: want %q and no bar:\n%s", id, want, c)
 		}
+	}
+}
+
+// TestOverviewWithoutZooKeeper: the overview is shown when ZooKeeper cannot be read, with
+// the groups' queues and running tasks and a line saying their workers' slots are unknown.
+func TestOverviewWithoutZooKeeper(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{open: true, cluster: fakeCluster{err: errors.New("zk: connection closed")}})
+	b.seed(t, 6)
+	r := b.do(t, "GET", "/", "")
+	groups := svg(r.body, "chart-groups")
+	if r.status != http.StatusOK || !strings.Contains(r.body, `id="groups-no-slots"`) || bars(groups)["running"] != 1 || bars(groups)["slots"] != 0 {
+		t.Errorf("GET / without ZooKeeper: %d, want the groups without slots and a line saying why:\n%s", r.status, between(r.body, "<main>", "</main>"))
 	}
 }
 
