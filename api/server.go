@@ -67,9 +67,9 @@ type Config struct {
 	// webhook-url-env that does not match it is refused when stored. Empty is
 	// workflow.DefaultWebhookEnvPattern.
 	WebhookEnvPattern string
-	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log) run
-	// at once; HeavyReadWait how long one waits for a place before it is answered 503. They
-	// default to 4 and 2 s (conf.API has the reasons).
+	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log, the
+	// overview) run at once; HeavyReadWait how long one waits for a place before it is
+	// answered 503. They default to 4 and 2 s (conf.API has the reasons).
 	HeavyReads    int
 	HeavyReadWait time.Duration
 	// RateLimit is how many requests a second each principal may make, RateBurst how many at
@@ -235,7 +235,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page := func(pattern string, need Role, h handler, c ...change) {
 		s.route(mux, pattern, need, h, s.fail, c...)
 	}
-	page("GET /{$}", RoleViewer, s.pageTasks)
+	page("GET /{$}", RoleViewer, s.heavy(s.pageOverview))
+	page("GET /tasks", RoleViewer, s.pageTasks)
 	page("GET /tasks/{id}", RoleViewer, s.heavy(s.pageTask))
 	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill, change{dao.AuditTaskKill, taskTarget})
 	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun, change{dao.AuditTaskRerun, taskTarget})

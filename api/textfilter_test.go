@@ -16,7 +16,8 @@ var textFilterRoutes = map[string]struct {
 	path   string
 	params []string
 }{
-	"GET /{$}":                       {"/", []string{"state", "workflow", "task", "worker", "from", "to", "before", "after", "limit"}},
+	"GET /{$}":                       {"/", nil},
+	"GET /tasks":                     {"/tasks", []string{"state", "workflow", "task", "worker", "from", "to", "before", "after", "limit"}},
 	"GET /tasks/{id}":                {"/tasks/1", []string{"attempt", "done"}},
 	"GET /workflows":                 {"/workflows", []string{"state", "name", "before", "after", "limit"}},
 	"GET /workflows/{id}":            {"/workflows/1", []string{"done"}},

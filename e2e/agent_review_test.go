@@ -147,7 +147,7 @@ func TestBrowserApprovesAgentReview(t *testing.T) {
 	draft := waitAgentPaused(t, e, 1)
 	base := fmt.Sprintf("http://127.0.0.1:%d", master.Port)
 	b := newBrowser(t)
-	b.do(t, "log in", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(css("#login-form")),
+	b.do(t, "log in", chromedp.Navigate(base+"/login?next=/tasks"), chromedp.WaitVisible(css("#login-form")),
 		chromedp.SetValue(css("#token"), uiToken), chromedp.Click(css("#login")), chromedp.WaitVisible(css("#tasks")))
 
 	b.do(t, "open the paused agent", chromedp.Navigate(fmt.Sprintf("%s/tasks/%d", base, draft.ID)),

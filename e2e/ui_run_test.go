@@ -41,7 +41,7 @@ tasks:
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", master.Port)
 	b := newBrowser(t)
-	b.do(t, "log in", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(css("#login-form")),
+	b.do(t, "log in", chromedp.Navigate(base+"/login?next=/tasks"), chromedp.WaitVisible(css("#login-form")),
 		chromedp.SetValue(css("#token"), uiToken), chromedp.Click(css("#login")), chromedp.WaitVisible(css("#tasks")))
 
 	// From the definitions list to the definition's page and its form.
