@@ -117,8 +117,9 @@ func TestClientKey(t *testing.T) {
 }
 
 // TestRouteTable checks the route table against the roles of the issue: every GET is a
-// viewer's, every action an operator's, every definition or submission an admin's, and a
-// route that changes state cannot be left to a viewer.
+// viewer's, every action an operator's (a stored definition's run from the UI too), every
+// definition or submission through the API an admin's, and a route that changes state cannot
+// be left to a viewer.
 func TestRouteTable(t *testing.T) {
 	t.Parallel()
 	s, err := New(Config{NodeID: "n", AllowUnauthenticated: true, Log: zerolog.Nop()}, nil)
@@ -141,6 +142,10 @@ func TestRouteTable(t *testing.T) {
 		"POST /tasks/{id}/signal":                           RoleOperator,
 		"POST /workflows/{id}/stop":                         RoleOperator,
 		"POST /workflows/{id}/rerun":                        RoleOperator,
+		"POST /definitions/{name}/run":                      RoleOperator,
+		"POST /schedules/{name}/enable":                     RoleOperator,
+		"POST /schedules/{name}/disable":                    RoleOperator,
+		"POST /schedules/{name}/trigger":                    RoleOperator,
 		"GET /api/v1/task-instances/{id}/log":               RoleViewer,
 		"GET /api/v1/definitions/{name}/versions/{version}": RoleViewer,
 	}

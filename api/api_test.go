@@ -598,7 +598,7 @@ func TestUserTextIsEscaped(t *testing.T) {
 		"<h1>not a heading</h1>\n\x1b[31mred\x1b[0m\n"); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/", fmt.Sprintf("/tasks/%d", id), fmt.Sprintf("/workflows/%d", f.wf)} {
+	for _, path := range []string{"/tasks", fmt.Sprintf("/tasks/%d", id), fmt.Sprintf("/workflows/%d", f.wf)} {
 		body := b.do(t, "GET", path, "").body
 		for _, bad := range []string{"<script>alert", "<img src=x", "<b>bold", "<h1>not", "<i>", "\x1b"} {
 			if strings.Contains(body, bad) {
@@ -1097,7 +1097,7 @@ func TestForEachThroughTheAPI(t *testing.T) {
 	if ti, err := b.db.TaskGet(b.ctx, ids["sum[0]"]); err != nil || ti.State != dao.TaskKilled {
 		t.Errorf("its queued item after the kill = %+v, %v; want killed", ti, err)
 	}
-	if list := b.do(t, "GET", fmt.Sprintf("/?workflow=%d", f.wf), "").body; !strings.Contains(list, "sum[0]") {
+	if list := b.do(t, "GET", fmt.Sprintf("/tasks?workflow=%d", f.wf), "").body; !strings.Contains(list, "sum[0]") {
 		t.Errorf("the task list lacks the item")
 	}
 }

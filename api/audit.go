@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // The audit trail of the API and the UI. Every route that changes something is registered
@@ -113,6 +114,8 @@ func workflowTarget(r *http.Request) string { return "workflow-instance/" + r.Pa
 func scheduleTarget(r *http.Request) string { return "schedule/" + r.PathValue("name") }
 func noTarget(*http.Request) string         { return "" }
 
+func definitionTarget(r *http.Request) string { return "definition/" + r.PathValue("name") }
+
 // auditListParams are the parameters of the audit list.
 var auditListParams = []string{"actor", "action", "target", "since", "until", "before", "limit"}
 
@@ -186,12 +189,15 @@ type auditRow struct {
 }
 
 // targetLink is the UI page of an audit target: a task or workflow instance's, a
-// schedule's definition list; "" for the others.
+// definition's or its schedule's definition page; "" for the others.
 func targetLink(target string) string {
 	kind, id, _ := strings.Cut(target, "/")
 	switch kind {
 	case "schedule", "definition":
-		return "/definitions"
+		if !workflow.ValidName(id) {
+			return "/definitions"
+		}
+		return "/definitions/" + id
 	case "task-instance", "workflow-instance":
 		if _, err := strconv.ParseInt(id, 10, 64); err != nil {
 			return ""

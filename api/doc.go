@@ -22,9 +22,10 @@
 // is answered 429 with Retry-After, the right token included, until the bucket refills.
 //
 // The route table (routes) gives every route the least role that may use it: a viewer
-// reads; an operator also kills, reruns and stops instances and enables, disables and
-// triggers schedules; an admin also stores definitions and submits instances. Others get
-// 403, and the UI shows only the actions its user may take. A server needs a token or a
+// reads; an operator also kills, reruns and stops instances, enables, disables and
+// triggers schedules, and runs a stored definition from its page in the UI; an admin also
+// stores definitions and submits instances through the API. Others get 403, and the UI
+// shows only the actions its user may take. A server needs a token or a
 // users file; only with Config.AllowUnauthenticated (api.allow-unauthenticated) is everything
 // open to everyone as an admin (cmd/zksched decides where it listens, and gives a master
 // without either a token it generates).

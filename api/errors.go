@@ -16,9 +16,14 @@ import (
 type httpError struct {
 	status int
 	msg    string
+	// err, unless nil, is the error msg tells of, for a page that shows it in parts (the
+	// run form shows each param's problem beside its field).
+	err error
 }
 
 func (e *httpError) Error() string { return e.msg }
+
+func (e *httpError) Unwrap() error { return e.err }
 
 func errorf(status int, format string, args ...any) error {
 	return &httpError{status: status, msg: fmt.Sprintf(format, args...)}

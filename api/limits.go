@@ -68,7 +68,7 @@ func (s *Server) heavy(h handler) handler {
 				info.busy = true
 			}
 			w.Header().Set("Retry-After", "1")
-			return errorf(http.StatusServiceUnavailable, "%v: %d heavy reads (an instance, a task or a log) at once; retry in a second",
+			return errorf(http.StatusServiceUnavailable, "%v: %d heavy reads (an instance, a task, a log, the overview) at once; retry in a second",
 				err, cap(s.heavyReads.places))
 		}
 		if err != nil {

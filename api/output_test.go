@@ -10,8 +10,8 @@ import (
 )
 
 // TestTruncatedOutputIsMarked: a task whose output was truncated at its output-limit says so
-// in the API's task view, in the workflow view's tasks (what `zksched status` reads) and on
-// its page; a whole output is not marked.
+// in the API's task view, in the workflow view's tasks (what `zksched status` reads), on its
+// page and in its row of its workflow's page; a whole output is not marked.
 func TestTruncatedOutputIsMarked(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{open: true})
@@ -59,5 +59,10 @@ func TestTruncatedOutputIsMarked(t *testing.T) {
 	}
 	if page := b.do(t, "GET", fmt.Sprintf("/tasks/%d", ids["whole"]), ""); strings.Contains(page.body, `id="output-truncated"`) {
 		t.Error("the whole task's page says its output is truncated")
+	}
+	page := b.do(t, "GET", fmt.Sprintf("/workflows/%d", wf), "").body
+	rows := between(page, `id="wf-tasks"`, "</table>")
+	if n := strings.Count(rows, `class="badge truncated"`); n != 1 {
+		t.Errorf("the workflow page marks %d tasks as truncated, want 1 (cut):\n%s", n, rows)
 	}
 }

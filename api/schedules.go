@@ -81,3 +81,79 @@ func (s *Server) apiScheduleTrigger(w http.ResponseWriter, r *http.Request) erro
 	writeJSON(w, http.StatusCreated, map[string]any{"id": res.Instance, "workflow_name": name, "fire_time": res.Time})
 	return nil
 }
+
+// schedulesPage is the Schedules page: every schedule with its next fire times and, for who
+// may, the buttons that switch it and fire it now.
+type schedulesPage struct {
+	base
+	Schedules  []lifecycle.ScheduleView
+	CanSwitch  bool
+	CanTrigger bool
+	// Triggered is the instance the last Trigger now created; 0 for none.
+	Triggered int64
+}
+
+func (s *Server) pageSchedules(w http.ResponseWriter, r *http.Request) error {
+	q, err := newQuery(r.URL.Query(), "done", "instance")
+	if err != nil {
+		return err
+	}
+	triggered, err := q.id("instance")
+	if err != nil {
+		return err
+	}
+	views, err := lifecycle.Schedules(r.Context(), s.db, 3)
+	if err != nil {
+		return err
+	}
+	s.render(w, r, http.StatusOK, "schedules", &schedulesPage{
+		base:      base{Title: "Schedules", Nav: "schedules", Flash: flashes[r.URL.Query().Get("done")]},
+		Schedules: views, CanSwitch: s.may(r, "POST /schedules/{name}/enable"), CanTrigger: s.may(r, "POST /schedules/{name}/trigger"),
+		Triggered: triggered})
+	return nil
+}
+
+// formScheduleEnable is the Schedules page's Enable (on true) and Disable.
+func (s *Server) formScheduleEnable(on bool) handler {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if err := s.checkCSRF(r); err != nil {
+			return err
+		}
+		name := r.PathValue("name")
+		ev := s.auditEvent(r)
+		if _, err := lifecycle.SetScheduleEnabled(r.Context(), s.db, name, on, time.Now(), &ev); err != nil {
+			return err
+		}
+		auditDone(r)
+		logFor(r).Info().Str("workflow", name).Bool("enabled", on).Msg("schedule switched")
+		done := "schedule-disabled"
+		if on {
+			done = "schedule-enabled"
+		}
+		http.Redirect(w, r, "/schedules?done="+done, http.StatusSeeOther)
+		return nil
+	}
+}
+
+// formScheduleTrigger is the Schedules page's Trigger now: a fire of the schedule now, with
+// its workflow's default params (a scheduled workflow has a default for each param, since
+// its fires give none but the fire's time). The run form of the workflow's page triggers
+// with other params (runStored).
+func (s *Server) formScheduleTrigger(w http.ResponseWriter, r *http.Request) error {
+	if err := s.checkCSRF(r); err != nil {
+		return err
+	}
+	name := r.PathValue("name")
+	ev := s.auditEvent(r)
+	res, err := lifecycle.TriggerSchedule(r.Context(), s.db, name, nil, "ui:"+s.cfg.NodeID, time.Now(), &ev)
+	if err != nil {
+		return err
+	}
+	auditDone(r)
+	if res.Instance == 0 {
+		return errorf(http.StatusConflict, "trigger of %s created no instance: %s", name, res.Skipped)
+	}
+	logFor(r).Info().Str("workflow", name).Int64("workflow_instance", res.Instance).Msg("schedule triggered")
+	http.Redirect(w, r, "/schedules?done=triggered&instance="+strconv.FormatInt(res.Instance, 10), http.StatusSeeOther)
+	return nil
+}

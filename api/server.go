@@ -67,9 +67,9 @@ type Config struct {
 	// webhook-url-env that does not match it is refused when stored. Empty is
 	// workflow.DefaultWebhookEnvPattern.
 	WebhookEnvPattern string
-	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log) run
-	// at once; HeavyReadWait how long one waits for a place before it is answered 503. They
-	// default to 4 and 2 s (conf.API has the reasons).
+	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log, the
+	// overview) run at once; HeavyReadWait how long one waits for a place before it is
+	// answered 503. They default to 4 and 2 s (conf.API has the reasons).
 	HeavyReads    int
 	HeavyReadWait time.Duration
 	// RateLimit is how many requests a second each principal may make, RateBurst how many at
@@ -180,7 +180,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHT
 
 // routes is the route table. Every route names the least role that may use it, so a new
 // route cannot leave it out: a viewer reads (every GET); an operator also acts on instances
-// and schedules; an admin also stores definitions and submits. A route that changes
+// and schedules, and runs a stored definition from its page in the UI (as a trigger runs a
+// schedule's); an admin also stores definitions and submits through the API. A route that changes
 // something (any method but GET) for a mere viewer is refused at start.
 func (s *Server) routes(mux *http.ServeMux) {
 	health(mux, s.cfg.NodeID, "master", s.cfg.Ready, s.cfg.Metrics)
@@ -234,7 +235,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page := func(pattern string, need Role, h handler, c ...change) {
 		s.route(mux, pattern, need, h, s.fail, c...)
 	}
-	page("GET /{$}", RoleViewer, s.pageTasks)
+	page("GET /{$}", RoleViewer, s.heavy(s.pageOverview))
+	page("GET /tasks", RoleViewer, s.pageTasks)
 	page("GET /tasks/{id}", RoleViewer, s.heavy(s.pageTask))
 	page("POST /tasks/{id}/kill", RoleOperator, s.formTaskKill, change{dao.AuditTaskKill, taskTarget})
 	page("POST /tasks/{id}/rerun", RoleOperator, s.formTaskRerun, change{dao.AuditTaskRerun, taskTarget})
@@ -244,6 +246,12 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("POST /workflows/{id}/stop", RoleOperator, s.formWorkflowStop, change{dao.AuditWorkflowStop, workflowTarget})
 	page("POST /workflows/{id}/rerun", RoleOperator, s.formWorkflowRerun, change{dao.AuditWorkflowRerun, workflowTarget})
 	page("GET /definitions", RoleViewer, s.pageDefinitions)
+	page("GET /definitions/{name}", RoleViewer, s.pageDefinition)
+	page("POST /definitions/{name}/run", RoleOperator, s.formDefinitionRun, change{dao.AuditWorkflowSubmit, definitionTarget})
+	page("GET /schedules", RoleViewer, s.pageSchedules)
+	page("POST /schedules/{name}/enable", RoleOperator, s.formScheduleEnable(true), change{dao.AuditScheduleEnable, scheduleTarget})
+	page("POST /schedules/{name}/disable", RoleOperator, s.formScheduleEnable(false), change{dao.AuditScheduleDisable, scheduleTarget})
+	page("POST /schedules/{name}/trigger", RoleOperator, s.formScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
 	page("GET /cluster", RoleViewer, s.pageCluster)
 	page("GET /audit", RoleViewer, s.pageAudit)
 	page("GET /notifications", RoleViewer, s.pageNotifications)

@@ -16,11 +16,14 @@ var textFilterRoutes = map[string]struct {
 	path   string
 	params []string
 }{
-	"GET /{$}":                       {"/", []string{"state", "workflow", "task", "worker", "from", "to", "before", "after", "limit"}},
+	"GET /{$}":                       {"/", nil},
+	"GET /tasks":                     {"/tasks", []string{"state", "workflow", "task", "worker", "from", "to", "before", "after", "limit"}},
 	"GET /tasks/{id}":                {"/tasks/1", []string{"attempt", "done"}},
 	"GET /workflows":                 {"/workflows", []string{"state", "name", "before", "after", "limit"}},
 	"GET /workflows/{id}":            {"/workflows/1", []string{"done"}},
 	"GET /definitions":               {"/definitions", []string{"after", "limit"}},
+	"GET /definitions/{name}":        {"/definitions/wf", []string{"version"}},
+	"GET /schedules":                 {"/schedules", []string{"done", "instance"}},
 	"GET /cluster":                   {"/cluster", nil},
 	"GET /audit":                     {"/audit", []string{"actor", "action", "target", "since", "until", "before", "limit"}},
 	"GET /notifications":             {"/notifications", []string{"state", "before", "limit"}},

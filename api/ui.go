@@ -46,7 +46,10 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications"}
+var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications",
+	"definition", "schedules",
+	"overview",
+}
 
 func newPages() (*pages, error) {
 	p := &pages{sets: map[string]*template.Template{}}
@@ -130,6 +133,12 @@ var flashes = map[string]string{
 	"resumed":        "Approved: your text is the output of the step that waited; the agent is queued to go on from the next step.",
 	"rerun-workflow": "Rerun: the failed and killed tasks are queued again.",
 	"stopped":        "Stopped: queued tasks were killed and the running ones are being stopped.",
+
+	"submitted":         "Submitted: the workflow instance is created with the params shown below.",
+	"schedule-enabled":  "Enabled: the schedule fires again from its next fire time.",
+	"schedule-disabled": "Disabled: the schedule does not fire until it is enabled (or its file is stored again).",
+	"triggered":         "Triggered: the schedule's workflow runs now, with its default params.",
+	"triggered-run":     "Triggered: the schedule's workflow runs now, with the params shown below and the fire's.",
 }
 
 type errorPage struct {
@@ -179,8 +188,8 @@ func (s *Server) pageTasks(w http.ResponseWriter, r *http.Request) error {
 	page, f, err := s.loadTaskList(r.Context(), v)
 	if err == nil {
 		p.Rows = page.Items
-		p.OlderURL = pageURL("/", v, "before", page.Older)
-		p.NewerURL = pageURL("/", v, "after", page.Newer)
+		p.OlderURL = pageURL("/tasks", v, "before", page.Older)
+		p.NewerURL = pageURL("/tasks", v, "after", page.Newer)
 	} else {
 		status, p.Error = classify(err)
 		if status >= 500 {
@@ -386,6 +395,8 @@ type workflowPage struct {
 	States []dao.TaskState
 	// NextURL and PrevURL are the next and previous pages of its tasks; "" for none.
 	NextURL, PrevURL string
+	// Timeline is the Gantt chart of its first tasks' attempts.
+	Timeline timeline
 }
 
 // stateCount is how many tasks are in State, and the page of them.
@@ -420,6 +431,11 @@ func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
 	}
 	p.NextURL = pageURL(path, v, "after", d.Tasks.Next)
 	p.PrevURL = pageURL(path, v, "before", d.Tasks.Prev)
+	tasks, err := s.db.TaskTimelineOfWorkflow(r.Context(), d.Workflow.ID, maxTimelineTasks)
+	if err != nil {
+		return err
+	}
+	p.Timeline = buildTimeline(tasks, p.Total, time.Now().UTC())
 	s.render(w, r, http.StatusOK, "workflow", p)
 	return nil
 }
@@ -506,6 +522,7 @@ var funcs = template.FuncMap{
 	"cut":      cut,
 	"isterm":   func(s dao.TaskState) bool { return s.Terminal() },
 	"add":      func(a, b int) int { return a + b },
+	"div":      func(a, b int) int { return a / b },
 	"age": func(now, t time.Time) string {
 		if t.IsZero() {
 			return "–"

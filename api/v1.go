@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"mime"
 	"net/http"
@@ -416,36 +417,50 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	if err := decodeJSON(r, &body); err != nil {
 		return err
 	}
-	st := auditOf(r)
-	st.setParams(body)
+	auditOf(r).setParams(body)
 	if body.Name == "" {
 		return badRequest("name is required")
 	}
+	id, version, err := s.submitStored(r, body)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "workflow_name": body.Name, "workflow_version": version})
+	return nil
+}
+
+// submitStored submits an instance of a stored definition, for the API and the UI's run
+// form alike, so both refuse the same params with the same messages: a 400 whose error
+// unwraps to the problems, each a *workflow.Error naming its param. It returns the instance
+// and the version it runs (body.Version, or the latest for 0), and records the submission in
+// the request's audit row.
+func (s *Server) submitStored(r *http.Request, body workflowCreateJSON) (int64, int, error) {
+	st := auditOf(r)
 	st.setTarget("definition/" + body.Name)
 	if err := workflow.CheckParams(body.Params); err != nil {
-		return badRequest("the params are rejected, nothing submitted:\n%v", err)
+		return 0, 0, paramsRefused(err)
 	}
 	version := body.Version
 	if version == 0 {
 		latest, err := s.db.DefinitionLatest(r.Context(), body.Name)
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		if latest == 0 {
-			return errorf(http.StatusNotFound, "no workflow definition %q", clipName(body.Name))
+			return 0, 0, errorf(http.StatusNotFound, "no workflow definition %q", clipName(body.Name))
 		}
 		version = latest
 	}
 	params, err := json.Marshal(body.Params)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	spec, err := s.specs.Get(r.Context(), s.db.Queries, body.Name, version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
+		return 0, 0, errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
 	}
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	priority := body.Priority
 	if priority == nil {
@@ -459,19 +474,23 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	id, err := lifecycle.SubmitNow(r.Context(), s.db, lifecycle.Submission{Spec: spec, Version: version, Params: params, Priority: *priority, Audit: &ev})
 	var keyErr *lifecycle.KeyError
 	if errors.As(err, &keyErr) {
-		return badRequest("not submitted: %v", err)
+		return 0, 0, badRequest("not submitted: %v", err)
 	}
 	var paramsErr *lifecycle.ParamsError
 	if errors.As(err, &paramsErr) {
-		return badRequest("the params are rejected, nothing submitted:\n%v", err)
+		return 0, 0, paramsRefused(err)
 	}
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	auditDone(r)
 	logFor(r).Info().Int64("workflow_instance", id).Str("workflow", body.Name).Int("version", version).Msg("workflow instance submitted")
-	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "workflow_name": body.Name, "workflow_version": version})
-	return nil
+	return id, version, nil
+}
+
+// paramsRefused is the 400 of a submission whose params err refuses.
+func paramsRefused(err error) error {
+	return &httpError{status: http.StatusBadRequest, msg: fmt.Sprintf("the params are rejected, nothing submitted:\n%v", err), err: err}
 }
 
 func (s *Server) apiWorkflowStop(w http.ResponseWriter, r *http.Request) error {

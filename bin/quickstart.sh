@@ -89,7 +89,7 @@ token_file=$(grep -o '"token_file":"[^"]*"' "$qs/master.log" | head -n 1 | cut -
 cat <<MSG
 
 zksched is running:
-  web UI          http://127.0.0.1:5678/          (task instances, workflows with their DAG, cluster)
+  web UI          http://127.0.0.1:5678/          (overview charts, task instances, workflows with their DAG and timeline, cluster)
   HTTP API        http://127.0.0.1:5678/api/v1/   (JSON; /metrics, /healthz, /readyz beside it)
   admin token     $token_file   (the UI's login; Authorization: Bearer for the API)
   the registry    $bin zk tree    |  $bin zk nodes

@@ -372,9 +372,9 @@ type API struct {
 	RateBurst int `yaml:"rate-burst"`
 
 	// HeavyReads is how many heavy reads (a workflow instance with its page of tasks and its
-	// graph, a task instance, a log; in the API and the UI) a master serves at once, and
-	// HeavyReadWait how long one more waits for a place before it is answered 503 with a
-	// Retry-After of a second (counted in zksched_api_busy_total). They default to 4 and 2 s:
+	// graph, a task instance, a log, the UI's overview; in the API and the UI) a master serves
+	// at once, and HeavyReadWait how long one more waits for a place before it is answered 503
+	// with a Retry-After of a second (counted in zksched_api_busy_total). They default to 4 and 2 s:
 	// each read holds up to some MB while it runs, so this bounds what readers together can
 	// hold, while a read waiting its turn behind a few others is served well within the wait.
 	// 0 stands for the default.

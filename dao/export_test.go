@@ -104,3 +104,11 @@ type (
 // WakeMasters sends the masters a wake-up with payload through the notifier, after whatever
 // wake-ups it holds already.
 func (db *DB) WakeMasters(payload string) { db.Queries.wake(db.channels.master, payload) }
+
+// The UI's pictures', for the plan test.
+const (
+	RunsPerHourSQL         = runsPerHourSQL
+	DurationPercentilesSQL = durationPercentilesSQL
+	GroupLoadSQL           = groupLoadSQL
+	TimelineSQL            = timelineSQL
+)

@@ -52,28 +52,42 @@ func waitAgentPaused(t *testing.T, e *e2e, wf int64) dao.TaskInstance {
 	return draft
 }
 
-// TestDocsAgentReview runs the commands docs/workflows.md gives for examples/agent-review.yaml, as
-// printed: submit --wait, which says which task to signal and waits, and the signal, with the
-// id submit printed. The workflow ends with the approved text published.
+// TestDocsAgentReview runs the commands docs/workflows.md gives for examples/agent-review.yaml
+// as printed, in bash: submit, wait for the draft to pause at approve, signal it with the
+// text to publish, wait for the end. The workflow ends with the approved text published.
 func TestDocsAgentReview(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/workflows.md", "Agents that wait for a person", "sh", 1)
-	lines := strings.Split(strings.TrimSpace(block), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[0], "zksched submit examples/agent-review.yaml --wait") ||
-		!strings.HasPrefix(lines[1], "zksched signal TASK_INSTANCE_ID --output ") {
-		t.Fatalf("the docs' commands are %q: want submit --wait and signal, which this test runs", lines)
+	quoted := regexp.MustCompile(`zksched signal \$draft --output (".*")`).FindStringSubmatch(block)
+	if quoted == nil {
+		t.Fatalf("the docs' commands signal no draft with an --output this test can read:\n%s", block)
 	}
-	_, text, _ := strings.Cut(lines[1], "--output ")
-	text, err := strconv.Unquote(text)
+	text, err := strconv.Unquote(quoted[1])
 	if err != nil {
-		t.Fatalf("the signal's text %s is not one quoted string: %v", text, err)
+		t.Fatalf("the signal's text %s is not one quoted string: %v", quoted[1], err)
 	}
-
 	e := setupE2E(t, nil, "")
 	e.Master("master")
 	e.Worker("worker")
-	args := strings.Fields(strings.Replace(lines[0], "examples/", filepath.Join(repoRoot(), "examples")+"/", 1))
-	submit := exec.Command(e.Bin, args[1:]...)
+	out, _ := e.docScript(t, block)
+	if !strings.Contains(out, "succeeded") {
+		t.Errorf("the last status does not say succeeded:\n%s", out)
+	}
+	if o := e.tasks(t, 1)["publish"].Output; o == nil || *o != "published: "+text {
+		t.Errorf("publish output = %v, want the approved text", o)
+	}
+}
+
+// TestAgentReviewWait: submit --wait of examples/agent-review.yaml says which task to signal
+// and waits; the signal, with the id it printed, lets it end with the approved text
+// published (docs/workflows.md, after the commands).
+func TestAgentReviewWait(t *testing.T) {
+	t.Parallel()
+	const text = "Agents now give their worker slot back while they wait for a person."
+	e := setupE2E(t, nil, "")
+	e.Master("master")
+	e.Worker("worker")
+	submit := exec.Command(e.Bin, "submit", filepath.Join(repoRoot(), "examples", "agent-review.yaml"), "--wait")
 	submit.Env = append(os.Environ(), e.Env...)
 	var out lockedBuffer
 	submit.Stdout, submit.Stderr = &out, &out
@@ -90,7 +104,7 @@ func TestDocsAgentReview(t *testing.T) {
 	waitUntil(t, 60*time.Second, "submit --wait to say which task to signal", func() bool {
 		select {
 		case err := <-exited:
-			t.Fatalf("%s ended before the signal: %v\n%s", lines[0], err, out.String())
+			t.Fatalf("submit --wait ended before the signal: %v\n%s", err, out.String())
 		default:
 		}
 		if m := waiting.FindStringSubmatch(out.String()); m != nil {
@@ -102,8 +116,7 @@ func TestDocsAgentReview(t *testing.T) {
 	if draft := waitAgentPaused(t, e, 1); strconv.FormatInt(draft.ID, 10) != id {
 		t.Fatalf("submit --wait named task %s to signal; the draft is %d", id, draft.ID)
 	}
-	head, _, _ := strings.Cut(strings.Replace(lines[1], "TASK_INSTANCE_ID", id, 1), " --output ")
-	signal := append(strings.Fields(head)[1:], "--output", text)
+	signal := []string{"signal", id, "--output", text}
 	if out, code := e.Run(signal...); code != 0 || !strings.Contains(out, "resumed at the step after approve") {
 		t.Fatalf("%s: exit %d\n%s", strings.Join(signal, " "), code, out)
 	}
@@ -134,7 +147,7 @@ func TestBrowserApprovesAgentReview(t *testing.T) {
 	draft := waitAgentPaused(t, e, 1)
 	base := fmt.Sprintf("http://127.0.0.1:%d", master.Port)
 	b := newBrowser(t)
-	b.do(t, "log in", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(css("#login-form")),
+	b.do(t, "log in", chromedp.Navigate(base+"/login?next=/tasks"), chromedp.WaitVisible(css("#login-form")),
 		chromedp.SetValue(css("#token"), uiToken), chromedp.Click(css("#login")), chromedp.WaitVisible(css("#tasks")))
 
 	b.do(t, "open the paused agent", chromedp.Navigate(fmt.Sprintf("%s/tasks/%d", base, draft.ID)),

@@ -26,7 +26,7 @@ func TestAttackBadTextFilterIsA400(t *testing.T) {
 	serving(t, m, base, nil)
 	c := client(t, "127.0.0.1", nil)
 	for _, path := range []string{"/api/v1/task-instances?task=", "/api/v1/task-instances?worker=", "/api/v1/workflow-instances?name=",
-		"/api/v1/audit-events?actor=", "/api/v1/audit-events?target=", "/api/v1/definitions?after=", "/?task=", "/workflows?name=",
+		"/api/v1/audit-events?actor=", "/api/v1/audit-events?target=", "/api/v1/definitions?after=", "/tasks?task=", "/workflows?name=",
 		"/audit?action=", "/definitions?after="} {
 		for what, v := range map[string]string{"NUL byte": "%00", "not UTF-8": "%FF%FE"} {
 			r := call(t, c, "GET", base+path+"x"+v, "", bearer(attackToken)...)

@@ -57,6 +57,7 @@ func TestAttackUIRedirectAndHiddenActions(t *testing.T) {
 		{fmt.Sprintf("/tasks/%d", failed), "#rerun"},
 		{"/workflows/1", "#stop"},
 		{"/workflows/1", "#rerun"},
+		{"/definitions/wf", "#run-form"},
 	}
 	for _, u := range []struct {
 		token, name, role string

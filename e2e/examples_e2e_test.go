@@ -31,17 +31,13 @@ func newDocsCluster(t *testing.T) *docsCluster {
 }
 
 // docScript runs a command block of the docs as printed, in bash from the repository's root
-// with the binary under test as zksched, and returns its standard output and error; the test
-// fails if it fails.
-func (e *e2e) docScript(t *testing.T, block string) (stdout, stderr string) {
+// with the binary under test as zksched and env added to the environment, and returns its
+// standard output and error; the test fails if it fails.
+func (e *e2e) docScript(t *testing.T, block string, env ...string) (stdout, stderr string) {
 	t.Helper()
-	bin := t.TempDir()
-	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
-		t.Fatal(err)
-	}
 	// -x echoes each line before it runs, so the output shows which one failed.
 	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", block)
-	cmd.Env = append(append(os.Environ(), e.Env...), "PATH="+bin+":"+os.Getenv("PATH"))
+	cmd.Env = append(append(append(os.Environ(), e.Env...), e.cliPath(t)), env...)
 	cmd.Dir = repoRoot()
 	var out, errOut syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -49,6 +45,16 @@ func (e *e2e) docScript(t *testing.T, block string) (stdout, stderr string) {
 		t.Fatalf("the docs' commands: %v\n%s\nstdout:\n%s\nstderr:\n%s", err, block, out.String(), errOut.String())
 	}
 	return out.String(), errOut.String()
+}
+
+// cliPath returns the PATH variable with the binary under test as zksched first.
+func (e *e2e) cliPath(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	if err := os.Symlink(e.Bin, filepath.Join(bin, "zksched")); err != nil {
+		t.Fatal(err)
+	}
+	return "PATH=" + bin + ":" + os.Getenv("PATH")
 }
 
 // submit submits examples/path with args, waits for it if args has --wait, and returns the

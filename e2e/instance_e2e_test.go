@@ -440,8 +440,8 @@ func TestInstanceCommandsRefuseBadInput(t *testing.T) {
 }
 
 // TestDocsCommandLine runs the tour of docs/cli.md's command-line section as it is printed,
-// in bash, with the master's URL for http://127.0.0.1:5678 and a token file of the test's
-// for the quickstart's ~/.local/state/zksched/api-token.
+// in bash, with the master's URL for http://127.0.0.1:5678, against a master that, as the
+// quickstart's, generates its token into ~/.local/state/zksched/api-token.
 func TestDocsCommandLine(t *testing.T) {
 	t.Parallel()
 	block := testenv.DocBlock(t, "docs/cli.md", "The command line", "sh", 1)
@@ -451,14 +451,10 @@ func TestDocsCommandLine(t *testing.T) {
 		}
 	}
 	e := setupE2E(t, nil, "")
-	users, tokens := usersFile(t, e.dir)
-	master := e.Master("master", "ZKSCHED_API_USERS_FILE="+users)
+	master := e.Master("master")
 	e.Worker("worker")
-	etc := t.TempDir() + "/"
-	tokenFile(t, etc, "token", tokens["viewer"])
-	script := strings.NewReplacer("http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port),
-		"~/.local/state/zksched/api-token", etc+"token").Replace(block)
-	out, _ := e.docScript(t, script)
+	script := strings.ReplaceAll(block, "http://127.0.0.1:5678", fmt.Sprintf("http://127.0.0.1:%d", master.Port))
+	out, _ := e.docScript(t, script, "HOME="+quickstartHome(t, e))
 	for _, want := range []string{"step 1\nstep 2\nstep 3\n", `"text": "step 1\nstep 2\nstep 3\n"`, "queued again",
 		"review (task instance", `"state": "stopped"`, ", stopped\n"} {
 		if !strings.Contains(out, want) {

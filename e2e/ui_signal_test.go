@@ -36,7 +36,7 @@ tasks:
 	})
 	base := fmt.Sprintf("http://127.0.0.1:%d", master.Port)
 	b := newBrowser(t)
-	b.do(t, "log in", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(css("#login-form")),
+	b.do(t, "log in", chromedp.Navigate(base+"/login?next=/tasks"), chromedp.WaitVisible(css("#login-form")),
 		chromedp.SetValue(css("#token"), uiToken), chromedp.Click(css("#login")), chromedp.WaitVisible(css("#tasks")))
 
 	b.do(t, "open the first approval", chromedp.Navigate(fmt.Sprintf("%s/tasks/%d", base, e.tasks(t, 1)["approve"].ID)),

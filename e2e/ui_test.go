@@ -176,7 +176,7 @@ tasks:
 	b := newBrowser(t)
 
 	// Log in: the UI sends us to the form first.
-	b.do(t, "open the task list", chromedp.Navigate(base+"/"), chromedp.WaitVisible(css("#login-form")))
+	b.do(t, "open the task list", chromedp.Navigate(base+"/tasks"), chromedp.WaitVisible(css("#login-form")))
 	if loc := get(t, b, "location", chromedp.Location()); !strings.Contains(loc, "/login?next=") {
 		t.Fatalf("without a session the UI is at %s, want the login form", loc)
 	}
@@ -226,7 +226,7 @@ tasks:
 	b.screenshot(t, "task-hostile-name")
 
 	// Open a task from the list and read its log: HTML and ANSI escapes are text.
-	b.do(t, "open extract from the list", chromedp.Navigate(base+"/?task=extract"),
+	b.do(t, "open extract from the list", chromedp.Navigate(base+"/tasks?task=extract"),
 		chromedp.Click(`//a[@class="task-name" and text()="extract"]`), chromedp.WaitVisible(css("#log-text")))
 	if log := b.text(t, "#log-text"); !strings.Contains(log, "<b>not bold</b> ␛[31mred␛[0m") || !strings.Contains(log, "row 3\nextracted") {
 		t.Errorf("extract log reads %q", log)

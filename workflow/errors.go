@@ -76,6 +76,10 @@ type Error struct {
 	Line int
 	// Msg says what is wrong, naming the task and field.
 	Msg string
+	// Param is the run param the problem is about, for the problems of a run's params
+	// (CheckParams, Spec.RunParams), so a form can show each beside its field; empty for a
+	// problem of no one param.
+	Param string
 }
 
 // Error formats e as "file: line 4: msg", leaving out what is not known.
@@ -105,7 +109,10 @@ type errorKey struct {
 }
 
 // add records the error, unless it is a repeat or the list is full.
-func (l *errorList) add(line int, msg string) {
+func (l *errorList) add(line int, msg string) { l.addParam(line, "", msg) }
+
+// addParam records the error about the run param param, as add does.
+func (l *errorList) addParam(line int, param, msg string) {
 	if l.full {
 		return
 	}
@@ -122,7 +129,7 @@ func (l *errorList) add(line int, msg string) {
 		l.seen = make(map[errorKey]bool)
 	}
 	l.seen[k] = true
-	l.errs = append(l.errs, &Error{Line: line, Msg: msg})
+	l.errs = append(l.errs, &Error{Line: line, Msg: msg, Param: param})
 }
 
 // list returns the errors, ended by one that says the list was cut, if it was.

@@ -29,30 +29,35 @@ const (
 // `zksched submit --param`, `zksched schedule trigger --param`, the API), by one rule: at most
 // MaxParams of them; names of 1 to 128 letters, digits and '_', not starting with a digit;
 // values of at most MaxParamValue bytes of UTF-8 without NUL. It returns the problems, at
-// most MaxErrors, each an *Error, joined with errors.Join; nil if there is none.
+// most MaxErrors, each an *Error naming its param (Error.Param), joined with errors.Join; nil
+// if there is none.
 func CheckParams(params map[string]string) error {
 	var errs errorList
-	for _, msg := range paramProblems(params) {
-		errs.add(0, msg)
+	for _, p := range paramProblems(params) {
+		errs.addParam(0, p.param, p.msg)
 	}
 	return joinErrors(errs.list())
 }
 
-// paramProblems is CheckParams as messages, each starting "params: ".
-func paramProblems(params map[string]string) []string {
+// paramProblem is a problem of a run's params: msg, starting "params: ", is about the param
+// named param ("" for all of them).
+type paramProblem struct{ param, msg string }
+
+// paramProblems is CheckParams as messages.
+func paramProblems(params map[string]string) []paramProblem {
 	if len(params) > MaxParams {
-		return []string{fmt.Sprintf("params: %d of them; a run has at most %d", len(params), MaxParams)}
+		return []paramProblem{{"", fmt.Sprintf("params: %d of them; a run has at most %d", len(params), MaxParams)}}
 	}
-	var probs []string
+	var probs []paramProblem
 	for _, k := range slices.Sorted(maps.Keys(params)) {
 		v := params[k]
 		switch {
 		case !envRE.MatchString(k) || len(k) > maxNameLen:
-			probs = append(probs, fmt.Sprintf("params: name %s is invalid: %s (tasks read it as $ZKSCHED_PARAM_<name>)", quote(k), paramRule))
+			probs = append(probs, paramProblem{k, fmt.Sprintf("params: name %s is invalid: %s (tasks read it as $ZKSCHED_PARAM_<name>)", quote(k), paramRule)})
 		case len(v) > MaxParamValue:
-			probs = append(probs, fmt.Sprintf("params: %s is %d bytes; a value is at most %d", k, len(v), MaxParamValue))
+			probs = append(probs, paramProblem{k, fmt.Sprintf("params: %s is %d bytes; a value is at most %d", k, len(v), MaxParamValue)})
 		case !utf8.ValidString(v) || strings.ContainsRune(v, 0):
-			probs = append(probs, fmt.Sprintf("params: %s is not text: a value is UTF-8 without NUL", k))
+			probs = append(probs, paramProblem{k, fmt.Sprintf("params: %s is not text: a value is UTF-8 without NUL", k)})
 		}
 	}
 	return probs
@@ -401,8 +406,8 @@ func (s *Spec) paramDeclProblems() []problem {
 			defaults[name] = *p.Default
 		}
 	}
-	for _, msg := range paramProblems(defaults) {
-		add("params", "%s", msg)
+	for _, p := range paramProblems(defaults) {
+		add("params", "%s", p.msg)
 	}
 	switch s.ParamsExtra {
 	case "", ParamsExtraRefuse, ParamsExtraAllow:
@@ -477,7 +482,7 @@ func (s *Spec) Defaults() map[string]string {
 // declared (unless params-extra: allow; a scheduled workflow's fires give fire_time and
 // fire_date too), of its type, in its enum and matching its pattern; and every required one
 // given. It returns the params as tasks read them (see the Param types) and nil, or nil and
-// the problems, each an *Error, joined with errors.Join.
+// the problems, each an *Error naming its param (Error.Param), joined with errors.Join.
 func (s *Spec) RunParams(given map[string]string) (map[string]string, error) {
 	if err := CheckParams(given); err != nil {
 		return nil, err
@@ -488,20 +493,20 @@ func (s *Spec) RunParams(given map[string]string) (map[string]string, error) {
 		p, ok := s.Params[name]
 		if !ok {
 			if !s.extraAllowed(name) {
-				errs.add(0, s.undeclared(name))
+				errs.addParam(0, name, s.undeclared(name))
 			}
 			continue
 		}
 		re, err := p.pattern()
 		if err != nil {
 			// Validate refuses such a spec; one read from storage unchecked refuses the run.
-			errs.add(0, fmt.Sprintf("params: %s: pattern %s is not a regular expression: %v", name, quote(p.Pattern), err))
+			errs.addParam(0, name, fmt.Sprintf("params: %s: pattern %s is not a regular expression: %v", name, quote(p.Pattern), err))
 			continue
 		}
 		v, msg := p.check(given[name], re)
 		switch {
 		case msg != "":
-			errs.add(0, fmt.Sprintf("params: %s %s", name, msg))
+			errs.addParam(0, name, fmt.Sprintf("params: %s %s", name, msg))
 		case v != given[name]:
 			if !cloned {
 				out, cloned = maps.Clone(given), true
@@ -511,7 +516,7 @@ func (s *Spec) RunParams(given map[string]string) (map[string]string, error) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.Params)) {
 		if _, ok := given[name]; !ok && s.Params[name].Required {
-			errs.add(0, fmt.Sprintf("params: %s is required: the workflow gives it no default", name))
+			errs.addParam(0, name, fmt.Sprintf("params: %s is required: the workflow gives it no default", name))
 		}
 	}
 	if len(errs.errs) > 0 {

@@ -233,6 +233,36 @@ func TestRunParamsExtra(t *testing.T) {
 	}
 }
 
+// TestRunParamsNameTheirParam: each problem of a run's params names the param it is about,
+// so a form can show it beside its field; one about all of them names none.
+func TestRunParamsNameTheirParam(t *testing.T) {
+	t.Parallel()
+	s := typedSpec(t, "params:\n  size: {type: integer}\n  day: {required: true}\n")
+	many := make(map[string]string, MaxParams+1)
+	for i := range MaxParams + 1 {
+		many[fmt.Sprintf("p%d", i)] = "v"
+	}
+	for _, tt := range []struct {
+		name  string
+		given map[string]string
+		want  []string
+	}{
+		{"ill-typed, undeclared and missing", map[string]string{"size": "x", "sise": "3"}, []string{"sise", "size", "day"}},
+		{"the rule of every run", map[string]string{"day": "d", "my-day": "x", "size": strings.Repeat("9", MaxParamValue+1)},
+			[]string{"my-day", "size"}},
+		{"too many", many, []string{""}},
+	} {
+		_, err := s.RunParams(tt.given)
+		var got []string
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			got = append(got, e.(*Error).Param)
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: the problems name %q; want %q (%v)", tt.name, got, tt.want, err)
+		}
+	}
+}
+
 // TestParamsRefusedAtDefine: the declarations are checked when the file is read, each
 // problem with the line of its param: defaults and enum entries against the type, enum and
 // pattern, unknown types and fields, and what a schedule's fires cannot give.

@@ -10,8 +10,8 @@ import (
 	"github.com/zksched/zksched/dao/daotest"
 )
 
-// TestStatusSaysAnOutputWasTruncated: status notes a task whose output was cut at its
-// output-limit (output-overflow: truncate).
+// TestStatusSaysAnOutputWasTruncated: status and submit --wait note a task whose output was
+// cut at its output-limit (output-overflow: truncate).
 func TestStatusSaysAnOutputWasTruncated(t *testing.T) {
 	t.Parallel()
 	db, _ := daotest.New(t)
@@ -40,5 +40,17 @@ func TestStatusSaysAnOutputWasTruncated(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), "output truncated at its output-limit") || !st.Tasks[0].OutputTruncated {
 		t.Errorf("status printed\n%s\nwant the task noted as truncated", b.String())
+	}
+
+	// --wait reads the same instance to its end.
+	if _, err := db.SQL().ExecContext(ctx, `UPDATE workflow_instance SET state = 'succeeded', ended_at = now() WHERE id = $1`, wf); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := waitFor(ctx, db, wf, nil, &b); err != nil {
+		t.Fatal(err)
+	}
+	if line := "cut                  succeeded (output truncated at its output-limit)\n"; !strings.Contains(b.String(), line) {
+		t.Errorf("--wait printed\n%s\nwant a line ending %q", b.String(), line)
 	}
 }

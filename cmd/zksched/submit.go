@@ -172,6 +172,9 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 				if t.State.Terminal() && t.EndReason != nil {
 					line += fmt.Sprintf(" (end reason %s: %s)", *t.EndReason, t.EndReason.Describe())
 				}
+				if t.OutputTruncated {
+					line += " (output truncated at its output-limit)"
+				}
 				if seen[t.Name] != line {
 					seen[t.Name] = line
 					fmt.Fprintf(w, "%s  %-20s %s%s\n", time.Now().Format("15:04:05.000"), t.Name, line, countdown)
