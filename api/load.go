@@ -79,6 +79,8 @@ type taskDetail struct {
 	Usage tokenUsage
 	// Child is the instance a workflow task started; nil for none.
 	Child *int64
+	// Loop is a tool-calling agent's conversation; nil for other tasks.
+	Loop *agentLoopJSON
 }
 
 // attemptView is one attempt with what its failover, if any, was.
@@ -205,6 +207,11 @@ func (s *Server) taskByID(ctx context.Context, id int64) (*taskDetail, error) {
 	}
 	if t.Usage != nil {
 		d.Usage = parseUsage(*t.Usage)
+	}
+	if t.Type == "agent" {
+		if d.Loop, err = s.loadAgentLoop(ctx, id, cps, t.PausedStep); err != nil {
+			return nil, err
+		}
 	}
 	if t.Type == workflow.TypeWorkflow {
 		children, err := s.db.TaskChildren(ctx, t.WorkflowInstanceID)

@@ -523,6 +523,12 @@ var funcs = template.FuncMap{
 	"isterm":   func(s dao.TaskState) bool { return s.Terminal() },
 	"add":      func(a, b int) int { return a + b },
 	"div":      func(a, b int) int { return a / b },
+	"deref": func(p *int) int {
+		if p == nil {
+			return 0
+		}
+		return *p
+	},
 	"age": func(now, t time.Time) string {
 		if t.IsZero() {
 			return "–"

@@ -148,7 +148,9 @@ type taskDetailJSON struct {
 	taskJSON
 	Attempts    []attemptJSON    `json:"attempts"`
 	Checkpoints []checkpointJSON `json:"checkpoints"`
-	TokenUsage  tokenUsage       `json:"token_usage"`
+	// AgentLoop is a tool-calling agent's conversation; absent for other tasks.
+	AgentLoop  *agentLoopJSON `json:"agent_loop,omitempty"`
+	TokenUsage tokenUsage     `json:"token_usage"`
 	// Log is the tail of the latest attempt's log; /log reads more.
 	Log *dao.LogTail `json:"log,omitempty"`
 }
@@ -163,6 +165,7 @@ func (s *Server) apiTask(w http.ResponseWriter, r *http.Request) error {
 	out := taskDetailJSON{taskJSON: taskToJSON(d.Task, d.Workflow.WorkflowName), Attempts: []attemptJSON{},
 		Checkpoints: []checkpointJSON{}, TokenUsage: d.Usage}
 	out.ChildWorkflowInstanceID = d.Child
+	out.AgentLoop = d.Loop
 	for _, a := range d.Attempts {
 		aj := attemptJSON{Attempt: a.Attempt, WorkerID: a.WorkerID, StartedAt: a.StartedAt, EndedAt: a.EndedAt,
 			ExitCode: a.ExitCode, Error: a.Error, Usage: a.Usage}

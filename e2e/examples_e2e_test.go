@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -216,6 +217,30 @@ func TestDocsExamples(t *testing.T) {
 		wf := c.submit(t, "llm/release-note.yaml")
 		if st := c.signalWhenWaiting(t, wf, "note", "shorter, and name the version"); st != dao.WorkflowSucceeded {
 			t.Fatalf("release-note ended %s, want succeeded", st)
+		}
+	})
+
+	t.Run("an agent that calls tools", func(t *testing.T) {
+		stdout, stderr := c.docScript(t, testenv.DocBlock(t, "docs/llm.md", "The offline model, and a real one", "sh", 1))
+		wf := firstID(t, stdout)
+		if st := c.workflowState(t, wf); st != dao.WorkflowSucceeded {
+			t.Fatalf("agent-tools ended %s\n%s\n%s", st, stdout, stderr)
+		}
+		triage := c.tasks(t, wf)["triage"]
+		if triage.Output == nil || !strings.HasPrefix(*triage.Output, "[offline model]") {
+			t.Errorf("triage's output = %q, want the model's final answer", deref(triage.Output))
+		}
+		_, calls, err := c.db.AgentLoopForTask(context.Background(), triage.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, call := range calls {
+			got = append(got, fmt.Sprintf("%s %s %s", call.Tool, call.State, strings.SplitN(deref(call.Result), "\n", 2)[0]))
+		}
+		want := []string{"job-log ended 02:00:01 extract: 61240 rows from orders", "page-oncall ended paged the on-call person of team data"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("calls %q, want %q", got, want)
 		}
 	})
 

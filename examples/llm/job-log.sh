@@ -1,5 +1,5 @@
 #!/bin/bash
-# A tool of examples/agent-tools.yaml: prints the last $ZKSCHED_ARG_lines (20 by default)
+# A tool of examples/llm/agent-tools.yaml: prints the last $ZKSCHED_ARG_lines (20 by default)
 # lines of the log of job $ZKSCHED_ARG_job's latest run. Here the log is made up.
 set -eu
 job=$ZKSCHED_ARG_job
