@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand"
 	"net/http"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -62,7 +63,8 @@ func RunOn(t testing.TB, cfg Config, on Outside) *Result {
 	logf("soak: seed %d, %v of faults on a cluster of %d masters", cfg.Seed, cfg.Duration, len(on.Masters))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	ks := kinds(on.Rec.Command)
+	ledger := filepath.Join(t.TempDir(), "tool-ledger")
+	ks := kinds(on.Rec.Command, ledger)
 	if err := define(ctx, on.DB, ks); err != nil {
 		t.Fatalf("soak: %v", err)
 	}
@@ -79,7 +81,7 @@ func RunOn(t testing.TB, cfg Config, on Outside) *Result {
 		return n
 	})
 
-	v := &verdict{cfg: cfg, db: on.DB, rec: on.Rec, w: w, outside: on.Nemesis, chaosAt: chaosAt}
+	v := &verdict{cfg: cfg, db: on.DB, rec: on.Rec, w: w, outside: on.Nemesis, chaosAt: chaosAt, ledger: ledger}
 	res := v.judge(healedAt)
 	res.Setup = setup
 	res.Wall = time.Since(began)

@@ -8,6 +8,7 @@ import (
 	mrand "math/rand"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -122,7 +123,8 @@ func Run(t testing.TB, cfg Config) *Result {
 		t.Fatalf("soak: migrate: %v", err)
 	}
 	rec := history.New(t)
-	ks := kinds(rec.Command)
+	ledger := filepath.Join(t.TempDir(), "tool-ledger")
+	ks := kinds(rec.Command, ledger)
 	if err := define(ctx, db, ks); err != nil {
 		t.Fatalf("soak: %v", err)
 	}
@@ -203,7 +205,7 @@ func Run(t testing.TB, cfg Config) *Result {
 		return len(nm.events)
 	})
 
-	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, chaosAt: chaosAt}
+	v := &verdict{cfg: cfg, cl: cl, db: db, rec: rec, w: w, nm: nm, zkc: zkc, chaosAt: chaosAt, ledger: ledger}
 	res := v.judge(healedAt)
 	cl.stop()
 	res.Setup = setup

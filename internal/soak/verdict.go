@@ -89,6 +89,8 @@ type verdict struct {
 	// its wait step (loadFlows).
 	parentOf  map[int64]int64
 	approvals map[int64]string
+	// ledger is the file the agents' tools write each run to (kinds).
+	ledger string
 }
 
 // flow counts one thing a flow check judged.
@@ -251,6 +253,7 @@ func (v *verdict) judgeHistory(h *history.History) {
 	v.judgeOrphans(h)
 	v.judgePools(h)
 	v.judgeSignals(h)
+	v.judgeTools(h)
 	if l, err := limitsOf(v.w.kinds); err != nil {
 		v.anomaly("read the kinds' limits: %v", err)
 	} else {

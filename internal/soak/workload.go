@@ -49,8 +49,9 @@ const (
 )
 
 // kinds returns the workload's workflows; cmd wraps a shell body so that its runs are
-// recorded. A kind of weight 0 is defined but never submitted: a child workflow.
-func kinds(cmd func(body string) string) []kind {
+// recorded, and ledger is the file the tools of the tool-calling agents write their effects
+// to (see judgeTools). A kind of weight 0 is defined but never submitted: a child workflow.
+func kinds(cmd func(body string) string, ledger string) []kind {
 	shell := func(name, body string, extra ...any) map[string]any {
 		t := map[string]any{"name": name, "type": "shell", "command": cmd(body)}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -142,6 +143,20 @@ func kinds(cmd func(body string) string) []kind {
 				shell("one", "sleep 0.5"),
 				shell("two", "sleep 0.4", "depends-on", []string{"one"}),
 			}},
+		// A tool-calling agent with an idempotent tool and one that is not, whose calls a
+		// failover may cut off: note runs again, charge fails the task (on-interrupted:
+		// fail). Each run of a tool appends "<tool> <call id>" to the ledger.
+		{name: "soak-tools", weight: 1, mayFail: true, tasks: []map[string]any{
+			{"name": "operate", "type": "agent", "provider": "test", "retries": 2, "pool": "model", "prompt": "T1 soak tools",
+				"env": map[string]string{"LEDGER": ledger}, "tools": []map[string]any{
+					{"name": "note", "description": "notes a fact", "type": "shell", "idempotent": true,
+						"command": `echo "note $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; sleep 0.4; echo noted`},
+					{"name": "charge", "description": "charges a card", "type": "shell", "on-interrupted": "fail",
+						"arguments": map[string]any{"type": "object", "properties": map[string]any{"cents": map[string]any{"type": "integer", "default": 250}}},
+						"command":   `echo "charge $ZKSCHED_TOOL_CALL_ID $ZKSCHED_ARG_cents" >> "$LEDGER"; sleep 0.4; echo charged`},
+				}},
+			shell("after", "sleep 0.2", "depends-on", []string{"operate"}),
+		}},
 		{name: "soak-approve", weight: 1, mayFail: true, operate: (*workload).signalAgent, tasks: []map[string]any{
 			{"name": "agent", "type": "agent", "provider": "test", "retries": 3, "pool": "model", "steps": []map[string]any{
 				{"name": "draft", "prompt": "S1 draft"},

@@ -11,7 +11,7 @@ import (
 // and declares the params its runs are given, by the soak or by a parent's workflow task.
 func TestKindsParse(t *testing.T) {
 	t.Parallel()
-	all := kinds(func(body string) string { return body })
+	all := kinds(func(body string) string { return body }, "/tmp/ledger")
 	specs := map[string]*workflow.Spec{}
 	for _, k := range all {
 		spec, err := k.spec()
