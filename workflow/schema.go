@@ -72,7 +72,8 @@ type typeForm struct {
 var typeForms = map[string][]typeForm{
 	"agent": {
 		{fields: []string{"steps"}},
-		{fields: []string{"prompt", "tools"}, optional: []string{"max-turns", "max-tool-calls", "max-total-tokens", "workdir"}},
+		{fields: []string{"prompt", "tools"}, optional: []string{"max-turns", "max-tool-calls", "max-total-tokens", "workdir",
+			"output-format", "output-schema"}},
 	},
 }
 
@@ -84,6 +85,7 @@ func schemaEnums() map[string][]string {
 		"workflow.when-full":    whenFullPolicies,
 		"workflow.params-extra": {ParamsExtraRefuse, ParamsExtraAllow},
 		"task.type":             Types(),
+		"task.output-format":    {OutputText, OutputJSON},
 		"task.trigger":          Triggers(),
 		"task.on-timeout":       onTimeout,
 		"step.on-timeout":       onTimeout,
@@ -469,6 +471,8 @@ var schemaDocs = map[string]string{
 	"task.max-turns":        fmt.Sprintf("agent with tools: the most model calls, 0..%d; 0 or left out for %d.", MaxMaxTurns, DefaultMaxTurns),
 	"task.max-tool-calls":   fmt.Sprintf("agent with tools: the most tool calls over all turns, 0..%d; 0 or left out for %d.", MaxMaxToolCalls, DefaultMaxToolCalls),
 	"task.max-total-tokens": "agent with tools: the most tokens all its model calls use (sent and received); 0 or left out for no bound.",
+	"task.output-format":    "agent with tools: text (the default) or json: the final answer must be one JSON value, matching output-schema if set; one repair turn, then the task fails.",
+	"task.output-schema":    "agent with tools and output-format: json: the JSON Schema (draft 2020-12) the final answer must match.",
 
 	"task.output-limit":    "The most bytes the task's output may have, up to 67108864; 0 or left out for the workers' worker.output-limit (1 MiB by default). A for-each task's limit bounds each item's output and the JSON array of them.",
 	"task.output-overflow": "What an output over output-limit does: fail (the default) fails the task, naming the limit and the size; truncate keeps what fits, marked truncated.",

@@ -476,6 +476,8 @@ var formValues = map[string]map[string]string{
 		"max-tool-calls":   "5",
 		"max-total-tokens": "1000",
 		"workdir":          ".",
+		"output-format":    "json",
+		"output-schema":    "{type: object}",
 	},
 }
 

@@ -156,6 +156,11 @@ type Task struct {
 	// MaxToolCalls bounds a tool-calling agent's tool calls, over all its turns; 0 means
 	// DefaultMaxToolCalls.
 	MaxToolCalls int `json:"max-tool-calls,omitempty" yaml:"max-tool-calls,omitempty"`
+	// OutputFormat is what a tool-calling agent's final answer must be: OutputText (the
+	// default, also for "") or OutputJSON, a JSON value matching OutputSchema when it is set.
+	// An answer that does not parse or match gets one repair turn, then fails the task.
+	OutputFormat string         `json:"output-format,omitempty" yaml:"output-format,omitempty"`
+	OutputSchema map[string]any `json:"output-schema,omitempty" yaml:"output-schema,omitempty"`
 	// MaxTotalTokens bounds the tokens a tool-calling agent's model calls use in all (what
 	// each turn sends and receives); 0 means no bound. MaxTokens still caps each completion.
 	MaxTotalTokens int `json:"max-total-tokens,omitempty" yaml:"max-total-tokens,omitempty"`
@@ -217,6 +222,12 @@ type Step struct {
 	// for "") fails the task, OnTimeoutSucceed goes on with an empty output.
 	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
 }
+
+// The output formats of a tool-calling agent.
+const (
+	OutputText = "text"
+	OutputJSON = "json"
+)
 
 // Tool is a tool a tool-calling agent's model may call.
 type Tool struct {

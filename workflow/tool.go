@@ -30,6 +30,14 @@ var (
 		intField("max-turns", func(t *Task) *int { return &t.MaxTurns }),
 		intField("max-tool-calls", func(t *Task) *int { return &t.MaxToolCalls }),
 		intField("max-total-tokens", func(t *Task) *int { return &t.MaxTotalTokens }),
+		stringField("output-format", func(t *Task) *string { return &t.OutputFormat }),
+		{
+			name: "output-schema",
+			decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
+				t.OutputSchema = d.argumentsSchema(v, where+": output-schema")
+			},
+			isSet: func(t *Task) bool { return len(t.OutputSchema) > 0 },
+		},
 	}
 )
 
@@ -272,6 +280,18 @@ func checkToolAgent(t *Task) []problem {
 		probs = append(probs, problem{field: "max-total-tokens", msg: fmt.Sprintf("max-total-tokens %d is negative; 0 means no bound",
 			t.MaxTotalTokens)})
 	}
+	switch {
+	case t.OutputFormat != "" && t.OutputFormat != OutputText && t.OutputFormat != OutputJSON:
+		probs = append(probs, problem{field: "output-format", msg: fmt.Sprintf("output-format %s is unknown: use %s or %s",
+			quote(t.OutputFormat), OutputText, OutputJSON)})
+	case len(t.OutputSchema) > 0 && t.OutputFormat != OutputJSON:
+		probs = append(probs, problem{field: "output-schema", msg: "output-schema is for output-format: json: " +
+			"a text answer has no schema"})
+	case len(t.OutputSchema) > 0:
+		if _, err := compileSchema(t.OutputSchema, outputSchemaURL); err != nil {
+			probs = append(probs, problem{field: "output-schema", msg: "output-schema: " + err.Error()})
+		}
+	}
 	return probs
 }
 
@@ -397,19 +417,28 @@ func compileArguments(schema map[string]any) (*jsonschema.Schema, error) {
 	if schema["type"] != "object" {
 		return nil, errors.New(`the schema must have type: object: a call's arguments are an object of named values`)
 	}
+	return compileSchema(schema, argumentsURL)
+}
+
+// outputSchemaURL names an agent's output schema while it is compiled, as argumentsURL does.
+const outputSchemaURL = "https://zksched.invalid/output.json"
+
+// compileSchema compiles a JSON Schema named by url (draft 2020-12 unless its $schema names
+// another), which may refer only to itself.
+func compileSchema(schema map[string]any, url string) (*jsonschema.Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	if err := c.AddResource(argumentsURL, schema); err != nil {
+	if err := c.AddResource(url, schema); err != nil {
 		return nil, fmt.Errorf("not a JSON Schema: %s", clipTo(libraryMessage(err.Error()), maxMessage/2))
 	}
-	s, err := c.Compile(argumentsURL)
+	s, err := c.Compile(url)
 	if err != nil {
 		var load *jsonschema.LoadURLError
 		var invalid *jsonschema.SchemaValidationError
 		var verr *jsonschema.ValidationError
 		switch {
 		case errors.As(err, &load):
-			return nil, fmt.Errorf("$ref %s cannot be loaded: a tool's arguments schema may refer only to itself, as \"#/$defs/NAME\"",
+			return nil, fmt.Errorf("$ref %s cannot be loaded: a schema may refer only to itself, as \"#/$defs/NAME\"",
 				quote(load.URL))
 		case errors.As(err, &invalid) && errors.As(invalid.Err, &verr):
 			return nil, fmt.Errorf("not a valid JSON Schema: %s", validationMessage(verr))
@@ -522,4 +551,48 @@ func (t Tool) argsSchema() (*jsonschema.Schema, error) {
 	argsCache[string(key)] = s
 	argsMu.Unlock()
 	return s, nil
+}
+
+// CheckOutput checks a tool-calling agent's final answer against its output-format: for
+// json, that the answer (a code fence around it taken off) is one JSON value matching
+// output-schema, if any. It returns the answer as it is to be stored: the JSON without the
+// fence.
+func (t *Task) CheckOutput(answer string) (string, error) {
+	if t.OutputFormat != OutputJSON {
+		return answer, nil
+	}
+	text := strings.TrimSpace(answer)
+	if strings.HasPrefix(text, "```") && strings.HasSuffix(text, "```") && len(text) >= 6 {
+		text = strings.TrimSpace(strings.TrimSuffix(text, "```"))
+		_, body, _ := strings.Cut(text, "\n")
+		text = strings.TrimSpace(body)
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return answer, fmt.Errorf("the answer is not JSON: %v", err)
+	}
+	if dec.More() {
+		return answer, errors.New("the answer holds more than one JSON value")
+	}
+	if len(t.OutputSchema) == 0 {
+		return text, nil
+	}
+	s, err := compileSchema(t.OutputSchema, outputSchemaURL)
+	if err != nil {
+		return answer, err
+	}
+	inst, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
+	if err != nil {
+		return answer, fmt.Errorf("the answer is not JSON: %v", err)
+	}
+	if err := s.Validate(inst); err != nil {
+		var verr *jsonschema.ValidationError
+		if errors.As(err, &verr) {
+			return answer, fmt.Errorf("the answer does not match output-schema: %s", validationMessage(verr))
+		}
+		return answer, fmt.Errorf("the answer does not match output-schema: %v", err)
+	}
+	return text, nil
 }

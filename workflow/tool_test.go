@@ -279,8 +279,8 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			`line 10: task "a": tool "c": arguments: not a valid JSON Schema: at '/properties/x/type': got string, want array; ` +
 				`at '/properties/x/type': value must be one of 'array', 'boolean', 'integer', 'null', 'number', 'object', 'string'`,
 			`line 11: task "a": tool "d": arguments: not a valid JSON Schema: at '/required': got string, want array`,
-			`line 12: task "a": tool "e": arguments: $ref "https://example.com/x.json" cannot be loaded: a tool's arguments schema may refer only to itself, as "#/$defs/NAME"`,
-			`line 13: task "a": tool "f": arguments: $ref "https://zksched.invalid/etc/passwd" cannot be loaded: a tool's arguments schema may refer only to itself, as "#/$defs/NAME"`,
+			`line 12: task "a": tool "e": arguments: $ref "https://example.com/x.json" cannot be loaded: a schema may refer only to itself, as "#/$defs/NAME"`,
+			`line 13: task "a": tool "f": arguments: $ref "https://zksched.invalid/etc/passwd" cannot be loaded: a schema may refer only to itself, as "#/$defs/NAME"`,
 			`line 14: task "a": tool "g": arguments: not a valid JSON Schema: at '/properties/x/pattern': '(?<=a)b' is not valid regex: error parsing regexp: invalid named capture: ` + "`(?<=a)b`"}},
 		{"too many tools", agent("    prompt: hi", "    tools: ["+strings.Repeat(tool+", ", MaxTools)+tool+"]"), []string{
 			`line 7: task "a": the agent has 65 tools; the limit is 64`}},
@@ -475,6 +475,42 @@ tasks:
 		_, err := Parse([]byte(src))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want %q", tc.tool, err, tc.want)
+		}
+	}
+}
+
+func TestOutputFormat(t *testing.T) {
+	base := "name: t\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    prompt: go\n    tools: [{name: x, description: d, type: shell, command: c}]\n"
+	spec, err := Parse([]byte(base + "    output-format: json\n    output-schema: {type: object, required: [verdict], properties: {verdict: {enum: [ok, bad]}}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := spec.Tasks[0]
+	for answer, want := range map[string]string{
+		`{"verdict": "ok"}`:                    "",
+		"```json\n{\"verdict\": \"bad\"}\n```": "",
+		`{"verdict": "maybe"}`:                 "the answer does not match output-schema: at '/verdict': value must be one of 'ok', 'bad'",
+		`{}`:                                   "the answer does not match output-schema",
+		`the verdict is ok`:                    "the answer is not JSON",
+		`{"verdict": "ok"} {"x": 1}`:           "more than one JSON value",
+	} {
+		got, err := task.CheckOutput(answer)
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", answer, err)
+		case want == "" && !strings.HasPrefix(got, "{"):
+			t.Errorf("%q: stored as %q, want the JSON without its fence", answer, got)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: error %v, want %q", answer, err, want)
+		}
+	}
+	for extra, want := range map[string]string{
+		"    output-format: yaml\n":                                    `output-format "yaml" is unknown: use text or json`,
+		"    output-schema: {type: object}\n":                          "output-schema is for output-format: json",
+		"    output-format: json\n    output-schema: {type: objekt}\n": "output-schema: not a valid JSON Schema",
+	} {
+		if _, err := Parse([]byte(base + extra)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", extra, err, want)
 		}
 	}
 }

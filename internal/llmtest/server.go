@@ -41,6 +41,7 @@ type Server struct {
 
 type rule struct {
 	prefix     string
+	answers    []string // final answers to give in turn; the last one again once they are spent
 	status     int
 	retryAfter string
 	times      int // requests left to apply to; <0 for every one
@@ -193,6 +194,14 @@ type chatRequest struct {
 	} `json:"tools"`
 }
 
+// Answer makes the final answers (those that call no tool) to requests whose prompt starts
+// with prefix be answers, one after the other, the last one again once they are spent.
+func (s *Server) Answer(prefix string, answers ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rules = append(s.rules, &rule{prefix: prefix, answers: answers, times: -1})
+}
+
 // ToolResults returns the tool results the requests carried, as "call-id: content", in
 // arrival order (a conversation's results come again with each later turn).
 func (s *Server) ToolResults() []string {
@@ -259,7 +268,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	for _, m := range req.Messages {
 		switch m.Role {
 		case "user":
-			prompt = text(m.Content)
+			// The conversation's prompt is its first user message; later ones (a repair's
+			// request) follow it.
+			if prompt == "" {
+				prompt = text(m.Content)
+			}
 		case "system":
 			system = text(m.Content)
 		case "assistant":
@@ -278,11 +291,19 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	var fail *rule
 	var delay time.Duration
 	var holds []chan struct{}
+	answer := Answer(prompt)
 	for _, ru := range s.rules {
 		if ru.times == 0 || !strings.HasPrefix(prompt, ru.prefix) {
 			continue
 		}
 		switch {
+		case len(ru.answers) > 0:
+			if called >= len(req.Tools) {
+				answer = ru.answers[0]
+				if len(ru.answers) > 1 {
+					ru.answers = ru.answers[1:]
+				}
+			}
 		case ru.status != 0 && fail == nil:
 			fail = ru
 			if ru.times > 0 {
@@ -325,7 +346,6 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fail.status, fail.retryAfter, fmt.Sprintf("injected failure %d", fail.status))
 		return
 	}
-	answer := Answer(prompt)
 	promptTokens := len(strings.Fields(system)) + len(strings.Fields(prompt))
 	completionTokens := len(strings.Fields(answer))
 	choice := map[string]any{"index": 0, "finish_reason": "stop",

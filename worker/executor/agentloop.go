@@ -160,6 +160,10 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 	if err != nil {
 		return Result{Err: err}
 	}
+	if spec.OutputFormat == workflow.OutputJSON {
+		base.System = strings.TrimSpace(base.System + "\n\n" + jsonInstruction(spec))
+	}
+	repaired := false
 	var own, total llm.Usage
 	result := func(err error) Result { return Result{Err: err, Usage: &own, TaskUsage: &total} }
 	var history []llm.Message
@@ -202,8 +206,20 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			if spec.MaxTotalTokens > 0 && total.TotalTokens > spec.MaxTotalTokens {
 				return result(fmt.Errorf("the agent used %d tokens, over max-total-tokens %d", total.TotalTokens, spec.MaxTotalTokens))
 			}
+			answer, err := spec.CheckOutput(resp.Text)
+			switch {
+			case err != nil && repaired:
+				return result(fmt.Errorf("%s: the final answer is still not what output-format asks after a repair turn: %w", label, err))
+			case err != nil:
+				// One more turn, which a replay makes again from the same stored answer.
+				fmt.Fprintf(log, "%s: %v; asking the model once to answer again\n", label, err)
+				repaired = true
+				history = append(history, llm.Message{Assistant: true, Text: resp.Text},
+					llm.Message{User: true, Text: fmt.Sprintf("Your answer cannot be used: %v. %s", err, jsonInstruction(spec))})
+				continue
+			}
 			r := result(nil)
-			r.Output = resp.Text
+			r.Output = answer
 			return r
 		}
 		history = append(history, llm.Message{Assistant: true, Text: resp.Text, ToolCalls: resp.ToolCalls})
@@ -283,6 +299,16 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			history = append(history, llm.Message{Text: c.Result, ToolCallID: c.ModelID, ToolName: c.Tool})
 		}
 	}
+}
+
+// jsonInstruction tells the model the form of the final answer of an agent whose
+// output-format is json.
+func jsonInstruction(spec workflow.Task) string {
+	if len(spec.OutputSchema) == 0 {
+		return "Give your final answer as one JSON value, and nothing else."
+	}
+	schema, _ := json.Marshal(spec.OutputSchema)
+	return "Give your final answer as one JSON value matching this JSON Schema, and nothing else: " + string(schema)
 }
 
 // runTool runs call c of tool (unknown: a name the model made up) and records it: started

@@ -342,3 +342,48 @@ func TestToolLoopApprovals(t *testing.T) {
 		}
 	})
 }
+
+func TestToolLoopJSONOutputGetsOneRepairTurn(t *testing.T) {
+	t.Parallel()
+	task := func(store LoopStore) Task {
+		return Task{ID: 3, Attempt: 1, Spec: workflow.Task{Name: "judge", Type: "agent", Provider: "test", Prompt: "Judge it",
+			OutputFormat: workflow.OutputJSON, OutputSchema: map[string]any{"type": "object", "required": []any{"verdict"},
+				"properties": map[string]any{"verdict": map[string]any{"enum": []any{"ok", "bad"}}}},
+			Tools: []workflow.Tool{{Name: "look", Description: "looks", Type: workflow.ToolShell, Command: "echo seen"}}},
+			Loop: store}
+	}
+	t.Run("repaired", func(t *testing.T) {
+		providers, srv := testProviders(t)
+		srv.Answer("Judge it", "it looks fine", "```json\n{\"verdict\": \"ok\"}\n```")
+		store := newMemLoop()
+		res := Agent{Providers: providers, Shell: shell(t)}.Run(context.Background(), task(store), &syncBuffer{})
+		if res.Err != nil || res.Output != `{"verdict": "ok"}` {
+			t.Fatalf("result %+v: want the repaired JSON, unfenced", res)
+		}
+		if len(store.turns) != 3 || res.Usage.Calls != 3 {
+			t.Errorf("%d turns, %d calls: want the tool's turn, the bad answer and the repair", len(store.turns), res.Usage.Calls)
+		}
+	})
+	t.Run("still wrong", func(t *testing.T) {
+		providers, srv := testProviders(t)
+		srv.Answer("Judge it", `{"verdict": "maybe"}`)
+		res := Agent{Providers: providers, Shell: shell(t)}.Run(context.Background(), task(newMemLoop()), &syncBuffer{})
+		if res.Err == nil || !strings.Contains(res.Err.Error(), "turn 3: the final answer is still not what output-format asks after a repair turn: "+
+			"the answer does not match output-schema: at '/verdict': value must be one of 'ok', 'bad'") {
+			t.Errorf("error %v", res.Err)
+		}
+	})
+	t.Run("a replay repairs the stored answer", func(t *testing.T) {
+		providers, srv := testProviders(t)
+		srv.Answer("Judge it", `{"verdict": "bad"}`)
+		store := newMemLoop()
+		store.turns[1] = Turn{Turn: 1, Attempt: 1, Response: llm.Response{ToolCalls: []llm.ToolCall{{ID: "call_1", Name: "look", Arguments: "{}"}}}}
+		store.calls[[2]int{1, 1}] = ToolCall{Turn: 1, Seq: 1, ID: "zk-3-1-1", Tool: "look", State: CallEnded, Result: "seen", Attempt: 1, Starts: 1}
+		store.turns[2] = Turn{Turn: 2, Attempt: 1, Response: llm.Response{Text: "bad, I think"}}
+		store.attempt = 2
+		res := Agent{Providers: providers, Shell: shell(t)}.Run(context.Background(), task(store), &syncBuffer{})
+		if res.Err != nil || res.Output != `{"verdict": "bad"}` || res.Usage.Calls != 1 {
+			t.Fatalf("result %+v (usage %+v): want only the repair turn sent", res, res.Usage)
+		}
+	})
+}

@@ -27,8 +27,10 @@ type ToolCall struct {
 // Message is one message of a conversation after its prompt: the model's answer (its text
 // and the tool calls it asked for), or a tool's result.
 type Message struct {
-	// Assistant is true for the model's answer, false for a tool's result.
+	// Assistant is true for the model's answer; User for a further message of the user's;
+	// neither for a tool's result.
 	Assistant bool
+	User      bool
 	Text      string
 	ToolCalls []ToolCall
 	// ToolCallID and ToolName name the call a tool's result answers.
@@ -38,6 +40,9 @@ type Message struct {
 
 // messageContent is m in langchaingo's form.
 func (m Message) messageContent() llms.MessageContent {
+	if m.User {
+		return llms.TextParts(llms.ChatMessageTypeHuman, m.Text)
+	}
 	if !m.Assistant {
 		return llms.MessageContent{Role: llms.ChatMessageTypeTool, Parts: []llms.ContentPart{
 			llms.ToolCallResponse{ToolCallID: m.ToolCallID, Name: m.ToolName, Content: m.Text}}}
