@@ -119,11 +119,13 @@ type tokenUsage struct {
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"`
 	Calls            int64 `json:"calls"`
+	// Cost is what the tokens cost at the provider's prices; 0 when they are not configured.
+	Cost float64 `json:"cost,omitempty"`
 }
 
 func (u tokenUsage) add(o tokenUsage) tokenUsage {
 	return tokenUsage{u.PromptTokens + o.PromptTokens, u.CompletionTokens + o.CompletionTokens,
-		u.TotalTokens + o.TotalTokens, u.Calls + o.Calls}
+		u.TotalTokens + o.TotalTokens, u.Calls + o.Calls, u.Cost + o.Cost}
 }
 
 // Zero reports whether nothing was used (or nothing recorded).

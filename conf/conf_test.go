@@ -528,6 +528,9 @@ func TestValidate(t *testing.T) {
 			`worker.http-tools.allow: "tickets.example.com": want an http or https URL`},
 		{"http tools base with a query", func(c *conf.Config) { c.Worker.HTTPTools.Allow = []string{"https://a.example.com/?x=1"} },
 			`worker.http-tools.allow: "https://a.example.com/?x=1"`},
+		{"negative price", func(c *conf.Config) {
+			c.LLM.Providers = map[string]conf.Provider{"p": {Type: "offline", InputPrice: -1}}
+		}, "input-price -1 and output-price 0 must be finite and not negative"},
 		{"http tools response limit zero", func(c *conf.Config) { c.Worker.HTTPTools.ResponseLimit = 0 }, "worker.http-tools.response-limit: 0"},
 		{"task cgroup path", func(c *conf.Config) { c.Worker.TaskCgroup = "/sys/fs/cgroup/zksched.slice" }, ""},
 		{"task cgroup relative", func(c *conf.Config) { c.Worker.TaskCgroup = "zksched.slice" },

@@ -762,6 +762,14 @@ type Provider struct {
 	// timeout. 0 (the default) means 5; 1 means no retries. A bad request or an
 	// authentication error is never retried. 0..100.
 	MaxAttempts int `yaml:"max-attempts"`
+
+	// InputPrice and OutputPrice are what a million tokens the model is sent (prompt) and
+	// gives back (completion) cost, in the currency your bills are in. They price the turns
+	// of tool-calling agents, shown with each turn and bounded by a task's max-cost. 0 (the
+	// default) means unknown: a task with max-cost on such a provider fails before its
+	// first turn.
+	InputPrice  float64 `yaml:"input-price"`
+	OutputPrice float64 `yaml:"output-price"`
 }
 
 // Log configures the process's logs.

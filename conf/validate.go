@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"net/mail"
 	"net/url"
@@ -311,6 +312,11 @@ func (v *validation) provider(key, name string, p Provider) {
 		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.problem(key+".base-url", "%q is not an http:// or https:// URL", p.BaseURL)
 		}
+	}
+	if p.InputPrice < 0 || p.OutputPrice < 0 || math.IsNaN(p.InputPrice) || math.IsNaN(p.OutputPrice) ||
+		math.IsInf(p.InputPrice, 0) || math.IsInf(p.OutputPrice, 0) {
+		v.problem(key, "input-price %g and output-price %g must be finite and not negative (a million tokens' price; 0 for unknown)",
+			p.InputPrice, p.OutputPrice)
 	}
 	if p.APIKeyEnv != "" && !envVarName.MatchString(p.APIKeyEnv) {
 		v.problem(key+".api-key-env", "%q is not an environment variable name (it names the variable holding the key, "+

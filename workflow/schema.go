@@ -73,7 +73,7 @@ var typeForms = map[string][]typeForm{
 	"agent": {
 		{fields: []string{"steps"}},
 		{fields: []string{"prompt", "tools"}, optional: []string{"max-turns", "max-tool-calls", "max-total-tokens", "workdir",
-			"output-format", "output-schema"}},
+			"output-format", "output-schema", "max-cost"}},
 	},
 }
 
@@ -471,6 +471,7 @@ var schemaDocs = map[string]string{
 	"task.max-turns":        fmt.Sprintf("agent with tools: the most model calls, 0..%d; 0 or left out for %d.", MaxMaxTurns, DefaultMaxTurns),
 	"task.max-tool-calls":   fmt.Sprintf("agent with tools: the most tool calls over all turns, 0..%d; 0 or left out for %d.", MaxMaxToolCalls, DefaultMaxToolCalls),
 	"task.max-total-tokens": "agent with tools: the most tokens all its model calls use (sent and received); 0 or left out for no bound.",
+	"task.max-cost":         "agent with tools: the most its model calls may cost together, at its provider's input-price and output-price per million tokens (which the workers' config must give); no bound when left out.",
 	"task.output-format":    "agent with tools: text (the default) or json: the final answer must be one JSON value, matching output-schema if set; one repair turn, then the task fails.",
 	"task.output-schema":    "agent with tools and output-format: json: the JSON Schema (draft 2020-12) the final answer must match.",
 

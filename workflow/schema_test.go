@@ -478,6 +478,7 @@ var formValues = map[string]map[string]string{
 		"workdir":          ".",
 		"output-format":    "json",
 		"output-schema":    "{type: object}",
+		"max-cost":         "0.5",
 	},
 }
 

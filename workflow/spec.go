@@ -161,6 +161,9 @@ type Task struct {
 	// An answer that does not parse or match gets one repair turn, then fails the task.
 	OutputFormat string         `json:"output-format,omitempty" yaml:"output-format,omitempty"`
 	OutputSchema map[string]any `json:"output-schema,omitempty" yaml:"output-schema,omitempty"`
+	// MaxCost bounds what a tool-calling agent's model calls cost in all, at its provider's
+	// input-price and output-price (which the workers' config must give); nil means no bound.
+	MaxCost *float64 `json:"max-cost,omitempty" yaml:"max-cost,omitempty"`
 	// MaxTotalTokens bounds the tokens a tool-calling agent's model calls use in all (what
 	// each turn sends and receives); 0 means no bound. MaxTokens still caps each completion.
 	MaxTotalTokens int `json:"max-total-tokens,omitempty" yaml:"max-total-tokens,omitempty"`

@@ -30,6 +30,7 @@ var (
 		intField("max-turns", func(t *Task) *int { return &t.MaxTurns }),
 		intField("max-tool-calls", func(t *Task) *int { return &t.MaxToolCalls }),
 		intField("max-total-tokens", func(t *Task) *int { return &t.MaxTotalTokens }),
+		floatField("max-cost", func(t *Task) **float64 { return &t.MaxCost }),
 		stringField("output-format", func(t *Task) *string { return &t.OutputFormat }),
 		{
 			name: "output-schema",
@@ -279,6 +280,10 @@ func checkToolAgent(t *Task) []problem {
 	if t.MaxTotalTokens < 0 {
 		probs = append(probs, problem{field: "max-total-tokens", msg: fmt.Sprintf("max-total-tokens %d is negative; 0 means no bound",
 			t.MaxTotalTokens)})
+	}
+	if t.MaxCost != nil && !(*t.MaxCost > 0 && *t.MaxCost < math.Inf(1)) {
+		probs = append(probs, problem{field: "max-cost", msg: fmt.Sprintf("max-cost %g must be a positive amount, in the currency "+
+			"of the provider's input-price and output-price", *t.MaxCost)})
 	}
 	switch {
 	case t.OutputFormat != "" && t.OutputFormat != OutputText && t.OutputFormat != OutputJSON:

@@ -186,6 +186,16 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 				return result(fmt.Errorf("the agent used %d tokens, reaching max-total-tokens %d, without a final answer",
 					total.TotalTokens, spec.MaxTotalTokens))
 			}
+			if spec.MaxCost != nil {
+				cost, known := client.Cost(total)
+				switch {
+				case !known:
+					return result(fmt.Errorf("max-cost needs the prices of provider %s: set its input-price and output-price "+
+						"in the workers' llm.providers", spec.Provider))
+				case cost >= *spec.MaxCost:
+					return result(fmt.Errorf("the agent's turns cost %.4f, reaching max-cost %g, without a final answer", cost, *spec.MaxCost))
+				}
+			}
 			if req.Tools, err = tb.specs(ctx); err != nil {
 				return result(err)
 			}
@@ -205,6 +215,9 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 		if len(resp.ToolCalls) == 0 {
 			if spec.MaxTotalTokens > 0 && total.TotalTokens > spec.MaxTotalTokens {
 				return result(fmt.Errorf("the agent used %d tokens, over max-total-tokens %d", total.TotalTokens, spec.MaxTotalTokens))
+			}
+			if cost, _ := client.Cost(total); spec.MaxCost != nil && cost > *spec.MaxCost {
+				return result(fmt.Errorf("the agent's turns cost %.4f, over max-cost %g", cost, *spec.MaxCost))
 			}
 			answer, err := spec.CheckOutput(resp.Text)
 			switch {

@@ -387,3 +387,34 @@ func TestToolLoopJSONOutputGetsOneRepairTurn(t *testing.T) {
 		}
 	})
 }
+
+func TestToolLoopMaxCost(t *testing.T) {
+	t.Parallel()
+	priced := func(in, out float64) *llm.Providers {
+		return llm.NewProviders(map[string]llm.Provider{"offline": {Type: llm.ProviderOffline, InputPrice: in, OutputPrice: out}},
+			llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop()})
+	}
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	task := toolAgent(ledger, newMemLoop(), nil)
+	limit := 0.0001
+	task.Spec.MaxCost = &limit
+	res := Agent{Providers: priced(2, 10), Shell: shell(t)}.Run(context.Background(), task, &syncBuffer{})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "max-cost 0.0001") {
+		t.Errorf("error %v", res.Err)
+	}
+	if res.TaskUsage == nil || res.TaskUsage.Cost < limit {
+		t.Errorf("task usage %+v: want the cost counted", res.TaskUsage)
+	}
+	task = toolAgent(ledger, newMemLoop(), nil)
+	task.Spec.MaxCost = &limit
+	res = Agent{Providers: priced(0, 0), Shell: shell(t)}.Run(context.Background(), task, &syncBuffer{})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), "max-cost needs the prices of provider offline") {
+		t.Errorf("unpriced: error %v", res.Err)
+	}
+	generous := 10.0
+	task = toolAgent(ledger, newMemLoop(), nil)
+	task.Spec.MaxCost = &generous
+	if res = (Agent{Providers: priced(2, 10), Shell: shell(t)}).Run(context.Background(), task, &syncBuffer{}); res.Err != nil {
+		t.Errorf("within max-cost: %v", res.Err)
+	}
+}

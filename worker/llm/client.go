@@ -65,12 +65,15 @@ type Usage struct {
 	TotalTokens      int `json:"total_tokens"`
 	// Calls is how many requests were sent, retries included.
 	Calls int `json:"calls"`
+	// Cost is what the tokens cost at the provider's input-price and output-price; 0 when
+	// they are not configured.
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{PromptTokens: u.PromptTokens + v.PromptTokens, CompletionTokens: u.CompletionTokens + v.CompletionTokens,
-		TotalTokens: u.TotalTokens + v.TotalTokens, Calls: u.Calls + v.Calls}
+		TotalTokens: u.TotalTokens + v.TotalTokens, Calls: u.Calls + v.Calls, Cost: u.Cost + v.Cost}
 }
 
 // Client calls one provider's model with classification, retries, limits and usage.
@@ -88,6 +91,16 @@ type Client struct {
 	inFlight    chan struct{}
 	log         zerolog.Logger
 	clock       clockwork.Clock
+	// inputPrice and outputPrice are the prices of a million prompt and completion tokens.
+	inputPrice, outputPrice float64
+}
+
+// Cost is what usage cost at the provider's prices, and whether the prices are known.
+func (c *Client) Cost(u Usage) (cost float64, known bool) {
+	if c.inputPrice == 0 && c.outputPrice == 0 {
+		return 0, false
+	}
+	return (float64(u.PromptTokens)*c.inputPrice + float64(u.CompletionTokens)*c.outputPrice) / 1e6, true
 }
 
 // Name returns the provider's name.
@@ -129,6 +142,7 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 		if err == nil {
 			text, u := readResponse(resp)
 			u.Calls = usage.Calls
+			u.Cost, _ = c.Cost(u)
 			return Response{Text: text, ToolCalls: toolCalls(resp.Choices[0]), Usage: u}, nil
 		}
 		if ctx.Err() != nil {

@@ -67,6 +67,10 @@ type Provider struct {
 	MaxConcurrent int
 	// MaxAttempts is how often one call is tried; 0 is [DefaultMaxAttempts].
 	MaxAttempts int
+	// InputPrice and OutputPrice are the prices of a million prompt and completion tokens;
+	// 0 is unknown.
+	InputPrice  float64
+	OutputPrice float64
 }
 
 // Options tune the clients of Providers.
@@ -167,6 +171,7 @@ func New(name string, pc Provider, opts Options) (*Client, error) {
 	}
 	httpClient := &http.Client{Transport: recordingTransport{base: newTransport(), clock: clock}}
 	c := &Client{name: name, kind: pc.Type, modelName: pc.Model, timeout: pc.Timeout, maxAttempts: pc.MaxAttempts,
+		inputPrice: pc.InputPrice, outputPrice: pc.OutputPrice,
 		log: opts.Log, clock: clock}
 	var err error
 	switch pc.Type {
