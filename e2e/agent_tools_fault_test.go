@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/llmtest"
 )
 
 // toolAgentFile is a workflow whose agent calls, through the offline model, lookup (an
@@ -195,6 +196,85 @@ func TestFaultWorkerKilledMidToolCall(t *testing.T) {
 			ti := f.task(t, agent.ID)
 			if ti.Output == nil || !strings.HasPrefix(*ti.Output, "[offline model]") {
 				t.Errorf("output %q, want the offline model's final answer", deref(ti.Output))
+			}
+		})
+	}
+}
+
+// A worker dies (kill -9, or SIGKILL at a fault point) at each phase of a tool-calling
+// agent's turn: while its model call is in flight, after the model answered but before the
+// turn was stored, after the turn was stored but before its tool started, and after its tool
+// ended but before the next turn. Another worker goes on: a stored turn is never sent again,
+// a tool that ended never runs again, and only the turn that was not stored is sent twice.
+func TestFaultToolAgentKilledAtEachPhase(t *testing.T) {
+	for _, phase := range []struct {
+		name, point string
+		// turn1 is the attempt whose turn 1 is stored; requests the model calls in all.
+		turn1, requests int
+		// lookup is the attempt that ended the first call.
+		lookup int
+	}{
+		{name: "mid model call", turn1: 2, requests: 4, lookup: 2},
+		{name: "answered, not stored", point: "agent-before-turn-saved", turn1: 2, requests: 4, lookup: 2},
+		{name: "stored, tool not started", point: "agent-after-turn-saved", turn1: 1, requests: 3, lookup: 2},
+		{name: "tool ended, next turn not sent", point: "agent-after-tool-ended", turn1: 1, requests: 3, lookup: 1},
+	} {
+		t.Run(phase.name, func(t *testing.T) {
+			srv := llmtest.New(t)
+			srv.Key = "sk-tools"
+			f := setupPauseFault(t, srv)
+			prompt := "Phase " + strings.ReplaceAll(phase.name, " ", "-")
+			dir := t.TempDir()
+			ledger := filepath.Join(dir, "ledger")
+			f.startMaster(t, "master")
+			var w1env []string
+			if phase.point != "" {
+				w1env = append(w1env, "ZKSCHED_TEST_FAULT="+phase.point)
+			}
+			var release func()
+			if phase.point == "" {
+				release = srv.Hold(prompt)
+			}
+			w1 := f.startWorker(t, "worker-1", 1, w1env...)
+			wf := f.submitFile(t, fmt.Sprintf(`
+name: phases
+tasks:
+  - name: agent
+    type: agent
+    provider: test
+    retries: 0
+    prompt: %s
+    env: {LEDGER: %s}
+    tools:
+      - {name: lookup, description: looks up, type: shell, command: 'echo "lookup $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; echo found'}
+      - {name: act, description: acts, type: shell, command: 'echo "act $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; echo done'}
+`, prompt, ledger))
+			if phase.point == "" {
+				srv.WaitCalls(t, prompt, 1, 60*time.Second)
+				if err := w1.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				waitUntil(t, 60*time.Second, "worker-1 to die at "+phase.point, func() bool { return strings.Contains(w1.Log(), "SIGKILL at "+phase.point) })
+			}
+			f.startWorker(t, "worker-2", 1)
+			if release != nil {
+				release()
+			}
+			agent := f.taskList(t, wf)[0]
+			waitUntil(t, 90*time.Second, "the agent to succeed", func() bool { return f.task(t, agent.ID).State == dao.TaskSucceeded })
+			if got := readLedger(t, ledger); strings.Join(got, ",") != fmt.Sprintf("lookup zk-%d-1-1,act zk-%d-2-1", agent.ID, agent.ID) {
+				t.Errorf("ledger %q: want each tool's effect once", got)
+			}
+			turns, calls, _ := f.agentLoop(t, agent.ID)
+			if want := fmt.Sprintf("1@%d,2@2,3@2", phase.turn1); strings.Join(turns, ",") != want {
+				t.Errorf("turns %v, want %s", turns, want)
+			}
+			if want := fmt.Sprintf("1.1 lookup ended starts=1 ended-by=%d|2.1 act ended starts=1 ended-by=2", phase.lookup); strings.Join(calls, "|") != want {
+				t.Errorf("calls %v, want %s", calls, want)
+			}
+			if n := srv.Calls(prompt); n != phase.requests {
+				t.Errorf("the model got %d requests, want %d: only a turn not stored may be sent again", n, phase.requests)
 			}
 		})
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/tracing"
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
@@ -208,9 +209,11 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			for i := range resp.ToolCalls {
 				resp.ToolCalls[i].Arguments = storable(resp.ToolCalls[i].Arguments)
 			}
+			faultinject.Point("agent-before-turn-saved")
 			if err := store.SaveTurn(ctx, Turn{Turn: turn, Digest: digest(req), Response: resp}); err != nil {
 				return result(fmt.Errorf("checkpoint %s: %w", label, err))
 			}
+			faultinject.Point("agent-after-turn-saved")
 		}
 		if len(resp.ToolCalls) == 0 {
 			if spec.MaxTotalTokens > 0 && total.TotalTokens > spec.MaxTotalTokens {
@@ -308,6 +311,9 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 				if err := e.runTool(ctx, tb, tool, known, &c, store, clabel, log); err != nil {
 					return result(err)
 				}
+			}
+			if run {
+				faultinject.Point("agent-after-tool-ended")
 			}
 			history = append(history, llm.Message{Text: c.Result, ToolCallID: c.ModelID, ToolName: c.Tool})
 		}
