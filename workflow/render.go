@@ -44,6 +44,8 @@ type TemplateData struct {
 	Steps map[string]string
 	// Item is the item a for-each task's instance runs on; nil outside one.
 	Item *Item
+	// Args are a tool call's arguments, .args in a tool's approve-when; nil elsewhere.
+	Args map[string]any
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -97,6 +99,9 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	}
 	if data.Item != nil {
 		m["item"], m["index"] = data.Item.Value, data.Item.Index
+	}
+	if data.Args != nil {
+		m["args"] = data.Args
 	}
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()
@@ -514,5 +519,33 @@ func (t *Task) Runs(ctx context.Context, data TemplateData) (bool, error) {
 		return false, nil
 	default:
 		return false, fmt.Errorf("task %s: when rendered %s; it must render true or false", quote(t.Name), quote(clip(v)))
+	}
+}
+
+// NeedsApproval reports whether a call of the tool with args must wait for a person's
+// approval: always with approve: true, and when approve-when renders true over the params,
+// the upstream outputs and .args. approve-when must render true or false.
+func (t Tool) NeedsApproval(ctx context.Context, data TemplateData, args map[string]any) (bool, error) {
+	switch {
+	case t.Approve:
+		return true, nil
+	case t.ApproveWhen == "":
+		return false, nil
+	}
+	data.Args = args
+	if data.Args == nil {
+		data.Args = map[string]any{}
+	}
+	out, err := Render(ctx, "approve-when", t.ApproveWhen, data)
+	if err != nil {
+		return false, fmt.Errorf("tool %s: %w", quote(t.Name), err)
+	}
+	switch v := strings.TrimSpace(out); v {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	default:
+		return false, fmt.Errorf("tool %s: approve-when rendered %s; it must render true or false", quote(t.Name), quote(clip(v)))
 	}
 }

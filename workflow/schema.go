@@ -493,6 +493,7 @@ var schemaDocs = map[string]string{
 	"tool.headers":        "http: headers sent with every call; ${NAME} in a value is the worker's variable NAME if its task environment lets it through.",
 	"tool.include":        "mcp: offer only these tools of the server.",
 	"tool.exclude":        "mcp: never offer these tools of the server.",
+	"tool.approve-when":   "A template over .params, .upstream and the call's arguments (.args) that renders true or false: true makes the call wait for approval as approve: true does.",
 	"tool.approve":        "Each call waits, holding no slot, for a person's approval before it runs; a rejection goes back to the model as the call's result, with the reviewer's text.",
 	"tool.arguments":      "The JSON Schema (draft 2020-12) of the call's arguments, of type object; a call that does not match goes back to the model as an error. Left out: the tool takes no arguments.",
 	"tool.idempotent":     "Running a call twice has the effect of running it once (the tool dedupes on $ZKSCHED_TOOL_CALL_ID), so a call cut off by a crash may run again.",

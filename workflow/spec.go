@@ -275,6 +275,10 @@ type Tool struct {
 	// Approve makes each call wait, holding no slot, for a person's approval before it runs;
 	// a rejection goes back to the model as the call's result, with the reviewer's text.
 	Approve bool `json:"approve,omitempty" yaml:"approve,omitempty"`
+	// ApproveWhen is a template over the params, the upstream outputs and the call's
+	// arguments (.args) that renders true or false: true makes the call wait for approval as
+	// Approve does. Empty: Approve decides.
+	ApproveWhen string `json:"approve-when,omitempty" yaml:"approve-when,omitempty"`
 }
 
 // Tool types.

@@ -56,7 +56,7 @@ const maxArgumentsDepth = 64
 
 // toolFields are the keys of one tool.
 var toolFields = []string{"name", "description", "type", "command", "url", "method", "headers", "include", "exclude",
-	"arguments", "idempotent", "on-interrupted", "timeout", "approve"}
+	"arguments", "idempotent", "on-interrupted", "timeout", "approve", "approve-when"}
 
 // tools reads a tool-calling agent's list of tools, each a mapping of toolFields. The line
 // of each tool, and of each of its keys, is kept as "tools.<i>" and "tools.<i>.<key>" (i
@@ -108,6 +108,8 @@ func (d *decoder) tools(v *yaml.Node, what string) []Tool {
 				if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&tool.Approve) != nil {
 					d.errorf(n.Line, "%s: approve must be true or false, not %s", where, kindName(n))
 				}
+			case "approve-when":
+				tool.ApproveWhen, _ = d.scalar(kv.value, where+": approve-when", "a string")
 			case "url":
 				tool.URL, _ = d.scalar(kv.value, where+": url", "a string")
 			case "method":
@@ -357,6 +359,16 @@ func checkTools(tools []Tool) []problem {
 			"arguments": len(tool.Arguments) > 0} {
 			if set && own != nil && !slices.Contains(own, key) {
 				add(key, "%s is not a field of %s tool", key, aType(tool.Type))
+			}
+		}
+		switch {
+		case tool.ApproveWhen != "" && tool.Approve:
+			add("approve-when", "approve: true already makes every call wait for approval; approve-when picks some of them")
+		case tool.ApproveWhen != "":
+			if tmpl, err := parseTemplate("approve-when", tool.ApproveWhen); err != nil {
+				add("approve-when", "%v", err)
+			} else if err := staticProblem(tmpl); err != nil {
+				add("approve-when", "approve-when: %v", err)
 			}
 		}
 		if tool.Method != "" && !slices.Contains(HTTPMethods(), tool.Method) {

@@ -304,7 +304,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			"        description: d",
 			"        type: shell",
 			"        comand: x"), []string{
-			`line 11: unknown field "comand" in task "a": tools #1 (a tool has name, description, type, command, url, method, headers, include, exclude, arguments, idempotent, on-interrupted, timeout, approve) (did you mean "command"?)`}},
+			`line 11: unknown field "comand" in task "a": tools #1 (a tool has name, description, type, command, url, method, headers, include, exclude, arguments, idempotent, on-interrupted, timeout, approve, approve-when) (did you mean "command"?)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -286,7 +286,15 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 					return r
 				}
 			}
-			if run && known && tool.Approve {
+			gate := false
+			if run && known && (tool.Approve || tool.ApproveWhen != "") {
+				var args map[string]any
+				_ = json.Unmarshal([]byte(c.Arguments), &args)
+				if gate, err = tool.NeedsApproval(ctx, data, args); err != nil {
+					return result(fmt.Errorf("%s: %w", clabel, err))
+				}
+			}
+			if gate {
 				approval, approved := signalled[ApprovalStep(turn, seq)]
 				rejection, rejected := signalled[RejectionStep(turn, seq)]
 				switch {

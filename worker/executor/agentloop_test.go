@@ -418,3 +418,29 @@ func TestToolLoopMaxCost(t *testing.T) {
 		t.Errorf("within max-cost: %v", res.Err)
 	}
 }
+
+func TestToolLoopApproveWhen(t *testing.T) {
+	t.Parallel()
+	for when, gated := range map[string]bool{
+		`{{ gt (index .args "n") 0.5 }}`: true,
+		`{{ eq .args.who "nobody" }}`:    false,
+	} {
+		ledger := filepath.Join(t.TempDir(), "ledger")
+		task := toolAgent(ledger, newMemLoop(), &memCheckpoints{steps: map[string]Checkpoint{}})
+		task.Spec.Tools[1].ApproveWhen = when
+		res := Agent{Providers: offlineProviders(), Shell: shell(t)}.Run(context.Background(), task, &syncBuffer{})
+		if res.Err != nil {
+			t.Fatalf("%s: %v", when, res.Err)
+		}
+		if paused := res.Paused != nil && res.Paused.Step == "tool-approval:2.1"; paused != gated {
+			t.Errorf("%s: paused %+v, want gated %t", when, res.Paused, gated)
+		}
+	}
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	task := toolAgent(ledger, newMemLoop(), &memCheckpoints{steps: map[string]Checkpoint{}})
+	task.Spec.Tools[1].ApproveWhen = `{{ .args.who }}`
+	res := Agent{Providers: offlineProviders(), Shell: shell(t)}.Run(context.Background(), task, &syncBuffer{})
+	if res.Err == nil || !strings.Contains(res.Err.Error(), `approve-when rendered "oncall"; it must render true or false`) {
+		t.Errorf("error %v", res.Err)
+	}
+}
