@@ -174,3 +174,36 @@ func (q *Queries) AgentLoopForTask(ctx context.Context, taskID int64) ([]AgentTu
 	}
 	return turns, calls, nil
 }
+
+// ToolChildOfCall returns the child instance the tool call callID of task started, if any.
+func (q *Queries) ToolChildOfCall(ctx context.Context, task int64, callID string) (int64, bool, error) {
+	var ids []int64
+	if err := sqlxSelect(ctx, q, &ids, `SELECT id FROM workflow_instance
+		WHERE parent_task_instance_id = $1 AND parent_call_id = $2`, task, callID); err != nil {
+		return 0, false, fmt.Errorf("child of tool call %s of task %d: %w", callID, task, err)
+	}
+	if len(ids) == 0 {
+		return 0, false, nil
+	}
+	return ids[0], true, nil
+}
+
+// ToolChildLinkIfRunning links child, just created in q's transaction, to the tool call
+// callID of the task tok holds, only while tok holds it; otherwise ErrTokenRefused, and the
+// caller rolls the child back.
+func (q *Queries) ToolChildLinkIfRunning(ctx context.Context, tok Token, child int64, callID string) error {
+	rows, err := q.q.QueryContext(ctx, `
+		WITH ti AS (
+			SELECT id, workflow_instance_id FROM task_instance
+			WHERE id = $1 AND worker_id = $2 AND attempt = $3 AND state = 'running'
+			FOR SHARE
+		)
+		UPDATE workflow_instance c SET parent_task_instance_id = ti.id, parent_workflow_instance_id = ti.workflow_instance_id,
+			parent_call_id = $5
+		FROM ti WHERE c.id = $4
+		RETURNING c.id`, tok.TaskID, tok.WorkerID, tok.Attempt, child, callID)
+	if err != nil {
+		return fmt.Errorf("link child %d to tool call %s: %w", child, callID, err)
+	}
+	return expectOneRow(rows, tok)
+}

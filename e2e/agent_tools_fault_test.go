@@ -18,6 +18,8 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/llmtest"
+	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/workflow"
 )
 
 // toolAgentFile is a workflow whose agent calls, through the offline model, lookup (an
@@ -277,5 +279,79 @@ tasks:
 				t.Errorf("the model got %d requests, want %d: only a turn not stored may be sent again", n, phase.requests)
 			}
 		})
+	}
+}
+
+// A workflow tool's call waits for its child; its worker is killed with kill -9 while the
+// child runs. The next attempt, on another worker, finds the child the call started instead of
+// starting another, and gives the model its final output.
+func TestFaultWorkerKilledWhileAWorkflowToolWaits(t *testing.T) {
+	f := setupFault(t)
+	hold := filepath.Join(t.TempDir(), "hold")
+	if err := os.WriteFile(hold, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	offline := "ZKSCHED_LLM_PROVIDERS_OFFLINE_TYPE=offline"
+	f.startMaster(t, "master", offline)
+	w1 := f.startWorker(t, "worker-1", 2, offline)
+	child, err := workflow.Parse([]byte(fmt.Sprintf(`
+name: slow-report
+params: {day: {type: string}}
+tasks:
+  - name: build
+    type: shell
+    command: 'while [ -e %q ]; do sleep 0.05; done; echo "report for $ZKSCHED_PARAM_day"'
+`, hold)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lifecycle.Define(context.Background(), f.db, lifecycle.Definition{Spec: child}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	wf := f.submitFile(t, `
+name: asks-for-a-report
+tasks:
+  - name: agent
+    type: agent
+    provider: offline
+    prompt: Get me Monday's report
+    tools:
+      - name: report
+        description: Builds the report of a day.
+        type: workflow
+        workflow: slow-report
+        arguments: {type: object, properties: {day: {type: string, default: monday}}, required: [day]}
+`)
+	var childID int64
+	waitUntil(t, 60*time.Second, "the child's task to run", func() bool {
+		var ids []int64
+		_ = f.db.SQL().Select(&ids, `SELECT w.id FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
+			WHERE w.workflow_name = 'slow-report' AND t.state = 'running'`)
+		if len(ids) == 1 {
+			childID = ids[0]
+		}
+		return len(ids) == 1
+	})
+	agent := f.taskList(t, wf)[0]
+	f.startWorker(t, "worker-2", 2, offline)
+	if err := w1.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 60*time.Second, "the agent's next attempt", func() bool { return f.task(t, agent.ID).Attempt >= 2 })
+	if err := os.Remove(hold); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 90*time.Second, "the agent to succeed", func() bool { return f.task(t, agent.ID).State == dao.TaskSucceeded })
+	var n int
+	if err := f.db.SQL().Get(&n, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'slow-report'`); err != nil || n != 1 {
+		t.Errorf("%d instances of slow-report (%v); want the one child the call started", n, err)
+	}
+	_, calls, results := f.agentLoop(t, agent.ID)
+	if len(calls) != 1 || !strings.HasPrefix(calls[0], "1.1 report ended starts=2") || results["report"] != "report for monday" {
+		t.Errorf("calls %v, result %q; want the report call started twice, ended with the child's output", calls, results["report"])
+	}
+	var parent int64
+	if err := f.db.SQL().Get(&parent, `SELECT parent_task_instance_id FROM workflow_instance WHERE id = $1`, childID); err != nil || parent != agent.ID {
+		t.Errorf("the child's parent task = %d (%v), want the agent %d", parent, err, agent.ID)
 	}
 }

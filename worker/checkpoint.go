@@ -11,6 +11,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/retry"
+	"github.com/zksched/zksched/lifecycle"
 	"github.com/zksched/zksched/worker/executor"
 	"github.com/zksched/zksched/worker/llm"
 )
@@ -183,4 +184,47 @@ func (l loopStore) InterruptCall(ctx context.Context, c executor.ToolCall) error
 
 func (l loopStore) row(c executor.ToolCall) dao.ToolCall {
 	return dao.ToolCall{Turn: c.Turn, Seq: c.Seq, CallID: c.ID, Tool: c.Tool, Arguments: l.c.mask.String(c.Arguments)}
+}
+
+// toolChildren is the executor.Children of one attempt: the children of a tool-calling
+// agent's workflow tools, started under the attempt's token (lifecycle.StartToolChild) and
+// watched until they end.
+type toolChildren struct{ c *checkpoints }
+
+// childPoll is how often an agent's call looks at its child while it runs.
+const childPoll = 500 * time.Millisecond
+
+// Start implements executor.Children.
+func (tc toolChildren) Start(ctx context.Context, c executor.ToolCall, name string, version int, params map[string]string) (int64, error) {
+	var child int64
+	err := tc.c.write(ctx, func(ctx context.Context) error {
+		var err error
+		child, err = lifecycle.StartToolChild(ctx, tc.c.db, tc.c.tok, c.ID, name, version, params)
+		return err
+	})
+	var refused *lifecycle.ToolChildError
+	var paramsErr *lifecycle.ParamsError
+	switch {
+	case errors.As(err, &refused):
+		return 0, &executor.ChildRefused{Msg: refused.Msg}
+	case errors.As(err, &paramsErr):
+		return 0, &executor.ChildRefused{Msg: "the arguments are refused as the child's params: " + paramsErr.Error()}
+	}
+	return child, err
+}
+
+// Wait implements executor.Children.
+func (tc toolChildren) Wait(ctx context.Context, child int64) (bool, string, string, error) {
+	for {
+		ended, state, output, errMsg, err := lifecycle.ToolChildResult(ctx, tc.c.db, child)
+		switch {
+		case err != nil && (ctx.Err() != nil || !dao.IsUnavailable(err)):
+			return false, "", "", err
+		case err == nil && ended:
+			return state == dao.WorkflowSucceeded, output, errMsg, nil
+		}
+		if err := retry.Sleep(ctx, tc.c.clock, childPoll, tc.c.hardStop); err != nil {
+			return false, "", "", err
+		}
+	}
 }

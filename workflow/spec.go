@@ -252,6 +252,12 @@ type Tool struct {
 	URL     string            `json:"url,omitempty" yaml:"url,omitempty"`
 	Method  string            `json:"method,omitempty" yaml:"method,omitempty"`
 	Headers map[string]string `json:"headers,omitempty" yaml:"headers,omitempty"`
+	// Workflow and Version are a workflow tool's: each call starts an instance of the stored
+	// workflow (version 0: the latest stored), the call's arguments as its params, and waits
+	// for it to end; its final output is the call's result. A call starts one child, however
+	// often it runs: a later attempt finds the child the call started.
+	Workflow string `json:"workflow,omitempty" yaml:"workflow,omitempty"`
+	Version  int    `json:"version,omitempty" yaml:"version,omitempty"`
 	// Include and Exclude filter the tools of an mcp tool's server by name: only those in
 	// Include when it is set, none of those in Exclude. An mcp tool's server is Command (run
 	// per attempt like a shell task, spoken to over its standard input and output) or URL
@@ -289,10 +295,12 @@ const (
 	ToolHTTP = "http"
 	// ToolMCP offers the tools of an MCP server.
 	ToolMCP = "mcp"
+	// ToolWorkflow starts a child workflow and gives the model its output.
+	ToolWorkflow = "workflow"
 )
 
 // ToolTypes returns the tool types a tool-calling agent may declare.
-func ToolTypes() []string { return []string{ToolShell, ToolHTTP, ToolMCP} }
+func ToolTypes() []string { return []string{ToolShell, ToolHTTP, ToolMCP, ToolWorkflow} }
 
 // MCPToolName is the name the model calls tool of the MCP server of the mcp tool server by.
 func MCPToolName(server, tool string) string { return server + "__" + tool }
@@ -331,7 +339,8 @@ func (t Tool) Interrupted() string {
 	switch {
 	case t.OnInterrupted != "":
 		return t.OnInterrupted
-	case t.Idempotent:
+	case t.Idempotent || t.Type == ToolWorkflow:
+		// A workflow tool's call finds the child it started: running it again starts none.
 		return OnInterruptedRetry
 	}
 	return OnInterruptedAsk

@@ -55,7 +55,7 @@ var headerNameRE = regexp.MustCompile("^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 const maxArgumentsDepth = 64
 
 // toolFields are the keys of one tool.
-var toolFields = []string{"name", "description", "type", "command", "url", "method", "headers", "include", "exclude",
+var toolFields = []string{"name", "description", "type", "command", "url", "method", "headers", "include", "exclude", "workflow", "version",
 	"arguments", "idempotent", "on-interrupted", "timeout", "approve", "approve-when"}
 
 // tools reads a tool-calling agent's list of tools, each a mapping of toolFields. The line
@@ -107,6 +107,12 @@ func (d *decoder) tools(v *yaml.Node, what string) []Tool {
 				n := d.resolve(kv.value)
 				if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" || n.Decode(&tool.Approve) != nil {
 					d.errorf(n.Line, "%s: approve must be true or false, not %s", where, kindName(n))
+				}
+			case "workflow":
+				tool.Workflow, _ = d.scalar(kv.value, where+": workflow", "a string")
+			case "version":
+				if n, ok := d.intValue(kv.value, where+": version"); ok {
+					tool.Version = n
 				}
 			case "approve-when":
 				tool.ApproveWhen, _ = d.scalar(kv.value, where+": approve-when", "a string")
@@ -343,6 +349,12 @@ func checkTools(tools []Tool) []problem {
 				"from its environment")
 		case tool.Type == ToolHTTP && strings.TrimSpace(tool.URL) == "":
 			add("", "url is required for an http tool: where each call is sent (under one of the workers' worker.http-tools.allow)")
+		case tool.Type == ToolWorkflow && tool.Workflow == "":
+			add("", "workflow is required for a workflow tool: the stored workflow each call starts")
+		case tool.Type == ToolWorkflow && !nameRE.MatchString(tool.Workflow):
+			add("workflow", "workflow %s is invalid: %s", quote(tool.Workflow), nameRule)
+		case tool.Type == ToolWorkflow && tool.Version < 0:
+			add("version", "version %d is negative; 0 means the latest stored", tool.Version)
 		case tool.Type == ToolMCP && (tool.Command == "") == (tool.URL == ""):
 			add("", "an mcp tool has a command (its server, run per attempt and spoken to over its standard input and "+
 				"output) or a url (a server over streamable HTTP), one of them")
@@ -353,10 +365,10 @@ func checkTools(tools []Tool) []problem {
 			}
 		}
 		own := map[string][]string{ToolShell: {"command", "arguments"}, ToolHTTP: {"url", "method", "headers", "arguments"},
-			ToolMCP: {"command", "url", "include", "exclude"}}[tool.Type]
+			ToolMCP: {"command", "url", "include", "exclude"}, ToolWorkflow: {"workflow", "version", "arguments"}}[tool.Type]
 		for key, set := range map[string]bool{"command": tool.Command != "", "url": tool.URL != "", "method": tool.Method != "",
 			"headers": len(tool.Headers) > 0, "include": len(tool.Include) > 0, "exclude": len(tool.Exclude) > 0,
-			"arguments": len(tool.Arguments) > 0} {
+			"arguments": len(tool.Arguments) > 0, "workflow": tool.Workflow != "", "version": tool.Version != 0} {
 			if set && own != nil && !slices.Contains(own, key) {
 				add(key, "%s is not a field of %s tool", key, aType(tool.Type))
 			}
@@ -388,7 +400,7 @@ func checkTools(tools []Tool) []problem {
 		case tool.OnInterrupted == "":
 		case !slices.Contains(OnInterruptedPolicies(), tool.OnInterrupted):
 			add("on-interrupted", "on-interrupted %s is unknown: use %s", quote(tool.OnInterrupted), strings.Join(OnInterruptedPolicies(), ", "))
-		case tool.OnInterrupted == OnInterruptedRetry && !tool.Idempotent:
+		case tool.OnInterrupted == OnInterruptedRetry && !tool.Idempotent && tool.Type != ToolWorkflow:
 			add("on-interrupted", "on-interrupted: retry needs idempotent: true: a call cut off by a crash may have taken effect, "+
 				"and a call that is not idempotent, run twice, may have its effect twice; use ask or fail, or make the tool "+
 				"dedupe on $ZKSCHED_TOOL_CALL_ID and say idempotent: true")

@@ -258,8 +258,8 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			`line 10: task "a": tool "` + strings.Repeat("x", 65) + `": name is invalid: use 1 to 64 letters, digits, '_' or '-' (what every model provider accepts)`,
 			`line 12: task "a": tool "dup": description is required: it tells the model what the tool does and when to use it`,
 			`line 15: task "a": tool "dup": name is already used by tool #4`,
-			`line 17: task "a": tool "dup": unknown type "ftp" (tool types: shell, http, mcp)`,
-			`line 18: task "a": tool "no-type": type is required (tool types: shell, http, mcp)`,
+			`line 17: task "a": tool "dup": unknown type "ftp" (tool types: shell, http, mcp, workflow)`,
+			`line 18: task "a": tool "no-type": type is required (tool types: shell, http, mcp, workflow)`,
 			`line 19: task "a": tool "no-command": command is required for a shell tool: the script run with bash -c, which reads the call's arguments from its environment`,
 			`line 24: task "a": tool "retried": on-interrupted: retry needs idempotent: true: a call cut off by a crash may have taken effect, and a call that is not idempotent, run twice, may have its effect twice; use ask or fail, or make the tool dedupe on $ZKSCHED_TOOL_CALL_ID and say idempotent: true`,
 			`line 25: task "a": tool "unknown-policy": on-interrupted "again" is unknown: use retry, ask, fail`,
@@ -304,7 +304,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			"        description: d",
 			"        type: shell",
 			"        comand: x"), []string{
-			`line 11: unknown field "comand" in task "a": tools #1 (a tool has name, description, type, command, url, method, headers, include, exclude, arguments, idempotent, on-interrupted, timeout, approve, approve-when) (did you mean "command"?)`}},
+			`line 11: unknown field "comand" in task "a": tools #1 (a tool has name, description, type, command, url, method, headers, include, exclude, workflow, version, arguments, idempotent, on-interrupted, timeout, approve, approve-when) (did you mean "command"?)`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

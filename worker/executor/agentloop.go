@@ -67,6 +67,23 @@ func (e Agent) events() AgentEvents {
 	return e.Events
 }
 
+// Children starts and watches the child instances of a tool-calling agent's workflow tools,
+// under the attempt's fencing token. The worker implements it on PostgreSQL.
+type Children interface {
+	// Start starts the child of call c (an instance of workflow at version, 0 for the latest,
+	// with params), or returns the one the call started before. An error the model should be
+	// told (no such workflow, refused params) is a *ChildRefused.
+	Start(ctx context.Context, c ToolCall, workflow string, version int, params map[string]string) (int64, error)
+	// Wait waits until the child has ended and returns whether it succeeded, its final
+	// output, and its error.
+	Wait(ctx context.Context, child int64) (succeeded bool, output, errMsg string, err error)
+}
+
+// ChildRefused is a child a call cannot start, for the model to be told.
+type ChildRefused struct{ Msg string }
+
+func (e *ChildRefused) Error() string { return e.Msg }
+
 // Turn is one answered model call of a tool-calling agent.
 type Turn struct {
 	Turn int
@@ -376,6 +393,13 @@ func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, kno
 		switch tool.Type {
 		case workflow.ToolHTTP:
 			res, out = e.runHTTPTool(ctx, t, tool, *c, args, log)
+		case workflow.ToolWorkflow:
+			res, out = e.runWorkflowTool(ctx, t, tool, *c, args, log)
+			if res.Err != nil && !res.Stopped && errors.Is(res.Err, errChildStore) {
+				// Whether the child started is unknown: the call stays started, and a later
+				// attempt finds the child if it did.
+				return fmt.Errorf("%s: %w", label, res.Err)
+			}
 		case workflow.ToolMCP:
 			res, out = e.runMCPTool(ctx, tb, tool, *c, args, log)
 			if errors.Is(res.Err, errMCPServer) {
@@ -425,6 +449,48 @@ func (e Agent) recordUnrun(ctx context.Context, c *ToolCall, store LoopStore, la
 	}
 	fmt.Fprintf(log, "%s: %s; the model is told\n", label, why)
 	return nil
+}
+
+// errChildStore is a workflow tool's call whose child could not be started or watched for
+// want of the database: the attempt ends, the call started.
+var errChildStore = errors.New("the child workflow could not be started or watched")
+
+// runWorkflowTool starts the child of call c, the arguments as its params (a string as it is,
+// anything else as JSON), and waits for it to end: its final output is the result; a child
+// that did not succeed is the tool failing.
+func (e Agent) runWorkflowTool(ctx context.Context, t Task, tool workflow.Tool, c ToolCall, args map[string]any, log io.Writer) (Result, string) {
+	if t.Children == nil {
+		return Result{Err: fmt.Errorf("%w: the worker runs no child workflows", errChildStore)}, ""
+	}
+	params := make(map[string]string, len(args))
+	for k, v := range args {
+		params[k] = argText(v)
+	}
+	child, err := t.Children.Start(ctx, c, tool.Workflow, tool.Version, params)
+	var refused *ChildRefused
+	switch {
+	case errors.As(err, &refused):
+		return Result{Err: errors.New(refused.Msg)}, ""
+	case err != nil && ctx.Err() != nil:
+		return Result{Stopped: true}, ""
+	case err != nil:
+		return Result{Err: fmt.Errorf("%w: %v", errChildStore, err)}, ""
+	}
+	fmt.Fprintf(log, "child workflow instance %d of %s; waiting for it to end\n", child, tool.Workflow)
+	wctx, cancel := context.WithTimeout(ctx, toolTimeout(tool))
+	defer cancel()
+	ok, output, errMsg, err := t.Children.Wait(wctx, child)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return Result{Stopped: true}, ""
+	case err != nil && wctx.Err() != nil:
+		return Result{Err: fmt.Errorf("child workflow instance %d had not ended after %v; it goes on", child, toolTimeout(tool))}, ""
+	case err != nil:
+		return Result{Err: fmt.Errorf("%w: %v", errChildStore, err)}, ""
+	case !ok:
+		return Result{Err: fmt.Errorf("child workflow instance %d did not succeed: %s", child, errMsg)}, ""
+	}
+	return Result{}, output
 }
 
 // runShellTool runs a shell tool's command as a shell task of the agent's runs, the call's

@@ -39,6 +39,8 @@ type Task struct {
 	// Loop stores a tool-calling agent's turns and tool calls under the attempt's fencing
 	// token; nil for other types.
 	Loop LoopStore
+	// Children starts and watches the children of its workflow tools; nil for other types.
+	Children Children
 	// OutputLimit is the most bytes the task's output may have: its output-limit, or the
 	// worker's worker.output-limit (see LimitOutput). 0 means none.
 	OutputLimit int
