@@ -246,7 +246,7 @@ tasks:
     provider: test
     retries: 0
     prompt: %s
-    env: {LEDGER: %s}
+    env: {LEDGER: %q}
     tools:
       - {name: lookup, description: looks up, type: shell, command: 'echo "lookup $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; echo found'}
       - {name: act, description: acts, type: shell, command: 'echo "act $ZKSCHED_TOOL_CALL_ID" >> "$LEDGER"; echo done'}
