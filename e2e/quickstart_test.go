@@ -103,8 +103,16 @@ func TestQuickstart(t *testing.T) {
 	if out, err := run(2*time.Minute, command+" stop"); err != nil {
 		t.Fatalf("%s stop: %v\n%s", command, err, out)
 	}
-	if pids, _ := exec.Command("ip", "netns", "pids", ns).Output(); strings.TrimSpace(string(pids)) != "" {
-		ps, _ := exec.Command("ps", "-o", "pid,args", "-p", strings.Join(strings.Fields(string(pids)), ",")).Output()
-		t.Errorf("processes left after %s stop:\n%s", command, ps)
+	// What stop stopped may take a moment to be reaped.
+	var left string
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		pids, _ := exec.Command("ip", "netns", "pids", ns).Output()
+		if left = strings.TrimSpace(string(pids)); left == "" {
+			break
+		}
+	}
+	if left != "" {
+		ps, _ := exec.Command("ps", "-o", "pid,stat,args", "-p", strings.Join(strings.Fields(left), ",")).CombinedOutput()
+		t.Errorf("processes left after %s stop (pids %s):\n%s", command, left, ps)
 	}
 }
