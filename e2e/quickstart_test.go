@@ -18,8 +18,11 @@ import (
 // own, whose loopback is its alone, so its ZooKeeper, PostgreSQL and nodes take the ports the
 // script names (2181, 5432, 5678–5680) beside the suite's; its data is under the clone's
 // .run/, and the namespace is removed with whatever is left in it.
+//
+// It does not run in parallel: its build, JVM and database start take both cores for most of
+// a minute, which the timing of the suite's parallel fault tests and benchmarks must not
+// share; they wait until it has ended.
 func TestQuickstart(t *testing.T) {
-	t.Parallel()
 	block := testenv.DocBlock(t, "README.md", "zksched", "sh", 1)
 	first, _, _ := strings.Cut(block, "\n")
 	command := strings.TrimSpace(strings.SplitN(first, "#", 2)[0])
