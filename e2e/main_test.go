@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/zksched/zksched/internal/mcptest"
 	"github.com/zksched/zksched/internal/testcluster"
 )
 
@@ -13,8 +14,10 @@ const (
 	exitFenced = 75
 )
 
-// TestMain removes the binaries the tests built, once they are all done.
+// TestMain removes the binaries the tests built, once they are all done. The test binary is
+// also the MCP server of the agents' mcp tools (mcptest.Main).
 func TestMain(m *testing.M) {
+	mcptest.Main()
 	code := m.Run()
 	testcluster.Cleanup()
 	os.Exit(code)

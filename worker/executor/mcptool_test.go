@@ -9,42 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
+	"github.com/zksched/zksched/internal/mcptest"
 	"github.com/zksched/zksched/workflow"
 )
-
-// mcpTestServer is an MCP server over standard input and output with the tools file (appends
-// its text to ledger, with the call id the client gave), echo and forbidden.
-func mcpTestServer(ledger string) int {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "test", Version: "1"}, nil)
-	type fileArgs struct {
-		Text string `json:"text" jsonschema:"the line to write"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "file", Description: "writes a line"}, func(ctx context.Context, req *mcp.CallToolRequest, in fileArgs) (*mcp.CallToolResult, any, error) {
-		f, err := os.OpenFile(ledger, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-		if err != nil {
-			return nil, nil, err
-		}
-		defer f.Close()
-		fmt.Fprintf(f, "file %s %v\n", in.Text, req.Params.Meta["zksched/tool-call-id"])
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "wrote " + in.Text}}}, nil, nil
-	})
-	type echoArgs struct {
-		Say string `json:"say"`
-	}
-	mcp.AddTool(srv, &mcp.Tool{Name: "echo", Description: "says it back"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Say}}, IsError: in.Say == "fail"}, nil, nil
-	})
-	mcp.AddTool(srv, &mcp.Tool{Name: "forbidden", Description: "must never be offered"}, func(ctx context.Context, req *mcp.CallToolRequest, in echoArgs) (*mcp.CallToolResult, any, error) {
-		return nil, nil, fmt.Errorf("forbidden was called")
-	})
-	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
 
 func TestMCPToolOverStdio(t *testing.T) {
 	t.Parallel()
@@ -56,7 +23,7 @@ func TestMCPToolOverStdio(t *testing.T) {
 	store := newMemLoop()
 	task := Task{ID: 9, Attempt: 1, Spec: workflow.Task{Name: "files", Type: "agent", Provider: "offline", Prompt: "write it down",
 		Tools: []workflow.Tool{{Name: "notes", Description: "a notebook", Type: workflow.ToolMCP, Exclude: []string{"forbidden"},
-			Command: fmt.Sprintf("ZKSCHED_TEST_MCP_SERVER=%s exec -a mcp-server-of-%s %s", ledger, ledger, self)}}}, Loop: store}
+			Command: fmt.Sprintf("%s=%s exec -a mcp-server-of-%s %s", mcptest.LedgerEnv, ledger, ledger, self)}}}, Loop: store}
 	var log syncBuffer
 	res := Agent{Providers: offlineProviders(), Shell: shell(t)}.Run(context.Background(), task, &log)
 	if res.Err != nil {

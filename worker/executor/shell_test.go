@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zksched/zksched/internal/mcptest"
 	"github.com/zksched/zksched/internal/testenv"
 	"github.com/zksched/zksched/workflow"
 )
@@ -27,9 +28,7 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == SuperviseArg {
 		os.Exit(SuperviseMain(os.Args[2:]))
 	}
-	if ledger := os.Getenv("ZKSCHED_TEST_MCP_SERVER"); ledger != "" {
-		os.Exit(mcpTestServer(ledger))
-	}
+	mcptest.Main()
 	if cmd := os.Getenv("ZKSCHED_TEST_SECRET_WORKER"); cmd != "" {
 		os.Exit(secretWorker(cmd))
 	}
