@@ -57,25 +57,9 @@ func stringListField(name string, p func(*Task) *[]string) field {
 	return field{
 		name: name,
 		decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
-			what := where + ": " + name
-			v = d.resolve(v)
-			if v.Tag == "!!null" {
-				return
+			if list := d.stringList(v, where+": "+name, "task names"); list != nil {
+				*p(t) = list
 			}
-			if v.Kind != yaml.SequenceNode {
-				d.errorf(v.Line, "%s must be a list of task names, like [a, b], not %s", what, kindName(v))
-				return
-			}
-			var list []string
-			for _, item := range v.Content {
-				if !d.visit(1) {
-					return
-				}
-				if s, ok := d.scalar(item, what+" entries", "task names"); ok {
-					list = append(list, s)
-				}
-			}
-			*p(t) = list
 		},
 		isSet: func(t *Task) bool { return len(*p(t)) > 0 },
 	}
@@ -142,4 +126,27 @@ func (d *decoder) stringMap(v *yaml.Node, what string) map[string]string {
 		}
 	}
 	return m
+}
+
+// stringList reads a list of strings, nouns saying what they are ("task names"); nil for
+// null or when it is not a list of strings.
+func (d *decoder) stringList(v *yaml.Node, what, nouns string) []string {
+	v = d.resolve(v)
+	if v.Tag == "!!null" {
+		return nil
+	}
+	if v.Kind != yaml.SequenceNode {
+		d.errorf(v.Line, "%s must be a list of %s, like [a, b], not %s", what, nouns, kindName(v))
+		return nil
+	}
+	var list []string
+	for _, item := range v.Content {
+		if !d.visit(1) {
+			return nil
+		}
+		if s, ok := d.scalar(item, what+" entries", nouns); ok {
+			list = append(list, s)
+		}
+	}
+	return list
 }

@@ -376,12 +376,18 @@ func indexRef(c *tparse.CommandNode, dotIsData bool) []string {
 // than a letter, a digit or '_' (that is, '-' and '.') turned into '_', and the case kept, as
 // in ZKSCHED_PARAM_<name>: the output of fetch-data is $ZKSCHED_UPSTREAM_fetch_data_OUTPUT.
 func UpstreamEnv(name string) string {
-	return "ZKSCHED_UPSTREAM_" + strings.Map(func(r rune) rune {
+	return "ZKSCHED_UPSTREAM_" + EnvSafe(name) + "_OUTPUT"
+}
+
+// EnvSafe is name as part of an environment variable's name: every character other than a
+// letter, a digit or '_' becomes '_', and the case is kept.
+func EnvSafe(name string) string {
+	return strings.Map(func(r rune) rune {
 		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
 			return r
 		}
 		return '_'
-	}, name) + "_OUTPUT"
+	}, name)
 }
 
 // upstreamEnvProblems reports dependencies of a shell task whose outputs would land in the

@@ -123,9 +123,9 @@ func (d *decoder) tools(v *yaml.Node, what string) []Tool {
 			case "headers":
 				tool.Headers = d.stringMap(kv.value, where+": headers")
 			case "include":
-				tool.Include = d.nameList(kv.value, where+": include")
+				tool.Include = d.stringList(kv.value, where+": include", "names")
 			case "exclude":
-				tool.Exclude = d.nameList(kv.value, where+": exclude")
+				tool.Exclude = d.stringList(kv.value, where+": exclude", "names")
 			case "on-interrupted":
 				tool.OnInterrupted, _ = d.scalar(kv.value, where+": on-interrupted", "a string")
 			case "timeout":
@@ -140,28 +140,6 @@ func (d *decoder) tools(v *yaml.Node, what string) []Tool {
 		tools = append(tools, tool)
 	}
 	return tools
-}
-
-// nameList reads a list of names.
-func (d *decoder) nameList(v *yaml.Node, what string) []string {
-	v = d.resolve(v)
-	if v.Tag == "!!null" {
-		return nil
-	}
-	if v.Kind != yaml.SequenceNode {
-		d.errorf(v.Line, "%s must be a list of names, like [a, b], not %s", what, kindName(v))
-		return nil
-	}
-	var list []string
-	for _, item := range v.Content {
-		if !d.visit(1) {
-			return nil
-		}
-		if s, ok := d.scalar(item, what+" entries", "names"); ok {
-			list = append(list, s)
-		}
-	}
-	return list
 }
 
 // argumentsSchema reads a tool's arguments, a JSON Schema written as YAML, as the value

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -170,8 +171,8 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 	}
 	tb := newToolbox(e, t, log)
 	defer tb.close()
-	maxTurns := cmpOr(spec.MaxTurns, workflow.DefaultMaxTurns)
-	maxCalls := cmpOr(spec.MaxToolCalls, workflow.DefaultMaxToolCalls)
+	maxTurns := cmp.Or(spec.MaxTurns, workflow.DefaultMaxTurns)
+	maxCalls := cmp.Or(spec.MaxToolCalls, workflow.DefaultMaxToolCalls)
 
 	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item}
 	base, err := request(ctx, spec, "prompt", spec.Prompt, data)
@@ -507,7 +508,7 @@ func (e Agent) runShellTool(ctx context.Context, t Task, tool workflow.Tool, c T
 		sub.Spec.Env[k] = v
 	}
 	for k, v := range args {
-		sub.Spec.Env["ZKSCHED_ARG_"+envName(k)] = argText(v)
+		sub.Spec.Env["ZKSCHED_ARG_"+workflow.EnvSafe(k)] = argText(v)
 	}
 	sub.Spec.Env["ZKSCHED_ARGS"] = c.Arguments
 	sub.Spec.Env["ZKSCHED_TOOL_CALL_ID"] = c.ID
@@ -542,17 +543,6 @@ func checkArguments(tool workflow.Tool, raw string, args *map[string]any) error 
 	return tool.CheckArgs(json.RawMessage(raw))
 }
 
-// envName makes an argument's name part of an environment variable's: what is not a letter, a
-// digit or '_' becomes '_'.
-func envName(name string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			return r
-		}
-		return '_'
-	}, name)
-}
-
 // argText is an argument's value as a variable holds it: a string as it is, anything else as
 // JSON.
 func argText(v any) string {
@@ -584,13 +574,6 @@ func clipText(s string, n int) string {
 		return s
 	}
 	return s[:n] + "… (" + strconv.Itoa(len(s)) + " bytes)"
-}
-
-func cmpOr(v, def int) int {
-	if v > 0 {
-		return v
-	}
-	return def
 }
 
 // cappedBuffer keeps the first limit bytes written to it and counts the rest.
