@@ -207,3 +207,44 @@ func (q *Queries) ToolChildLinkIfRunning(ctx context.Context, tok Token, child i
 	}
 	return expectOneRow(rows, tok)
 }
+
+// resumeIfToolChildEndedSQL is TaskResumeIfToolChildEnded's statement: $1 the task, or NULL
+// for any, $2 how many at most. The children are locked before their state is read: a
+// transaction ending one holds its row until it commits, and its resume of the agent
+// (TaskEndIfChildEnded) may have run before the agent's pause was written; waiting for it
+// here, the end is seen.
+const resumeIfToolChildEndedSQL = `
+		WITH p AS (
+			SELECT ti.id, substr(ti.paused_step, length('tool-child:') + 1) AS call_id FROM task_instance ti
+			WHERE ti.state = 'waiting' AND ti.paused_step LIKE 'tool-child:%' AND ($1::bigint IS NULL OR ti.id = $1)
+			ORDER BY ti.id LIMIT $2
+		), c AS (
+			SELECT p.id, c.state FROM p
+			JOIN workflow_instance c ON c.parent_task_instance_id = p.id AND c.parent_call_id = p.call_id
+			FOR SHARE OF c
+		), t AS (
+			UPDATE task_instance ti SET state = 'queued', queued_at = now(), paused_step = NULL, wait_until = NULL
+			FROM c WHERE ti.id = c.id AND c.state IN ('succeeded', 'failed', 'stopped')
+			  AND ti.state = 'waiting' AND ti.paused_step LIKE 'tool-child:%'
+			RETURNING ti.worker_group
+		)
+		SELECT worker_group FROM t`
+
+// TaskResumeIfToolChildEnded queues again the agents waiting for the child of a workflow
+// tool's call (paused step tool-child:CALL) whose child has ended: task, or (0) at most limit
+// of any. A child's end resumes its agent by itself (TaskEndIfChildEnded); this catches an end
+// that came while the agent was pausing, which the worker that paused it looks for at once and
+// the masters at each poll. It wakes the workers of the tasks' groups and returns how many it
+// queued.
+func (q *Queries) TaskResumeIfToolChildEnded(ctx context.Context, task int64, limit int) (int, error) {
+	var id *int64
+	if task != 0 {
+		id = &task
+	}
+	var groups []string
+	if err := sqlxSelect(ctx, q, &groups, resumeIfToolChildEndedSQL, id, limit); err != nil {
+		return 0, fmt.Errorf("resume the agents whose tool's child ended: %w", err)
+	}
+	q.wakeGroups(groups)
+	return len(groups), nil
+}

@@ -130,8 +130,25 @@ func (q *Queries) TaskEndIfChildEnded(ctx context.Context, ended []ChildEnded) (
 		woken[p] = struct{}{}
 	}
 	q.wakeEnded(woken)
+	var groups []string
+	if err := sqlxSelect(ctx, q, &groups, resumeOnToolChildSQL, pq.Array(ids)); err != nil {
+		return 0, fmt.Errorf("resume the agents waiting on %d ended instances: %w", len(ended), err)
+	}
+	q.wakeGroups(groups)
 	return len(parents), nil
 }
+
+// resumeOnToolChildSQL is TaskEndIfChildEnded's statement for the children of workflow tools'
+// calls: $1 the ended instances. An agent waiting at the call's step (tool-child:CALL) is
+// queued again, for any worker to take the call's result from its child.
+const resumeOnToolChildSQL = `
+		UPDATE task_instance p SET state = 'queued', queued_at = now(), paused_step = NULL, wait_until = NULL
+		FROM unnest($1::bigint[]) AS x(child)
+		JOIN workflow_instance c ON c.id = x.child
+		WHERE p.id = c.parent_task_instance_id AND c.parent_call_id IS NOT NULL
+		  AND p.state = 'waiting' AND p.paused_step = 'tool-child:' || c.parent_call_id
+		  AND c.state IN ('succeeded', 'failed', 'stopped')
+		RETURNING p.worker_group`
 
 // endParentsOf ends the parent tasks of those of ids that are children (TaskEndIfChildEnded),
 // each with its output in outputs (by instance; none for a child that did not succeed).

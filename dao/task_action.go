@@ -444,14 +444,18 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 // and the task is queued, for any worker to go on from the next step; one that $2 fails ends
 // failed, its error naming the step — except an agent waiting for the approval of a tool call
 // (paused_step tool-approval:T.S), which a rejection resumes too: $3, the reviewer's text,
-// becomes the checkpoint tool-rejection:T.S, which the model is given as the call's result. w locks the row first, so a second signal, or a timeout
-// racing this one, waits for it and then finds the task no longer waiting.
+// becomes the checkpoint tool-rejection:T.S, which the model is given as the call's result.
+// An agent waiting for the child of a workflow tool's call (tool-child:CALL) waits for the
+// child, not for a person: only its timeout ($7 set) resumes it. w locks the row first, so a
+// second signal, or a timeout racing this one, waits for it and then finds the task no longer
+// waiting.
 const endWaitingSQL = `
 		WITH w AS (
 			SELECT id, paused_step,
 				paused_step IS NOT NULL AND ($2 = 'succeeded' OR paused_step LIKE 'tool-approval:%') AS resume
 			FROM task_instance
 			WHERE id = $1 AND state = 'waiting' AND (type = 'wait' OR paused_step IS NOT NULL)
+			  AND (paused_step IS NULL OR paused_step NOT LIKE 'tool-child:%' OR $7 <> '')
 			FOR UPDATE
 		), t AS (
 			UPDATE task_instance ti SET

@@ -65,6 +65,17 @@ func (q *Queries) wake(channel, payload string) {
 	}
 }
 
+// wakeGroups wakes the workers of each of groups, whose tasks went back to the queue, once.
+func (q *Queries) wakeGroups(groups []string) {
+	seen := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		if !seen[g] {
+			seen[g] = true
+			q.wake(q.ch.task, g)
+		}
+	}
+}
+
 // wakeEnded wakes the masters of the workflow instances whose tasks ended, a few hundred ids
 // to a wake-up (NOTIFY's payload is at most 8000 bytes).
 func (q *Queries) wakeEnded(ids map[int64]struct{}) {

@@ -282,19 +282,36 @@ tasks:
 	}
 }
 
-// A workflow tool's call waits for its child; its worker is killed with kill -9 while the
-// child runs. The next attempt, on another worker, finds the child the call started instead of
-// starting another, and gives the model its final output.
+// A workflow tool's call starts a child and the agent waits for it on no worker: the child's
+// task runs on the one slot of the only worker, which the agent would otherwise hold. That
+// worker dies with kill -9, either while the child's task runs or (at a fault point) after the
+// call started its child but before the agent paused. Another worker goes on: the call finds
+// the child it started instead of starting another, the child's end queues the agent again,
+// and the model is given the child's final output.
 func TestFaultWorkerKilledWhileAWorkflowToolWaits(t *testing.T) {
-	f := setupFault(t)
-	hold := filepath.Join(t.TempDir(), "hold")
-	if err := os.WriteFile(hold, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	offline := "ZKSCHED_LLM_PROVIDERS_OFFLINE_TYPE=offline"
-	f.startMaster(t, "master", offline)
-	w1 := f.startWorker(t, "worker-1", 2, offline)
-	child, err := workflow.Parse([]byte(fmt.Sprintf(`
+	for _, phase := range []struct {
+		name, point string
+		// attempts is how many attempts the agent took: the paused one and the resumed
+		// one, and one killed before it paused.
+		attempts int
+	}{
+		{name: "while the child runs", attempts: 2},
+		{name: "child started, agent not paused", point: "agent-after-child-started", attempts: 3},
+	} {
+		t.Run(phase.name, func(t *testing.T) {
+			f := setupFault(t)
+			hold := filepath.Join(t.TempDir(), "hold")
+			if err := os.WriteFile(hold, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			offline := "ZKSCHED_LLM_PROVIDERS_OFFLINE_TYPE=offline"
+			f.startMaster(t, "master", offline)
+			w1env := []string{offline}
+			if phase.point != "" {
+				w1env = append(w1env, "ZKSCHED_TEST_FAULT="+phase.point)
+			}
+			w1 := f.startWorker(t, "worker-1", 1, w1env...)
+			child, err := workflow.Parse([]byte(fmt.Sprintf(`
 name: slow-report
 params: {day: {type: string}}
 tasks:
@@ -302,18 +319,19 @@ tasks:
     type: shell
     command: 'while [ -e %q ]; do sleep 0.05; done; echo "report for $ZKSCHED_PARAM_day"'
 `, hold)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lifecycle.Define(context.Background(), f.db, lifecycle.Definition{Spec: child}, time.Now()); err != nil {
-		t.Fatal(err)
-	}
-	wf := f.submitFile(t, `
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lifecycle.Define(context.Background(), f.db, lifecycle.Definition{Spec: child}, time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			wf := f.submitFile(t, `
 name: asks-for-a-report
 tasks:
   - name: agent
     type: agent
     provider: offline
+    retries: 0
     prompt: Get me Monday's report
     tools:
       - name: report
@@ -322,36 +340,57 @@ tasks:
         workflow: slow-report
         arguments: {type: object, properties: {day: {type: string, default: monday}}, required: [day]}
 `)
-	var childID int64
-	waitUntil(t, 60*time.Second, "the child's task to run", func() bool {
-		var ids []int64
-		_ = f.db.SQL().Select(&ids, `SELECT w.id FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
-			WHERE w.workflow_name = 'slow-report' AND t.state = 'running'`)
-		if len(ids) == 1 {
-			childID = ids[0]
-		}
-		return len(ids) == 1
-	})
-	agent := f.taskList(t, wf)[0]
-	f.startWorker(t, "worker-2", 2, offline)
-	if err := w1.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 60*time.Second, "the agent's next attempt", func() bool { return f.task(t, agent.ID).Attempt >= 2 })
-	if err := os.Remove(hold); err != nil {
-		t.Fatal(err)
-	}
-	waitUntil(t, 90*time.Second, "the agent to succeed", func() bool { return f.task(t, agent.ID).State == dao.TaskSucceeded })
-	var n int
-	if err := f.db.SQL().Get(&n, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'slow-report'`); err != nil || n != 1 {
-		t.Errorf("%d instances of slow-report (%v); want the one child the call started", n, err)
-	}
-	_, calls, results := f.agentLoop(t, agent.ID)
-	if len(calls) != 1 || !strings.HasPrefix(calls[0], "1.1 report ended starts=2") || results["report"] != "report for monday" {
-		t.Errorf("calls %v, result %q; want the report call started twice, ended with the child's output", calls, results["report"])
-	}
-	var parent int64
-	if err := f.db.SQL().Get(&parent, `SELECT parent_task_instance_id FROM workflow_instance WHERE id = $1`, childID); err != nil || parent != agent.ID {
-		t.Errorf("the child's parent task = %d (%v), want the agent %d", parent, err, agent.ID)
+			agent := f.taskList(t, wf)[0]
+			var childID int64
+			childRuns := func() bool {
+				var ids []int64
+				_ = f.db.SQL().Select(&ids, `SELECT w.id FROM workflow_instance w JOIN task_instance t ON t.workflow_instance_id = w.id
+					WHERE w.workflow_name = 'slow-report' AND t.state = 'running'`)
+				if len(ids) == 1 {
+					childID = ids[0]
+				}
+				return len(ids) == 1
+			}
+			step := fmt.Sprintf("tool-child:zk-%d-1-1", agent.ID)
+			agentWaits := func() bool {
+				ti := f.task(t, agent.ID)
+				return ti.State == dao.TaskWaiting && ti.PausedStep != nil && *ti.PausedStep == step
+			}
+			if phase.point == "" {
+				waitUntil(t, 60*time.Second, "the child's task to run on worker-1's one slot, the agent waiting at "+step,
+					func() bool { return childRuns() && agentWaits() })
+				if err := w1.Signal(syscall.SIGKILL); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				waitUntil(t, 60*time.Second, "worker-1 to die at "+phase.point, func() bool { return strings.Contains(w1.Log(), "SIGKILL at "+phase.point) })
+			}
+			// Two slots: the child's task may take one before the agent's next attempt has
+			// reached its pause.
+			f.startWorker(t, "worker-2", 2, offline)
+			if phase.point != "" {
+				waitUntil(t, 90*time.Second, "the child's task to run on worker-2, the agent waiting at "+step,
+					func() bool { return childRuns() && agentWaits() })
+			}
+			if err := os.Remove(hold); err != nil {
+				t.Fatal(err)
+			}
+			waitUntil(t, 90*time.Second, "the agent to succeed", func() bool { return f.task(t, agent.ID).State == dao.TaskSucceeded })
+			var n int
+			if err := f.db.SQL().Get(&n, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'slow-report'`); err != nil || n != 1 {
+				t.Errorf("%d instances of slow-report (%v); want the one child the call started", n, err)
+			}
+			_, calls, results := f.agentLoop(t, agent.ID)
+			if want := fmt.Sprintf("1.1 report ended starts=1 ended-by=%d", phase.attempts); len(calls) != 1 || calls[0] != want || results["report"] != "report for monday" {
+				t.Errorf("calls %v, result %q; want %s, with the child's output", calls, results["report"], want)
+			}
+			if a := f.task(t, agent.ID).Attempt; a != phase.attempts {
+				t.Errorf("the agent took %d attempts, want %d", a, phase.attempts)
+			}
+			var parent int64
+			if err := f.db.SQL().Get(&parent, `SELECT parent_task_instance_id FROM workflow_instance WHERE id = $1`, childID); err != nil || parent != agent.ID {
+				t.Errorf("the child's parent task = %d (%v), want the agent %d", parent, err, agent.ID)
+			}
+		})
 	}
 }

@@ -2,7 +2,9 @@ package lifecycle_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
@@ -52,5 +54,81 @@ func TestToolChildStartsOncePerCall(t *testing.T) {
 	var n int
 	if err := b.db.SQL().GetContext(b.ctx, &n, `SELECT count(*) FROM workflow_instance WHERE workflow_name = 'report'`); err != nil || n != 1 {
 		t.Errorf("%d instances of report, %v; want the one child", n, err)
+	}
+}
+
+// TestToolChildEndResumesTheAgent: an agent paused for its workflow tool's child (tool-child:
+// CALL) holds no worker and takes no signal; the child's end queues it again, as does the
+// look that catches a child that ended while the agent was still pausing, and the tool's
+// timeout, which leaves a checkpoint of the step.
+func TestToolChildEndResumesTheAgent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []string{"child ends after the pause", "child ends before the pause", "timeout"} {
+		b := setupPause(t, "")
+		store(b.ctx, t, b.db, "name: report\ntasks:\n  - {name: only, type: wait}\n")
+		wf := submit(b.ctx, t, b.db, b.spec)
+		got, err := lifecycle.Claim(b.ctx, b.db, "w1", []string{"default"}, 1, true)
+		if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != wf {
+			t.Fatalf("%s: claim = %+v, %v", tc, got, err)
+		}
+		task := got[0]
+		call := fmt.Sprintf("zk-%d-1-1", task.ID)
+		child, err := lifecycle.StartToolChild(b.ctx, b.db, task.Token(), call, "report", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc == "child ends before the pause" {
+			if _, err := lifecycle.Stop(b.ctx, b.db, child, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor := time.Hour
+		if tc == "timeout" {
+			waitFor = time.Millisecond
+		}
+		res := dao.AttemptResult{Outcome: dao.OutcomePaused, PausedStep: "tool-child:" + call, WaitFor: waitFor}
+		res.Next, res.Retry = lifecycle.Next(&task, res.Outcome)
+		if _, err := lifecycle.Finish(b.ctx, b.db, []dao.Finish{{Token: task.Token(), Result: res}}); err != nil {
+			t.Fatal(err)
+		}
+		if ti := b.get(t, task.ID); ti.State != dao.TaskWaiting {
+			t.Fatalf("%s: task %+v; want waiting", tc, ti)
+		}
+		var conflict *dao.ConflictError
+		if _, err := lifecycle.Signal(b.ctx, b.db, task.ID, "done", false, nil); !errors.As(err, &conflict) {
+			t.Errorf("%s: a signal to an agent waiting for its tool's child: %v; want a conflict", tc, err)
+		}
+		switch tc {
+		case "child ends after the pause":
+			if n, err := b.db.TaskResumeIfToolChildEnded(b.ctx, 0, 100); err != nil || n != 0 {
+				t.Errorf("%s: the look with the child running resumed %d, %v; want none", tc, n, err)
+			}
+			if _, err := lifecycle.Stop(b.ctx, b.db, child, nil); err != nil {
+				t.Fatal(err)
+			}
+		case "child ends before the pause":
+			if ti := b.get(t, task.ID); ti.State != dao.TaskWaiting {
+				t.Fatalf("%s: task %+v; want waiting until the look", tc, ti)
+			}
+			if n, err := b.db.TaskResumeIfToolChildEnded(b.ctx, task.ID, 1); err != nil || n != 1 {
+				t.Errorf("%s: the look resumed %d, %v; want the agent", tc, n, err)
+			}
+		case "timeout":
+			time.Sleep(20 * time.Millisecond)
+			if n, err := lifecycle.EndWaitsPastTimeout(b.ctx, b.db, 100); err != nil || n != 1 {
+				t.Errorf("%s: EndWaitsPastTimeout = %d, %v; want the agent", tc, n, err)
+			}
+		}
+		ti := b.get(t, task.ID)
+		if ti.State != dao.TaskQueued || ti.PausedStep != nil || ti.Error != nil || ti.EndedAt != nil {
+			t.Errorf("%s: task %+v; want queued again", tc, ti)
+		}
+		_, timedOut := b.checkpoints(t, task.ID)["tool-child:"+call]
+		if timedOut != (tc == "timeout") {
+			t.Errorf("%s: checkpoint of the step %t; want it only for the timeout", tc, timedOut)
+		}
+		if n, err := b.db.TaskResumeIfToolChildEnded(b.ctx, 0, 100); err != nil || n != 0 {
+			t.Errorf("%s: a second look resumed %d, %v; want none", tc, n, err)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/zksched/zksched/dao"
@@ -68,11 +69,17 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 }
 
 // waitTimedOut is what a waiting task whose params are params comes to at its timeout: a wait
-// task as its on-timeout says, a paused agent as its wait step pausedStep's does.
+// task as its on-timeout says, a paused agent as its wait step pausedStep's does; an agent
+// waiting for a workflow tool's child is resumed, to fail the call.
 func waitTimedOut(params json.RawMessage, pausedStep *string) (dao.TaskState, *string, *string) {
 	var p workflow.TaskParams
 	err := json.Unmarshal(params, &p)
 	onTimeout, timeout := p.Task.OnTimeout, p.Task.Timeout
+	if pausedStep != nil && strings.HasPrefix(*pausedStep, "tool-child:") {
+		// The agent goes on, and fails the call: its child has not ended in the tool's time.
+		empty := ""
+		return dao.TaskSucceeded, &empty, nil
+	}
 	if pausedStep != nil {
 		onTimeout, timeout = "", 0
 		for _, st := range p.Task.Steps {

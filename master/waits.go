@@ -13,6 +13,8 @@ const waitsBatch = 1000
 
 // WaitTimeouts ends the waiting tasks (wait tasks, approvals, sensors…) past their timeout,
 // as lifecycle.EndWaitsPastTimeout decides; the ends wake the masters as a signal does. It
+// also queues again the agents whose workflow tool's child ended while they paused
+// (dao.TaskResumeIfToolChildEnded). It
 // looks at start and every poll, a batch at a time until a batch is not full; a failed look
 // waits for the next poll. It acts only while the gate is Active: a look due meanwhile is
 // taken when the gate changes.
@@ -50,5 +52,12 @@ func (w *WaitTimeouts) endWaits(ctx context.Context) bool {
 	if n > 0 {
 		w.cfg.Log.Info().Int("tasks", n).Msg("ended waiting tasks past their timeout")
 	}
-	return n == waitsBatch
+	resumed, err := w.db.TaskResumeIfToolChildEnded(ctx, 0, waitsBatch)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		w.cfg.Log.Debug().Err(err).Msg("could not look for agents whose tool's child ended; trying again at the next poll")
+	case resumed > 0:
+		w.cfg.Log.Info().Int("tasks", resumed).Msg("queued again agents whose tool's child ended while they paused")
+	}
+	return n == waitsBatch || resumed == waitsBatch
 }

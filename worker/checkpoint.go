@@ -188,10 +188,10 @@ func (l loopStore) row(c executor.ToolCall) dao.ToolCall {
 
 // toolChildren is the executor.Children of one attempt: the children of a tool-calling
 // agent's workflow tools, started under the attempt's token (lifecycle.StartToolChild) and
-// watched until they end.
+// looked at while they run.
 type toolChildren struct{ c *checkpoints }
 
-// childPoll is how often an agent's call looks at its child while it runs.
+// childPoll is how often an agent's call looks again at its child while the database is away.
 const childPoll = 500 * time.Millisecond
 
 // Start implements executor.Children.
@@ -213,18 +213,19 @@ func (tc toolChildren) Start(ctx context.Context, c executor.ToolCall, name stri
 	return child, err
 }
 
-// Wait implements executor.Children.
-func (tc toolChildren) Wait(ctx context.Context, child int64) (bool, string, string, error) {
+// End implements executor.Children. A database away is waited for, as the attempt's other
+// writes are.
+func (tc toolChildren) End(ctx context.Context, child int64) (executor.ChildEnd, error) {
 	for {
 		ended, state, output, errMsg, err := lifecycle.ToolChildResult(ctx, tc.c.db, child)
 		switch {
 		case err != nil && (ctx.Err() != nil || !dao.IsUnavailable(err)):
-			return false, "", "", err
-		case err == nil && ended:
-			return state == dao.WorkflowSucceeded, output, errMsg, nil
+			return executor.ChildEnd{}, err
+		case err == nil:
+			return executor.ChildEnd{Ended: ended, Succeeded: state == dao.WorkflowSucceeded, Output: output, Error: errMsg}, nil
 		}
 		if err := retry.Sleep(ctx, tc.c.clock, childPoll, tc.c.hardStop); err != nil {
-			return false, "", "", err
+			return executor.ChildEnd{}, err
 		}
 	}
 }

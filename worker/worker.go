@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -576,6 +577,9 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult, 
 		if w.cfg.Events != nil && (err == nil || errors.Is(err, dao.ErrTokenRefused)) {
 			w.cfg.Events.Ended(r.Outcome, err != nil)
 		}
+		if err == nil || lostAnswer {
+			w.resumeIfChildEnded(tok, r, log)
+		}
 		if lostAnswer {
 			span.End(string(r.Outcome), r.ExitCode, r.Error, time.Now())
 			log.Info().Str("outcome", string(r.Outcome)).Str("next", string(r.Next)).
@@ -613,6 +617,24 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult, 
 			log.Error().Err(err).Msg("giving up on recording the result at exit; the task will be failed over")
 			return
 		}
+	}
+}
+
+// resumeIfChildEnded queues the task of attempt tok again if r paused it for the child of a
+// workflow tool's call and that child ended meanwhile: its end, written while the task still
+// ran, found no waiting task to resume. A look that fails is left to the masters' next poll.
+func (w *Worker) resumeIfChildEnded(tok dao.Token, r dao.AttemptResult, log zerolog.Logger) {
+	if r.Outcome != dao.OutcomePaused || !strings.HasPrefix(r.PausedStep, "tool-child:") {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := w.db.TaskResumeIfToolChildEnded(ctx, tok.TaskID, 1)
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("could not look whether the tool's child ended while the task paused; the masters will")
+	case n > 0:
+		log.Info().Msg("the tool's child ended while the task paused: queued again")
 	}
 }
 

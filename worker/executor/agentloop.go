@@ -68,16 +68,22 @@ func (e Agent) events() AgentEvents {
 	return e.Events
 }
 
-// Children starts and watches the child instances of a tool-calling agent's workflow tools,
+// Children starts and looks at the child instances of a tool-calling agent's workflow tools,
 // under the attempt's fencing token. The worker implements it on PostgreSQL.
 type Children interface {
 	// Start starts the child of call c (an instance of workflow at version, 0 for the latest,
 	// with params), or returns the one the call started before. An error the model should be
 	// told (no such workflow, refused params) is a *ChildRefused.
 	Start(ctx context.Context, c ToolCall, workflow string, version int, params map[string]string) (int64, error)
-	// Wait waits until the child has ended and returns whether it succeeded, its final
-	// output, and its error.
-	Wait(ctx context.Context, child int64) (succeeded bool, output, errMsg string, err error)
+	// End says whether the child has ended and, if it has, how.
+	End(ctx context.Context, child int64) (ChildEnd, error)
+}
+
+// ChildEnd is how a workflow tool's child ended.
+type ChildEnd struct {
+	Ended, Succeeded bool
+	// Output is its final output, as a workflow task would get it; Error its error.
+	Output, Error string
 }
 
 // ChildRefused is a child a call cannot start, for the model to be told.
@@ -138,6 +144,11 @@ func ApprovalStep(turn, seq int) string { return fmt.Sprintf("tool-approval:%d.%
 // RejectionStep is the checkpoint a rejected call's review leaves: see ApprovalStep.
 func RejectionStep(turn, seq int) string { return fmt.Sprintf("tool-rejection:%d.%d", turn, seq) }
 
+// ChildStep is the paused step an agent waits at, on no worker, while the child of its
+// workflow tool's call callID runs: the child's end queues the task again. Its timeout's
+// passing resumes it too, and leaves a checkpoint under this name.
+func ChildStep(callID string) string { return "tool-child:" + callID }
+
 // InterruptedStep is the paused step an agent waits at for a person to tell the fate of an
 // interrupted call; a signal's output is then the call's result.
 func InterruptedStep(turn, seq int) string { return fmt.Sprintf("tool-call:%d.%d", turn, seq) }
@@ -170,6 +181,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 		}
 	}
 	tb := newToolbox(e, t, log)
+	tb.signalled = signalled
 	defer tb.close()
 	maxTurns := cmp.Or(spec.MaxTurns, workflow.DefaultMaxTurns)
 	maxCalls := cmp.Or(spec.MaxToolCalls, workflow.DefaultMaxToolCalls)
@@ -267,13 +279,18 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 			clabel := fmt.Sprintf("%s call %d %s (%s)", label, seq, asked.Name, c.ID)
 			prev, seen := doneCalls[[2]int{turn, seq}]
 			tool, known := tb.resolve(asked.Name)
-			run := true
+			run, resume := true, false
 			switch {
 			case seen && prev.State == CallEnded:
 				c.Result, c.IsError = prev.Result, prev.IsError
 				fmt.Fprintf(log, "%s: ended in attempt %d, its result replayed\n", clabel, prev.Attempt)
 				e.events().AgentToolCall(ToolReplayed)
 				run = false
+			case seen && known && tool.Type == workflow.ToolWorkflow && prev.State == CallStarted:
+				// The call started its child, or may have: it goes on with the child it
+				// finds, and starts none if there is one.
+				fmt.Fprintf(log, "%s: started in attempt %d; it goes on with its child workflow\n", clabel, prev.Attempt)
+				resume = true
 			case seen && known:
 				step := InterruptedStep(turn, seq)
 				if cp, ok := signalled[step]; ok {
@@ -305,7 +322,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 				}
 			}
 			gate := false
-			if run && known && (tool.Approve || tool.ApproveWhen != "") {
+			if run && !resume && known && (tool.Approve || tool.ApproveWhen != "") {
 				var args map[string]any
 				_ = json.Unmarshal([]byte(c.Arguments), &args)
 				if gate, err = tool.NeedsApproval(ctx, data, args); err != nil {
@@ -334,8 +351,14 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 				}
 			}
 			if run {
-				if err := e.runTool(ctx, tb, tool, known, &c, store, clabel, log); err != nil {
+				pause, err := e.runTool(ctx, tb, tool, known, resume, &c, store, clabel, log)
+				if err != nil {
 					return result(err)
+				}
+				if pause != nil {
+					r := result(nil)
+					r.Paused = pause
+					return r
 				}
 			}
 			if run {
@@ -357,10 +380,12 @@ func jsonInstruction(spec workflow.Task) string {
 }
 
 // runTool runs call c of tool (unknown: a name the model made up) and records it: started
-// before it runs, ended with its result after. A call the tool refuses before running (an
-// unknown tool, arguments that do not match its schema) is recorded ended with the error as
-// its result, which the model sees and may correct. An error returned ends the attempt.
-func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, known bool, c *ToolCall, store LoopStore, label string, log io.Writer) error {
+// before it runs (unless resume: a workflow tool's call that started before goes on), ended
+// with its result after. A call the tool refuses before running (an unknown tool, arguments
+// that do not match its schema) is recorded ended with the error as its result, which the
+// model sees and may correct. A workflow tool's call whose child runs on returns the pause
+// the task waits at for it, the call left started. An error returned ends the attempt.
+func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, known, resume bool, c *ToolCall, store LoopStore, label string, log io.Writer) (*Pause, error) {
 	t := tb.t
 	var refusal string
 	var args map[string]any
@@ -376,11 +401,13 @@ func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, kno
 		// The model can do nothing about the worker's config: the task fails, the call
 		// never started.
 		if err := e.checkHTTPTool(tool); err != nil {
-			return fmt.Errorf("%s: %w", label, err)
+			return nil, fmt.Errorf("%s: %w", label, err)
 		}
 	}
-	if err := store.StartCall(ctx, *c); err != nil {
-		return fmt.Errorf("%s: record its start: %w", label, err)
+	if !resume {
+		if err := store.StartCall(ctx, *c); err != nil {
+			return nil, fmt.Errorf("%s: record its start: %w", label, err)
+		}
 	}
 	if refusal != "" {
 		c.Result, c.IsError = refusal, true
@@ -395,17 +422,23 @@ func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, kno
 		case workflow.ToolHTTP:
 			res, out = e.runHTTPTool(ctx, t, tool, *c, args, log)
 		case workflow.ToolWorkflow:
-			res, out = e.runWorkflowTool(ctx, t, tool, *c, args, log)
+			res, out = e.runWorkflowTool(ctx, tb, tool, *c, args, log)
 			if res.Err != nil && !res.Stopped && errors.Is(res.Err, errChildStore) {
 				// Whether the child started is unknown: the call stays started, and a later
 				// attempt finds the child if it did.
-				return fmt.Errorf("%s: %w", label, res.Err)
+				span.End(true, res.Err.Error())
+				return nil, fmt.Errorf("%s: %w", label, res.Err)
+			}
+			if res.Paused != nil {
+				span.End(false, "waits for its child workflow")
+				return res.Paused, nil
 			}
 		case workflow.ToolMCP:
 			res, out = e.runMCPTool(ctx, tb, tool, *c, args, log)
 			if errors.Is(res.Err, errMCPServer) {
 				// The server is gone: the call's fate is unknown, so it stays started.
-				return fmt.Errorf("%s: %w", label, res.Err)
+				span.End(true, res.Err.Error())
+				return nil, fmt.Errorf("%s: %w", label, res.Err)
 			}
 		default:
 			res, out = e.runShellTool(ctx, t, tool, *c, args, log)
@@ -414,7 +447,7 @@ func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, kno
 		if res.Stopped || ctx.Err() != nil {
 			// The attempt is being stopped: the call stays started, for the next attempt's
 			// on-interrupted policy.
-			return fmt.Errorf("%s: stopped before it ended", label)
+			return nil, fmt.Errorf("%s: stopped before it ended", label)
 		}
 		c.Result = out
 		if res.Err != nil {
@@ -425,7 +458,7 @@ func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, kno
 	}
 	c.Result = storable(c.Result)
 	if err := store.EndCall(ctx, *c); err != nil {
-		return fmt.Errorf("%s: record its result: %w", label, err)
+		return nil, fmt.Errorf("%s: record its result: %w", label, err)
 	}
 	switch {
 	case refusal != "":
@@ -435,7 +468,7 @@ func (e Agent) runTool(ctx context.Context, tb *toolbox, tool workflow.Tool, kno
 	default:
 		e.events().AgentToolCall(ToolSucceeded)
 	}
-	return nil
+	return nil, nil
 }
 
 // recordUnrun records call c, which does not run, as started and ended at once with the result
@@ -457,9 +490,13 @@ func (e Agent) recordUnrun(ctx context.Context, c *ToolCall, store LoopStore, la
 var errChildStore = errors.New("the child workflow could not be started or watched")
 
 // runWorkflowTool starts the child of call c, the arguments as its params (a string as it is,
-// anything else as JSON), and waits for it to end: its final output is the result; a child
-// that did not succeed is the tool failing.
-func (e Agent) runWorkflowTool(ctx context.Context, t Task, tool workflow.Tool, c ToolCall, args map[string]any, log io.Writer) (Result, string) {
+// anything else as JSON), or finds the one it started. A child that has ended is the call's
+// result: its final output, or the tool failing if it did not succeed. One that runs on makes
+// the task wait for it, holding no slot (Paused), until its end or the tool's timeout resumes
+// the task; resumed by the timeout (a checkpoint of its step), the call fails and the child
+// goes on.
+func (e Agent) runWorkflowTool(ctx context.Context, tb *toolbox, tool workflow.Tool, c ToolCall, args map[string]any, log io.Writer) (Result, string) {
+	t := tb.t
 	if t.Children == nil {
 		return Result{Err: fmt.Errorf("%w: the worker runs no child workflows", errChildStore)}, ""
 	}
@@ -477,21 +514,24 @@ func (e Agent) runWorkflowTool(ctx context.Context, t Task, tool workflow.Tool, 
 	case err != nil:
 		return Result{Err: fmt.Errorf("%w: %v", errChildStore, err)}, ""
 	}
-	fmt.Fprintf(log, "child workflow instance %d of %s; waiting for it to end\n", child, tool.Workflow)
-	wctx, cancel := context.WithTimeout(ctx, toolTimeout(tool))
-	defer cancel()
-	ok, output, errMsg, err := t.Children.Wait(wctx, child)
+	faultinject.Point("agent-after-child-started")
+	end, err := t.Children.End(ctx, child)
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return Result{Stopped: true}, ""
-	case err != nil && wctx.Err() != nil:
-		return Result{Err: fmt.Errorf("child workflow instance %d had not ended after %v; it goes on", child, toolTimeout(tool))}, ""
 	case err != nil:
 		return Result{Err: fmt.Errorf("%w: %v", errChildStore, err)}, ""
-	case !ok:
-		return Result{Err: fmt.Errorf("child workflow instance %d did not succeed: %s", child, errMsg)}, ""
+	case !end.Ended:
+		if _, timedOut := tb.signalled[ChildStep(c.ID)]; timedOut {
+			return Result{Err: fmt.Errorf("child workflow instance %d had not ended after %v; it goes on", child, toolTimeout(tool))}, ""
+		}
+		fmt.Fprintf(log, "child workflow instance %d of %s runs; the task waits for it to end, holding no slot\n", child, tool.Workflow)
+		return Result{Paused: &Pause{Step: ChildStep(c.ID), Timeout: toolTimeout(tool)}}, ""
+	case !end.Succeeded:
+		return Result{Err: fmt.Errorf("child workflow instance %d did not succeed: %s", child, end.Error)}, ""
 	}
-	return Result{}, output
+	fmt.Fprintf(log, "child workflow instance %d of %s succeeded\n", child, tool.Workflow)
+	return Result{}, end.Output
 }
 
 // runShellTool runs a shell tool's command as a shell task of the agent's runs, the call's

@@ -36,6 +36,8 @@ type toolbox struct {
 	log     io.Writer
 	decls   map[string]workflow.Tool
 	servers map[string]*mcpServer
+	// signalled holds the task's checkpoints, read at the attempt's start.
+	signalled map[string]Checkpoint
 }
 
 func newToolbox(e Agent, t Task, log io.Writer) *toolbox {
