@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -520,5 +521,48 @@ func TestToolCallsThroughOllama(t *testing.T) {
 	calls := toolConversation(t, srv, llm.Provider{Type: llm.ProviderOllama, BaseURL: srv.URL, Model: "llama-test"}, "")
 	if calls[0].ID != "call_1" || calls[1].ID != "call_2" {
 		t.Errorf("call ids %q, %q, want call_1, call_2", calls[0].ID, calls[1].ID)
+	}
+}
+
+// TestErrorsThroughEachProvider: the test server's failures reach a client of each provider
+// type that speaks an API, with and without tools, as the classes the retries go by.
+func TestErrorsThroughEachProvider(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama} {
+		for _, withTools := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s tools=%t", kind, withTools), func(t *testing.T) {
+				t.Parallel()
+				srv := llmtest.New(t)
+				p := llm.Provider{Type: kind, BaseURL: srv.BaseURL(), Model: "m", MaxAttempts: 3}
+				switch kind {
+				case llm.ProviderAnthropic:
+					p.APIKeyEnv = "ANTHROPIC_KEY"
+				case llm.ProviderOllama:
+					p.BaseURL = srv.URL
+				}
+				c, err := llm.New("t", p, llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop(), Getenv: func(string) string { return "sk-test" }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := func(prompt string) llm.Request {
+					r := llm.Request{Prompt: prompt}
+					if withTools {
+						r.Tools = []llm.ToolSpec{{Name: "look", Description: "looks"}}
+					}
+					return r
+				}
+				srv.Fail("busy", 503, 1, "")
+				resp, err := c.Generate(context.Background(), req("busy now"))
+				if err != nil || resp.Usage.Calls != 2 || resp.Usage.TotalTokens == 0 {
+					t.Errorf("a 503, then an answer: %+v, %v; want it retried once, with usage", resp, err)
+				}
+				srv.Fail("wrong", 400, -1, "")
+				_, err = c.Generate(context.Background(), req("wrong request"))
+				if e := new(llm.Error); !errors.As(err, &e) || e.Class != llm.ClassBadRequest || e.Attempts != 1 ||
+					!strings.Contains(err.Error(), "injected failure 400") {
+					t.Errorf("a 400: %v; want a bad request, not retried, with the server's message", err)
+				}
+			})
+		}
 	}
 }
