@@ -205,7 +205,8 @@ func (s *Server) Answer(prefix string, answers ...string) {
 }
 
 // ToolResults returns the tool results the requests carried, as "call-id: content", in
-// arrival order (a conversation's results come again with each later turn).
+// arrival order (a conversation's results come again with each later turn). An Ollama
+// result names its call by the tool_call_id the client sent, else by its tool_name.
 func (s *Server) ToolResults() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
