@@ -1,12 +1,12 @@
-// Package llmtest is an OpenAI-compatible chat completions server for tests, on loopback. It
-// answers every prompt deterministically ("answer to: <prompt>") with token usage (offered
-// tools, it first calls each of them once, in order, with arguments from their schemas), counts the
-// requests per prompt and records when each arrived, records the high-water mark of requests
-// in flight, and misbehaves on
-// demand: an HTTP error (429 with Retry-After, 5xx, 400, 401) for the next n requests whose
-// prompt contains a string, a delay, or a hold until the test releases it. The worker under
-// test reaches it through an openai provider whose base-url is the server's URL, in-process
-// or from a real worker process.
+// Package llmtest is a chat model server for tests, on loopback, that speaks OpenAI's chat
+// completions API, Anthropic's Messages API and Ollama's chat API. It answers every prompt
+// deterministically ("answer to: <prompt>") with token usage (offered tools, it first calls
+// each of them once, in order, with arguments from their schemas), counts the requests per
+// prompt and records when each arrived, records the high-water mark of requests in flight,
+// and misbehaves on demand: an HTTP error (429 with Retry-After, 5xx, 400, 401) for the next
+// n requests whose prompt contains a string, a delay, or a hold until the test releases it.
+// The worker under test reaches it through a provider whose base-url is BaseURL (openai,
+// anthropic) or URL (ollama), in-process or from a real worker process.
 package llmtest
 
 import (
@@ -23,7 +23,8 @@ import (
 // Server is the test model server.
 type Server struct {
 	*httptest.Server
-	// Key, if set, is the API key every request must carry as a bearer token (else 401).
+	// Key, if set, is the API key every request must carry (else 401): a bearer token for
+	// OpenAI's API, x-api-key for Anthropic's; Ollama's takes none.
 	Key string
 
 	mu       sync.Mutex
@@ -58,7 +59,8 @@ func New(t testing.TB) *Server {
 	return s
 }
 
-// BaseURL is what an openai provider's base-url should be.
+// BaseURL is what an openai or anthropic provider's base-url should be; an ollama
+// provider's is URL.
 func (s *Server) BaseURL() string { return s.URL + "/v1" }
 
 // Fail makes the next times requests whose prompt starts with prefix fail with status (and,
@@ -203,7 +205,8 @@ func (s *Server) Answer(prefix string, answers ...string) {
 }
 
 // ToolResults returns the tool results the requests carried, as "call-id: content", in
-// arrival order (a conversation's results come again with each later turn).
+// arrival order (a conversation's results come again with each later turn). An Ollama
+// result names its call by the tool_call_id the client sent, else by its tool_name.
 func (s *Server) ToolResults() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,40 +254,56 @@ func text(raw json.RawMessage) string {
 	return b.String()
 }
 
+// conversation is what the server reads of a request, whatever API it came by.
+type conversation struct {
+	model, prompt, system string
+	// called counts the tool calls of the model's earlier answers.
+	called int
+	tools  []offered
+	// results are the tool results, as "call-id: content".
+	results []string
+}
+
+// offered is a tool a request offers.
+type offered struct {
+	name   string
+	params map[string]any
+}
+
+// api is one of the APIs the server speaks: how it reads a request, checks its key, and
+// writes an answer or an error.
+type api struct {
+	read       func(r *http.Request) (conversation, error)
+	authorized func(s *Server, r *http.Request) bool
+	// answer writes the final answer, or (call > 0) the call-th tool call, of tool.
+	answer   func(w http.ResponseWriter, c conversation, text string, call int, tool offered, promptTokens, completionTokens int)
+	writeErr func(w http.ResponseWriter, status int, retryAfter, msg string)
+}
+
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+	var a api
+	switch {
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		a = openAI
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
+		a = anthropicAPI
+	case r.Method == http.MethodPost && r.URL.Path == "/api/chat":
+		a = ollamaAPI
+	default:
 		http.Error(w, `{"error":{"message":"not found"}}`, http.StatusNotFound)
 		return
 	}
-	var req chatRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-		writeError(w, http.StatusBadRequest, "", "malformed request: "+err.Error())
+	c, err := a.read(r)
+	if err != nil {
+		a.writeErr(w, http.StatusBadRequest, "", err.Error())
 		return
 	}
-	var prompt, system string
-	var results []string
-	called := 0
-	for _, m := range req.Messages {
-		switch m.Role {
-		case "user":
-			// The conversation's prompt is its first user message; later ones (a repair's
-			// request) follow it.
-			if prompt == "" {
-				prompt = text(m.Content)
-			}
-		case "system":
-			system = text(m.Content)
-		case "assistant":
-			called += len(m.ToolCalls)
-		case "tool":
-			results = append(results, m.ToolCallID+": "+text(m.Content))
-		}
-	}
+	prompt := c.prompt
 
 	s.mu.Lock()
 	s.prompts = append(s.prompts, prompt)
-	s.toolResults = append(s.toolResults, results...)
+	s.toolResults = append(s.toolResults, c.results...)
 	s.arrived = append(s.arrived, start)
 	s.inFlight++
 	s.high = max(s.high, s.inFlight)
@@ -298,7 +317,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 		switch {
 		case len(ru.answers) > 0:
-			if called >= len(req.Tools) {
+			if c.called >= len(c.tools) {
 				answer = ru.answers[0]
 				if len(ru.answers) > 1 {
 					ru.answers = ru.answers[1:]
@@ -324,8 +343,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 
-	if s.Key != "" && r.Header.Get("Authorization") != "Bearer "+s.Key {
-		writeError(w, http.StatusUnauthorized, "", "Incorrect API key provided")
+	if s.Key != "" && !a.authorized(s, r) {
+		a.writeErr(w, http.StatusUnauthorized, "", "Incorrect API key provided")
 		return
 	}
 	for _, h := range holds {
@@ -343,32 +362,71 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if fail != nil {
-		writeError(w, fail.status, fail.retryAfter, fmt.Sprintf("injected failure %d", fail.status))
+		a.writeErr(w, fail.status, fail.retryAfter, fmt.Sprintf("injected failure %d", fail.status))
 		return
 	}
-	promptTokens := len(strings.Fields(system)) + len(strings.Fields(prompt))
+	promptTokens := len(strings.Fields(c.system)) + len(strings.Fields(prompt))
 	completionTokens := len(strings.Fields(answer))
-	choice := map[string]any{"index": 0, "finish_reason": "stop",
-		"message": map[string]any{"role": "assistant", "content": answer}}
-	if called < len(req.Tools) {
-		// Offered tools, the server calls each once, in order, one a turn, and then answers.
-		fn := req.Tools[called].Function
-		choice = map[string]any{"index": 0, "finish_reason": "tool_calls",
-			"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{
-				"id": fmt.Sprintf("call_%d", called+1), "type": "function",
-				"function": map[string]any{"name": fn.Name, "arguments": toolArguments(fn.Parameters)}}}}}
+	// Offered tools, the server calls each once, in order, one a turn, and then answers.
+	call, tool := 0, offered{}
+	if c.called < len(c.tools) {
+		call, tool = c.called+1, c.tools[c.called]
 	}
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": "chatcmpl-test", "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-		"choices": []map[string]any{choice},
-		"usage": map[string]int{"prompt_tokens": promptTokens, "completion_tokens": completionTokens,
-			"total_tokens": promptTokens + completionTokens},
-	})
+	a.answer(w, c, answer, call, tool, promptTokens, completionTokens)
 	s.mu.Lock()
 	s.answered = append(s.answered, prompt)
 	s.served += time.Since(start)
 	s.mu.Unlock()
+}
+
+// openAI is OpenAI's chat completions API (POST …/chat/completions).
+var openAI = api{
+	read: func(r *http.Request) (conversation, error) {
+		var req chatRequest
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			return conversation{}, fmt.Errorf("malformed request: %w", err)
+		}
+		c := conversation{model: req.Model}
+		for _, m := range req.Messages {
+			switch m.Role {
+			case "user":
+				// The conversation's prompt is its first user message; later ones (a repair's
+				// request) follow it.
+				if c.prompt == "" {
+					c.prompt = text(m.Content)
+				}
+			case "system":
+				c.system = text(m.Content)
+			case "assistant":
+				c.called += len(m.ToolCalls)
+			case "tool":
+				c.results = append(c.results, m.ToolCallID+": "+text(m.Content))
+			}
+		}
+		for _, t := range req.Tools {
+			c.tools = append(c.tools, offered{name: t.Function.Name, params: t.Function.Parameters})
+		}
+		return c, nil
+	},
+	authorized: func(s *Server, r *http.Request) bool { return r.Header.Get("Authorization") == "Bearer "+s.Key },
+	answer: func(w http.ResponseWriter, c conversation, answer string, call int, tool offered, promptTokens, completionTokens int) {
+		choice := map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": answer}}
+		if call > 0 {
+			choice = map[string]any{"index": 0, "finish_reason": "tool_calls",
+				"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": []map[string]any{{
+					"id": fmt.Sprintf("call_%d", call), "type": "function",
+					"function": map[string]any{"name": tool.name, "arguments": toolArguments(tool.params)}}}}}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-test", "object": "chat.completion", "created": time.Now().Unix(), "model": c.model,
+			"choices": []map[string]any{choice},
+			"usage": map[string]int{"prompt_tokens": promptTokens, "completion_tokens": completionTokens,
+				"total_tokens": promptTokens + completionTokens},
+		})
+	},
+	writeErr: writeError,
 }
 
 func writeError(w http.ResponseWriter, status int, retryAfter, msg string) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/zksched/zksched/internal/llmtest"
 	"github.com/zksched/zksched/worker/llm"
 	"github.com/zksched/zksched/workflow"
 )
@@ -442,5 +443,67 @@ func TestToolLoopApproveWhen(t *testing.T) {
 	res := Agent{Providers: offlineProviders(), Shell: shell(t)}.Run(context.Background(), task, &syncBuffer{})
 	if res.Err == nil || !strings.Contains(res.Err.Error(), `approve-when rendered "oncall"; it must render true or false`) {
 		t.Errorf("error %v", res.Err)
+	}
+}
+
+// TestToolLoopThroughEachProvider runs the whole tool loop (two turns that call a tool, the
+// tools' results, a final answer) against the test server through each provider type that
+// speaks an API: the calls' ids the provider gave come back with their results.
+func TestToolLoopThroughEachProvider(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind string
+		ids  [2]string // the provider's ids of the two calls
+	}{
+		{llm.ProviderOpenAI, [2]string{"call_1", "call_2"}},
+		{llm.ProviderAnthropic, [2]string{"toolu_1", "toolu_2"}},
+		{llm.ProviderOllama, [2]string{"call_1", "call_2"}},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			t.Parallel()
+			srv := llmtest.New(t)
+			srv.Answer("Help ops", "db-1 is up and oncall is paged")
+			p := llm.Provider{Type: tc.kind, BaseURL: srv.BaseURL(), Model: "m"}
+			switch tc.kind {
+			case llm.ProviderAnthropic:
+				srv.Key, p.APIKeyEnv = "sk-test", "ANTHROPIC_KEY"
+			case llm.ProviderOllama:
+				p.BaseURL = srv.URL
+			}
+			providers := llm.NewProviders(map[string]llm.Provider{"test": p}, llm.Options{Backoff: time.Millisecond,
+				Log: zerolog.Nop(), Getenv: func(string) string { return "sk-test" }})
+			ledger := filepath.Join(t.TempDir(), "ledger")
+			store := newMemLoop()
+			task := toolAgent(ledger, store, &memCheckpoints{steps: map[string]Checkpoint{}})
+			task.Spec.Provider = "test"
+			var log syncBuffer
+			res := Agent{Providers: providers, Shell: shell(t)}.Run(context.Background(), task, &log)
+			if res.Err != nil {
+				t.Fatalf("%v\n%s", res.Err, log.String())
+			}
+			if res.Output != "db-1 is up and oncall is paged" {
+				t.Errorf("output %q, want the final answer", res.Output)
+			}
+			want := []string{"lookup db-1 zk-77-1-1", `page oncall 1 {"n":1,"who":"oncall"}`}
+			if got := ledgerLines(t, ledger); strings.Join(got, "|") != strings.Join(want, "|") {
+				t.Errorf("ledger %q, want %q", got, want)
+			}
+			if got := strings.Join(store.writes, ","); got != "turn 1,start zk-77-1-1,end zk-77-1-1,turn 2,start zk-77-2-1,end zk-77-2-1,turn 3" {
+				t.Errorf("writes %s", got)
+			}
+			for i, k := range [][2]int{{1, 1}, {2, 1}} {
+				if c := store.calls[k]; c.ModelID != tc.ids[i] {
+					t.Errorf("call %v has the provider's id %q, want %q", k, c.ModelID, tc.ids[i])
+				}
+			}
+			wantResults := []string{tc.ids[0] + ": host db-1 is up", tc.ids[0] + ": host db-1 is up", tc.ids[1] + ": paged"}
+			if got := srv.ToolResults(); strings.Join(got, "|") != strings.Join(wantResults, "|") {
+				t.Errorf("tool results the server saw: %q, want %q", got, wantResults)
+			}
+			if res.Usage.Calls != 3 || res.Usage.PromptTokens == 0 || res.Usage.CompletionTokens == 0 ||
+				res.Usage.TotalTokens != res.Usage.PromptTokens+res.Usage.CompletionTokens {
+				t.Errorf("usage %+v, want 3 model calls with their tokens", res.Usage)
+			}
+		})
 	}
 }

@@ -119,7 +119,7 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 	}
 	msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, req.Prompt))
 	for _, m := range req.History {
-		msgs = append(msgs, m.messageContent())
+		msgs = append(msgs, m.messageContents(c.kind)...)
 	}
 	opts := append([]llms.CallOption{}, c.callOpts...)
 	if len(req.Tools) > 0 {
@@ -143,7 +143,7 @@ func (c *Client) Generate(ctx context.Context, req Request) (Response, error) {
 			text, u := readResponse(resp)
 			u.Calls = usage.Calls
 			u.Cost, _ = c.Cost(u)
-			return Response{Text: text, ToolCalls: toolCalls(resp.Choices[0]), Usage: u}, nil
+			return Response{Text: text, ToolCalls: toolCalls(resp), Usage: u}, nil
 		}
 		if ctx.Err() != nil {
 			return Response{Usage: usage}, context.Cause(ctx)
@@ -246,11 +246,16 @@ func (c *Client) endChat(chat *tracing.Chat, resp *llms.ContentResponse, info *c
 	chat.End(u.PromptTokens, u.CompletionTokens, nil, "")
 }
 
-// readResponse returns the first choice's text and its usage, which the providers report
-// under different keys.
+// readResponse returns the response's text and its usage, which the providers report
+// under different keys. The text is the choices' together: langchaingo's anthropic model
+// returns a choice for each block of the answer (each with the whole usage), the others
+// one choice.
 func readResponse(resp *llms.ContentResponse) (string, Usage) {
-	ch := resp.Choices[0]
-	info := ch.GenerationInfo
+	text := resp.Choices[0].Content
+	for _, ch := range resp.Choices[1:] {
+		text += ch.Content
+	}
+	info := resp.Choices[0].GenerationInfo
 	var u Usage
 	u.PromptTokens = firstInt(info, "PromptTokens", "InputTokens")
 	u.CompletionTokens = firstInt(info, "CompletionTokens", "OutputTokens")
@@ -258,7 +263,7 @@ func readResponse(resp *llms.ContentResponse) (string, Usage) {
 	if u.TotalTokens == 0 {
 		u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	}
-	return ch.Content, u
+	return text, u
 }
 
 func firstInt(m map[string]any, keys ...string) int {

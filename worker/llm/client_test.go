@@ -3,6 +3,8 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -416,5 +418,151 @@ func TestToolCallsThroughOpenAI(t *testing.T) {
 	}
 	if got := srv.ToolResults(); len(got) != 1 || got[0] != "call_1: db-1 is up" {
 		t.Errorf("tool results the server saw: %q", got)
+	}
+}
+
+// toolConversation runs a conversation with two tools offered through provider p on srv:
+// the model calls each tool in turn and then answers. It checks what every turn returned
+// and gives the conversation's calls.
+func toolConversation(t *testing.T, srv *llmtest.Server, p llm.Provider, firstText string) []llm.ToolCall {
+	t.Helper()
+	ps := llm.NewProviders(map[string]llm.Provider{"t": p},
+		llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop(), Getenv: func(string) string { return "sk-test" }})
+	c, err := ps.Get("t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := llm.Request{System: "be brief", Prompt: "check the hosts", Tools: []llm.ToolSpec{
+		{Name: "lookup", Description: "looks up", Parameters: map[string]any{"type": "object",
+			"properties": map[string]any{"host": map[string]any{"type": "string", "default": "db-1"}}}},
+		{Name: "page", Description: "pages", Parameters: map[string]any{"type": "object",
+			"properties": map[string]any{"who": map[string]any{"type": "string", "enum": []any{"oncall"}}}}},
+	}}
+	// The server counts words: 2 + 3 of the prompts, 5 of its answer.
+	wantUsage := llm.Usage{PromptTokens: 5, CompletionTokens: 5, TotalTokens: 10, Calls: 1}
+	var calls []llm.ToolCall
+	for i, want := range []llm.ToolCall{{Name: "lookup", Arguments: `{"host":"db-1"}`}, {Name: "page", Arguments: `{"who":"oncall"}`}} {
+		resp, err := c.Generate(context.Background(), req)
+		if err != nil {
+			t.Fatalf("turn %d: %v", i+1, err)
+		}
+		if len(resp.ToolCalls) != 1 || resp.ToolCalls[0].ID == "" || resp.ToolCalls[0].Name != want.Name ||
+			resp.ToolCalls[0].Arguments != want.Arguments {
+			t.Fatalf("turn %d: tool calls %+v, want one %s %s with an id", i+1, resp.ToolCalls, want.Name, want.Arguments)
+		}
+		if i == 0 && resp.Text != firstText {
+			t.Errorf("turn 1: text %q, want %q", resp.Text, firstText)
+		}
+		if resp.Usage != wantUsage {
+			t.Errorf("turn %d: usage %+v, want %+v", i+1, resp.Usage, wantUsage)
+		}
+		call := resp.ToolCalls[0]
+		calls = append(calls, call)
+		req.History = append(req.History, llm.Message{Assistant: true, Text: resp.Text, ToolCalls: resp.ToolCalls},
+			llm.Message{ToolCallID: call.ID, ToolName: call.Name, Text: call.Name + " done"})
+	}
+	resp, err := c.Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.ToolCalls) != 0 || resp.Text != llmtest.Answer("check the hosts") || resp.Usage != wantUsage {
+		t.Errorf("last turn %+v, want the final answer", resp)
+	}
+	if calls[0].ID == calls[1].ID {
+		t.Errorf("the calls share the id %q", calls[0].ID)
+	}
+	// A conversation's results come again with each later turn.
+	want := []string{calls[0].ID + ": lookup done", calls[0].ID + ": lookup done", calls[1].ID + ": page done"}
+	if got := srv.ToolResults(); strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("tool results the server saw: %q, want %q", got, want)
+	}
+	return calls
+}
+
+// TestToolCallsThroughAnthropic: tools offered through langchaingo reach Anthropic's Messages
+// API as its tools, its tool_use blocks come back as ToolCalls beside the text before them,
+// and the next turn's conversation carries them as tool_use blocks of one assistant turn and
+// their results as tool_result blocks of the user turn after it.
+func TestToolCallsThroughAnthropic(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.New(t)
+	srv.Key = "sk-test"
+	p := llm.Provider{Type: llm.ProviderAnthropic, BaseURL: srv.BaseURL(), Model: "claude-test", APIKeyEnv: "ANTHROPIC_KEY"}
+	calls := toolConversation(t, srv, p, "I will call lookup.")
+	if calls[0].ID != "toolu_1" || calls[1].ID != "toolu_2" {
+		t.Errorf("call ids %q, %q, want Anthropic's", calls[0].ID, calls[1].ID)
+	}
+
+	// An answer with text and two calls: langchaingo would send its first part only, and
+	// the server refuses results whose calls are not in the turn before them.
+	c, err := llm.New("t", p, llm.Options{Log: zerolog.Nop(), Getenv: func(string) string { return "sk-test" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Generate(context.Background(), llm.Request{Prompt: "both at once", Tools: []llm.ToolSpec{{Name: "a"}, {Name: "b"}},
+		History: []llm.Message{
+			{Assistant: true, Text: "Both.", ToolCalls: []llm.ToolCall{{ID: "toolu_a", Name: "a", Arguments: "{}"}, {ID: "toolu_b", Name: "b", Arguments: "{}"}}},
+			{ToolCallID: "toolu_a", ToolName: "a", Text: "A"}, {ToolCallID: "toolu_b", ToolName: "b", Text: "B"},
+			{User: true, Text: "and now?"}}})
+	if err != nil || resp.Text != llmtest.Answer("both at once") {
+		t.Fatalf("two calls in one turn: %+v, %v", resp, err)
+	}
+	if got := srv.ToolResults(); !slices.Contains(got, "toolu_a: A") || !slices.Contains(got, "toolu_b: B") {
+		t.Errorf("tool results the server saw: %q", got)
+	}
+}
+
+// TestToolCallsThroughOllama: tools offered reach Ollama's /api/chat as its tools, its
+// message.tool_calls come back as ToolCalls (numbered, as Ollama gives them no ids), and the
+// next turn's conversation carries the calls and the results naming their tools.
+func TestToolCallsThroughOllama(t *testing.T) {
+	t.Parallel()
+	srv := llmtest.New(t)
+	calls := toolConversation(t, srv, llm.Provider{Type: llm.ProviderOllama, BaseURL: srv.URL, Model: "llama-test"}, "")
+	if calls[0].ID != "call_1" || calls[1].ID != "call_2" {
+		t.Errorf("call ids %q, %q, want call_1, call_2", calls[0].ID, calls[1].ID)
+	}
+}
+
+// TestErrorsThroughEachProvider: the test server's failures reach a client of each provider
+// type that speaks an API, with and without tools, as the classes the retries go by.
+func TestErrorsThroughEachProvider(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{llm.ProviderOpenAI, llm.ProviderAnthropic, llm.ProviderOllama} {
+		for _, withTools := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s tools=%t", kind, withTools), func(t *testing.T) {
+				t.Parallel()
+				srv := llmtest.New(t)
+				p := llm.Provider{Type: kind, BaseURL: srv.BaseURL(), Model: "m", MaxAttempts: 3}
+				switch kind {
+				case llm.ProviderAnthropic:
+					p.APIKeyEnv = "ANTHROPIC_KEY"
+				case llm.ProviderOllama:
+					p.BaseURL = srv.URL
+				}
+				c, err := llm.New("t", p, llm.Options{Backoff: time.Millisecond, Log: zerolog.Nop(), Getenv: func(string) string { return "sk-test" }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := func(prompt string) llm.Request {
+					r := llm.Request{Prompt: prompt}
+					if withTools {
+						r.Tools = []llm.ToolSpec{{Name: "look", Description: "looks"}}
+					}
+					return r
+				}
+				srv.Fail("busy", 503, 1, "")
+				resp, err := c.Generate(context.Background(), req("busy now"))
+				if err != nil || resp.Usage.Calls != 2 || resp.Usage.TotalTokens == 0 {
+					t.Errorf("a 503, then an answer: %+v, %v; want it retried once, with usage", resp, err)
+				}
+				srv.Fail("wrong", 400, -1, "")
+				_, err = c.Generate(context.Background(), req("wrong request"))
+				if e := new(llm.Error); !errors.As(err, &e) || e.Class != llm.ClassBadRequest || e.Attempts != 1 ||
+					!strings.Contains(err.Error(), "injected failure 400") {
+					t.Errorf("a 400: %v; want a bad request, not retried, with the server's message", err)
+				}
+			})
+		}
 	}
 }

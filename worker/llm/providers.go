@@ -13,7 +13,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/tmc/langchaingo/llms"
 	"github.com/tmc/langchaingo/llms/anthropic"
-	"github.com/tmc/langchaingo/llms/ollama"
 	"github.com/tmc/langchaingo/llms/openai"
 
 	"github.com/zksched/zksched/internal/retry"
@@ -194,8 +193,9 @@ func New(name string, pc Provider, opts Options) (*Client, error) {
 		if base == "" {
 			base = DefaultOllamaURL
 		}
-		c.model, err = ollama.New(ollama.WithServerURL(base), ollama.WithModel(pc.Model), ollama.WithHTTPClient(httpClient))
+		c.model, err = newOllamaModel(base, pc.Model, httpClient)
 	case ProviderAnthropic:
+		httpClient.Transport = anthropicTurns{base: httpClient.Transport}
 		aopts := []anthropic.Option{anthropic.WithToken(key), anthropic.WithModel(pc.Model), anthropic.WithHTTPClient(httpClient)}
 		if pc.BaseURL != "" {
 			aopts = append(aopts, anthropic.WithBaseURL(pc.BaseURL))

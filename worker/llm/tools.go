@@ -38,6 +38,28 @@ type Message struct {
 	ToolName   string
 }
 
+// messageContents is m in langchaingo's form for a provider of type kind.
+//
+// langchaingo's anthropic conversion reads only the first part of an assistant message, so
+// for anthropic an answer that has text and tool calls, or several calls, is sent as one
+// message a part; the provider's transport joins them into one turn again
+// ([anthropicTurns]).
+func (m Message) messageContents(kind string) []llms.MessageContent {
+	mc := m.messageContent()
+	if kind != ProviderAnthropic || mc.Role != llms.ChatMessageTypeAI {
+		return []llms.MessageContent{mc}
+	}
+	if len(mc.Parts) == 0 {
+		// langchaingo would index the absent first part.
+		return []llms.MessageContent{llms.TextParts(llms.ChatMessageTypeAI, m.Text)}
+	}
+	out := make([]llms.MessageContent, len(mc.Parts))
+	for i, p := range mc.Parts {
+		out[i] = llms.MessageContent{Role: llms.ChatMessageTypeAI, Parts: []llms.ContentPart{p}}
+	}
+	return out
+}
+
 // messageContent is m in langchaingo's form.
 func (m Message) messageContent() llms.MessageContent {
 	if m.User {
@@ -72,14 +94,18 @@ func tools(specs []ToolSpec) []llms.Tool {
 	return out
 }
 
-// toolCalls reads the tool calls of a choice.
-func toolCalls(ch *llms.ContentChoice) []ToolCall {
+// toolCalls reads the tool calls of a response. langchaingo's anthropic model returns a
+// choice for each block of the answer, its text and each tool_use apart; the others one
+// choice with all the calls.
+func toolCalls(resp *llms.ContentResponse) []ToolCall {
 	var out []ToolCall
-	for _, c := range ch.ToolCalls {
-		if c.FunctionCall == nil {
-			continue
+	for _, ch := range resp.Choices {
+		for _, c := range ch.ToolCalls {
+			if c.FunctionCall == nil {
+				continue
+			}
+			out = append(out, ToolCall{ID: c.ID, Name: c.FunctionCall.Name, Arguments: c.FunctionCall.Arguments})
 		}
-		out = append(out, ToolCall{ID: c.ID, Name: c.FunctionCall.Name, Arguments: c.FunctionCall.Arguments})
 	}
 	return out
 }
