@@ -5,7 +5,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -215,6 +217,28 @@ tasks:
 	for name, ti := range agents {
 		if n := applied[fmt.Sprintf("task-instance/%d", ti.ID)]; n != 1 {
 			t.Errorf("%s has %d applied signals in the audit log, want 1", name, n)
+		}
+	}
+	// The task page's conversation names who gave each word: the API's token user, or the
+	// command line's user on the database.
+	reviewers := map[string]string{"deploy": "admin", "drop": "admin", "restart": "cli:"}
+	for name, ti := range agents {
+		var page struct {
+			AgentLoop struct {
+				Turns []struct {
+					Calls []struct {
+						Review   string `json:"review"`
+						Reviewer string `json:"reviewer"`
+					} `json:"tool_calls"`
+				} `json:"turns"`
+			} `json:"agent_loop"`
+		}
+		r := call(t, &http.Client{Timeout: 10 * time.Second}, "GET", fmt.Sprintf("%s/api/v1/task-instances/%d", base2, ti.ID), "", bearer(uiToken)...)
+		if err := json.Unmarshal([]byte(r.body), &page); r.status != http.StatusOK || err != nil {
+			t.Fatalf("the task of %s from master-2: %d %v\n%s", name, r.status, err, r.body)
+		}
+		if turns := page.AgentLoop.Turns; len(turns) != 2 || len(turns[0].Calls) != 1 || !strings.HasPrefix(turns[0].Calls[0].Reviewer, reviewers[name]) {
+			t.Errorf("%s's conversation %+v; want its call's reviewer %s…", name, turns, reviewers[name])
 		}
 	}
 }
