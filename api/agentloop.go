@@ -47,9 +47,14 @@ type callJSON struct {
 	IsError      bool       `json:"is_error"`
 	StartedAt    *time.Time `json:"started_at,omitempty"`
 	EndedAt      *time.Time `json:"ended_at,omitempty"`
-	// Review is what a person said of the call: "approved", "rejected: TEXT", or for an
-	// interrupted call "took effect: TEXT"; empty when nobody was asked.
+	// Review is what a person said of the call: "approved", "rejected: TEXT" ("rejected"
+	// without a text), or for an interrupted call "took effect: TEXT"; empty when nobody was
+	// asked.
 	Review string `json:"review,omitempty"`
+	// Reviewer is who gave that word, as the audit trail names them (a user, an API token's
+	// name, cli:<os user>), and ReviewedAt when; absent when the trail holds no row of it.
+	Reviewer   string     `json:"reviewer,omitempty"`
+	ReviewedAt *time.Time `json:"reviewed_at,omitempty"`
 	// Waiting says the task waits for a person's word on this call now.
 	Waiting string `json:"waiting,omitempty"`
 }
@@ -74,7 +79,8 @@ type storedTurn struct {
 
 // loadAgentLoop reads the conversation of task id, nil when it has none (not a tool-calling
 // agent, or no turn answered yet). cps are the task's checkpoints, which hold people's words
-// on its calls; paused is the step it waits at, if any.
+// on its calls, and the audit trail's signals of the task say who gave them; paused is the
+// step it waits at, if any.
 func (s *Server) loadAgentLoop(ctx context.Context, id int64, cps []dao.Checkpoint, paused *string) (*agentLoopJSON, error) {
 	turns, calls, err := s.db.AgentLoopForTask(ctx, id)
 	if err != nil || len(turns) == 0 {
@@ -87,6 +93,15 @@ func (s *Server) loadAgentLoop(ctx context.Context, id int64, cps []dao.Checkpoi
 	words := make(map[string]string, len(cps))
 	for _, cp := range cps {
 		words[cp.Step] = cp.Output
+	}
+	signals, err := s.db.AuditStepSignals(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	// The last signal of a step is the one whose word the checkpoint holds.
+	signalled := make(map[string]dao.StepSignal, len(signals))
+	for _, sig := range signals {
+		signalled[sig.Step] = sig
 	}
 	out := &agentLoopJSON{Turns: make([]turnJSON, 0, len(turns))}
 	for _, tr := range turns {
@@ -106,13 +121,24 @@ func (s *Server) loadAgentLoop(ctx context.Context, id int64, cps []dao.Checkpoi
 				cj.StartedAt = &started
 			}
 			key := fmt.Sprintf("%d.%d", tr.Turn, seq)
+			// An approval and a rejection end the wait at tool-approval:T.S; a word on an
+			// interrupted call ends the one at tool-call:T.S.
+			wait := "tool-approval:" + key
 			switch {
-			case words["tool-rejection:"+key] != "":
-				cj.Review = "rejected: " + words["tool-rejection:"+key]
+			case hasStep(cps, "tool-rejection:"+key):
+				cj.Review = "rejected"
+				if why := words["tool-rejection:"+key]; why != "" {
+					cj.Review += ": " + why
+				}
 			case hasStep(cps, "tool-approval:"+key):
 				cj.Review = "approved"
 			case hasStep(cps, "tool-call:"+key):
 				cj.Review = "took effect: " + words["tool-call:"+key]
+				wait = "tool-call:" + key
+			}
+			if sig, ok := signalled[wait]; ok && cj.Review != "" {
+				at := sig.At
+				cj.Reviewer, cj.ReviewedAt = sig.Actor, &at
 			}
 			if paused != nil && strings.HasSuffix(*paused, ":"+key) {
 				switch {

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/lib/pq"
 
 	"github.com/zksched/zksched/dao"
 )
@@ -76,6 +79,102 @@ func TestAgentConversationIsShown(t *testing.T) {
 	for _, want := range []string{`id="conversation"`, `id="turn-2"`, "started 2 times", "db-1 is &lt;up&gt;", "waits for approval", "tool-approval:2.1"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the task page lacks %q", want)
+		}
+	}
+}
+
+// TestAgentConversationNamesReviewers: each tool call a person approved, rejected or said had
+// taken effect shows who did it and when, read from the signal's audit row, which names the
+// step it ended: an operator's approval and an admin's rejection through the API, and a word
+// on an interrupted call from the command line.
+func TestAgentConversationNamesReviewers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{usersFile: writeUsers(t)})
+	f := b.seed(t, 6)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 1)
+	if err != nil || len(claimed) != 1 || claimed[0].ID != f.byName["t5"] {
+		t.Fatalf("claim of t5: %+v, %v", claimed, err)
+	}
+	ids := []int64{f.byName["t3"], f.byName["t4"], f.byName["t5"]}
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE task_instance SET type = 'agent' WHERE id = ANY($1)`, pq.Array(ids)); err != nil {
+		t.Fatal(err)
+	}
+	// Each agent asked for one call in its first turn and waits: t3 and t4 for its approval,
+	// t5 for a word on it, since it started and never ended.
+	for i, id := range ids {
+		tok := dao.Token{TaskID: id, WorkerID: "w1", Attempt: 1}
+		turn := json.RawMessage(`{"text": "", "tool_calls": [{"id": "call_1", "name": "deploy", "arguments": "{}"}]}`)
+		if err := b.db.AgentTurnSaveIfRunning(b.ctx, tok, 1, "d1", turn, nil); err != nil {
+			t.Fatal(err)
+		}
+		step := "tool-approval:1.1"
+		if i == 2 {
+			step = "tool-call:1.1"
+			if err := b.db.ToolCallStartIfRunning(b.ctx, tok, dao.ToolCall{Turn: 1, Seq: 1, CallID: fmt.Sprintf("zk-%d-1-1", id), Tool: "deploy", Arguments: "{}"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomePaused, Next: dao.TaskWaiting, PausedStep: step}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sig := range []struct {
+		id          int64
+		token, body string
+	}{
+		{ids[0], operatorToken, `{"output": "go ahead"}`},
+		{ids[1], adminToken, `{"output": "not on a Friday", "fail": true}`},
+	} {
+		if r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/signal", sig.id), sig.body, "Authorization", "Bearer "+sig.token); r.status != 200 {
+			t.Fatalf("signal of task %d: %d %s", sig.id, r.status, r.body)
+		}
+	}
+	word := "deployed by hand at 10:02"
+	cli := dao.AuditEvent{Actor: "cli:ops", Role: "admin", Action: dao.AuditTaskSignal, Params: dao.AuditParams(map[string]any{"fail": false})}
+	if _, err := b.db.TaskEndIfWaiting(b.ctx, ids[2], dao.TaskSucceeded, &word, nil, "", &cli); err != nil {
+		t.Fatal(err)
+	}
+
+	var rows []struct {
+		Target string          `db:"target"`
+		Params json.RawMessage `db:"params"`
+	}
+	if err := b.db.SQL().SelectContext(b.ctx, &rows, `SELECT target, params FROM audit_event WHERE action = 'task.signal' ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 3 || !strings.Contains(string(rows[1].Params), `"paused_step": "tool-approval:1.1"`) ||
+		!strings.Contains(string(rows[1].Params), `"fail": true`) || !strings.Contains(string(rows[1].Params), `"output_bytes": 15`) {
+		t.Errorf("audit rows %s; want each signal's row to name the step it ended beside its own params", rows)
+	}
+	for i, want := range []struct{ review, reviewer string }{
+		{"approved", "otto"},
+		{"rejected: not on a Friday", "ada"},
+		{"took effect: " + word, "cli:ops"},
+	} {
+		var task struct {
+			AgentLoop struct {
+				Turns []struct {
+					Calls []struct {
+						Review     string     `json:"review"`
+						Reviewer   string     `json:"reviewer"`
+						ReviewedAt *time.Time `json:"reviewed_at"`
+					} `json:"tool_calls"`
+				} `json:"turns"`
+			} `json:"agent_loop"`
+		}
+		path := fmt.Sprintf("/api/v1/task-instances/%d", ids[i])
+		b.do(t, "GET", path, "", "Authorization", "Bearer "+viewerToken).json(t, &task)
+		turns := task.AgentLoop.Turns
+		if len(turns) != 1 || len(turns[0].Calls) != 1 {
+			t.Fatalf("task %d's conversation = %+v; want one turn of one call", ids[i], turns)
+		}
+		c := turns[0].Calls[0]
+		if c.Review != want.review || c.Reviewer != want.reviewer || c.ReviewedAt == nil || time.Since(*c.ReviewedAt) > time.Minute {
+			t.Errorf("task %d's call = %+v; want %q by %s, just now", ids[i], c, want.review, want.reviewer)
+		}
+		page := b.do(t, "GET", fmt.Sprintf("/tasks/%d", ids[i]), "", "Authorization", "Bearer "+viewerToken).body
+		if !strings.Contains(page, `<span class="reviewer">by `+want.reviewer+`</span>`) {
+			t.Errorf("task %d's page does not name its reviewer %s", ids[i], want.reviewer)
 		}
 	}
 }

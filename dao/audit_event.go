@@ -122,6 +122,21 @@ func AuditParams(v any) json.RawMessage {
 	return raw
 }
 
+// withAuditParam returns params (a JSON object, or empty for {}) with key set to v, its other
+// members as they were. Params that are no object are kept whole under "params".
+func withAuditParam(params json.RawMessage, key string, v any) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	if len(params) > 0 && json.Unmarshal(params, &m) != nil {
+		m = map[string]json.RawMessage{"params": params}
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return AuditParams(map[string]string{"unencodable": err.Error()})
+	}
+	m[key] = raw
+	return AuditParams(m)
+}
+
 // DefinitionAuditParams are the parameters of a definition.store row: the workflow's name,
 // the version stored and the SHA-256 of the file as sent, never the file itself (its
 // commands may hold what only the definitions should).
@@ -258,4 +273,32 @@ const auditListSQL = `
 func likePrefix(p string) string {
 	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
 	return r.Replace(p) + "%"
+}
+
+// StepSignal is the audit row of a signal that ended a paused agent's wait at Step (a wait
+// step, tool-approval:T.S, tool-call:T.S): who sent it, as the trail names them (a user, an
+// API token's, cli:<os user>), and when.
+type StepSignal struct {
+	Step  string    `db:"step"`
+	Actor string    `db:"actor"`
+	At    time.Time `db:"at"`
+}
+
+// auditStepSignalsSQL is AuditStepSignals's statement: $1 the task's target. The index on
+// (target, id) finds its rows.
+const auditStepSignalsSQL = `
+		SELECT params->>'paused_step' AS step, actor, at
+		FROM audit_event
+		WHERE target = $1 AND action = 'task.signal' AND outcome = 'ok' AND params->>'paused_step' IS NOT NULL
+		ORDER BY id`
+
+// AuditStepSignals returns the signals that ended waits of the paused agent task id, oldest
+// first (TaskEndIfWaiting names the step in each row). A step signalled again after a rerun
+// has a row per signal.
+func (q *Queries) AuditStepSignals(ctx context.Context, id int64) ([]StepSignal, error) {
+	var out []StepSignal
+	if err := sqlxSelect(ctx, q, &out, auditStepSignalsSQL, fmt.Sprintf("task-instance/%d", id)); err != nil {
+		return nil, fmt.Errorf("list the step signals of task instance %d: %w", id, err)
+	}
+	return out, nil
 }

@@ -500,7 +500,8 @@ type Signalled struct {
 // back to the queue, waking the workers (see endWaitingSQL). A task that is not waiting
 // (signalled already, timed out, killed), or one that waits but is neither a wait task nor a
 // paused agent, is a ConflictError.
-// ev, unless nil, is the change's audit_event row, written in its transaction.
+// ev, unless nil, is the change's audit_event row, written in its transaction; for a paused
+// agent its params name the step the signal ended (paused_step).
 func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, output, errMsg *string, why EndReason, ev *AuditEvent) (Signalled, error) {
 	var res Signalled
 	err := db.Tx(ctx, func(q *Queries) error {
@@ -514,6 +515,11 @@ func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, o
 		res = rows[0]
 		if ev != nil {
 			ev.Target = fmt.Sprintf("task-instance/%d", id)
+			if res.PausedStep != nil {
+				// The row names the wait it ended, so that who approved a tool call, and when,
+				// is read from the trail (AuditStepSignals).
+				ev.Params = withAuditParam(ev.Params, "paused_step", *res.PausedStep)
+			}
 			return q.AuditInsert(ctx, *ev)
 		}
 		return nil
