@@ -499,7 +499,7 @@ var schemaDocs = map[string]string{
 	"tool.approve":        "Each call waits, holding no slot, for a person's approval before it runs; a rejection goes back to the model as the call's result, with the reviewer's text.",
 	"tool.arguments":      "The JSON Schema (draft 2020-12) of the call's arguments, of type object; a call that does not match goes back to the model as an error. Left out: the tool takes no arguments.",
 	"tool.idempotent":     "Running a call twice has the effect of running it once (the tool dedupes on $ZKSCHED_TOOL_CALL_ID), so a call cut off by a crash may run again.",
-	"tool.on-interrupted": "What a later attempt does with a call cut off by a crash: retry (only for an idempotent tool), ask (wait for a person to say whether it took effect) or fail; retry for an idempotent tool and ask for any other when left out.",
+	"tool.on-interrupted": "What a later attempt does with a call cut off by a crash: retry (only for an idempotent tool), ask (wait for a person to say whether it took effect) or fail; retry for an idempotent tool and ask for any other when left out. Not for a workflow tool, whose call goes on with the child it started.",
 	"tool.timeout":        fmt.Sprintf("Bounds one call; %s when left out. The task's timeout bounds all of them.", Duration(DefaultToolTimeout)),
 
 	"schedule.cron":          "5 fields (minute hour day-of-month month day-of-week) or @yearly, @annually, @monthly, @weekly, @daily, @midnight, @hourly.",

@@ -376,9 +376,12 @@ func checkTools(tools []Tool) []problem {
 		}
 		switch {
 		case tool.OnInterrupted == "":
+		case tool.Type == ToolWorkflow:
+			add("on-interrupted", "on-interrupted does not apply to a workflow tool: a call cut off by a crash goes on "+
+				"with the child it started, and never starts a second; leave it out")
 		case !slices.Contains(OnInterruptedPolicies(), tool.OnInterrupted):
 			add("on-interrupted", "on-interrupted %s is unknown: use %s", quote(tool.OnInterrupted), strings.Join(OnInterruptedPolicies(), ", "))
-		case tool.OnInterrupted == OnInterruptedRetry && !tool.Idempotent && tool.Type != ToolWorkflow:
+		case tool.OnInterrupted == OnInterruptedRetry && !tool.Idempotent:
 			add("on-interrupted", "on-interrupted: retry needs idempotent: true: a call cut off by a crash may have taken effect, "+
 				"and a call that is not idempotent, run twice, may have its effect twice; use ask or fail, or make the tool "+
 				"dedupe on $ZKSCHED_TOOL_CALL_ID and say idempotent: true")

@@ -247,6 +247,7 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			"        on-interrupted: retry",
 			"      - {name: unknown-policy, description: d, type: shell, command: x, on-interrupted: again}",
 			"      - {name: negative, description: d, type: shell, command: x, timeout: -1s}",
+			"      - {name: child, description: d, type: workflow, workflow: w, on-interrupted: ask}",
 			"      - name: retried-idempotent",
 			"        description: d",
 			"        type: shell",
@@ -263,7 +264,8 @@ func TestParseRejectsToolAgent(t *testing.T) {
 			`line 19: task "a": tool "no-command": command is required for a shell tool: the script run with bash -c, which reads the call's arguments from its environment`,
 			`line 24: task "a": tool "retried": on-interrupted: retry needs idempotent: true: a call cut off by a crash may have taken effect, and a call that is not idempotent, run twice, may have its effect twice; use ask or fail, or make the tool dedupe on $ZKSCHED_TOOL_CALL_ID and say idempotent: true`,
 			`line 25: task "a": tool "unknown-policy": on-interrupted "again" is unknown: use retry, ask, fail`,
-			`line 26: task "a": tool "negative": timeout -1s is negative; 0 means 10m0s`}},
+			`line 26: task "a": tool "negative": timeout -1s is negative; 0 means 10m0s`,
+			`line 27: task "a": tool "child": on-interrupted does not apply to a workflow tool: a call cut off by a crash goes on with the child it started, and never starts a second; leave it out`}},
 		{"arguments that are no JSON Schema of an object", agent(
 			"    prompt: hi",
 			"    tools:",
