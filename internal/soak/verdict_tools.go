@@ -11,7 +11,8 @@ import (
 
 // judgeTools checks the tool-calling agents' effects against what their calls recorded:
 // a call of charge, which is not idempotent, ran at most once, and exactly once if it ended;
-// a call of note ran at most as often as it was started, and at least once if it ended. A
+// a call of note ran at most as often as it was started, and at least once if it ended; a
+// call of report started one child at most, and one that succeeded if it ended without error. A
 // succeeded agent answered after its calls: it has a turn more than it has calls, each call
 // ended. Every turn and call was written by an attempt of its task no later than the one
 // that ended it.
@@ -53,6 +54,24 @@ func (v *verdict) judgeTools(h *history.History) {
 			case c.Tool == "note" && (n > c.Starts || (ended && n == 0)):
 				v.anomaly("tools: call %s of note (task %d) ran %d times for %d starts (%s)", c.CallID, t.ID, n, c.Starts, c.State)
 				suspect = true
+			}
+			if c.Tool == "report" {
+				var children []string
+				if err := v.db.SQL().SelectContext(ctx, &children, `SELECT state FROM workflow_instance
+					WHERE parent_task_instance_id = $1 AND parent_call_id = $2`, t.ID, c.CallID); err != nil {
+					v.anomaly("tools: children of call %s: %v", c.CallID, err)
+					continue
+				}
+				switch {
+				case len(children) > 1:
+					v.anomaly("tools: call %s of report (task %d) started %d children; want one", c.CallID, t.ID, len(children))
+					suspect = true
+				case ended && !c.IsError && (len(children) != 1 || children[0] != string(dao.WorkflowSucceeded)):
+					v.anomaly("tools: call %s of report (task %d) ended with a result, its children %v; want one succeeded", c.CallID, t.ID, children)
+					suspect = true
+				case ended && len(children) == 1:
+					v.flow("workflow tool calls ended with their child")
+				}
 			}
 			if c.Attempt > t.Attempt {
 				v.anomaly("tools: call %s of task %d was started by attempt %d, after the task's last attempt %d", c.CallID, t.ID, c.Attempt, t.Attempt)

@@ -143,9 +143,10 @@ func kinds(cmd func(body string) string, ledger string) []kind {
 				shell("one", "sleep 0.5"),
 				shell("two", "sleep 0.4", "depends-on", []string{"one"}),
 			}},
-		// A tool-calling agent with an idempotent tool and one that is not, whose calls a
-		// failover may cut off: note runs again, charge fails the task (on-interrupted:
-		// fail). Each run of a tool appends "<tool> <call id>" to the ledger.
+		// A tool-calling agent with an idempotent tool, one that is not, and a workflow tool,
+		// whose calls a failover may cut off: note runs again, charge fails the task
+		// (on-interrupted: fail), report goes on with the child it started, the agent waiting
+		// for it on no slot. Each run of a shell tool appends "<tool> <call id>" to the ledger.
 		{name: "soak-tools", weight: 1, mayFail: true, tasks: []map[string]any{
 			{"name": "operate", "type": "agent", "provider": "test", "retries": 2, "pool": "model", "prompt": "T1 soak tools",
 				"env": map[string]string{"LEDGER": ledger}, "tools": []map[string]any{
@@ -154,6 +155,8 @@ func kinds(cmd func(body string) string, ledger string) []kind {
 					{"name": "charge", "description": "charges a card", "type": "shell", "on-interrupted": "fail",
 						"arguments": map[string]any{"type": "object", "properties": map[string]any{"cents": map[string]any{"type": "integer", "default": 250}}},
 						"command":   `echo "charge $ZKSCHED_TOOL_CALL_ID $ZKSCHED_ARG_cents" >> "$LEDGER"; sleep 0.4; echo charged`},
+					{"name": "report", "description": "builds a report", "type": "workflow", "workflow": childWorkflow,
+						"arguments": map[string]any{"type": "object", "properties": map[string]any{"from": map[string]any{"type": "string", "default": "tool"}}}},
 				}},
 			shell("after", "sleep 0.2", "depends-on", []string{"operate"}),
 		}},
