@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/workflow"
 )
 
 // agentLoopJSON is a tool-calling agent's conversation: each turn the model answered and the
@@ -113,7 +114,7 @@ func (s *Server) loadAgentLoop(ctx context.Context, id int64, cps []dao.Checkpoi
 			Calls: make([]callJSON, 0, len(resp.ToolCalls)), Final: len(resp.ToolCalls) == 0}
 		for i, asked := range resp.ToolCalls {
 			seq := i + 1
-			cj := callJSON{Seq: seq, CallID: fmt.Sprintf("zk-%d-%d-%d", id, tr.Turn, seq), Tool: asked.Name, Arguments: asked.Arguments, State: "pending"}
+			cj := callJSON{Seq: seq, CallID: workflow.ToolCallID(id, tr.Turn, seq), Tool: asked.Name, Arguments: asked.Arguments, State: "pending"}
 			if c, ok := stored[[2]int{tr.Turn, seq}]; ok {
 				cj.CallID, cj.State, cj.Starts, cj.Attempt, cj.EndedAttempt = c.CallID, c.State, c.Starts, c.Attempt, c.EndedAttempt
 				cj.Result, cj.IsError, cj.EndedAt = c.Result, c.IsError, c.EndedAt
@@ -139,6 +140,9 @@ func (s *Server) loadAgentLoop(ctx context.Context, id int64, cps []dao.Checkpoi
 			if sig, ok := signalled[wait]; ok && cj.Review != "" {
 				at := sig.At
 				cj.Reviewer, cj.ReviewedAt = sig.Actor, &at
+			}
+			if paused != nil && *paused == "tool-child:"+cj.CallID {
+				cj.Waiting = "its child workflow to end"
 			}
 			if paused != nil && strings.HasSuffix(*paused, ":"+key) {
 				switch {

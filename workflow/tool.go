@@ -606,3 +606,10 @@ func (t *Task) CheckOutput(answer string) (string, error) {
 	}
 	return text, nil
 }
+
+// ToolCallID is the stable id of the seq-th tool call of turn in the tool-calling agent's task
+// instance taskID: the same in every attempt, it is the call's ZKSCHED_TOOL_CALL_ID and
+// Idempotency-Key.
+func ToolCallID(taskID int64, turn, seq int) string {
+	return fmt.Sprintf("zk-%d-%d-%d", taskID, turn, seq)
+}

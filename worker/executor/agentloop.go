@@ -132,9 +132,7 @@ const toolResultLimit = 64 << 10
 
 // CallID is the stable id of the seq-th call of turn in task instance taskID, the
 // ZKSCHED_TOOL_CALL_ID its tool gets.
-func CallID(taskID int64, turn, seq int) string {
-	return fmt.Sprintf("zk-%d-%d-%d", taskID, turn, seq)
-}
+func CallID(taskID int64, turn, seq int) string { return workflow.ToolCallID(taskID, turn, seq) }
 
 // ApprovalStep is the paused step an agent waits at for a person to approve a call of a tool
 // with approve: true; an approval stores a checkpoint under this name, a rejection one under
