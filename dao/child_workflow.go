@@ -248,9 +248,14 @@ func stoppedWithParent(children map[int64]int64, why EndReason) []childStop {
 // error and why as their end's reason, and asks the workers of their running ones to stop
 // them (kill_requested, and why as the reason they will end with), adding
 // those workers to workers. It returns what it did and the children of the workflow tasks it
-// killed, to stop, with the reason that their parent was stopped.
+// killed and of its agents' workflow tools (lockToolChildren), to stop, with the reason that
+// their parent was stopped.
 func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, why EndReason, workers map[string]bool) (StopResult, []childStop, error) {
 	if err := q.lockChildren(ctx, wfs, nil); err != nil {
+		return StopResult{}, nil, err
+	}
+	toolChildren, err := q.lockToolChildren(ctx, wfs, nil)
+	if err != nil {
 		return StopResult{}, nil, err
 	}
 	var tasks []struct {
@@ -259,7 +264,7 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 		WorkerID *string   `db:"worker_id"`
 		Child    *int64    `db:"child_workflow_instance_id"`
 	}
-	err := sqlxSelect(ctx, q, &tasks, `
+	err = sqlxSelect(ctx, q, &tasks, `
 		UPDATE task_instance SET
 			state = CASE WHEN state IN ('queued', 'waiting') THEN 'killed' ELSE state END,
 			kill_requested = true,
@@ -274,7 +279,7 @@ func (q *Queries) killTasksOf(ctx context.Context, wfs []int64, errMsg string, w
 		return StopResult{}, nil, fmt.Errorf("kill tasks of workflow instances %v: %w", wfs, err)
 	}
 	var res StopResult
-	children := map[int64]int64{}
+	children := toolChildren
 	for _, t := range tasks {
 		if t.Child != nil {
 			children[*t.Child] = t.Workflow
@@ -310,6 +315,34 @@ func (q *Queries) lockChildren(ctx context.Context, wfs, tasks []int64) error {
 		return fmt.Errorf("lock the children of workflow instances %v, tasks %v: %w", wfs, tasks, err)
 	}
 	return nil
+}
+
+// lockToolChildrenSQL is lockToolChildren's statement: $1 the workflow instances, $2 the tasks.
+const lockToolChildrenSQL = `
+		SELECT c.id, c.parent_workflow_instance_id FROM task_instance t
+		JOIN workflow_instance c ON c.parent_task_instance_id = t.id AND c.parent_call_id IS NOT NULL
+		WHERE (t.workflow_instance_id = ANY($1) OR t.id = ANY($2)) AND t.type = 'agent'
+		  AND t.state IN ('queued', 'waiting', 'running') AND c.state IN ('submitted', 'running')
+		ORDER BY c.id
+		FOR NO KEY UPDATE OF c`
+
+// lockToolChildren locks, as lockChildren does and after it, the active children that the
+// workflow tools' calls of the unended agents of the instances wfs, or of the tasks tasks,
+// started: a killed agent never goes on, so they stop with it. It returns them, each with the
+// workflow instance of its agent.
+func (q *Queries) lockToolChildren(ctx context.Context, wfs, tasks []int64) (map[int64]int64, error) {
+	var rows []struct {
+		ID     int64 `db:"id"`
+		Parent int64 `db:"parent_workflow_instance_id"`
+	}
+	if err := sqlxSelect(ctx, q, &rows, lockToolChildrenSQL, pq.Array(wfs), pq.Array(tasks)); err != nil {
+		return nil, fmt.Errorf("lock the tool children of workflow instances %v, tasks %v: %w", wfs, tasks, err)
+	}
+	out := make(map[int64]int64, len(rows))
+	for _, r := range rows {
+		out[r.ID] = r.Parent
+	}
+	return out, nil
 }
 
 // ParentLink is where a child workflow instance came from: the task that started it and that

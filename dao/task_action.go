@@ -131,6 +131,10 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 	if err := q.lockChildren(ctx, nil, []int64{id}); err != nil {
 		return KillResult{}, err
 	}
+	toolChildren, err := q.lockToolChildren(ctx, nil, []int64{id})
+	if err != nil {
+		return KillResult{}, err
+	}
 	var r []struct {
 		ID                 int64     `db:"id"`
 		WorkflowInstanceID int64     `db:"workflow_instance_id"`
@@ -139,18 +143,25 @@ func (q *Queries) TaskKillIfQueuedOrRunning(ctx context.Context, id int64) (Kill
 		Attempt            int       `db:"attempt"`
 		Child              *int64    `db:"child_workflow_instance_id"`
 	}
-	err := sqlxSelect(ctx, q, &r, killSQL, id, q.ch.master, q.ch.kill)
+	err = sqlxSelect(ctx, q, &r, killSQL, id, q.ch.master, q.ch.kill)
 	if err != nil {
 		return KillResult{}, fmt.Errorf("kill task instance %d: %w", id, err)
 	}
 	if len(r) == 0 {
 		return KillResult{}, q.taskConflict(ctx, id, "kill")
 	}
+	// A workflow task's child stops with it; an agent's workflow tools' children stop with
+	// it too, as soon as its kill is asked: it never goes on to take their results.
+	var stops []childStop
 	if c := r[0].Child; c != nil && r[0].State == TaskKilled {
-		// A workflow task's child stops with it.
+		stops = append(stops, childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id), End: EndOperatorKill})
+	}
+	for c := range toolChildren {
+		stops = append(stops, childStop{ID: c, Reason: fmt.Sprintf("stopped: the agent task %d whose tool started it was killed", id), End: EndOperatorKill})
+	}
+	if len(stops) > 0 {
 		workers := map[string]bool{}
-		stop := childStop{ID: *c, Reason: fmt.Sprintf("stopped: its parent task %d was killed", id), End: EndOperatorKill}
-		if _, err := q.workflowStopChildren(ctx, []childStop{stop}, workers); err != nil {
+		if _, err := q.workflowStopChildren(ctx, stops, workers); err != nil {
 			return KillResult{}, err
 		}
 		for w := range workers {

@@ -132,3 +132,58 @@ func TestToolChildEndResumesTheAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestToolChildrenStopWithTheirAgent: killing an agent, paused for its workflow tool's child
+// or running, or stopping the agent's workflow instance, stops the children its calls
+// started that still run; a child that ended stays as it ended.
+func TestToolChildrenStopWithTheirAgent(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []string{"kill the paused agent", "kill the running agent", "stop its workflow"} {
+		b := setupPause(t, "")
+		store(b.ctx, t, b.db, "name: report\ntasks:\n  - {name: only, type: wait}\n")
+		wf := submit(b.ctx, t, b.db, b.spec)
+		got, err := lifecycle.Claim(b.ctx, b.db, "w1", []string{"default"}, 1, true)
+		if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != wf {
+			t.Fatalf("%s: claim = %+v, %v", tc, got, err)
+		}
+		task := got[0]
+		done, err := lifecycle.StartToolChild(b.ctx, b.db, task.Token(), fmt.Sprintf("zk-%d-1-1", task.ID), "report", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := lifecycle.Stop(b.ctx, b.db, done, nil); err != nil {
+			t.Fatal(err)
+		}
+		before, err := b.db.WorkflowGet(b.ctx, done)
+		if err != nil {
+			t.Fatal(err)
+		}
+		call := fmt.Sprintf("zk-%d-2-1", task.ID)
+		child, err := lifecycle.StartToolChild(b.ctx, b.db, task.Token(), call, "report", 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc == "kill the paused agent" || tc == "stop its workflow" {
+			res := dao.AttemptResult{Outcome: dao.OutcomePaused, PausedStep: "tool-child:" + call}
+			res.Next, res.Retry = lifecycle.Next(&task, res.Outcome)
+			if _, err := lifecycle.Finish(b.ctx, b.db, []dao.Finish{{Token: task.Token(), Result: res}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if tc == "stop its workflow" {
+			_, err = lifecycle.Stop(b.ctx, b.db, wf, nil)
+		} else {
+			_, err = lifecycle.Kill(b.ctx, b.db, task.ID, nil)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc, err)
+		}
+		c, err := b.db.WorkflowGet(b.ctx, child)
+		if err != nil || c.State != dao.WorkflowStopped || c.Error == nil {
+			t.Errorf("%s: the running child %+v, %v; want stopped with a reason", tc, c, err)
+		}
+		if d, err := b.db.WorkflowGet(b.ctx, done); err != nil || d.State != before.State || !d.EndedAt.Equal(*before.EndedAt) || deref(d.Error) != deref(before.Error) {
+			t.Errorf("%s: the ended child %+v, %v; want it as it ended, %+v", tc, d, err, before)
+		}
+	}
+}
