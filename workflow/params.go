@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -266,29 +267,43 @@ func (d *decoder) paramValue(v *yaml.Node, what string) (string, bool) {
 
 // jsonValue reads a YAML value as the JSON value it stands for, within the decoder's budget.
 func (d *decoder) jsonValue(v *yaml.Node, what string, depth int) (any, bool) {
+	return d.yamlJSON(v, what, depth, maxParamDepth, false)
+}
+
+// yamlJSON reads a YAML value as the JSON value it stands for, within the decoder's budget,
+// nested at most maxDepth deep. Strict (a JSON Schema, see argumentsSchema) refuses a YAML
+// value JSON has no form for — a key that is not a string, .inf and .nan, a tagged value such
+// as !!binary — and reads every number as a float, as JSON does; otherwise a scalar is what
+// YAML decodes it to, and a key its text.
+func (d *decoder) yamlJSON(v *yaml.Node, what string, depth, maxDepth int, strict bool) (any, bool) {
 	v = d.resolve(v)
-	if depth > maxParamDepth {
-		d.errorf(v.Line, "%s is nested more than %d deep", what, maxParamDepth)
+	if depth > maxDepth {
+		d.errorf(v.Line, "%s is nested more than %d deep", what, maxDepth)
 		return nil, false
 	}
 	switch v.Kind {
 	case yaml.MappingNode:
 		m := map[string]any{}
 		for _, kv := range d.mapping(v, what) {
-			x, ok := d.jsonValue(kv.value, what, depth+1)
+			if strict && kv.key.Tag != "!!str" {
+				d.errorf(kv.key.Line, "%s: the key %s is not a string, as JSON keys are: quote it (\"%s\")",
+					what, quote(kv.key.Value), clip(kv.key.Value))
+				return nil, false
+			}
+			x, ok := d.yamlJSON(kv.value, what, depth+1, maxDepth, strict)
 			if !ok {
 				return nil, false
 			}
 			m[kv.key.Value] = x
 		}
-		return m, !d.exhausted
+		return m, !d.exhausted && !d.errs.full
 	case yaml.SequenceNode:
 		l := make([]any, 0, len(v.Content))
 		for _, item := range v.Content {
 			if !d.visit(1) {
 				return nil, false
 			}
-			x, ok := d.jsonValue(item, what, depth+1)
+			x, ok := d.yamlJSON(item, what, depth+1, maxDepth, strict)
 			if !ok {
 				return nil, false
 			}
@@ -298,6 +313,9 @@ func (d *decoder) jsonValue(v *yaml.Node, what string, depth int) (any, bool) {
 	case yaml.ScalarNode:
 		if !d.expand(len(v.Value)) {
 			return nil, false
+		}
+		if strict {
+			return d.strictScalar(v, what)
 		}
 		if v.Tag == "!!str" {
 			return v.Value, true
@@ -310,6 +328,31 @@ func (d *decoder) jsonValue(v *yaml.Node, what string, depth int) (any, bool) {
 		return x, true
 	}
 	d.errorf(v.Line, "%s must be a value, not %s", what, kindName(v))
+	return nil, false
+}
+
+// strictScalar reads a scalar of a JSON Schema (yamlJSON, strict).
+func (d *decoder) strictScalar(v *yaml.Node, what string) (any, bool) {
+	switch v.Tag {
+	case "!!str", "!!timestamp":
+		// A date is the text it is written as, as everywhere in the file.
+		return v.Value, true
+	case "!!null":
+		return nil, true
+	case "!!bool":
+		var b bool
+		if v.Decode(&b) == nil {
+			return b, true
+		}
+	case "!!int", "!!float":
+		var f float64
+		if v.Decode(&f) == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
+			return f, true
+		}
+		d.errorf(v.Line, "%s: %s is not a JSON number", what, quote(v.Value))
+		return nil, false
+	}
+	d.errorf(v.Line, "%s: %s (%s) is not a JSON value", what, quote(v.Value), v.Tag)
 	return nil, false
 }
 

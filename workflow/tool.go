@@ -168,71 +168,9 @@ func (d *decoder) argumentsSchema(v *yaml.Node, what string) map[string]any {
 }
 
 // schemaValue reads one value of a JSON Schema written as YAML as the JSON value it stands
-// for (see argumentsSchema), within the decoder's budget. A YAML value JSON has no form for
-// is refused: a key that is not a string, .inf and .nan, a tagged value such as !!binary.
+// for (see argumentsSchema), within the decoder's budget: yamlJSON, strict.
 func (d *decoder) schemaValue(v *yaml.Node, what string, depth int) (any, bool) {
-	v = d.resolve(v)
-	if depth > maxArgumentsDepth {
-		d.errorf(v.Line, "%s is nested more than %d deep", what, maxArgumentsDepth)
-		return nil, false
-	}
-	switch v.Kind {
-	case yaml.MappingNode:
-		m := map[string]any{}
-		for _, kv := range d.mapping(v, what) {
-			if kv.key.Tag != "!!str" {
-				d.errorf(kv.key.Line, "%s: the key %s is not a string, as JSON keys are: quote it (\"%s\")",
-					what, quote(kv.key.Value), clip(kv.key.Value))
-				return nil, false
-			}
-			x, ok := d.schemaValue(kv.value, what, depth+1)
-			if !ok {
-				return nil, false
-			}
-			m[kv.key.Value] = x
-		}
-		return m, !d.exhausted && !d.errs.full
-	case yaml.SequenceNode:
-		l := make([]any, 0, len(v.Content))
-		for _, item := range v.Content {
-			if !d.visit(1) {
-				return nil, false
-			}
-			x, ok := d.schemaValue(item, what, depth+1)
-			if !ok {
-				return nil, false
-			}
-			l = append(l, x)
-		}
-		return l, true
-	case yaml.ScalarNode:
-		if !d.expand(len(v.Value)) {
-			return nil, false
-		}
-		switch v.Tag {
-		case "!!str", "!!timestamp":
-			// A date is the text it is written as, as everywhere in the file.
-			return v.Value, true
-		case "!!null":
-			return nil, true
-		case "!!bool":
-			var b bool
-			if v.Decode(&b) == nil {
-				return b, true
-			}
-		case "!!int", "!!float":
-			var f float64
-			if v.Decode(&f) == nil && !math.IsInf(f, 0) && !math.IsNaN(f) {
-				return f, true
-			}
-			d.errorf(v.Line, "%s: %s is not a JSON number", what, quote(v.Value))
-			return nil, false
-		}
-		d.errorf(v.Line, "%s: %s (%s) is not a JSON value", what, quote(v.Value), v.Tag)
-		return nil, false
-	}
-	d.errorf(v.Line, "%s must be a value, not %s", what, kindName(v))
-	return nil, false
+	return d.yamlJSON(v, what, depth, maxArgumentsDepth, true)
 }
 
 // checkToolAgent checks a tool-calling agent: its prompt, its tools and the bounds of its
