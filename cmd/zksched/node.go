@@ -555,8 +555,9 @@ func (n *node) httpHandler() (http.Handler, error) {
 		AllowUnauthenticated: a.AllowUnauthenticated,
 		Hosts:                ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
 		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(),
-		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern,
-		RateLimit:         float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
+		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern, HookSecretEnvPattern: a.HookSecretEnvPattern,
+		HookBodyLimit: int64(a.HookBodyLimit), HookDedupeWindow: a.HookDedupeWindow, PublicURL: a.PublicURL,
+		RateLimit: float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}
