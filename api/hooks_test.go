@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 const hookSecret = "the-hook-secret"
@@ -288,5 +289,31 @@ func TestHookDefinitionRules(t *testing.T) {
 	body := push("refs/heads/main")
 	if r := b.deliver(t, "after-removal", body, sign(body)); r.status != http.StatusNotFound {
 		t.Errorf("a delivery to the removed hook: %d %s; want 404", r.status, r.body)
+	}
+}
+
+// TestDocsWebhookTrigger stores the example of docs/workflows.md's Webhook triggers and
+// delivers it a GitHub push to main and one to another branch: one run, its params from the
+// body.
+func TestDocsWebhookTrigger(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "s3cret", hookSecrets: map[string]string{"ZKSCHED_HOOK_SECRET_DEPLOY": hookSecret}})
+	file := testenv.DocBlock(t, "docs/workflows.md", "Webhook triggers", "yaml", 1)
+	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK {
+		t.Fatalf("store the docs' example: %d %s", r.status, r.body)
+	}
+	main, feature := push("refs/heads/main"), push("refs/heads/feature")
+	if r := b.deliver(t, "docs-1", main, sign(main)); r.status != http.StatusCreated {
+		t.Errorf("push to main: %d %s; want a run", r.status, r.body)
+	}
+	if r := b.deliver(t, "docs-2", feature, sign(feature)); r.status != http.StatusAccepted {
+		t.Errorf("push to a feature branch: %d %s; want 202", r.status, r.body)
+	}
+	runs := b.runs(t)
+	if len(runs) != 1 {
+		t.Fatalf("%d runs; want 1", len(runs))
+	}
+	if params, _ := runs[0]["params"].(map[string]any); params["ref"] != "refs/heads/main" || params["sha"] != "0123abc" {
+		t.Errorf("the run's params = %v; want ref and sha from the body", runs[0]["params"])
 	}
 }
