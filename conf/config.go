@@ -675,7 +675,9 @@ type Retention struct {
 
 	// Fires is how long the record of a schedule's fire (schedule_fire) is kept, from when it
 	// was made. Defaults to 30d. A fire record is what keeps a fire from being made twice: a
-	// backfill over a period whose records were purged fires it again.
+	// backfill over a period whose records were purged fires it again. Webhook deliveries'
+	// records (hook_delivery) go with the same period, but never within
+	// api.hook-dedupe-window.
 	Fires time.Duration `yaml:"fires"`
 
 	// Audit is how long rows of the audit trail (audit_event) are kept. Defaults to 0, for

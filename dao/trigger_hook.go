@@ -199,3 +199,24 @@ func (q *Queries) HookDeliveryRefuse(ctx context.Context, hook, outcome, client 
 	}
 	return nil
 }
+
+// purgeHookDeliveriesSQL is PurgeHookDeliveries' statement: $1 the retention in seconds, $2 the
+// batch.
+const purgeHookDeliveriesSQL = `
+		WITH doomed AS (
+			SELECT id FROM hook_delivery
+			WHERE received_at < now() - make_interval(secs => $1)
+			ORDER BY id
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), gone AS (
+			DELETE FROM hook_delivery WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING 1
+		)
+		SELECT count(*) FROM gone`
+
+// PurgeHookDeliveries deletes up to batch hook deliveries received more than keep ago and
+// returns how many it deleted. A purged delivery's id is forgotten: the leader's retention
+// keeps them at least the dedupe window.
+func (db *DB) PurgeHookDeliveries(ctx context.Context, keep time.Duration, batch int) (int64, error) {
+	return db.purgeBatch(ctx, purgeHookDeliveriesSQL, "purge hook deliveries", keep, batch)
+}

@@ -93,3 +93,24 @@ func TestHookDeliveryRecord(t *testing.T) {
 		t.Errorf("HookDeliveries = %+v, %v; want the refusal and one more of push", got, err)
 	}
 }
+
+// TestPurgeHookDeliveries: deliveries go once older than the period, a batch at a time.
+func TestPurgeHookDeliveries(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx := context.Background()
+	for range 3 {
+		if err := db.HookDeliveryRefuse(ctx, "push", dao.AuditRefused("x"), "10.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := db.PurgeHookDeliveries(ctx, time.Hour, 10); err != nil || n != 0 {
+		t.Errorf("purge of deliveries older than an hour = %d, %v; want none", n, err)
+	}
+	if n, err := db.PurgeHookDeliveries(ctx, 0, 2); err != nil || n != 2 {
+		t.Errorf("purge of a batch of 2 = %d, %v; want 2", n, err)
+	}
+	if n, err := db.PurgeHookDeliveries(ctx, 0, 2); err != nil || n != 1 {
+		t.Errorf("purge of the rest = %d, %v; want 1", n, err)
+	}
+}

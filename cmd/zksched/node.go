@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,7 +288,8 @@ func (n *node) startMaster(ctx context.Context) (running func() int, err error) 
 		MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
 	rt := cfg.Retention
 	retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
-		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, Audit: rt.Audit, Interval: rt.Interval,
+		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, HookDedupeWindow: cmp.Or(n.cfg.API.HookDedupeWindow, 24*time.Hour),
+		Audit: rt.Audit, Interval: rt.Interval,
 		BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
 	work.Go("master", m.Run)
 	work.Go("sweep", master.NewSweep(m).Run)
