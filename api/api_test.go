@@ -67,6 +67,7 @@ type setupOpts struct {
 	hookSecrets      map[string]string
 	hookBodyLimit    int64
 	hookDedupeWindow time.Duration
+	hookDelivered    func(outcome string)
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -86,6 +87,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		Cluster: o.cluster, MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
 		InstanceRetention: o.instanceRetention, HeavyReads: o.heavyReads, HeavyReadWait: o.heavyReadWait,
 		RateLimit: o.rateLimit, RateBurst: o.rateBurst, HookBodyLimit: o.hookBodyLimit, HookDedupeWindow: o.hookDedupeWindow,
+		HookDelivered: o.hookDelivered,
 		LookupEnv: func(name string) (string, bool) { v, ok := o.hookSecrets[name]; return v, ok }, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)

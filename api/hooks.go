@@ -75,9 +75,30 @@ type hookDelivery struct {
 	workflow   string
 	version    int
 	deliveryID string
+	// outcome is what an answered delivery came to: submitted, filtered or duplicate.
+	outcome string
+}
+
+// refusalOutcome is the metric's outcome of a delivery refused with status.
+func refusalOutcome(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "bad_signature"
+	case status == http.StatusTooManyRequests:
+		return "rate_limited"
+	case status == http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case status >= 500:
+		return "failed"
+	}
+	return "refused"
 }
 
 func (d *hookDelivery) auditEvent(r *http.Request) dao.AuditEvent {
+	if d.hook == "" {
+		return dao.AuditEvent{Actor: "hook", Role: "hook", Action: AuditHookDeliver, Target: "hook/",
+			Params: dao.AuditParams(map[string]any{"hook": clipName(r.PathValue("name"))}), Client: clientAddr(r), Outcome: dao.AuditOK}
+	}
 	params := map[string]any{"hook": d.hook}
 	if d.workflow != "" {
 		params["workflow"], params["version"] = d.workflow, d.version
@@ -95,11 +116,18 @@ func (s *Server) apiHookDeliver(w http.ResponseWriter, r *http.Request) error {
 	d := &hookDelivery{hook: r.PathValue("name")}
 	verified, err := s.deliver(w, r, d)
 	if err == nil {
+		s.cfg.HookDelivered(d.outcome)
 		return nil
 	}
 	status, msg := classify(err)
+	s.cfg.HookDelivered(refusalOutcome(status))
 	if status >= 500 {
 		return err
+	}
+	if d.workflow == "" {
+		// No such hook: one actor and one reason for every name, so that a flood over many
+		// names folds into a row a minute; the name asked for is in the params.
+		d.hook, msg = "", "no such hook"
 	}
 	if len(msg) > maxRefusalReason {
 		msg = msg[:maxRefusalReason] + "…"
@@ -209,6 +237,7 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, d *hookDelivery
 	switch {
 	case res.Duplicate:
 		out.Outcome, out.WorkflowInstanceID = "duplicate", res.Previous.WorkflowInstanceID
+		d.outcome = out.Outcome
 		l.Msg("hook delivery already seen: nothing started")
 		// A duplicate is recorded as refusals are, folded: a replayed delivery costs a row a
 		// minute, not a row a replay.
@@ -221,11 +250,11 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, d *hookDelivery
 		}
 		writeJSON(w, http.StatusOK, out)
 	case !accepts:
-		out.Outcome = dao.HookFiltered
+		out.Outcome, d.outcome = dao.HookFiltered, dao.HookFiltered
 		l.Msg("hook delivery filtered out: nothing started")
 		writeJSON(w, http.StatusAccepted, out)
 	default:
-		out.Outcome, out.WorkflowInstanceID = dao.HookSubmitted, &res.Instance
+		out.Outcome, out.WorkflowInstanceID, d.outcome = dao.HookSubmitted, &res.Instance, dao.HookSubmitted
 		l.Int64("workflow_instance", res.Instance).Msg("hook delivery started a run")
 		writeJSON(w, http.StatusCreated, out)
 	}

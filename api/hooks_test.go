@@ -317,3 +317,32 @@ func TestDocsWebhookTrigger(t *testing.T) {
 		t.Errorf("the run's params = %v; want ref and sha from the body", runs[0]["params"])
 	}
 }
+
+// TestHookOutcomes: each delivery is counted by its outcome, and deliveries to hooks that do
+// not exist, whatever their names, fold into one audit row.
+func TestHookOutcomes(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	counts := map[string]int{}
+	b := hookSetup(t, setupOpts{hookDelivered: func(outcome string) { mu.Lock(); counts[outcome]++; mu.Unlock() }})
+	main, feature := push("refs/heads/main"), push("refs/heads/feature")
+	b.deliver(t, "o-1", main, sign(main))
+	b.deliver(t, "o-1", main, sign(main))
+	b.deliver(t, "o-2", feature, sign(feature))
+	b.deliver(t, "o-3", main, sign("forged"))
+	for i := range 5 {
+		if r := b.do(t, "POST", fmt.Sprintf("/api/v1/hooks/nothing-%d", i), "{}", "Authorization", ""); r.status != http.StatusNotFound {
+			t.Fatalf("a delivery to no hook: %d %s; want 404", r.status, r.body)
+		}
+	}
+	mu.Lock()
+	want := map[string]int{"submitted": 1, "duplicate": 1, "filtered": 1, "bad_signature": 1, "refused": 5}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("deliveries by outcome = %v; want %v", counts, want)
+	}
+	mu.Unlock()
+	evs, _, err := b.db.AuditList(b.ctx, dao.AuditFilter{Actor: "hook"}, 0, 10)
+	if err != nil || len(evs) != 1 || evs[0].Count != 5 || evs[0].Outcome != "refused: not found: no such hook" {
+		t.Errorf("audit rows of deliveries to no hook = %+v, %v; want one row of 5", evs, err)
+	}
+}

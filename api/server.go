@@ -81,6 +81,9 @@ type Config struct {
 	LookupEnv func(string) (string, bool)
 	// PublicURL is api.public-url: the hooks' URLs are shown under it. Empty shows their paths.
 	PublicURL string
+	// HookDelivered, unless nil, counts each webhook delivery by its outcome (see
+	// hookOutcome).
+	HookDelivered func(outcome string)
 	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log, the
 	// overview) run at once; HeavyReadWait how long one waits for a place before it is
 	// answered 503. They default to 4 and 2 s (conf.API has the reasons).
@@ -167,6 +170,9 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	}
 	if cfg.LookupEnv == nil {
 		cfg.LookupEnv = os.LookupEnv
+	}
+	if cfg.HookDelivered == nil {
+		cfg.HookDelivered = func(string) {}
 	}
 	p, err := newPages()
 	if err != nil {

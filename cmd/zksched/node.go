@@ -559,7 +559,8 @@ func (n *node) httpHandler() (http.Handler, error) {
 		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(),
 		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern, HookSecretEnvPattern: a.HookSecretEnvPattern,
 		HookBodyLimit: int64(a.HookBodyLimit), HookDedupeWindow: a.HookDedupeWindow, PublicURL: a.PublicURL,
-		RateLimit: float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
+		HookDelivered: n.metrics.HookDelivered,
+		RateLimit:     float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}
