@@ -88,7 +88,7 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 		InstanceRetention: o.instanceRetention, HeavyReads: o.heavyReads, HeavyReadWait: o.heavyReadWait,
 		RateLimit: o.rateLimit, RateBurst: o.rateBurst, HookBodyLimit: o.hookBodyLimit, HookDedupeWindow: o.hookDedupeWindow,
 		HookDelivered: o.hookDelivered,
-		LookupEnv: func(name string) (string, bool) { v, ok := o.hookSecrets[name]; return v, ok }, Log: log}, db)
+		LookupEnv:     func(name string) (string, bool) { v, ok := o.hookSecrets[name]; return v, ok }, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
 	}
