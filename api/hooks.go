@@ -325,12 +325,14 @@ func deliveryBody(body []byte) any {
 }
 
 // deliveryHeaders are .headers of a delivery: by lower-case name, values joined with ", ".
-// Authorization is left out: with a bearer hook it is the secret.
+// Authorization is left out, as with a bearer hook it is the secret, and so is Cookie: a
+// delivery posted by a browser would carry its user's session, which a hook's params could
+// otherwise copy into a run for anyone to read.
 func deliveryHeaders(h http.Header) map[string]string {
 	out := make(map[string]string, len(h))
 	for k, vs := range h {
 		k = strings.ToLower(k)
-		if k == "authorization" {
+		if k == "authorization" || k == "cookie" {
 			continue
 		}
 		out[k] = strings.Join(vs, ", ")

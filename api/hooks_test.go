@@ -346,3 +346,31 @@ func TestHookOutcomes(t *testing.T) {
 		t.Errorf("audit rows of deliveries to no hook = %+v, %v; want one row of 5", evs, err)
 	}
 }
+
+// TestHookHeadersHideCredentials: a hook's templates see the delivery's headers but not its
+// Authorization (a bearer hook's secret) nor its Cookie (the session of a browser that
+// posted it).
+func TestHookHeadersHideCredentials(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "s3cret", hookSecrets: map[string]string{"ZKSCHED_HOOK_SECRET_ECHO": hookSecret}})
+	file := "name: echo\nparams-extra: allow\ntriggers:\n  - webhook: {name: echo, secret-env: ZKSCHED_HOOK_SECRET_ECHO, signature: bearer, " +
+		"params: {auth: '{{ index .headers \"authorization\" }}', cookie: '{{ index .headers \"cookie\" }}', agent: '{{ index .headers \"x-agent\" }}'}}\n" +
+		"tasks: [{name: a, type: noop}]\n"
+	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK {
+		t.Fatalf("store echo: %d %s", r.status, r.body)
+	}
+	r := b.do(t, "POST", "/api/v1/hooks/echo", "{}", "Authorization", "Bearer "+hookSecret, "Cookie", "zksched_session=stolen", "X-Agent", "ci")
+	if r.status != http.StatusCreated {
+		t.Fatalf("delivery: %d %s", r.status, r.body)
+	}
+	runs := b.do(t, "GET", "/api/v1/workflow-instances?name=echo", "")
+	var page struct {
+		Items []struct {
+			Params map[string]string `json:"params"`
+		} `json:"items"`
+	}
+	runs.json(t, &page)
+	if len(page.Items) != 1 || page.Items[0].Params["agent"] != "ci" || page.Items[0].Params["auth"] != "" || page.Items[0].Params["cookie"] != "" {
+		t.Errorf("the run's params = %+v; want the agent header alone", page.Items)
+	}
+}
