@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -178,14 +179,15 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, d *hookDelivery
 	}
 	secret, err := s.hookSecret(hook)
 	if err != nil {
+		// The sender learns no variable name: the log has it.
 		logFor(r).Error().Err(err).Str("hook", d.hook).Msg("hook cannot be checked")
-		return false, err
+		return false, errorf(http.StatusServiceUnavailable, "hook %s cannot check deliveries on this master now: its log says why", d.hook)
 	}
 	if !verifySignature(hook.Signature, secret, r.Header, body) {
 		key := clientKey(r)
 		if wait := s.hookFails.retryAfter(key); wait > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(wait)))
-			return false, errorf(http.StatusTooManyRequests, "too many wrong signatures from your address: try again in %d s", retrySeconds(wait))
+			return false, errorf(http.StatusTooManyRequests, "too many wrong signatures from your address: try again after Retry-After")
 		}
 		s.hookFails.fail(key)
 		return false, errorf(http.StatusUnauthorized, "the delivery's signature is wrong or missing (hook %s checks a %s signature)", d.hook, hook.Signature)
@@ -266,12 +268,12 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, d *hookDelivery
 // as the pattern may have changed since).
 func (s *Server) hookSecret(hook workflow.Webhook) ([]byte, error) {
 	if !workflow.WebhookEnvAllowed(s.cfg.HookSecretEnvPattern, hook.SecretEnv) {
-		return nil, errorf(http.StatusServiceUnavailable, "hook %s: its secret-env %s does not match api.hook-secret-env-pattern (%s) of this master",
+		return nil, fmt.Errorf("hook %s: its secret-env %s does not match api.hook-secret-env-pattern (%s) of this master",
 			hook.Name, hook.SecretEnv, s.cfg.HookSecretEnvPattern)
 	}
 	v, ok := s.cfg.LookupEnv(hook.SecretEnv)
 	if !ok || v == "" {
-		return nil, errorf(http.StatusServiceUnavailable, "hook %s: its secret variable %s is not set on this master", hook.Name, hook.SecretEnv)
+		return nil, fmt.Errorf("hook %s: its secret variable %s is not set on this master", hook.Name, hook.SecretEnv)
 	}
 	return []byte(v), nil
 }

@@ -374,3 +374,37 @@ func TestHookHeadersHideCredentials(t *testing.T) {
 		t.Errorf("the run's params = %+v; want the agent header alone", page.Items)
 	}
 }
+
+// TestHookSecretUnset: a master without the hook's secret variable answers 503 and names no
+// variable to the sender; the log does.
+func TestHookSecretUnset(t *testing.T) {
+	t.Parallel()
+	var log strings.Builder
+	var mu sync.Mutex
+	b := setup(t, setupOpts{token: "s3cret", log: hookLogWriter{&mu, &log}})
+	if r := b.do(t, "POST", "/api/v1/definitions", deployFile, "Content-Type", "application/yaml"); r.status != http.StatusOK {
+		t.Fatalf("store deploy: %d %s", r.status, r.body)
+	}
+	body := push("refs/heads/main")
+	r := b.deliver(t, "unset-1", body, sign(body))
+	if r.status != http.StatusServiceUnavailable || strings.Contains(r.body, "ZKSCHED_HOOK_SECRET_DEPLOY") {
+		t.Errorf("delivery with the secret unset: %d %s; want 503 naming no variable", r.status, r.body)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(log.String(), "its secret variable ZKSCHED_HOOK_SECRET_DEPLOY is not set on this master") {
+		t.Errorf("the log does not say which variable is unset:\n%s", log.String())
+	}
+}
+
+// hookLogWriter is an io.Writer safe for the server's goroutines.
+type hookLogWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l hookLogWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
