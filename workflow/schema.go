@@ -142,7 +142,7 @@ var schemaNames = map[string]string{
 	"step.name":              nameRE.String(),
 	"tool.name":              toolNameRE.String(),
 	"notify.webhook-url-env": envRE.String(),
-	"webhook.name":           hookNameRE.String(),
+	"webhook.name":           nameRE.String(),
 	"webhook.secret-env":     envRE.String(),
 	"webhook.params":         `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
 	"webhook.dedupe-header":  headerNameRE.String(),

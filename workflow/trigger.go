@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -73,11 +72,9 @@ const MaxTriggers = 20
 // this form hold nothing but hooks' secrets, and being ZKSCHED_* they never reach a task.
 const DefaultHookSecretEnvPattern = "ZKSCHED_HOOK_SECRET_*"
 
-// hookNameRE is the rule of hook names: they are the last segment of a URL.
-var hookNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
-// ValidHookName reports whether s may be a hook's name (the rule of workflow names).
-func ValidHookName(s string) bool { return hookNameRE.MatchString(s) }
+// ValidHookName reports whether s may be a hook's name: the rule of workflow names, which
+// needs no escaping as the last segment of a URL.
+func ValidHookName(s string) bool { return nameRE.MatchString(s) }
 
 // triggerFields and webhookFields are the keys of a triggers: entry and of its webhook.
 var (
@@ -183,7 +180,7 @@ func (s *Spec) triggerProblems() []problem {
 		switch {
 		case w.Name == "":
 			add("name", "name is required: the hook's URL is /api/v1/hooks/<name>")
-		case !hookNameRE.MatchString(w.Name):
+		case !nameRE.MatchString(w.Name):
 			add("name", "name %s is invalid: %s", quote(w.Name), nameRule)
 		default:
 			if first, dup := seen[w.Name]; dup {
