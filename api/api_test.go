@@ -62,6 +62,12 @@ type setupOpts struct {
 	heavyReadWait time.Duration
 	rateLimit     float64
 	rateBurst     int
+	// hookSecrets are the master's environment as the hooks read it; hookBodyLimit and
+	// hookDedupeWindow are api.Config's.
+	hookSecrets      map[string]string
+	hookBodyLimit    int64
+	hookDedupeWindow time.Duration
+	hookDelivered    func(outcome string)
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -80,7 +86,9 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, AllowUnauthenticated: o.open,
 		Cluster: o.cluster, MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
 		InstanceRetention: o.instanceRetention, HeavyReads: o.heavyReads, HeavyReadWait: o.heavyReadWait,
-		RateLimit: o.rateLimit, RateBurst: o.rateBurst, Log: log}, db)
+		RateLimit: o.rateLimit, RateBurst: o.rateBurst, HookBodyLimit: o.hookBodyLimit, HookDedupeWindow: o.hookDedupeWindow,
+		HookDelivered: o.hookDelivered,
+		LookupEnv:     func(name string) (string, bool) { v, ok := o.hookSecrets[name]; return v, ok }, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ var errWrongToken = errors.New("wrong token")
 // open reports whether a path is served without authentication.
 func open(path string) bool {
 	return path == "/healthz" || path == "/readyz" || path == "/metrics" || path == "/login" || path == openAPIPath ||
-		strings.HasPrefix(path, "/static/")
+		strings.HasPrefix(path, "/static/") || strings.HasPrefix(path, hookPrefix)
 }
 
 // requireAuth lets a request through with its principal, or refuses it: 401 for the API (429

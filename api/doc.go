@@ -15,7 +15,9 @@
 // a role (viewer, operator, admin) and the SHA-256 of a token; the file is read again within
 // a second of a change. Every API call needs "Authorization: Bearer <token>" (or the UI's
 // session cookie) and every page a session, got from the login form; /healthz, /readyz,
-// /metrics, /login, the static files and the OpenAPI document (no data) are open. A session is a random cookie whose hash
+// /metrics, /login, the static files and the OpenAPI document (no data) are open, and so are
+// webhook deliveries (POST /api/v1/hooks/{name}, hooks.go), whose signature made with their
+// hook's secret is their credential. A session is a random cookie whose hash
 // is a row of api_session: a logout revokes the row, so a copied cookie stops working on
 // every master, and a session ends with its user's token (a user removed from the file, a
 // token changed). A wrong token counts against its client address, which after a handful

@@ -39,6 +39,7 @@ func classify(err error) (int, string) {
 	var ce *dao.ConflictError
 	var mbe *http.MaxBytesError
 	var nf *notFoundError
+	var taken *dao.HookTakenError
 	switch {
 	case errors.As(err, &he):
 		return he.status, he.msg
@@ -46,6 +47,8 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, nf.Error()
 	case errors.As(err, &ce):
 		return http.StatusConflict, ce.Error()
+	case errors.As(err, &taken):
+		return http.StatusConflict, "the workflow file is rejected, nothing stored: " + taken.Error()
 	case errors.Is(err, dao.ErrInstanceNotFound), errors.Is(err, dao.ErrNoSchedule):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, dao.ErrWorkflowFull):

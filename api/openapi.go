@@ -157,6 +157,9 @@ var components = map[string]reflect.Type{
 	"Schedule":               reflect.TypeFor[lifecycle.ScheduleJSON](),
 	"AuditEvent":             reflect.TypeFor[dao.AuditEvent](),
 	"Notification":           reflect.TypeFor[dao.Notification](),
+	"Hook":                   reflect.TypeFor[hookJSON](),
+	"HookDelivery":           reflect.TypeFor[dao.HookDelivery](),
+	"HookDeliveryAnswer":     reflect.TypeFor[hookDeliveryJSON](),
 	"Error":                  reflect.TypeFor[errorBody](),
 }
 
@@ -181,7 +184,7 @@ func operations() []operation {
 				"name": str, "version": map[string]any{"type": "integer"},
 				"schedule": object(map[string]any{"enabled": map[string]any{"type": "boolean"}, "next_fire_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"}}),
 			}, "schedule")}},
-			fails: []int{400, 413, 415}},
+			fails: []int{400, 409, 413, 415}},
 		{pattern: "GET /api/v1/definitions/{name}", summary: "A definition's versions, newest first and paged, without their specs.",
 			query: []param{beforeParam, afterParam, limitParam},
 			ok: map[int]answer{200: {"A page of versions.", func() map[string]any {
@@ -314,6 +317,20 @@ func operations() []operation {
 				"next":  map[string]any{"type": "integer", "format": "int64", "description": "The ?before= of the next, older page; absent on the last one."},
 			}, "next")}},
 			fails: []int{400}},
+		{pattern: "GET /api/v1/hooks", summary: "Every webhook trigger with its URL, workflow, signature and latest deliveries.",
+			ok:    map[int]answer{200: {"The hooks, by name.", object(map[string]any{"items": arrayOf(ref("Hook"))})}},
+			fails: []int{400}},
+		{pattern: hookRoute, summary: "A webhook delivery: submits a run of the workflow that declares the hook, " +
+			"if its signature is right, its delivery id new and its filter true.",
+			body: map[string]any{"description": "Any body the hook's sender posts, JSON or text, at most api.hook-body-limit (1 MiB by default); " +
+				"the hook's params and filter read it as .body."},
+			bodyTypes: []string{"application/json", "application/x-www-form-urlencoded", "text/plain"},
+			ok: map[int]answer{
+				201: {"A run was started.", ref("HookDeliveryAnswer")},
+				202: {"The hook's filter said no: nothing was started.", ref("HookDeliveryAnswer")},
+				200: {"The hook saw this delivery id within api.hook-dedupe-window: nothing was started; workflow_instance_id is the first delivery's run.", ref("HookDeliveryAnswer")},
+			},
+			fails: []int{400, 404, 409, 413}},
 		{pattern: "GET " + openAPIPath, summary: "This document.",
 			ok: map[int]answer{200: {"The OpenAPI document of /api/v1.", map[string]any{"type": "object"}}}},
 	}
@@ -368,9 +385,17 @@ func openAPI(version string, need map[string]Role) ([]byte, error) {
 		if !routed {
 			return nil, fmt.Errorf("operation %s is not a route", op.pattern)
 		}
-		if op.pattern == "GET "+openAPIPath {
+		switch {
+		case op.pattern == "GET "+openAPIPath:
 			o["security"] = []any{}
-		} else {
+		case signed[op.pattern]:
+			// No token: the hook's signature (X-Hub-Signature-256, X-Zksched-Signature-256 or
+			// a bearer secret) is the credential.
+			o["security"] = []any{}
+			o["description"] = "Needs no user: the delivery's signature, made with the hook's secret, is the credential " +
+				"(see docs/workflows.md, Webhook triggers). 401: a wrong or missing signature; 429: too many wrong signatures from the address."
+			fails = append(fails, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusServiceUnavailable)
+		default:
 			o["description"] = fmt.Sprintf("Needs the %s role.", role)
 			fails = append(fails, http.StatusUnauthorized, http.StatusTooManyRequests, http.StatusServiceUnavailable)
 			if role != RoleViewer || method != http.MethodGet {

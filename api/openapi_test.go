@@ -164,7 +164,7 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 // against the schema the document gives for its status.
 func TestOpenAPIResponses(t *testing.T) {
 	t.Parallel()
-	b := setup(t, setupOpts{token: "s3cret"})
+	b := setup(t, setupOpts{token: "s3cret", hookSecrets: map[string]string{"ZKSCHED_HOOK_SECRET_OPS": "hook-secret"}})
 	raw := openAPIDoc(t, b)
 	var doc struct {
 		Paths map[string]map[string]struct {
@@ -252,6 +252,15 @@ func TestOpenAPIResponses(t *testing.T) {
 	check("GET", "/api/v1/notifications", "/api/v1/notifications?limit=1", "")
 	check("GET", "/api/v1/notifications", "/api/v1/notifications?state=dead", "")
 	check("GET", "/api/v1/notifications", "/api/v1/notifications?state=bogus", "")
+	hooked := "name: hooked\nparams: {who: x}\ntriggers:\n  - webhook: {name: ops, secret-env: ZKSCHED_HOOK_SECRET_OPS, signature: bearer, " +
+		"params: {who: '{{ .body.who }}'}, filter: '{{ ne .body.who \"nobody\" }}'}\ntasks: [{name: a, type: noop}]\n"
+	check("POST", "/api/v1/definitions", "/api/v1/definitions", hooked, "Content-Type", "application/yaml")
+	check("POST", "/api/v1/definitions", "/api/v1/definitions", strings.Replace(hooked, "name: hooked", "name: thief", 1), "Content-Type", "application/yaml")
+	check("POST", "/api/v1/hooks/{name}", "/api/v1/hooks/ops", `{"who": "me"}`, "Authorization", "Bearer hook-secret")
+	check("POST", "/api/v1/hooks/{name}", "/api/v1/hooks/ops", `{"who": "nobody"}`, "Authorization", "Bearer hook-secret")
+	check("POST", "/api/v1/hooks/{name}", "/api/v1/hooks/ops", `{"who": "me"}`, "Authorization", "Bearer wrong")
+	check("POST", "/api/v1/hooks/{name}", "/api/v1/hooks/nothing", `{}`)
+	check("GET", "/api/v1/hooks", "/api/v1/hooks", "")
 
 	for path, methods := range doc.Paths {
 		for method := range methods {

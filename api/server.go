@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"sync/atomic"
@@ -67,6 +68,22 @@ type Config struct {
 	// webhook-url-env that does not match it is refused when stored. Empty is
 	// workflow.DefaultWebhookEnvPattern.
 	WebhookEnvPattern string
+	// HookSecretEnvPattern is api.hook-secret-env-pattern: a workflow file whose webhook
+	// trigger names a secret-env that does not match it is refused when stored, and its
+	// deliveries are refused. Empty is workflow.DefaultHookSecretEnvPattern.
+	HookSecretEnvPattern string
+	// HookBodyLimit is api.hook-body-limit, the largest delivery body read; 0 is 1 MiB.
+	HookBodyLimit int64
+	// HookDedupeWindow is api.hook-dedupe-window, how long a hook remembers a delivery id;
+	// 0 is 24 h.
+	HookDedupeWindow time.Duration
+	// LookupEnv reads the hooks' secret variables; nil is os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// PublicURL is api.public-url: the hooks' URLs are shown under it. Empty shows their paths.
+	PublicURL string
+	// HookDelivered, unless nil, counts each webhook delivery by its outcome (see
+	// hookOutcome).
+	HookDelivered func(outcome string)
 	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log, the
 	// overview) run at once; HeavyReadWait how long one waits for a place before it is
 	// answered 503. They default to 4 and 2 s (conf.API has the reasons).
@@ -110,6 +127,8 @@ type Server struct {
 	// principal; nil rate: no limit (see limits.go).
 	heavyReads *heavyReads
 	rate       *rateLimiter
+	// hookFails limits wrong signatures of hook deliveries per address (see hooks.go).
+	hookFails *failLimiter
 }
 
 // maxConcurrentParses is how many workflow files the API reads and parses at once. Each
@@ -140,6 +159,21 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if cfg.WebhookEnvPattern == "" {
 		cfg.WebhookEnvPattern = workflow.DefaultWebhookEnvPattern
 	}
+	if cfg.HookSecretEnvPattern == "" {
+		cfg.HookSecretEnvPattern = workflow.DefaultHookSecretEnvPattern
+	}
+	if cfg.HookBodyLimit <= 0 {
+		cfg.HookBodyLimit = defaultHookBodyLimit
+	}
+	if cfg.HookDedupeWindow <= 0 {
+		cfg.HookDedupeWindow = defaultHookDedupeWindow
+	}
+	if cfg.LookupEnv == nil {
+		cfg.LookupEnv = os.LookupEnv
+	}
+	if cfg.HookDelivered == nil {
+		cfg.HookDelivered = func(string) {}
+	}
 	p, err := newPages()
 	if err != nil {
 		return nil, err
@@ -149,7 +183,8 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, db: db, auth: auth, csrf: &csrfKey{db: db}, hosts: newHostSet(cfg.Hosts), pages: p, need: map[string]Role{},
-		parses: make(chan struct{}, maxConcurrentParses), heavyReads: newHeavyReads(cfg.HeavyReads, cfg.HeavyReadWait)}
+		parses: make(chan struct{}, maxConcurrentParses), heavyReads: newHeavyReads(cfg.HeavyReads, cfg.HeavyReadWait),
+		hookFails: newFailLimiter(time.Now)}
 	if cfg.RateLimit > 0 {
 		s.rate = newRateLimiter(cfg.RateLimit, max(cfg.RateBurst, 1), time.Now)
 	}
@@ -160,6 +195,8 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	}
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(s.refuseCrossOrigin))
+	// A delivery carries no cookie: its signature is its credential, whatever its origin.
+	cop.AddInsecureBypassPattern(hookRoute)
 	s.h = s.logRequests(s.strictTransport(s.recoverPanics(s.checkHost(cop.Handler(s.limitBodies(s.requireAuth(s.checkText(mux))))))))
 	return s, nil
 }
@@ -212,6 +249,9 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
 	api("GET /api/v1/notifications", RoleViewer, s.apiNotifications)
+	api("GET /api/v1/hooks", RoleViewer, s.apiHooks)
+	// Open (see requireAuth's open): the delivery's signature is the credential.
+	api(hookRoute, RoleViewer, s.apiHookDeliver)
 	// Open (see requireAuth's open): the document holds no data.
 	api("GET "+openAPIPath, RoleViewer, s.apiOpenAPI)
 	api("/api/", RoleViewer, func(w http.ResponseWriter, r *http.Request) error {
@@ -255,6 +295,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("GET /cluster", RoleViewer, s.pageCluster)
 	page("GET /audit", RoleViewer, s.pageAudit)
 	page("GET /notifications", RoleViewer, s.pageNotifications)
+	page("GET /hooks", RoleViewer, s.pageHooks)
 	// Open (see requireAuth's open): a role means nothing before a login.
 	page("GET /login", RoleViewer, s.pageLogin)
 	page("POST /login", RoleViewer, s.formLogin)
@@ -268,6 +309,10 @@ func (s *Server) routes(mux *http.ServeMux) {
 // stateless are the routes that change nothing for which a viewer's role is right although
 // their method is not GET.
 var stateless = map[string]bool{"/api/": true, "/": true, "POST /login": true, "POST /logout": true}
+
+// signed are the routes that change something for whoever signs the request with a secret
+// of their own instead of a user's role: the webhook deliveries.
+var signed = map[string]bool{hookRoute: true}
 
 // handler serves a request; an error it returns is answered by the route (JSON for the API,
 // an error page for the UI).
@@ -285,7 +330,7 @@ func (s *Server) route(mux *http.ServeMux, pattern string, need Role, h handler,
 	if !need.Valid() {
 		panic(fmt.Sprintf("api: route %s: unknown role %q", pattern, need))
 	}
-	if need == RoleViewer && !strings.HasPrefix(pattern, "GET ") && !stateless[pattern] {
+	if need == RoleViewer && !strings.HasPrefix(pattern, "GET ") && !stateless[pattern] && !signed[pattern] {
 		panic(fmt.Sprintf("api: route %s changes state: it needs a role above viewer", pattern))
 	}
 	s.need[pattern] = need
@@ -347,9 +392,15 @@ func isAPI(r *http.Request) bool {
 }
 
 // limitBodies caps every request body: a read past the limit fails with *http.MaxBytesError,
-// answered with 413.
+// answered with 413. A hook delivery's limit is HookBodyLimit, and its handler answers the
+// 413, so that the refusal is in the audit trail.
 func (s *Server) limitBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, hookPrefix) {
+			r.Body = http.MaxBytesReader(w, r.Body, s.cfg.HookBodyLimit)
+			next.ServeHTTP(w, r)
+			return
+		}
 		if r.ContentLength > s.cfg.MaxBody {
 			s.fail(w, r, &http.MaxBytesError{Limit: s.cfg.MaxBody})
 			return

@@ -48,7 +48,7 @@ type pages struct {
 
 var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications",
 	"definition", "schedules",
-	"overview",
+	"overview", "hooks",
 }
 
 func newPages() (*pages, error) {

@@ -604,7 +604,7 @@ func (s *Server) parseDefinition(r *http.Request) (*workflow.Spec, []byte, error
 	}
 	spec, err := workflow.Parse(body)
 	if err == nil {
-		err = errors.Join(spec.CheckWebhookEnv(s.cfg.WebhookEnvPattern), spec.CheckWorkdirs())
+		err = errors.Join(spec.CheckWebhookEnv(s.cfg.WebhookEnvPattern), spec.CheckHookSecretEnv(s.cfg.HookSecretEnvPattern), spec.CheckWorkdirs())
 	}
 	if err != nil {
 		return nil, nil, badRequest("the workflow file is rejected, nothing stored:\n%v", err)

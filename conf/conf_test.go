@@ -693,4 +693,7 @@ func TestLoadNotify(t *testing.T) {
 		c.Notify.WebhookEnvPattern != workflow.DefaultWebhookEnvPattern {
 		t.Fatalf("notify = %+v, public url %q", c.Notify, c.API.PublicURL)
 	}
+	if c.API.HookSecretEnvPattern != workflow.DefaultHookSecretEnvPattern {
+		t.Errorf("api.hook-secret-env-pattern defaults to %q; workflow's default is %q", c.API.HookSecretEnvPattern, workflow.DefaultHookSecretEnvPattern)
+	}
 }

@@ -380,6 +380,22 @@ type API struct {
 	// 0 stands for the default.
 	HeavyReads    int           `yaml:"heavy-reads"`
 	HeavyReadWait time.Duration `yaml:"heavy-read-wait"`
+
+	// HookSecretEnvPattern is the glob (Go's path.Match) every webhook trigger's secret-env
+	// must match: the masters check deliveries against the secret in that variable, and
+	// without the rule a workflow could name any of theirs (a database password, a token).
+	// Checked when a file is stored and at each delivery. Defaults to ZKSCHED_HOOK_SECRET_*:
+	// variables of that form hold hook secrets alone and, being ZKSCHED_*, never reach a task.
+	// Here and in the two settings below, empty or 0 stands for the default.
+	HookSecretEnvPattern string `yaml:"hook-secret-env-pattern"`
+	// HookBodyLimit is the largest body of a webhook delivery, in bytes; a larger one is
+	// answered 413. Defaults to 1048576 (1 MiB): GitHub caps its payloads at 25 MB but sends
+	// pushes far smaller, and a delivery is read whole to check its signature.
+	HookBodyLimit int `yaml:"hook-body-limit"`
+	// HookDedupeWindow is how long a hook remembers a delivery id: a delivery with an id seen
+	// within it starts nothing. Defaults to 24h, longer than any sender's automatic retries
+	// (a redelivery by hand days later needs a wider window).
+	HookDedupeWindow time.Duration `yaml:"hook-dedupe-window"`
 }
 
 // Authenticated reports whether the API asks who calls it: a token or a users file is set.
@@ -659,7 +675,9 @@ type Retention struct {
 
 	// Fires is how long the record of a schedule's fire (schedule_fire) is kept, from when it
 	// was made. Defaults to 30d. A fire record is what keeps a fire from being made twice: a
-	// backfill over a period whose records were purged fires it again.
+	// backfill over a period whose records were purged fires it again. Webhook deliveries'
+	// records (hook_delivery) go with the same period, but never within
+	// api.hook-dedupe-window.
 	Fires time.Duration `yaml:"fires"`
 
 	// Audit is how long rows of the audit trail (audit_event) are kept. Defaults to 0, for
@@ -810,6 +828,11 @@ func Defaults() Config {
 			RateBurst:     500,
 			HeavyReads:    4,
 			HeavyReadWait: 2 * time.Second,
+			// The default of workflow.DefaultHookSecretEnvPattern; conf imports no package of
+			// zksched, and a test keeps the two equal.
+			HookSecretEnvPattern: "ZKSCHED_HOOK_SECRET_*",
+			HookBodyLimit:        1 << 20,
+			HookDedupeWindow:     24 * time.Hour,
 		},
 		Worker: Worker{
 			Port:            5679,

@@ -98,6 +98,11 @@ func (c *Config) Validate() error {
 	}
 	v.intRange("api.heavy-reads", c.API.HeavyReads, 0, 1000)
 	v.nonNegative("api.heavy-read-wait", c.API.HeavyReadWait)
+	if _, err := path.Match(c.API.HookSecretEnvPattern, ""); err != nil {
+		v.problem("api.hook-secret-env-pattern", "%q is not a glob of variable names like ZKSCHED_HOOK_SECRET_*", c.API.HookSecretEnvPattern)
+	}
+	v.intRange("api.hook-body-limit", c.API.HookBodyLimit, 0, 256<<20)
+	v.nonNegative("api.hook-dedupe-window", c.API.HookDedupeWindow)
 
 	w := c.Worker
 	v.port("worker.port", w.Port)

@@ -43,9 +43,11 @@ type Stored struct {
 
 // Define stores the workflow file d, the one way a definition is stored (the CLI's submit,
 // the API, the benchmarks): the definition (a new version unless it equals the latest), its
-// schedule, the instance d.Run asks for and their audit rows, in one transaction. The file is
-// the truth about the schedule: with one, it replaces the stored one and no instance is
-// created now; without one, any stored schedule goes. A workflow with when-full: skip at its
+// schedule, its hooks, the instance d.Run asks for and their audit rows, in one transaction.
+// The file is the truth about the schedule and the hooks: with a schedule, it replaces the
+// stored one and no instance is created now; without one, any stored schedule goes; a hook it
+// no longer declares goes, and one another workflow holds refuses the file (an error wrapping
+// a *dao.HookTakenError). A workflow with when-full: skip at its
 // cap stores nothing and returns an error wrapping dao.ErrWorkflowFull.
 func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Stored, error) {
 	if err := d.Spec.CheckWorkdirs(); err != nil {
@@ -80,6 +82,9 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 			}
 		}
 		if out.Schedule, out.Unscheduled, err = storeSchedule(ctx, q, d.Spec, out.Version, now); err != nil {
+			return err
+		}
+		if err := storeHooks(ctx, q, d.Spec, out.Version); err != nil {
 			return err
 		}
 		if d.Run == nil || out.Schedule != nil {

@@ -40,11 +40,13 @@
 // An instance is created by a Submission, prepared in one step (its roots and its concurrency
 // key) and created in the caller's transaction (Submit), in a statement shared with the
 // submissions of the same moment (SubmitNow) or many alike at once (SubmitMany): the command
-// line, the API, schedules (a Firer's fires: the masters' cron, TriggerSchedule, Backfill) and
-// the benchmarks all come in here. A child workflow's instance is submitted the same way, by
-// the master's advance of its parent (below). A workflow file is stored by Define, the one way
-// for a definition: the definition with its facts, its schedule, the instance asked for
-// (through Submit) and their audit rows, in one transaction.
+// line, the API, schedules (a Firer's fires: the masters' cron, TriggerSchedule, Backfill),
+// webhook deliveries (Deliver: the delivery's row, unique on its hook and id, and the
+// instance in one transaction, so a delivery starts one run however often and wherever it
+// arrives) and the benchmarks all come in here. A child workflow's instance is submitted the
+// same way, by the master's advance of its parent (below). A workflow file is stored by
+// Define, the one way for a definition: the definition with its facts, its schedule, its hooks,
+// the instance asked for (through Submit) and their audit rows, in one transaction.
 // Without a cap it starts running at once with its root tasks queued and no owner: the first
 // tasks start on the workers' wake-up, and a master takes it up when one of them ends
 // (Driver.AdvanceUnowned, which finishes it or takes it). A capped one waits, submitted,

@@ -27,8 +27,10 @@ type RetentionConfig struct {
 	Logs time.Duration
 	// FailoverEvents is how long finished failover events are kept.
 	FailoverEvents time.Duration
-	// Fires is how long schedule fire records are kept.
-	Fires time.Duration
+	// Fires is how long schedule fire records are kept, and hook deliveries' records, but
+	// those never less than HookDedupeWindow, in which they keep a redelivery from running.
+	Fires            time.Duration
+	HookDedupeWindow time.Duration
 	// Audit is how long audit rows are kept.
 	Audit time.Duration
 	// Interval is the time between two rounds.
@@ -150,6 +152,13 @@ func (r *Retention) round(ctx context.Context, changed <-chan struct{}) {
 		{"fires", r.cfg.Fires, func() (bool, error) {
 			n, err := r.db.PurgeFires(ctx, r.cfg.Fires, batch)
 			add(dao.Purged{"schedule_fire": n})
+			return n < int64(batch), err
+		}},
+		// A hook delivery's record is what keeps a redelivery from starting a run again, as a
+		// fire's is for a fire: it goes with the fires' period.
+		{"hook deliveries", r.cfg.Fires, func() (bool, error) {
+			n, err := r.db.PurgeHookDeliveries(ctx, max(r.cfg.Fires, r.cfg.HookDedupeWindow), batch)
+			add(dao.Purged{"hook_delivery": n})
 			return n < int64(batch), err
 		}},
 		{"audit", r.cfg.Audit, func() (bool, error) {

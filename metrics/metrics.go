@@ -62,6 +62,7 @@ type Metrics struct {
 	turns     *prometheus.CounterVec
 	toolCalls *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
+	hooks     *prometheus.CounterVec
 
 	mu     sync.Mutex
 	groups map[string]bool // the worker groups the queue depth has shown
@@ -98,6 +99,9 @@ func New(node, role, version string) *Metrics {
 			Help: "Notification tries this master made, by result: sent, failed (to be retried) or dead (failed its last try)."},
 			[]string{"result"}),
 	}
+	m.hooks = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_hook_deliveries_total",
+		Help: "Webhook deliveries this master answered, by outcome: submitted, filtered, duplicate, bad_signature, " +
+			"rate_limited, too_large, refused (another 4xx) or failed (5xx)."}, []string{"outcome"})
 	m.turns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_agent_turns_total",
 		Help: "Turns of tool-calling agents on this worker: sent to the model (model) or replayed from a checkpoint (replayed)."}, []string{"source"})
 	m.toolCalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_agent_tool_calls_total",
@@ -111,7 +115,7 @@ func New(node, role, version string) *Metrics {
 	if role == string(registry.RoleWorker) {
 		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission, m.turns, m.toolCalls, m.tokens)
 	} else {
-		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified)
+		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified, m.hooks)
 	}
 	return m
 }
@@ -165,6 +169,11 @@ func (m *Metrics) AdmissionWaited(provider string, d time.Duration) {
 // Notified counts a notification's try by its result, sent, failed or dead: notify.Config.
 func (m *Metrics) Notified(result string) {
 	m.notified.WithLabelValues(result).Inc()
+}
+
+// HookDelivered counts a webhook delivery by its outcome: api.Config.HookDelivered.
+func (m *Metrics) HookDelivered(outcome string) {
+	m.hooks.WithLabelValues(outcome).Inc()
 }
 
 // Purged records rows the retention deleted from table: master.RetentionConfig.Purged.

@@ -122,6 +122,14 @@ func (s *Spec) setDefaults() {
 		s.Params[name] = p
 	}
 	s.setPolicyDefaults()
+	if len(s.Triggers) == 0 {
+		s.Triggers = nil
+	}
+	for _, t := range s.Triggers {
+		if t.Webhook != nil && len(t.Webhook.Params) == 0 {
+			t.Webhook.Params = nil
+		}
+	}
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
 		if t.Group == "" {
@@ -410,6 +418,8 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 			if v, ok := d.durationValue(kv.value, "workflow deadline"); ok {
 				s.Deadline = Duration(v)
 			}
+		case "triggers":
+			s.Triggers = d.decodeTriggers(kv.value)
 		default:
 			d.errorf(kv.key.Line, "unknown field %s in the workflow%s", quote(key), didYouMean(key, workflowFields))
 		}
@@ -419,7 +429,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 
 // workflowFields are the top-level keys of a workflow file.
 var workflowFields = []string{"name", "description", "params", "params-extra", "tasks", "schedule", "max-active-instances",
-	"when-full", "concurrency", "timeout", "priority", "notify", "deadline"}
+	"when-full", "concurrency", "timeout", "priority", "notify", "deadline", "triggers"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {
 	v = d.resolve(v)

@@ -46,6 +46,9 @@ type TemplateData struct {
 	Item *Item
 	// Args are a tool call's arguments, .args in a tool's approve-when; nil elsewhere.
 	Args map[string]any
+	// Delivery is a webhook's delivery, .body and .headers in a hook's templates; nil
+	// elsewhere.
+	Delivery *Delivery
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -102,6 +105,9 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	}
 	if data.Args != nil {
 		m["args"] = data.Args
+	}
+	if data.Delivery != nil {
+		m["body"], m["headers"] = data.Delivery.Body, nonNil(data.Delivery.Headers)
 	}
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()

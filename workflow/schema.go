@@ -49,6 +49,8 @@ var schemaObjects = []schemaObject{
 	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"events"}, aliases: map[string]string{"on": "events"}},
 	{def: "retry-backoff", typ: reflect.TypeFor[RetryBackoff](), required: []string{"initial"}},
 	{def: "retry-on", typ: reflect.TypeFor[RetryOn](), required: []string{}},
+	{def: "trigger", typ: reflect.TypeFor[Trigger](), required: []string{"webhook"}},
+	{def: "webhook", typ: reflect.TypeFor[Webhook](), required: []string{"name", "secret-env", "signature"}},
 }
 
 // typeRequired are the fields a task of each type must have; Validate refuses the task
@@ -97,6 +99,7 @@ func schemaEnums() map[string][]string {
 		"notify.on":             NotifyEvents,
 		"notify.events":         NotifyEvents,
 		"retry-on.errors":       ErrorKinds(),
+		"webhook.signature":     Signatures(),
 
 		"task.output-overflow": OverflowPolicies(),
 	}
@@ -139,6 +142,10 @@ var schemaNames = map[string]string{
 	"step.name":              nameRE.String(),
 	"tool.name":              toolNameRE.String(),
 	"notify.webhook-url-env": envRE.String(),
+	"webhook.name":           nameRE.String(),
+	"webhook.secret-env":     envRE.String(),
+	"webhook.params":         `^[A-Za-z_][A-Za-z0-9_]{0,127}$`,
+	"webhook.dedupe-header":  headerNameRE.String(),
 }
 
 // durationPattern matches what time.ParseDuration reads: "0", or numbers with units, such as
@@ -434,6 +441,7 @@ var schemaDocs = map[string]string{
 	"workflow.timeout":              "Bounds a whole run from when it starts: past it, running tasks are killed and the instance fails.",
 	"workflow.deadline":             "How long after its submission an instance should have ended: past it the deadline event is sent, once, and nothing else changes.",
 	"workflow.notify":               "Who hears of the workflow's events; without it, the masters' notify.default.",
+	"workflow.triggers":             "Events from outside that submit a run of the stored workflow: webhooks, POST /api/v1/hooks/NAME with a signature its secret verifies.",
 	"workflow.priority":             "Added to every task's priority, so it orders claims across workflows; -1000..1000. `zksched submit --priority` overrides it for one run.",
 
 	"task.name":           "The task's name, unique in the workflow: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.",
@@ -518,6 +526,14 @@ var schemaDocs = map[string]string{
 	"notify.email":           "The addresses mailed, each a bare address like ops@example.com.",
 	"concurrency.max":        "How many instances with one key run at once; 1 when left out.",
 	"concurrency.when-full":  "What a new instance does when its key is full: queue (the default), skip, or cancel-oldest (stop the oldest active one).",
+
+	"trigger.webhook":       "A webhook: POST /api/v1/hooks/NAME with a signature its secret verifies submits a run of the latest stored version.",
+	"webhook.name":          "The hook's name, the last part of its URL, unique across the cluster: a second workflow claiming it is refused.",
+	"webhook.secret-env":    "The environment variable of the masters holding the hook's secret; never the secret itself. Its name must match the masters' api.hook-secret-env-pattern (default ZKSCHED_HOOK_SECRET_*).",
+	"webhook.signature":     "How a delivery proves it knows the secret: github (X-Hub-Signature-256: sha256=HEX of the body's HMAC-SHA256), hmac-sha256 (X-Zksched-Signature-256: the same HEX) or bearer (Authorization: Bearer SECRET).",
+	"webhook.params":        "The run's params, each a template over the delivery: {{ .body.FIELD }} (the body's JSON) and {{ index .headers \"x-github-event\" }} (headers by lower-case name).",
+	"webhook.dedupe-header": "The header holding the delivery's id: a delivery whose id the hook saw within the masters' api.hook-dedupe-window starts nothing. X-GitHub-Delivery for github when left out; none for the others.",
+	"webhook.filter":        "A template over the delivery that renders true or false; false answers 202 and starts nothing.",
 
 	"retry-backoff.initial": "The wait before the first retry.",
 	"retry-backoff.factor":  "Multiplies the wait at each further retry, at least 1; 2 when left out.",

@@ -79,6 +79,7 @@ func TestSchemaFields(t *testing.T) {
 		"workflow": workflowFields, "task": fieldNames(), "step": stepFields, "tool": toolFields,
 		"schedule": scheduleFields, "concurrency": concurrencyFields, "notify": notifyFields,
 		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
+		"trigger": triggerFields, "webhook": webhookFields,
 	}
 	known := map[string]bool{}
 	for _, o := range schemaObjects {
@@ -155,6 +156,8 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"notify":        "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
 		"retry-backoff": "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-backoff:\n      initial: 1s\n      FIELD\n",
 		"retry-on":      "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-on:\n      errors: [timeout]\n      FIELD\n",
+		"trigger":       "name: w\ntasks: [{name: a, type: noop}]\ntriggers:\n  - webhook: {name: h, secret-env: S, signature: bearer}\n    FIELD\n",
+		"webhook":       "name: w\ntasks: [{name: a, type: noop}]\ntriggers:\n  - webhook:\n      name: h\n      secret-env: S\n      signature: bearer\n      FIELD\n",
 	}
 	for _, o := range schemaObjects {
 		file := files[o.name()]

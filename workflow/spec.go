@@ -72,6 +72,9 @@ type Spec struct {
 	// Deadline is how long after its submission an instance should have ended: past it the
 	// deadline event is sent, once, and nothing else changes. 0 means none.
 	Deadline Duration `json:"deadline,omitempty" yaml:"deadline,omitempty"`
+	// Triggers are the events from outside that submit a run of the stored workflow (see
+	// Trigger); none means it runs only by its schedule or on demand.
+	Triggers []Trigger `json:"triggers,omitempty" yaml:"triggers,omitempty"`
 }
 
 // Task is one node of the DAG. The fields from Command on belong to one task type each; the

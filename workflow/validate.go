@@ -70,6 +70,7 @@ func (s *Spec) problems() []problem {
 	}
 	probs = append(probs, s.paramDeclProblems()...)
 	probs = append(probs, s.policyProblems()...)
+	probs = append(probs, s.triggerProblems()...)
 	switch {
 	case len(s.Tasks) == 0:
 		add(-1, "tasks", "the workflow has no tasks")

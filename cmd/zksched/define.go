@@ -85,7 +85,7 @@ func readWorkflowFile(path string) (*workflow.Spec, []byte, error) {
 }
 
 // checkConfigured refuses (exit 1) a workflow whose providers or pools the cluster lacks, or
-// whose webhook variables the config's pattern refuses. The cluster's are those its nodes
+// whose webhook variables or hook secret variables the config's patterns refuse. The cluster's are those its nodes
 // stored (every worker's providers, the masters' pools), the local config's only where the
 // database has none: a command line set up by its environment alone knows neither.
 func checkConfigured(ctx context.Context, db *dao.DB, spec *workflow.Spec, cfg *conf.Config) error {
@@ -103,7 +103,8 @@ func checkConfigured(ctx context.Context, db *dao.DB, spec *workflow.Spec, cfg *
 	if !ok {
 		pools = slices.Sorted(maps.Keys(cfg.Pools))
 	}
-	if err := errors.Join(spec.CheckConfigured(providers, pools), spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern)); err != nil {
+	if err := errors.Join(spec.CheckConfigured(providers, pools), spec.CheckWebhookEnv(cfg.Notify.WebhookEnvPattern),
+		spec.CheckHookSecretEnv(cfg.API.HookSecretEnvPattern)); err != nil {
 		return exitError{code: exitFailed, msg: "rejected, nothing stored:\n" + err.Error()}
 	}
 	return nil

@@ -47,6 +47,7 @@ func commands() []command {
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
 		{"define", "[--config FILE] WORKFLOW.yaml", "validate and store a workflow (and its schedule) without running it", runDefine},
 		{"schedule", scheduleUsage, "list the cron schedules with their next fire times; enable, disable or trigger one", runSchedule},
+		{"hooks", hooksUsage, "list the webhook triggers with their URLs and latest deliveries", runHooks},
 		{"backfill", "WORKFLOW --from T1 --to T2 [--dry-run]", "create the instances of every fire time of a schedule in a range, within max-active-instances", runBackfill},
 		{"status", "WORKFLOW_INSTANCE " + instanceUsage, "show a workflow instance: state, times, why it ended, error, parent, and its tasks with state, attempt, worker, children and what the waiting ones wait for", runStatus},
 		{"logs", "TASK_INSTANCE [--follow] [--attempt N] " + instanceUsage, "print a task's log (its latest attempt's by default); --follow prints new lines until the attempt ends", runLogs},

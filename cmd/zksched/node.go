@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -287,7 +288,8 @@ func (n *node) startMaster(ctx context.Context) (running func() int, err error) 
 		MisfireThreshold: cfg.Master.MisfireThreshold, Log: n.log}, n.db, n.guard)
 	rt := cfg.Retention
 	retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
-		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, Audit: rt.Audit, Interval: rt.Interval,
+		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, HookDedupeWindow: cmp.Or(n.cfg.API.HookDedupeWindow, 24*time.Hour),
+		Audit: rt.Audit, Interval: rt.Interval,
 		BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
 	work.Go("master", m.Run)
 	work.Go("sweep", master.NewSweep(m).Run)
@@ -555,8 +557,10 @@ func (n *node) httpHandler() (http.Handler, error) {
 		AllowUnauthenticated: a.AllowUnauthenticated,
 		Hosts:                ownHosts(n.cfg, n.ln), CookieSecure: a.CookieSecure, Cluster: n.client, Ready: n.readiness,
 		PatroniURLs: n.cfg.DB.PatroniURLs, InstanceRetention: n.cfg.Retention.Instances, Metrics: n.metrics.Handler(),
-		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern,
-		RateLimit:         float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
+		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern, HookSecretEnvPattern: a.HookSecretEnvPattern,
+		HookBodyLimit: int64(a.HookBodyLimit), HookDedupeWindow: a.HookDedupeWindow, PublicURL: a.PublicURL,
+		HookDelivered: n.metrics.HookDelivered,
+		RateLimit:     float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}
 	}

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// TestHookDeliveredToTwoMasters: a GitHub-signed push delivered to one master and redelivered
+// three times, twice at once to both, starts one run, which a worker runs with the params the
+// body gave; a forged delivery starts nothing; zksched hooks list shows the hook and its
+// deliveries.
+func TestHookDeliveredToTwoMasters(t *testing.T) {
+	t.Parallel()
+	const secret = "e2e-hook-secret"
+	e := setupE2E(t, nil, "", "ZKSCHED_HOOK_SECRET_DEPLOY="+secret, "ZKSCHED_API_PUBLIC_URL=https://zksched.example.com")
+	f := e.file(t, "deploy.yaml", `name: deploy
+params:
+  ref: {required: true}
+triggers:
+  - webhook:
+      name: deploy-main
+      secret-env: ZKSCHED_HOOK_SECRET_DEPLOY
+      signature: github
+      params: {ref: "{{ .body.ref }}"}
+      filter: '{{ eq (index .headers "x-github-event") "push" }}'
+tasks:
+  - {name: deploy, type: shell, command: 'echo "deploying $ZKSCHED_PARAM_ref"'}
+`)
+	if out, code := e.Run("define", f); code != 0 {
+		t.Fatalf("define: exit %d\n%s", code, out)
+	}
+	a, b := e.Master("master-a"), e.Master("master-b")
+	e.Worker("worker")
+	bases := []string{fmt.Sprintf("http://127.0.0.1:%d", a.Port), fmt.Sprintf("http://127.0.0.1:%d", b.Port)}
+	serving(t, a, bases[0], nil)
+	serving(t, b, bases[1], nil)
+
+	body := `{"ref": "refs/heads/main", "after": "0123abc"}`
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	signature := "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	c := client(t, "127.0.0.1", nil)
+	deliver := func(base, sig string) reply {
+		return call(t, c, "POST", base+"/api/v1/hooks/deploy-main", body, "Content-Type", "application/json",
+			"X-GitHub-Event", "push", "X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958", "X-Hub-Signature-256", sig)
+	}
+	if r := deliver(bases[0], signature); r.status != http.StatusCreated {
+		t.Fatalf("delivery: %d %s", r.status, r.body)
+	}
+	if r := deliver(bases[1], signature); r.status != http.StatusOK || !strings.Contains(r.body, "duplicate") {
+		t.Errorf("redelivery to the other master: %d %s; want a duplicate", r.status, r.body)
+	}
+	var wg sync.WaitGroup
+	for _, base := range bases {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := deliver(base, signature); r.status != http.StatusOK {
+				t.Errorf("redelivery to %s at once with the other: %d %s; want 200", base, r.status, r.body)
+			}
+		}()
+	}
+	wg.Wait()
+	if r := deliver(bases[1], "sha256="+strings.Repeat("0", 64)); r.status != http.StatusUnauthorized {
+		t.Errorf("forged delivery: %d %s; want 401", r.status, r.body)
+	}
+
+	var ids []int64
+	if err := e.db.SQL().SelectContext(context.Background(), &ids, `SELECT id FROM workflow_instance WHERE workflow_name = 'deploy'`); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d runs of deploy after a delivery and 3 redeliveries; want 1", len(ids))
+	}
+	waitUntil(t, 60*time.Second, "the run to succeed", func() bool {
+		wf, err := e.db.WorkflowGet(context.Background(), ids[0])
+		return err == nil && wf.State == dao.WorkflowSucceeded
+	})
+	if out := e.tasks(t, ids[0])["deploy"].Output; out == nil || !strings.Contains(*out, "deploying refs/heads/main") {
+		t.Errorf("the task's output = %v; want the ref from the body", out)
+	}
+	out, code := e.Run("hooks", "list")
+	for _, want := range []string{"deploy-main", "https://zksched.example.com/api/v1/hooks/deploy-main", "72d3162e-cc78-11e3-81ab-4c9367dc0958",
+		fmt.Sprintf("submitted → workflow instance %d", ids[0])} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("hooks list: exit %d\n%s\nwant %q in it", code, out, want)
+		}
+	}
+}
