@@ -183,13 +183,17 @@ func (s *Server) deliver(w http.ResponseWriter, r *http.Request, d *hookDelivery
 		logFor(r).Error().Err(err).Str("hook", d.hook).Msg("hook cannot be checked")
 		return false, errorf(http.StatusServiceUnavailable, "hook %s cannot check deliveries on this master now: its log says why", d.hook)
 	}
-	if !verifySignature(hook.Signature, secret, r.Header, body) {
+	if !verifySignature(hook.Signature, secret, r.Header, body, time.Now()) {
 		key := clientKey(r)
 		if wait := s.hookFails.retryAfter(key); wait > 0 {
 			w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(wait)))
 			return false, errorf(http.StatusTooManyRequests, "too many wrong signatures from your address: try again after Retry-After")
 		}
 		s.hookFails.fail(key)
+		if hook.Signature == workflow.SignatureHMAC {
+			return false, errorf(http.StatusUnauthorized, "the delivery's signature is wrong or missing, or its %s is not within %v of "+
+				"this master's clock (hook %s checks a %s signature)", workflow.HeaderTimestamp, workflow.HookTimestampTolerance, d.hook, hook.Signature)
+		}
 		return false, errorf(http.StatusUnauthorized, "the delivery's signature is wrong or missing (hook %s checks a %s signature)", d.hook, hook.Signature)
 	}
 	var id *string
@@ -278,10 +282,11 @@ func (s *Server) hookSecret(hook workflow.Webhook) ([]byte, error) {
 	return []byte(v), nil
 }
 
-// verifySignature reports whether header carries the signature kind of body under secret.
-// Each comparison takes a time that depends on the lengths alone, never on where the values
+// verifySignature reports whether header carries the signature kind of body under secret,
+// and for hmac-sha256 a timestamp within workflow.HookTimestampTolerance of now. Each
+// comparison takes a time that depends on the lengths alone, never on where the values
 // differ.
-func verifySignature(kind string, secret []byte, header http.Header, body []byte) bool {
+func verifySignature(kind string, secret []byte, header http.Header, body []byte, now time.Time) bool {
 	switch kind {
 	case workflow.SignatureGitHub, workflow.SignatureHMAC:
 		name := workflow.HeaderGitHubSignature
@@ -298,6 +303,17 @@ func verifySignature(kind string, secret []byte, header http.Header, body []byte
 			return false
 		}
 		mac := hmac.New(sha256.New, secret)
+		if kind == workflow.SignatureHMAC {
+			stamp := header.Get(workflow.HeaderTimestamp)
+			secs, err := strconv.ParseInt(stamp, 10, 64)
+			if err != nil {
+				return false
+			}
+			if d := now.Sub(time.Unix(secs, 0)); d > workflow.HookTimestampTolerance || d < -workflow.HookTimestampTolerance {
+				return false
+			}
+			mac.Write([]byte(stamp + "."))
+		}
 		mac.Write(body)
 		return hmac.Equal(sig, mac.Sum(nil))
 	case workflow.SignatureBearer:

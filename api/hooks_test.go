@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/testenv"
@@ -407,4 +409,55 @@ func (l hookLogWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// TestHookTimestampedHMAC: an hmac-sha256 delivery signs its timestamp with its body. A
+// fresh one runs; its redelivery within the window starts nothing; the same request sent
+// again once its timestamp is stale, or with another timestamp, or none, is refused 401.
+func TestHookTimestampedHMAC(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "s3cret", hookSecrets: map[string]string{"ZKSCHED_HOOK_SECRET_BUILD": hookSecret}})
+	file := "name: build\nparams: {ref: {required: true}}\ntriggers:\n  - webhook: {name: build, secret-env: ZKSCHED_HOOK_SECRET_BUILD, " +
+		"signature: hmac-sha256, params: {ref: '{{ .body.ref }}'}}\ntasks: [{name: a, type: noop}]\n"
+	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK {
+		t.Fatalf("store build: %d %s", r.status, r.body)
+	}
+	body := `{"ref": "v1.2"}`
+	signed := func(stamp string) string {
+		mac := hmac.New(sha256.New, []byte(hookSecret))
+		mac.Write([]byte(stamp + "." + body))
+		return hex.EncodeToString(mac.Sum(nil))
+	}
+	send := func(id, stamp, sig string) response {
+		return b.do(t, "POST", "/api/v1/hooks/build", body, "Authorization", "", "Content-Type", "application/json",
+			"X-Zksched-Delivery", id, "X-Zksched-Timestamp", stamp, "X-Zksched-Signature-256", sig)
+	}
+	now := strconv.FormatInt(time.Now().Unix(), 10)
+	if r := send("d-1", now, signed(now)); r.status != http.StatusCreated {
+		t.Fatalf("a fresh delivery: %d %s", r.status, r.body)
+	}
+	if r := send("d-1", now, signed(now)); r.status != http.StatusOK {
+		t.Errorf("its redelivery: %d %s; want 200, nothing started", r.status, r.body)
+	}
+	stale := strconv.FormatInt(time.Now().Add(-6*time.Minute).Unix(), 10)
+	for name, r := range map[string]response{
+		"a replay with a stale timestamp":  send("d-2", stale, signed(stale)),
+		"another timestamp than it signed": send("d-3", now, signed(stale)),
+		"no timestamp":                     send("d-4", "", signed("")),
+		"a body signed without its stamp":  send("d-5", now, sign(body)[len("sha256="):]),
+	} {
+		if r.status != http.StatusUnauthorized || !strings.Contains(r.body, "X-Zksched-Timestamp") {
+			t.Errorf("%s: %d %s; want 401 naming the timestamp", name, r.status, r.body)
+		}
+	}
+	var page struct {
+		Items []map[string]any `json:"items"`
+	}
+	b.do(t, "GET", "/api/v1/workflow-instances?name=build", "").json(t, &page)
+	if len(page.Items) != 1 {
+		t.Errorf("%d runs of build; want the fresh delivery's alone", len(page.Items))
+	}
+	if r := send("", now, signed(now)); r.status != http.StatusBadRequest {
+		t.Errorf("a delivery without X-Zksched-Delivery: %d %s; want 400", r.status, r.body)
+	}
 }

@@ -530,9 +530,9 @@ var schemaDocs = map[string]string{
 	"trigger.webhook":       "A webhook: POST /api/v1/hooks/NAME with a signature its secret verifies submits a run of the latest stored version.",
 	"webhook.name":          "The hook's name, the last part of its URL, unique across the cluster: a second workflow claiming it is refused.",
 	"webhook.secret-env":    "The environment variable of the masters holding the hook's secret; never the secret itself. Its name must match the masters' api.hook-secret-env-pattern (default ZKSCHED_HOOK_SECRET_*).",
-	"webhook.signature":     "How a delivery proves it knows the secret: github (X-Hub-Signature-256: sha256=HEX of the body's HMAC-SHA256), hmac-sha256 (X-Zksched-Signature-256: the same HEX) or bearer (Authorization: Bearer SECRET).",
+	"webhook.signature":     "How a delivery proves it knows the secret: github (X-Hub-Signature-256: sha256=HEX of the body's HMAC-SHA256), hmac-sha256 (X-Zksched-Signature-256: HEX of the HMAC-SHA256 of X-Zksched-Timestamp, a dot and the body; the timestamp within 5 minutes) or bearer (Authorization: Bearer SECRET).",
 	"webhook.params":        "The run's params, each a template over the delivery: {{ .body.FIELD }} (the body's JSON) and {{ index .headers \"x-github-event\" }} (headers by lower-case name).",
-	"webhook.dedupe-header": "The header holding the delivery's id: a delivery whose id the hook saw within the masters' api.hook-dedupe-window starts nothing. X-GitHub-Delivery for github when left out; none for the others.",
+	"webhook.dedupe-header": "The header holding the delivery's id: a delivery whose id the hook saw within the masters' api.hook-dedupe-window starts nothing. X-GitHub-Delivery for github and X-Zksched-Delivery for hmac-sha256 when left out; none for bearer.",
 	"webhook.filter":        "A template over the delivery that renders true or false; false answers 202 and starts nothing.",
 
 	"retry-backoff.initial": "The wait before the first retry.",

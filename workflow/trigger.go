@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -45,8 +46,10 @@ const (
 	// SignatureGitHub is GitHub's: X-Hub-Signature-256 is "sha256=" and the hex HMAC-SHA256
 	// of the body under the secret.
 	SignatureGitHub = "github"
-	// SignatureHMAC is HeaderSignature holding the hex HMAC-SHA256 of the body under the
-	// secret (a "sha256=" before it is allowed).
+	// SignatureHMAC is HeaderSignature holding the hex HMAC-SHA256, under the secret, of
+	// HeaderTimestamp's value, a ".", and the body (a "sha256=" before it is allowed); the
+	// timestamp must be within HookTimestampTolerance of the master's clock, so a delivery
+	// captured and sent again later is refused.
 	SignatureHMAC = "hmac-sha256"
 	// SignatureBearer is "Authorization: Bearer <secret>".
 	SignatureBearer = "bearer"
@@ -63,7 +66,16 @@ const (
 	HeaderGitHubDelivery = "X-GitHub-Delivery"
 	// HeaderSignature is the header of the hmac-sha256 signature.
 	HeaderSignature = "X-Zksched-Signature-256"
+	// HeaderTimestamp is the hmac-sha256 delivery's time, in seconds since 1970 (UTC),
+	// which its signature covers.
+	HeaderTimestamp = "X-Zksched-Timestamp"
+	// HeaderDelivery is the hmac-sha256 hooks' dedupe header unless they name another.
+	HeaderDelivery = "X-Zksched-Delivery"
 )
+
+// HookTimestampTolerance is how far an hmac-sha256 delivery's timestamp may be from the
+// master's clock, either way.
+const HookTimestampTolerance = 5 * time.Minute
 
 // MaxTriggers is the most entries a triggers: list may have.
 const MaxTriggers = 20
@@ -277,8 +289,12 @@ func (s *Spec) Webhook(name string) (Webhook, bool) {
 // DeliveryHeader is the header holding a delivery's id, "" when the hook does not
 // deduplicate.
 func (w Webhook) DeliveryHeader() string {
-	if w.DedupeHeader == "" && w.Signature == SignatureGitHub {
+	switch {
+	case w.DedupeHeader != "":
+	case w.Signature == SignatureGitHub:
 		return HeaderGitHubDelivery
+	case w.Signature == SignatureHMAC:
+		return HeaderDelivery
 	}
 	return w.DedupeHeader
 }
