@@ -244,8 +244,8 @@ func NewModel(t testing.TB) *llmtest.Server {
 }
 
 // NodeEnv is what the nodes of a soak's cluster need in their environment for the workload:
-// the limits of its pools and the provider "test", the model at modelURL (its base URL as the
-// nodes reach it).
+// the limits of its pools, the provider "test", the model at modelURL (its base URL as the
+// nodes reach it), and soak-hook's secret.
 func NodeEnv(model *llmtest.Server, modelURL string) []string {
 	return []string{
 		fmt.Sprintf("ZKSCHED_POOLS_SOAK=%d", poolLimits["soak"]), fmt.Sprintf("ZKSCHED_POOLS_MODEL=%d", poolLimits["model"]),
@@ -254,6 +254,7 @@ func NodeEnv(model *llmtest.Server, modelURL string) []string {
 		"ZKSCHED_LLM_PROVIDERS_TEST_MODEL=test-model",
 		"ZKSCHED_LLM_PROVIDERS_TEST_API_KEY_ENV=LLMTEST_API_KEY",
 		"LLMTEST_API_KEY=" + model.Key,
+		"ZKSCHED_HOOK_SECRET_SOAK=" + hookSecret,
 	}
 }
 

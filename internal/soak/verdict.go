@@ -254,6 +254,7 @@ func (v *verdict) judgeHistory(h *history.History) {
 	v.judgePools(h)
 	v.judgeSignals(h)
 	v.judgeTools(h)
+	v.judgeHooks()
 	if l, err := limitsOf(v.w.kinds); err != nil {
 		v.anomaly("read the kinds' limits: %v", err)
 	} else {

@@ -3,6 +3,9 @@ package soak
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,9 +41,14 @@ type kind struct {
 	// operate, if set, acts on each submitted instance as an operator would, in a goroutine
 	// of its own with a generator of its own.
 	operate func(w *workload, r *rand.Rand, wf int64)
+	// hook, if set, is the kind's webhook: its instances are started by GitHub-signed
+	// deliveries to it, each sent one to three times (deliverHook), never submitted.
+	hook string
 }
 
 const (
+	// hookSecret is the secret of soak-hook's webhook, in the masters' ZKSCHED_HOOK_SECRET_SOAK.
+	hookSecret = "soak-hook-secret"
 	// childWorkflow is the workflow soak-parent's task starts; the workload never submits it.
 	childWorkflow = "soak-child"
 	// approveStep is soak-approve's wait step: the verdict reads its checkpoint, which holds
@@ -160,6 +168,13 @@ func kinds(cmd func(body string) string, ledger string) []kind {
 				}},
 			shell("after", "sleep 0.2", "depends-on", []string{"operate"}),
 		}},
+		// Started by a webhook delivery sent again to other masters: one run per delivery id,
+		// which the run's param delivery names (judgeHooks).
+		{name: "soak-hook", weight: 1, hook: "soak-hook", fields: map[string]any{
+			"params": map[string]any{"delivery": map[string]any{"required": true}},
+			"triggers": []map[string]any{{"webhook": map[string]any{"name": "soak-hook", "secret-env": "ZKSCHED_HOOK_SECRET_SOAK",
+				"signature": "github", "params": map[string]any{"delivery": `{{ index .headers "x-github-delivery" }}`}}}}},
+			tasks: []map[string]any{shell("one", "sleep 0.3")}},
 		{name: "soak-approve", weight: 1, mayFail: true, operate: (*workload).signalAgent, tasks: []map[string]any{
 			{"name": "agent", "type": "agent", "provider": "test", "retries": 3, "pool": "model", "steps": []map[string]any{
 				{"name": "draft", "prompt": "S1 draft"},
@@ -227,7 +242,9 @@ type workload struct {
 	submitted map[string]int
 	failures  int
 	actions   map[string]int
-	ops       sync.WaitGroup
+	// deliveries are the webhook deliveries sent, by id: whether one was acknowledged.
+	deliveries map[string]bool
+	ops        sync.WaitGroup
 }
 
 // start submits in a goroutine of its own until ctx ends; the operators it started go on
@@ -273,6 +290,10 @@ func (w *workload) run(ctx context.Context, r *rand.Rand) {
 
 // submit submits one instance of k with body, and starts its operator if it has one.
 func (w *workload) submit(k kind, order []int, body map[string]any, opSeed int64) {
+	if k.hook != "" {
+		w.deliverHook(k, order, opSeed)
+		return
+	}
 	var created struct {
 		ID int64 `json:"id"`
 	}
@@ -291,6 +312,39 @@ func (w *workload) submit(k kind, order []int, body map[string]any, opSeed int64
 			k.operate(w, rand.New(rand.NewSource(opSeed)), created.ID)
 		}()
 	}
+}
+
+// deliverHook delivers one event to k's hook, GitHub-signed, its delivery id drawn from
+// seed, and sends it again (a redelivery) to the next master in order, one to three times in
+// all. A delivery any master answered 201 or 200 (a duplicate) is acknowledged: it must have
+// started exactly one run; any other, at most one.
+func (w *workload) deliverHook(k kind, order []int, seed int64) {
+	r := rand.New(rand.NewSource(seed))
+	id := fmt.Sprintf("soak-%016x", uint64(seed))
+	body := []byte(fmt.Sprintf(`{"delivery": %q}`, id))
+	mac := hmac.New(sha256.New, []byte(hookSecret))
+	mac.Write(body)
+	header := http.Header{"X-Github-Delivery": {id}, "X-Hub-Signature-256": {"sha256=" + hex.EncodeToString(mac.Sum(nil))}}
+	acked := false
+	for i := range 1 + r.Intn(3) {
+		rotated := append(append([]int{}, order[i%len(order):]...), order[:i%len(order)]...)
+		status, _, err := w.api.sendRaw(rotated, "/api/v1/hooks/"+k.hook, body, header, nil)
+		acked = acked || err == nil && (status == http.StatusCreated || status == http.StatusOK)
+		if i > 0 {
+			w.count("webhook redeliveries")
+		}
+	}
+	w.mu.Lock()
+	if w.deliveries == nil {
+		w.deliveries = map[string]bool{}
+	}
+	w.deliveries[id] = acked
+	if acked {
+		w.submitted[k.name]++
+	} else {
+		w.failures++
+	}
+	w.mu.Unlock()
 }
 
 // wait waits for the submissions (start) and the operators to finish.
@@ -489,6 +543,11 @@ func (a *apiClient) send(order []int, path string, body any, out any) (status, s
 	if err != nil {
 		return 0, 0, err
 	}
+	return a.sendRaw(order, path, raw, http.Header{"Authorization": {"Bearer " + a.token}}, out)
+}
+
+// sendRaw is send of the JSON text raw with header.
+func (a *apiClient) sendRaw(order []int, path string, raw []byte, header http.Header, out any) (status, sent int, err error) {
 	var last error
 	for _, i := range order {
 		sent++
@@ -496,8 +555,10 @@ func (a *apiClient) send(order []int, path string, body any, out any) (status, s
 		if err != nil {
 			return 0, sent, err
 		}
+		for k, v := range header {
+			req.Header[http.CanonicalHeaderKey(k)] = v
+		}
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Authorization", "Bearer "+a.token)
 		resp, err := a.client.Do(req)
 		if err != nil {
 			last = err
