@@ -97,3 +97,69 @@ tasks:
 		}
 	}
 }
+
+// TestHookMasterKilledMidDelivery: the master a delivery reaches dies with SIGKILL after it
+// recorded the delivery and created its run but before it committed them. The sender gets no
+// answer and delivers again to the other master, which starts the one run: the first
+// master's work was rolled back whole, the delivery neither lost nor run twice.
+func TestHookMasterKilledMidDelivery(t *testing.T) {
+	t.Parallel()
+	const secret = "e2e-hook-secret"
+	e := setupE2E(t, nil, "", "ZKSCHED_HOOK_SECRET_BUILD="+secret)
+	f := e.file(t, "build.yaml", `name: build
+params: {ref: {required: true}}
+triggers:
+  - webhook: {name: build, secret-env: ZKSCHED_HOOK_SECRET_BUILD, signature: github, params: {ref: "{{ .body.ref }}"}}
+tasks:
+  - {name: build, type: shell, command: 'echo "building $ZKSCHED_PARAM_ref"'}
+`)
+	if out, code := e.Run("define", f); code != 0 {
+		t.Fatalf("define: exit %d\n%s", code, out)
+	}
+	a := e.Master("master-a", "ZKSCHED_TEST_FAULT=hook-before-commit")
+	b := e.Master("master-b")
+	e.Worker("worker")
+	bases := []string{fmt.Sprintf("http://127.0.0.1:%d", a.Port), fmt.Sprintf("http://127.0.0.1:%d", b.Port)}
+	serving(t, a, bases[0], nil)
+	serving(t, b, bases[1], nil)
+	body := `{"ref": "v2"}`
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	c := client(t, "127.0.0.1", nil)
+	deliver := func(base string) (int, error) {
+		req, err := http.NewRequest("POST", base+"/api/v1/hooks/build", strings.NewReader(body))
+		if err != nil {
+			return 0, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Delivery", "d6b1c2e0-0001")
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		resp, err := c.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	if status, err := deliver(bases[0]); err == nil {
+		t.Fatalf("the delivery to master-a was answered %d; want no answer, the master killed mid-delivery", status)
+	}
+	a.WaitLog(t, 30*time.Second, "SIGKILL at hook-before-commit")
+	if status, err := deliver(bases[1]); err != nil || status != http.StatusCreated {
+		t.Fatalf("the delivery again, to master-b: %d, %v; want 201, the first rolled back", status, err)
+	}
+	if status, err := deliver(bases[1]); err != nil || status != http.StatusOK {
+		t.Errorf("a third time: %d, %v; want 200, a duplicate", status, err)
+	}
+	var ids []int64
+	if err := e.db.SQL().SelectContext(context.Background(), &ids, `SELECT id FROM workflow_instance WHERE workflow_name = 'build'`); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d runs of build; want 1", len(ids))
+	}
+	waitUntil(t, 60*time.Second, "the run to succeed", func() bool {
+		wf, err := e.db.WorkflowGet(context.Background(), ids[0])
+		return err == nil && wf.State == dao.WorkflowSucceeded
+	})
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/faultinject"
 	"github.com/zksched/zksched/workflow"
 )
 
@@ -85,7 +86,11 @@ func Deliver(ctx context.Context, db *dao.DB, d Delivery) (Delivered, error) {
 			Priority: d.Spec.Priority, Audit: &audit}); err != nil {
 			return fmt.Errorf("submit %s for hook %q: %w", d.Spec.Name, d.Hook, err)
 		}
-		return q.HookDeliverySetInstance(ctx, row, out.Instance)
+		if err := q.HookDeliverySetInstance(ctx, row, out.Instance); err != nil {
+			return err
+		}
+		faultinject.Point("hook-before-commit")
+		return nil
 	})
 	if err != nil {
 		return Delivered{}, err

@@ -3,9 +3,10 @@
 // get (internal/testcluster), acts on an environment variable:
 //
 //   - Point marks where the fault tests crash a node: between fencing and requeueing in the
-//     failover protocol (failover), in the middle of a fire (master), and between the steps of
-//     a tool-calling agent's loop (worker/executor). It kills the process with SIGKILL at the
-//     point ZKSCHED_TEST_FAULT names.
+//     failover protocol (failover), in the middle of a fire (master) or of a webhook
+//     delivery (lifecycle), and between the steps of a tool-calling agent's loop
+//     (worker/executor). It kills the process with SIGKILL at the point ZKSCHED_TEST_FAULT
+//     names.
 //   - Supervisor picks the program a worker runs as its shell tasks' supervisor: the one
 //     ZKSCHED_TEST_SUPERVISOR names, else the binary itself. The test binary is built with
 //     -race, whose runtime start costs several times a normal one's; a supervisor starts
