@@ -410,6 +410,8 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 			if v, ok := d.durationValue(kv.value, "workflow deadline"); ok {
 				s.Deadline = Duration(v)
 			}
+		case "on-assets":
+			s.OnAssets = d.decodeOnAssets(kv.value)
 		default:
 			d.errorf(kv.key.Line, "unknown field %s in the workflow%s", quote(key), didYouMean(key, workflowFields))
 		}
@@ -419,7 +421,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 
 // workflowFields are the top-level keys of a workflow file.
 var workflowFields = []string{"name", "description", "params", "params-extra", "tasks", "schedule", "max-active-instances",
-	"when-full", "concurrency", "timeout", "priority", "notify", "deadline"}
+	"when-full", "concurrency", "timeout", "priority", "notify", "deadline", "on-assets"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {
 	v = d.resolve(v)

@@ -72,6 +72,9 @@ type Spec struct {
 	// Deadline is how long after its submission an instance should have ended: past it the
 	// deadline event is sent, once, and nothing else changes. 0 means none.
 	Deadline Duration `json:"deadline,omitempty" yaml:"deadline,omitempty"`
+	// OnAssets makes the masters start a run when the assets it names have had events (see
+	// assets.go); nil means no asset starts it.
+	OnAssets *OnAssets `json:"on-assets,omitempty" yaml:"on-assets,omitempty"`
 }
 
 // Task is one node of the DAG. The fields from Command on belong to one task type each; the
@@ -125,6 +128,9 @@ type Task struct {
 	// OutputOverflow is what an output over the limit does: one of OverflowPolicies; empty
 	// means OverflowFail.
 	OutputOverflow string `json:"output-overflow,omitempty" yaml:"output-overflow,omitempty"`
+	// Produces are the assets the task produces: each success writes an event of each, with
+	// the task's output, in the statement that records the success.
+	Produces []string `json:"produces,omitempty" yaml:"produces,omitempty"`
 
 	// Command is the shell task's script, run with bash -c.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`
