@@ -82,6 +82,9 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 		if out.Schedule, out.Unscheduled, err = storeSchedule(ctx, q, d.Spec, out.Version, now); err != nil {
 			return err
 		}
+		if err := storeAssetConsumer(ctx, q, d.Spec, out.Version); err != nil {
+			return err
+		}
 		if d.Run == nil || out.Schedule != nil {
 			return nil
 		}

@@ -542,6 +542,9 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		policy = params.Task.RetryPolicy()
 	}
 	r := decide(t, policy, cause, res, rand.Float64)
+	if paramsErr == nil {
+		r.Produces = params.Task.Produces
+	}
 	w.mask.result(&r)
 	w.ran(a)
 	w.report(log, tok, r, span)

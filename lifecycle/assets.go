@@ -1,0 +1,93 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/internal/faultinject"
+	"github.com/zksched/zksched/workflow"
+)
+
+// MaxAssetRunsPerFire bounds the runs one FireAssets starts for one consumer, so that a long
+// queue of events is worked off in several short transactions rather than one long one.
+const MaxAssetRunsPerFire = 100
+
+// storeAssetConsumer makes the workflow spec (version) an asset consumer when it declares
+// on-assets, and no longer one when it does not, in the transaction that stored the
+// definition.
+func storeAssetConsumer(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int) error {
+	if spec.OnAssets == nil {
+		return q.AssetConsumerDelete(ctx, spec.Name)
+	}
+	assets, all := spec.OnAssets.Assets()
+	return q.AssetConsumerPut(ctx, dao.AssetConsumer{WorkflowName: spec.Name, WorkflowVersion: version, AllOf: all, Assets: assets})
+}
+
+// AssetRun is one run FireAssets started.
+type AssetRun struct {
+	Instance int64
+	Events   []dao.AssetEvent
+}
+
+// FireAssets starts the runs of the asset consumer name that its queued events allow, up to
+// MaxAssetRunsPerFire, in one transaction: for each, it takes the events out of the queue,
+// creates the instance and links the events to it. The consumer's row lock makes one master
+// at a time do this (another one returns at once with nothing done), and a master killed
+// before the commit leaves the events queued and no run: each set of events starts exactly
+// one run.
+func FireAssets(ctx context.Context, db *dao.DB, name string) ([]AssetRun, error) {
+	var runs []AssetRun
+	err := db.Tx(ctx, func(q *dao.Queries) error {
+		runs = nil
+		c, err := q.AssetConsumerLock(ctx, name)
+		if err != nil || c == nil {
+			return err
+		}
+		raw, err := q.DefinitionGet(ctx, c.WorkflowName, c.WorkflowVersion)
+		if err != nil {
+			return err
+		}
+		spec := new(workflow.Spec)
+		if err := json.Unmarshal(raw, spec); err != nil {
+			return fmt.Errorf("definition %s version %d: %w", c.WorkflowName, c.WorkflowVersion, err)
+		}
+		for len(runs) < MaxAssetRunsPerFire {
+			evs, err := q.AssetTake(ctx, c)
+			if err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				break
+			}
+			// The events are out of the queue, the run not yet created: a master killed here
+			// commits neither.
+			faultinject.Point("assets-before-submit")
+			run, err := startAssetRun(ctx, q, c, spec, evs)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, run)
+		}
+		return nil
+	})
+	return runs, err
+}
+
+// startAssetRun creates the run of consumer c (whose definition is spec) that the events evs
+// start, and links them to it.
+func startAssetRun(ctx context.Context, q *dao.Queries, c *dao.AssetConsumer, spec *workflow.Spec, evs []dao.AssetEvent) (AssetRun, error) {
+	run := AssetRun{Events: evs}
+	ids := make([]int64, len(evs))
+	for i, e := range evs {
+		ids[i] = e.ID
+	}
+	// Queued whatever when-full says: the events asked for the run, as a backfill's fires do.
+	id, err := Submit(ctx, q, Submission{Spec: spec, Version: c.WorkflowVersion, Priority: spec.Priority, Queue: true})
+	if err != nil {
+		return run, fmt.Errorf("start a run of %q on asset events %v: %w", c.WorkflowName, ids, err)
+	}
+	run.Instance = id
+	return run, q.AssetConsume(ctx, c.WorkflowName, ids, id)
+}
