@@ -25,6 +25,34 @@ func storeAssetConsumer(ctx context.Context, q *dao.Queries, spec *workflow.Spec
 	return q.AssetConsumerPut(ctx, dao.AssetConsumer{WorkflowName: spec.Name, WorkflowVersion: version, AllOf: all, Assets: assets})
 }
 
+// inputs are what an instance's templates read besides the upstream outputs: its params and
+// the asset events that started it (nil for a run no asset started).
+type inputs struct {
+	params map[string]string
+	assets map[string]workflow.AssetInput
+}
+
+// runAssets are the asset events that started the instance id of spec, as its templates
+// read them; nil for a workflow without on-assets, whose runs no asset starts.
+func runAssets(ctx context.Context, q *dao.Queries, spec *workflow.Spec, id int64) (map[string]workflow.AssetInput, error) {
+	if spec.OnAssets == nil {
+		return nil, nil
+	}
+	evs, err := q.AssetEventsOfRun(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	in := make(map[string]workflow.AssetInput, len(evs))
+	for _, e := range evs {
+		a := workflow.AssetInput{Event: e.ID}
+		if e.Output != nil {
+			a.Output = *e.Output
+		}
+		in[e.Asset] = a
+	}
+	return in, nil
+}
+
 // AssetRun is one run FireAssets started.
 type AssetRun struct {
 	Instance int64

@@ -2,6 +2,7 @@ package master
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -27,7 +28,12 @@ func TestAssetsStartRunOnWakeup(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	<-f.waiting.C() // its first look, with no events yet
 
-	consumer := "name: report\non-assets: {all: [orders]}\ntasks: [{name: report, type: noop}]\n"
+	consumer := `
+name: report
+on-assets: {all: [orders]}
+tasks:
+  - {name: report, type: noop, when: '{{ eq .assets.orders.output "42 rows" }}'}
+`
 	spec, err := workflow.Parse([]byte(consumer))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +63,12 @@ func TestAssetsStartRunOnWakeup(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].Output == nil || *evs[0].Output != out {
 		t.Fatalf("the run's events = %+v, %v", evs, err)
 	}
-	succeed(t, db, claimOne(t, m, db, "report"))
+	report := claimOne(t, m, db, "report")
+	var p workflow.TaskParams
+	if err := json.Unmarshal(report.Params, &p); err != nil || p.Assets["orders"].Output != out || p.Assets["orders"].Event != evs[0].ID {
+		t.Errorf("the consumer task's params %s lack the event (%v)", report.Params, err)
+	}
+	succeed(t, db, report)
 	m.waitFor(t, "the consumer's run to succeed", func() bool {
 		wf, err := db.WorkflowGet(ctx, id)
 		return err == nil && wf.State == dao.WorkflowSucceeded

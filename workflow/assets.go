@@ -32,6 +32,14 @@ func (o *OnAssets) Assets() (names []string, all bool) {
 	return o.Any, false
 }
 
+// AssetInput is one asset event a run started on, as its templates read it.
+type AssetInput struct {
+	// Output is the producer's output (the first 64 KiB).
+	Output string `json:"output"`
+	// Event is the event's id.
+	Event int64 `json:"event"`
+}
+
 // MaxAssetsPerList bounds produces and on-assets lists.
 const MaxAssetsPerList = 64
 

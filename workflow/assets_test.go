@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -56,5 +57,21 @@ func TestParseAssetsRefused(t *testing.T) {
 				t.Errorf("Parse: %v, want an error with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestRenderAssets(t *testing.T) {
+	t.Parallel()
+	data := TemplateData{Assets: map[string]AssetInput{"orders": {Output: "42", Event: 7}}}
+	got, err := Render(context.Background(), "prompt", "{{ .assets.orders.output }} from event {{ .assets.orders.event }}", data)
+	if err != nil || got != "42 from event 7" {
+		t.Errorf("Render = %q, %v", got, err)
+	}
+	if _, err := Render(context.Background(), "prompt", "{{ .assets.customers.output }}", data); err == nil {
+		t.Error("Render of an asset the run did not start on: no error")
+	}
+	_, err = Parse([]byte("name: w\non-assets: {any: [a]}\ntasks: [{name: t, type: noop, when: '{{ .assets.a.size }}'}]\n"))
+	if err == nil || !strings.Contains(err.Error(), "only .output and .event") {
+		t.Errorf("Parse of .assets.a.size: %v", err)
 	}
 }

@@ -46,6 +46,9 @@ type TemplateData struct {
 	Item *Item
 	// Args are a tool call's arguments, .args in a tool's approve-when; nil elsewhere.
 	Args map[string]any
+	// Assets are the asset events that started the run (.assets.<name>.output); nil for a
+	// run no asset started.
+	Assets map[string]AssetInput
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -103,6 +106,11 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	if data.Args != nil {
 		m["args"] = data.Args
 	}
+	assets := make(map[string]map[string]any, len(data.Assets))
+	for name, a := range data.Assets {
+		assets[name] = map[string]any{"output": a.Output, "event": a.Event}
+	}
+	m["assets"] = assets
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()
 	guardRanges(tmpl.Tree, funcs, r)
