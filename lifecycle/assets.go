@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/zksched/zksched/dao"
@@ -118,4 +119,32 @@ func startAssetRun(ctx context.Context, q *dao.Queries, c *dao.AssetConsumer, sp
 	}
 	run.Instance = id
 	return run, q.AssetConsume(ctx, c.WorkflowName, ids, id)
+}
+
+// ErrAssetName is the error of an asset name that breaks workflow.NameRule.
+var ErrAssetName = errors.New("invalid asset name: " + workflow.NameRule)
+
+// ErrAssetOutputTooLarge is the error of an emitted output over dao.MaxAssetOutput bytes: an
+// event from outside is refused rather than cut, as its producer can send less.
+var ErrAssetOutputTooLarge = fmt.Errorf("asset output over %d bytes", dao.MaxAssetOutput)
+
+// EmitAsset writes an event of asset from outside any task (`zksched asset emit`, the API),
+// emitted by by, with output (nil for none), and audit (unless nil) in its transaction. The
+// masters start the runs it completes once it commits.
+func EmitAsset(ctx context.Context, db *dao.DB, asset string, output *string, by string, audit *dao.AuditEvent) (int64, error) {
+	if !workflow.ValidName(asset) {
+		return 0, fmt.Errorf("asset %q: %w", asset, ErrAssetName)
+	}
+	if output != nil && len(*output) > dao.MaxAssetOutput {
+		return 0, fmt.Errorf("asset %q: %w", asset, ErrAssetOutputTooLarge)
+	}
+	var id int64
+	err := db.Tx(ctx, func(q *dao.Queries) error {
+		var err error
+		if id, err = q.AssetEmit(ctx, asset, output, by); err != nil {
+			return err
+		}
+		return auditIn(ctx, q, audit)
+	})
+	return id, err
 }

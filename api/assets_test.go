@@ -1,0 +1,64 @@
+package api_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/zksched/zksched/dao"
+)
+
+// TestAssetEmit: an operator emits an asset event through the API, audited with its output's
+// size; a bad name is a 400 and an output over the cap a 413, both audited as refusals and
+// writing no event.
+func TestAssetEmit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{usersFile: writeUsers(t), token: "the-admin-token-0123456789"})
+	b.token = operatorToken
+	r := b.do(t, "POST", "/api/v1/assets/orders/events", `{"output": "42 rows"}`, "Content-Type", "application/json")
+	if r.status != 201 {
+		t.Fatalf("emit: %d %s", r.status, r.body)
+	}
+	var got struct {
+		Asset string `json:"asset"`
+		Event int64  `json:"event"`
+	}
+	r.json(t, &got)
+	var ev dao.AssetEvent
+	if err := b.db.SQL().Get(&ev, `SELECT id, asset, task_instance_id, workflow_instance_id, output, output_truncated,
+		emitted_by, created_at FROM asset_event WHERE id = $1`, got.Event); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Asset != "orders" || ev.Output == nil || *ev.Output != "42 rows" || ev.EmittedBy == nil || *ev.EmittedBy != "otto" {
+		t.Errorf("event = %+v", ev)
+	}
+	if r := b.do(t, "POST", "/api/v1/assets/orders/events", ""); r.status != 201 {
+		t.Errorf("emit without a body: %d %s", r.status, r.body)
+	}
+	if r := b.do(t, "POST", "/api/v1/assets/bad%20name/events", `{}`, "Content-Type", "application/json"); r.status != 400 ||
+		!strings.Contains(r.errorMessage(t), "invalid") {
+		t.Errorf("bad name: %d %s", r.status, r.body)
+	}
+	big := `{"output": "` + strings.Repeat("x", dao.MaxAssetOutput+1) + `"}`
+	if r := b.do(t, "POST", "/api/v1/assets/orders/events", big, "Content-Type", "application/json"); r.status != 413 {
+		t.Errorf("oversize output: %d %s", r.status, r.body)
+	}
+	var n int
+	if err := b.db.SQL().Get(&n, `SELECT count(*) FROM asset_event`); err != nil || n != 2 {
+		t.Errorf("%d events, %v; want 2", n, err)
+	}
+	var rows []struct {
+		Actor   string `db:"actor"`
+		Target  string `db:"target"`
+		Outcome string `db:"outcome"`
+		Params  string `db:"params"`
+	}
+	if err := b.db.SQL().Select(&rows, `SELECT actor, target, outcome, coalesce(params::text, '') AS params FROM audit_event
+		WHERE action = $1 ORDER BY id`, dao.AuditAssetEmit); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 4 || rows[0].Actor != "otto" || rows[0].Target != "asset/orders" || rows[0].Outcome != dao.AuditOK ||
+		!strings.Contains(rows[0].Params, `"output_bytes": 7`) || !strings.HasPrefix(rows[2].Outcome, "refused: bad request") ||
+		!strings.HasPrefix(rows[3].Outcome, "refused: request entity too large") {
+		t.Errorf("audit rows = %+v", rows)
+	}
+}
