@@ -295,7 +295,7 @@ func operations() []operation {
 		{pattern: "POST /api/v1/assets/{name}/events", summary: "Emit an event of an asset from outside any task: the workflows whose on-assets it completes start.",
 			body: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
 				"output": map[string]any{"type": "string", "description": "What the consumers' templates read as .assets.NAME.output; at most 65536 bytes."}}},
-			ok: map[int]answer{201: {"The event written.", object(map[string]any{"asset": str, "event": positiveID})}},
+			ok:           map[int]answer{201: {"The event written.", object(map[string]any{"asset": str, "event": positiveID})}},
 			optionalBody: true,
 			fails:        []int{400, 413, 415}},
 		{pattern: "GET /api/v1/audit-events", summary: "The audit trail, newest first.",
