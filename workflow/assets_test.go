@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zksched/zksched/internal/testenv"
 )
 
 func TestParseAssets(t *testing.T) {
@@ -73,5 +75,19 @@ func TestRenderAssets(t *testing.T) {
 	_, err = Parse([]byte("name: w\non-assets: {any: [a]}\ntasks: [{name: t, type: noop, when: '{{ .assets.a.size }}'}]\n"))
 	if err == nil || !strings.Contains(err.Error(), "only .output and .event") {
 		t.Errorf("Parse of .assets.a.size: %v", err)
+	}
+}
+
+// TestDocsAssetsExamples: the examples of docs/workflows.md's Assets section parse.
+func TestDocsAssetsExamples(t *testing.T) {
+	t.Parallel()
+	blocks := testenv.DocBlocks(t, "docs/workflows.md", "Assets: data-aware runs", "yaml")
+	if len(blocks) != 2 {
+		t.Fatalf("%d yaml blocks, want 2", len(blocks))
+	}
+	for _, b := range blocks {
+		if _, err := Parse([]byte(b)); err != nil {
+			t.Errorf("%v\n%s", err, b)
+		}
 	}
 }
