@@ -62,3 +62,45 @@ func TestAssetEmit(t *testing.T) {
 		t.Errorf("audit rows = %+v", rows)
 	}
 }
+
+// TestAssetsPage: the assets page and GET /api/v1/assets list each asset with the workflows
+// that produce it and those it starts, and the latest events.
+func TestAssetsPage(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "the-admin-token-0123456789"})
+	for _, file := range []string{
+		"name: load\ntasks:\n  - {name: l, type: noop, produces: [orders]}\n",
+		"name: report\non-assets: {all: [orders, customers]}\ntasks:\n  - {name: r, type: noop}\n",
+	} {
+		if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != 201 && r.status != 200 {
+			t.Fatalf("store: %d %s", r.status, r.body)
+		}
+	}
+	if r := b.do(t, "POST", "/api/v1/assets/customers/events", `{"output": "from the CRM"}`, "Content-Type", "application/json"); r.status != 201 {
+		t.Fatalf("emit: %d %s", r.status, r.body)
+	}
+	var got struct {
+		Assets []struct {
+			Asset     string   `json:"asset"`
+			Producers []string `json:"producers"`
+			Consumers []string `json:"consumers"`
+			Pending   int      `json:"pending"`
+		} `json:"assets"`
+		Events []struct {
+			Asset  string `json:"asset"`
+			Output string `json:"output"`
+		} `json:"events"`
+	}
+	b.do(t, "GET", "/api/v1/assets", "").json(t, &got)
+	if len(got.Assets) != 2 || got.Assets[0].Asset != "customers" || got.Assets[0].Pending != 1 ||
+		strings.Join(got.Assets[0].Consumers, ",") != "report" || got.Assets[1].Asset != "orders" ||
+		strings.Join(got.Assets[1].Producers, ",") != "load" || len(got.Events) != 1 || got.Events[0].Output != "from the CRM" {
+		t.Errorf("GET /api/v1/assets = %+v", got)
+	}
+	r := b.do(t, "GET", "/assets", "")
+	for _, want := range []string{`<a href="/definitions/load">load</a>`, `<a href="/definitions/report">report</a>`, "from the CRM"} {
+		if r.status != 200 || !strings.Contains(r.body, want) {
+			t.Errorf("the assets page (%d) lacks %q", r.status, want)
+		}
+	}
+}

@@ -46,7 +46,7 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications",
+var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications", "assets",
 	"definition", "schedules",
 	"overview",
 }

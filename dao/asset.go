@@ -68,6 +68,62 @@ func (q *Queries) AssetConsumerDelete(ctx context.Context, name string) error {
 	return nil
 }
 
+// AssetProducersPut records the assets the latest definition of the workflow name produces
+// (none: it produces none), in the transaction that stored it.
+func (q *Queries) AssetProducersPut(ctx context.Context, name string, assets []string) error {
+	_, err := q.q.ExecContext(ctx, `
+		WITH gone AS (DELETE FROM asset_producer WHERE workflow_name = $1 AND NOT asset = ANY($2))
+		INSERT INTO asset_producer (workflow_name, asset) SELECT $1, a FROM unnest($2::text[]) AS a
+		ON CONFLICT DO NOTHING`, name, pq.StringArray(assets))
+	if err != nil {
+		return fmt.Errorf("store the assets %q produces: %w", name, err)
+	}
+	return nil
+}
+
+// AssetSummary is one asset as the assets page shows it: who produces it, who waits for it.
+type AssetSummary struct {
+	Asset string `db:"asset" json:"asset"`
+	// Producers are the workflows whose latest definition has a task that produces it.
+	Producers pq.StringArray `db:"producers" json:"producers"`
+	// Consumers are the workflows whose latest definition waits for it (on-assets).
+	Consumers pq.StringArray `db:"consumers" json:"consumers"`
+	// Pending is how many of its events the consumers have yet to take, all consumers
+	// together.
+	Pending int `db:"pending" json:"pending"`
+	// LastEventAt is the time of its latest event; nil for none.
+	LastEventAt *time.Time `db:"last_event_at" json:"last_event_at"`
+}
+
+// AssetList returns the assets that are produced, waited for, or among the latest limit
+// events, by name, and those events, newest first.
+func (q *Queries) AssetList(ctx context.Context, limit int) ([]AssetSummary, []AssetEvent, error) {
+	var evs []AssetEvent
+	if err := sqlxSelect(ctx, q, &evs, `
+		SELECT id, asset, task_instance_id, workflow_instance_id, left(output, 200) AS output, output_truncated,
+			emitted_by, created_at
+		FROM asset_event ORDER BY id DESC LIMIT $1`, limit); err != nil {
+		return nil, nil, fmt.Errorf("list asset events: %w", err)
+	}
+	var assets []AssetSummary
+	err := sqlxSelect(ctx, q, &assets, `
+		WITH names AS (
+			SELECT asset FROM asset_producer
+			UNION SELECT unnest(assets) FROM asset_consumer
+			UNION SELECT asset FROM (SELECT asset FROM asset_event ORDER BY id DESC LIMIT $1) e
+		)
+		SELECT n.asset,
+			ARRAY(SELECT p.workflow_name FROM asset_producer p WHERE p.asset = n.asset ORDER BY 1) AS producers,
+			ARRAY(SELECT c.workflow_name FROM asset_consumer c WHERE c.assets @> ARRAY[n.asset] ORDER BY 1) AS consumers,
+			(SELECT count(*) FROM asset_pending p WHERE p.asset = n.asset) AS pending,
+			(SELECT e.created_at FROM asset_event e WHERE e.asset = n.asset ORDER BY e.id DESC LIMIT 1) AS last_event_at
+		FROM names n ORDER BY n.asset`, limit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list assets: %w", err)
+	}
+	return assets, evs, nil
+}
+
 // assetEmitSQL is AssetEmit's statement: $1 the asset, $2 the output (NULL for none), $3 who
 // emits it. The event is queued for the asset's consumers as the worker's finish queues it.
 const assetEmitSQL = `

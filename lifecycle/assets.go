@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/internal/faultinject"
@@ -15,10 +16,21 @@ import (
 // queue of events is worked off in several short transactions rather than one long one.
 const MaxAssetRunsPerFire = 100
 
-// storeAssetConsumer makes the workflow spec (version) an asset consumer when it declares
-// on-assets, and no longer one when it does not, in the transaction that stored the
-// definition.
+// storeAssetConsumer records the assets the workflow spec (version) produces, and makes it
+// an asset consumer when it declares on-assets (no longer one when it does not), in the
+// transaction that stored the definition.
 func storeAssetConsumer(ctx context.Context, q *dao.Queries, spec *workflow.Spec, version int) error {
+	var produced []string
+	for _, t := range spec.Tasks {
+		for _, a := range t.Produces {
+			if !slices.Contains(produced, a) {
+				produced = append(produced, a)
+			}
+		}
+	}
+	if err := q.AssetProducersPut(ctx, spec.Name, produced); err != nil {
+		return err
+	}
 	if spec.OnAssets == nil {
 		return q.AssetConsumerDelete(ctx, spec.Name)
 	}

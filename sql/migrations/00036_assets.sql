@@ -39,6 +39,14 @@ CREATE TABLE asset_consumer (
 -- The consumers of an event's asset, when the event is written.
 CREATE INDEX asset_consumer_assets ON asset_consumer USING gin (assets);
 
+-- The assets each workflow's latest definition produces (its tasks' produces), for the
+-- assets page: written when a definition is stored.
+CREATE TABLE asset_producer (
+    workflow_name text NOT NULL,
+    asset         text NOT NULL,
+    PRIMARY KEY (workflow_name, asset)
+);
+
 -- The events each consumer has not taken yet, oldest first.
 CREATE TABLE asset_pending (
     consumer text   NOT NULL REFERENCES asset_consumer (workflow_name) ON DELETE CASCADE,
@@ -61,5 +69,6 @@ CREATE INDEX asset_consumption_instance ON asset_consumption (workflow_instance_
 -- +goose Down
 DROP TABLE asset_consumption;
 DROP TABLE asset_pending;
+DROP TABLE asset_producer;
 DROP TABLE asset_consumer;
 DROP TABLE asset_event;
