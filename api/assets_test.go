@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/zksched/zksched/dao"
+	"github.com/zksched/zksched/lifecycle"
 )
 
 // TestAssetEmit: an operator emits an asset event through the API, audited with its output's
@@ -96,6 +98,21 @@ func TestAssetsPage(t *testing.T) {
 		strings.Join(got.Assets[0].Consumers, ",") != "report" || got.Assets[1].Asset != "orders" ||
 		strings.Join(got.Assets[1].Producers, ",") != "load" || len(got.Events) != 1 || got.Events[0].Output != "from the CRM" {
 		t.Errorf("GET /api/v1/assets = %+v", got)
+	}
+	if r := b.do(t, "GET", "/definitions/report", ""); !strings.Contains(r.body, `Started by assets: a run once each of
+<code>orders</code>, <code>customers</code> has had an event`) {
+		t.Errorf("the consumer's page (%d) does not say what it waits for:\n%s", r.status, r.body)
+	}
+	if r := b.do(t, "POST", "/api/v1/assets/orders/events", "", "Content-Type", "application/json"); r.status != 201 {
+		t.Fatalf("emit: %d %s", r.status, r.body)
+	}
+	runs, err := lifecycle.FireAssets(b.ctx, b.db, "report")
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("fire = %+v, %v", runs, err)
+	}
+	if r := b.do(t, "GET", fmt.Sprintf("/workflows/%d", runs[0].Instance), ""); !strings.Contains(r.body,
+		fmt.Sprintf("<code>customers</code> event %d by admin, <code>orders</code> event %d by admin", runs[0].Events[0].ID, runs[0].Events[1].ID)) {
+		t.Errorf("the run's page (%d) does not link its events:\n%s", r.status, r.body)
 	}
 	r := b.do(t, "GET", "/assets", "")
 	for _, want := range []string{`<a href="/definitions/load">load</a>`, `<a href="/definitions/report">report</a>`, "from the CRM"} {
