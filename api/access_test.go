@@ -136,6 +136,7 @@ func TestRolesPerRoute(t *testing.T) {
 		{call{"POST", "/api/v1/schedules/nope/enable", ""}, "operator"},
 		{call{"POST", "/api/v1/schedules/nope/disable", ""}, "operator"},
 		{call{"POST", "/api/v1/schedules/nope/trigger", ""}, "operator"},
+		{call{"POST", "/api/v1/assets/orders/events", `{"output": "x"}`}, "operator"},
 		{call{"POST", "/api/v1/definitions", "name: d\ntasks:\n  - {name: a, type: noop}\n"}, "admin"},
 		{call{"POST", "/api/v1/workflow-instances", `{"name": "wf"}`}, "admin"},
 	}

@@ -82,6 +82,8 @@ var (
 	positiveID = map[string]any{"type": "integer", "format": "int64", "minimum": 1}
 	str        = map[string]any{"type": "string"}
 	dateTime   = map[string]any{"type": "string", "format": "date-time"}
+	nullID     = map[string]any{"type": []string{"integer", "null"}, "format": "int64", "minimum": 1}
+	nullStr    = map[string]any{"type": []string{"string", "null"}}
 	// queryTime is a time a filter takes: RFC 3339, or a UTC time without a zone.
 	queryTime = map[string]any{"type": "string", "description": "RFC 3339, or 2026-11-22T03:00 (UTC)"}
 	paramsMap = map[string]any{"type": "object", "additionalProperties": str, "description": "The run's params, as text. " +
@@ -295,6 +297,19 @@ func operations() []operation {
 			})}},
 			optionalBody: true,
 			fails:        []int{400, 404, 409, 413, 415}},
+		{pattern: "GET /api/v1/assets", summary: "The assets produced or waited for, with their producers and consumers, and the latest events.",
+			ok: map[int]answer{200: {"The assets and the latest events.", object(map[string]any{
+				"assets": arrayOf(object(map[string]any{"asset": str, "producers": arrayOf(str), "consumers": arrayOf(str),
+					"pending": map[string]any{"type": "integer"}, "last_event_at": map[string]any{"type": []string{"string", "null"}, "format": "date-time"}})),
+				"events": arrayOf(object(map[string]any{"id": positiveID, "asset": str, "task_instance": nullID,
+					"workflow_instance": nullID, "emitted_by": nullStr, "output": nullStr, "created_at": dateTime})),
+			})}}},
+		{pattern: "POST /api/v1/assets/{name}/events", summary: "Emit an event of an asset from outside any task: the workflows whose on-assets it completes start.",
+			body: map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{
+				"output": map[string]any{"type": "string", "description": "What the consumers' templates read as .assets.NAME.output; at most 65536 bytes."}}},
+			ok:           map[int]answer{201: {"The event written.", object(map[string]any{"asset": str, "event": positiveID})}},
+			optionalBody: true,
+			fails:        []int{400, 413, 415}},
 		{pattern: "GET /api/v1/audit-events", summary: "The audit trail, newest first.",
 			query: []param{{"actor", "Only events of this user.", str},
 				{"action", "Only events of this action.", str},

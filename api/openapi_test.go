@@ -240,6 +240,9 @@ func TestOpenAPIResponses(t *testing.T) {
 	check("POST", "/api/v1/schedules/{name}/enable", "/api/v1/schedules/nightly/enable", "")
 	check("POST", "/api/v1/schedules/{name}/enable", "/api/v1/schedules/nothing/enable", "")
 	check("POST", "/api/v1/schedules/{name}/trigger", "/api/v1/schedules/nightly/trigger", `{"params": {"a": "b"}}`)
+	check("POST", "/api/v1/assets/{name}/events", "/api/v1/assets/orders/events", `{"output": "42 rows"}`)
+	check("GET", "/api/v1/assets", "/api/v1/assets", "")
+	check("POST", "/api/v1/assets/{name}/events", "/api/v1/assets/bad%20name/events", "")
 	check("GET", "/api/v1/audit-events", "/api/v1/audit-events?limit="+url.QueryEscape("5"), "")
 	notified := daotest.Submit(t, b.db, "notified", map[string]any{"name": "notified", "notify": []map[string]any{
 		{"on": []string{"failure"}, "webhook-url-env": "OPS_WEBHOOK", "email": []string{"ops@example.com"}}}})

@@ -49,6 +49,8 @@ type definitionPage struct {
 	ParamsExtra bool
 	// Schedule is the workflow's schedule; nil for none.
 	Schedule *lifecycle.ScheduleView
+	// OnAssets are the assets whose events start a run of the version shown; nil for none.
+	OnAssets *workflow.OnAssets
 	// CanRun shows the run form: Fields are its inputs, one per declared param, and Extra
 	// the text of its undeclared ones (k=v lines, with params-extra: allow).
 	CanRun bool
@@ -150,7 +152,7 @@ func (s *Server) loadDefinitionPage(r *http.Request, name string, version int) (
 	p := &definitionPage{base: base{Title: "Definition " + name, Nav: "definitions"}, Name: name,
 		Versions: versions.Items, MoreVersions: versions.Older != 0, Latest: latest, Version: version,
 		Description: spec.Description, Params: spec.DeclaredParams(), ParamsExtra: spec.ParamsExtra == workflow.ParamsExtraAllow,
-		CanRun: s.may(r, "POST /definitions/{name}/run")}
+		OnAssets: spec.OnAssets, CanRun: s.may(r, "POST /definitions/{name}/run")}
 	views, err := lifecycle.Schedules(ctx, s.db, 3)
 	if err != nil {
 		return nil, err

@@ -247,6 +247,8 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("POST /api/v1/schedules/{name}/enable", RoleOperator, s.apiScheduleEnable(true), change{dao.AuditScheduleEnable, scheduleTarget})
 	api("POST /api/v1/schedules/{name}/disable", RoleOperator, s.apiScheduleEnable(false), change{dao.AuditScheduleDisable, scheduleTarget})
 	api("POST /api/v1/schedules/{name}/trigger", RoleOperator, s.apiScheduleTrigger, change{dao.AuditScheduleTrigger, scheduleTarget})
+	api("GET /api/v1/assets", RoleViewer, s.apiAssets)
+	api("POST /api/v1/assets/{name}/events", RoleOperator, s.apiAssetEmit, change{dao.AuditAssetEmit, assetTarget})
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
 	api("GET /api/v1/notifications", RoleViewer, s.apiNotifications)
 	api("GET /api/v1/hooks", RoleViewer, s.apiHooks)
@@ -296,6 +298,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("GET /audit", RoleViewer, s.pageAudit)
 	page("GET /notifications", RoleViewer, s.pageNotifications)
 	page("GET /hooks", RoleViewer, s.pageHooks)
+	page("GET /assets", RoleViewer, s.pageAssets)
 	// Open (see requireAuth's open): a role means nothing before a login.
 	page("GET /login", RoleViewer, s.pageLogin)
 	page("POST /login", RoleViewer, s.formLogin)

@@ -28,6 +28,7 @@ var textFilterRoutes = map[string]struct {
 	"GET /audit":                     {"/audit", []string{"actor", "action", "target", "since", "until", "before", "limit"}},
 	"GET /notifications":             {"/notifications", []string{"state", "before", "limit"}},
 	"GET /hooks":                     {"/hooks", nil},
+	"GET /assets":                    {"/assets", nil},
 	"GET /login":                     {"/login", []string{"next"}},
 	"GET /static/":                   {"/static/app.css", nil},
 	"GET /api/v1/definitions":        {"/api/v1/definitions", []string{"after", "limit"}},
@@ -43,6 +44,7 @@ var textFilterRoutes = map[string]struct {
 	"GET /api/v1/schedules":                             {"/api/v1/schedules", []string{"next"}},
 	"GET /api/v1/audit-events":                          {"/api/v1/audit-events", []string{"actor", "action", "target", "since", "until", "before", "limit"}},
 	"GET /api/v1/notifications":                         {"/api/v1/notifications", []string{"state", "before", "limit"}},
+	"GET /api/v1/assets":                                {"/api/v1/assets", nil},
 	"GET /api/v1/openapi.json":                          {"/api/v1/openapi.json", nil},
 	"GET /api/v1/hooks":                                 {"/api/v1/hooks", nil},
 }

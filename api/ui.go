@@ -46,7 +46,7 @@ type pages struct {
 	sets map[string]*template.Template
 }
 
-var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications",
+var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications", "assets",
 	"definition", "schedules",
 	"overview", "hooks",
 }
@@ -397,6 +397,8 @@ type workflowPage struct {
 	NextURL, PrevURL string
 	// Timeline is the Gantt chart of its first tasks' attempts.
 	Timeline timeline
+	// Assets are the asset events that started the run; none for a run no asset started.
+	Assets []dao.AssetEvent
 }
 
 // stateCount is how many tasks are in State, and the page of them.
@@ -436,6 +438,9 @@ func (s *Server) pageWorkflow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	p.Timeline = buildTimeline(tasks, p.Total, time.Now().UTC())
+	if p.Assets, err = s.db.AssetEventsOfRun(r.Context(), d.Workflow.ID); err != nil {
+		return err
+	}
 	s.render(w, r, http.StatusOK, "workflow", p)
 	return nil
 }

@@ -38,6 +38,7 @@ const (
 	AuditScheduleDisable = "schedule.disable"
 	AuditScheduleTrigger = "schedule.trigger"
 	AuditBackfill        = "backfill"
+	AuditAssetEmit       = "asset.emit"
 	AuditUserAdd         = "user.add"
 	AuditUserRemove      = "user.remove"
 	// AuditLogin and AuditLogout are a user's login to and logout from the web UI;

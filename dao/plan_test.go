@@ -255,8 +255,8 @@ func TestHotStatementsUseTheirIndexes(t *testing.T) {
 			{"claim a share without pools, two groups", dao.ClaimUnpooledSQL, shareArgs("g", "h"), "task_instance_running", claimTypes},
 			{"finish", dao.FinishManySQL, []any{pq.Array(some), pq.Array(strs("w1")), pq.Array(ints), pq.Array(strs("succeeded")),
 				pq.Array(bools), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(strs("succeeded")), pq.Array(nulls),
-				pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(bools)}, "task_instance_pkey|task_instance_running",
-				"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[], text[], bigint[], bigint[], bool[]"},
+				pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(nulls), pq.Array(bools), pq.Array(nulls)}, "task_instance_pkey|task_instance_running",
+				"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[], text[], bigint[], bigint[], bool[], text[]"},
 			{"list by workflows", dao.ListByWorkflowsSQL, []any{pq.Array(ids)}, "task_instance_workflow_instance_id_name_key", "bigint[]"},
 			{"claim workflows", dao.ClaimUnownedSQL, []any{"m2", 100}, "workflow_instance_claimable", "text, int"},
 			{"sweep range", dao.SweepRangeSQL, []any{0, 1000}, "workflow_instance_unowned_running", "bigint, int"},
@@ -418,10 +418,10 @@ func TestWorkerBatchesAreLinear(t *testing.T) {
 		}
 		nulls := make([]*string, n)
 		check("finish", generic, explainAnalyze(t, db, generic, dao.FinishManySQL,
-			"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[], text[], bigint[], bigint[], bool[]",
+			"bigint[], text[], int[], text[], bool[], text[], text[], int[], text[], text[], text[], text[], bigint[], bigint[], bool[], text[]",
 			pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(states), pq.Array(make([]bool, n)),
 			pq.Array(nulls), pq.Array(nulls), pq.Array(make([]*int64, n)), pq.Array(states), pq.Array(nulls), pq.Array(nulls),
-			pq.Array(nulls), pq.Array(make([]*int64, n)), pq.Array(make([]*int64, n)), pq.Array(make([]bool, n))),
+			pq.Array(nulls), pq.Array(make([]*int64, n)), pq.Array(make([]*int64, n)), pq.Array(make([]bool, n)), pq.Array(nulls)),
 			"workflow_instance")
 		var ended int
 		if err := db.SQL().Get(&ended, `SELECT count(*) FROM workflow_instance WHERE id IN (

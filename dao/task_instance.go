@@ -354,6 +354,9 @@ type AttemptResult struct {
 	// OutputTruncated marks Output as the first bytes of a longer output (output-overflow:
 	// truncate).
 	OutputTruncated bool
+	// Produces are the assets the task produces (its spec's produces): a success writes an
+	// event of each, with its output, in the statement that records it.
+	Produces []string
 }
 
 // TaskFinishIfRunning ends the attempt held by tok: the task moves to res.Next and the attempt
@@ -393,7 +396,8 @@ type Finish struct {
 // instance ids, under NOTIFY's 8000-byte limit whatever the ids' size (at most 20 bytes each).
 const wakeIDsPerPayload = 300
 
-// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$15).
+// finishManySQL is TaskFinishManyIfRunning's statement: the attempts' columns as arrays ($1-$15),
+// and $16 the assets each task produces, a JSON array (NULL for a task that produces none).
 //
 // Its CTE pools locks, in name order, the pools of the tasks it ends, before any task row, in
 // the order the claim takes them: the row trigger that keeps task_pool.running (migration
@@ -404,9 +408,10 @@ const wakeIDsPerPayload = 300
 const finishManySQL = `
 		WITH x AS (
 			SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::bool[], $6::text[],
-				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bool[])
+				$7::text[], $8::int[], $9::text[], $10::text[], $11::text[], $12::text[], $13::bigint[], $14::bigint[], $15::bool[],
+				$16::text[])
 				AS x(id, worker, attempt, next, retry, output, err, exit_code, outcome, attempt_usage, task_usage,
-					paused_step, wait_ms, retry_ms, truncated)
+					paused_step, wait_ms, retry_ms, truncated, produces)
 		), pools AS (
 			SELECT p.name FROM task_pool p WHERE p.name = ANY(ARRAY(
 				-- One probe of the primary key per task, whatever the statistics say (see
@@ -455,11 +460,28 @@ const finishManySQL = `
 			WHERE ti.id = x.id AND ti.worker_id IS NOT DISTINCT FROM x.worker AND ti.attempt IS NOT DISTINCT FROM x.attempt
 			  AND ti.state = 'running' AND (SELECT count(*) FROM pools) >= 0
 			RETURNING ti.id, ti.attempt, ti.workflow_instance_id, ti.name, ti.state, ti.worker_group,
-				x.outcome, x.exit_code, x.err, x.attempt_usage
+				x.outcome, x.exit_code, x.err, x.attempt_usage,
+				-- What a task that produces assets needs for their events; NULL for any other.
+				CASE WHEN ti.state = 'succeeded' THEN x.produces END AS produces,
+				CASE WHEN ti.state = 'succeeded' AND x.produces IS NOT NULL THEN x.output END AS output,
+				x.truncated
 		), a AS (
 			UPDATE task_attempt ta SET ended_at = now(), outcome = t.outcome, exit_code = t.exit_code,
 				error = t.err, usage = t.attempt_usage::jsonb
 			FROM t WHERE ta.task_instance_id = t.id AND ta.attempt = t.attempt
+		), events AS (
+			-- The asset events of the tasks that succeeded and produce assets (migration
+			-- 00036), each queued for the consumers of its asset: none, and no row read, for
+			-- any other task.
+			INSERT INTO asset_event (asset, task_instance_id, workflow_instance_id, output, output_truncated)
+			SELECT p.asset, t.id, t.workflow_instance_id, left(t.output, 65536), t.truncated OR length(t.output) > 65536
+			FROM t CROSS JOIN LATERAL jsonb_array_elements_text(t.produces::jsonb) AS p(asset)
+			WHERE t.produces IS NOT NULL
+			RETURNING id, asset
+		), queued AS (
+			INSERT INTO asset_pending (consumer, asset, event_id)
+			SELECT c.workflow_name, e.asset, e.id FROM events e
+			JOIN asset_consumer c ON c.assets @> ARRAY[e.asset]
 		), ending AS (
 			-- The instances these ends end by themselves (migration 00007): of one task, which
 			-- is terminal now, driven by no master, without a cap, a key or a timeout, started
@@ -520,8 +542,17 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	outputs, errs, attemptUsage, taskUsage := make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	retry, truncated := make([]bool, n), make([]bool, n)
 	paused, waitMs, retryMs := make([]*string, n), make([]*int64, n), make([]*int64, n)
+	produces := make([]*string, n)
 	for i, f := range fins {
 		r := &fins[i].Result
+		if len(r.Produces) > 0 && r.Next == TaskSucceeded {
+			raw, err := json.Marshal(r.Produces)
+			if err != nil {
+				return nil, fmt.Errorf("assets of task %d: %w", f.Token.TaskID, err)
+			}
+			text := string(raw)
+			produces[i] = &text
+		}
 		if r.RetryWait > 0 {
 			ms := r.RetryWait.Milliseconds()
 			retryMs[i] = &ms
@@ -547,7 +578,8 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	}
 	recorded, err := queryRows(ctx, q, 2*n, (*finishRow).fields, finishManySQL, pq.Array(ids), pq.Array(workers), pq.Array(attempts), pq.Array(nexts),
 		pq.Array(retry), pq.Array(outputs), pq.Array(errs), pq.Array(exits), pq.Array(outcomes),
-		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs), pq.Array(retryMs), pq.Array(truncated))
+		pq.Array(attemptUsage), pq.Array(taskUsage), pq.Array(paused), pq.Array(waitMs), pq.Array(retryMs), pq.Array(truncated),
+		pq.Array(produces))
 	if err != nil {
 		if n == 1 {
 			return nil, fmt.Errorf("finish task %d attempt %d: %w", fins[0].Token.TaskID, fins[0].Token.Attempt, err)
@@ -587,8 +619,13 @@ func (q *Queries) TaskFinishManyIfRunning(ctx context.Context, fins []Finish) (o
 	}
 	q.wakeEnded(ended)
 	out = make([]Finished, n)
+	produced := false
 	for i, f := range fins {
 		out[i] = got[key{f.Token.TaskID, f.Token.Attempt}]
+		produced = produced || (out[i].Recorded && produces[i] != nil)
+	}
+	if produced {
+		q.wake(q.ch.master, WakeupAssets)
 	}
 	return out, nil
 }

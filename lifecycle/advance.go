@@ -242,17 +242,23 @@ func (a *advance) instance(ctx context.Context, wf *dao.WorkflowInstance, tasks 
 	// rows[created:] are the rows this instance's advance creates; a task that started its
 	// child is created waiting on it, apart from them (children).
 	created, children := len(a.rows), 0
-	// The params are read only for an instance that creates tasks.
-	var params map[string]string
-	readParams := func() (map[string]string, error) {
-		if params != nil {
-			return params, nil
+	// The params (and the asset events of a run they started) are read only for an instance
+	// that creates tasks.
+	var in *inputs
+	readParams := func() (inputs, error) {
+		if in != nil {
+			return *in, nil
 		}
-		var err error
-		if params, err = instanceParams(spec, wf.Params); err != nil {
-			return nil, fmt.Errorf("workflow instance %d: %w", wf.ID, err)
+		params, err := instanceParams(spec, wf.Params)
+		if err != nil {
+			return inputs{}, fmt.Errorf("workflow instance %d: %w", wf.ID, err)
 		}
-		return params, nil
+		assets, err := runAssets(ctx, a.q, spec, wf.ID)
+		if err != nil {
+			return inputs{}, err
+		}
+		in = &inputs{params: params, assets: assets}
+		return *in, nil
 	}
 	items, ended, err := forEach(ctx, a.q, wf, spec, tasks, readParams)
 	if err != nil {
@@ -265,8 +271,8 @@ func (a *advance) instance(ctx context.Context, wf *dao.WorkflowInstance, tasks 
 		states[t.Name] = t.State
 	}
 	data := func(t *workflow.Task) (workflow.TemplateData, error) {
-		p, err := readParams()
-		return workflow.TemplateData{Params: p, Upstream: upstream(t, tasks)}, err
+		in, err := readParams()
+		return workflow.TemplateData{Params: in.params, Upstream: upstream(t, tasks), Assets: in.assets}, err
 	}
 	p := Decide(spec, states, func(t *workflow.Task) (bool, error) {
 		if t.When == "" {
@@ -291,11 +297,11 @@ func (a *advance) instance(ctx context.Context, wf *dao.WorkflowInstance, tasks 
 		return items, err
 	})
 	if len(p.Create) > 0 {
-		params, err := readParams()
+		in, err := readParams()
 		if err != nil {
 			return err
 		}
-		if children, err = a.create(ctx, wf, p.Create, params, tasks); err != nil {
+		if children, err = a.create(ctx, wf, p.Create, in, tasks); err != nil {
 			return err
 		}
 	}
@@ -347,10 +353,10 @@ func (a *advance) timeout(ctx context.Context, wf *dao.WorkflowInstance, spec *w
 // create adds the rows of the planned tasks of wf to the step's: each task's, a for-each's
 // first items, and for a workflow task its child, started now (or the task failed if it
 // cannot start one). It returns how many children it started.
-func (a *advance) create(ctx context.Context, wf *dao.WorkflowInstance, planned []Planned, params map[string]string, tasks []dao.TaskOutcome) (children int, err error) {
+func (a *advance) create(ctx context.Context, wf *dao.WorkflowInstance, planned []Planned, in inputs, tasks []dao.TaskOutcome) (children int, err error) {
 	for _, c := range planned {
 		if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
-			failed, err := a.d.startChild(ctx, a.q, wf, c, params, tasks)
+			failed, err := a.d.startChild(ctx, a.q, wf, c, in, tasks)
 			if err != nil {
 				return children, err
 			}
@@ -361,7 +367,7 @@ func (a *advance) create(ctx context.Context, wf *dao.WorkflowInstance, planned 
 			}
 			continue
 		}
-		row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
+		row, err := taskRow(wf.ID, wf.Priority, c, in, tasks)
 		if err != nil {
 			return children, err
 		}
@@ -370,7 +376,7 @@ func (a *advance) create(ctx context.Context, wf *dao.WorkflowInstance, planned 
 			continue
 		}
 		first := c.Items[:firstItems(c.Task, len(c.Items))]
-		made, err := itemRows(wf, c.Task, params, upstream(c.Task, tasks), first, 0)
+		made, err := itemRows(wf, c.Task, in, upstream(c.Task, tasks), first, 0)
 		if err != nil {
 			return children, err
 		}

@@ -18,16 +18,16 @@ const MaxNesting = 10
 
 // startChild is the transition "child started" for the workflow task c of wf, which Decide
 // says runs, in the advance's transaction that holds wf locked: it renders the child's params
-// over params and the upstream outputs in tasks, creates the child through Submit, the one
+// over its inputs in (params, asset events) and the upstream outputs in tasks, creates the child through Submit, the one
 // submission path, and creates the task waiting on it (dao.TaskCreateWaitingOnChild). A task
 // that cannot start its child (its params do not render, the workflow or version is not
 // stored, the child would nest too deep, its workflow or its concurrency key is full and says
 // when-full: skip, its params do not render its concurrency key) is
 // returned as a row to create failed, with the reason; nil when the child started. An error
 // is the database's, and rolls the whole advance back, child included.
-func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, c Planned, params map[string]string, tasks []dao.TaskOutcome) (*dao.NewTask, error) {
+func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, c Planned, in inputs, tasks []dao.TaskOutcome) (*dao.NewTask, error) {
 	t := c.Task
-	row, err := taskRow(wf.ID, wf.Priority, c, params, tasks)
+	row, err := taskRow(wf.ID, wf.Priority, c, in, tasks)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +43,7 @@ func (d *Driver) startChild(ctx context.Context, q *dao.Queries, wf *dao.Workflo
 		return fail("task %q: workflow instance %d is %d levels of children below the instance submitted; a child may be at most %d",
 			t.Name, wf.ID, depth, MaxNesting)
 	}
-	childParams, err := t.ChildParams(ctx, workflow.TemplateData{Params: params, Upstream: upstream(t, tasks)})
+	childParams, err := t.ChildParams(ctx, workflow.TemplateData{Params: in.params, Upstream: upstream(t, tasks), Assets: in.assets})
 	if err != nil {
 		return fail("%v", err)
 	}

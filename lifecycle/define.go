@@ -87,6 +87,9 @@ func Define(ctx context.Context, db *dao.DB, d Definition, now time.Time) (Store
 		if err := storeHooks(ctx, q, d.Spec, out.Version); err != nil {
 			return err
 		}
+		if err := storeAssetConsumer(ctx, q, d.Spec, out.Version); err != nil {
+			return err
+		}
 		if d.Run == nil || out.Schedule != nil {
 			return nil
 		}

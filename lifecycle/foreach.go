@@ -143,9 +143,9 @@ func (s *ForEachStep) BoundOutput(t *workflow.Task) {
 // instances are tasks: it takes every parent still waiting a step (ForEach), reading the
 // items it creates with q. It returns the items' task instances to create and the parents'
 // ends, and records those ends in tasks, so that Decide, and the outputs the tasks created
-// after it see, have them. params gives the instance's params.
+// after it see, have them. params gives the instance's inputs.
 func forEach(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, spec *workflow.Spec, tasks []dao.TaskOutcome,
-	params func() (map[string]string, error)) ([]dao.NewTask, []dao.ForEachEnd, error) {
+	params func() (inputs, error)) ([]dao.NewTask, []dao.ForEachEnd, error) {
 	var parents []int // into tasks
 	for i, t := range tasks {
 		if t.ItemCount != nil && t.State == dao.TaskWaiting {
@@ -214,14 +214,15 @@ func forEach(ctx context.Context, q *dao.Queries, wf *dao.WorkflowInstance, spec
 }
 
 // itemRows are the task instances of the items values of for-each task t, from index from on,
-// in the workflow instance wf with params and the outputs of t's dependencies up.
-func itemRows(wf *dao.WorkflowInstance, t *workflow.Task, params map[string]string, up map[string]workflow.Upstream,
+// in the workflow instance wf with its inputs in and the outputs of t's dependencies up.
+func itemRows(wf *dao.WorkflowInstance, t *workflow.Task, in inputs, up map[string]workflow.Upstream,
 	values []string, from int) ([]dao.NewTask, error) {
 	rows := make([]dao.NewTask, len(values))
 	for i, v := range values {
 		var err error
 		rows[i], err = newTask(wf.ID, wf.Priority, t, workflow.ItemName(t.Name, from+i), dao.TaskQueued,
-			workflow.TaskParams{Task: *t, Params: params, Upstream: up, Item: &workflow.Item{Value: v, Index: from + i}})
+			workflow.TaskParams{Task: *t, Params: in.params, Upstream: up, Item: &workflow.Item{Value: v, Index: from + i},
+				Assets: in.assets})
 		if err != nil {
 			return nil, err
 		}

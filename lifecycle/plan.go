@@ -170,10 +170,11 @@ func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
 // with: its tasks without dependencies; or none for a capped workflow or one with a
 // concurrency key, which starts them only once admitted, for one with a when: condition or
 // a for-each on a root, whose roots a master creates once it has decided the condition and
-// rendered the items, and for one with a workflow task as a root, whose child a master
-// starts.
+// rendered the items, for one with a workflow task as a root, whose child a master
+// starts, and for an asset consumer, whose tasks read the asset events of the run, which a
+// master reads (the run's start links them after creating it).
 func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
-	if spec.MaxActiveInstances > 0 || spec.Concurrency != nil {
+	if spec.MaxActiveInstances > 0 || spec.Concurrency != nil || spec.OnAssets != nil {
 		return nil, nil
 	}
 	for _, t := range spec.Tasks {
@@ -188,7 +189,7 @@ func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.New
 	p := Decide(spec, nil, nil, nil)
 	rows := make([]dao.NewTask, 0, len(p.Create))
 	for _, c := range p.Create {
-		row, err := taskRow(0, priority, c, merged, nil)
+		row, err := taskRow(0, priority, c, inputs{params: merged}, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -198,16 +199,16 @@ func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.New
 }
 
 // taskRow is the task instance c of the workflow instance wfID (of priority wfPriority) whose
-// params are params and whose task instances so far are tasks. The parent of a for-each
+// inputs are in and whose task instances so far are tasks. The parent of a for-each
 // task's items runs nowhere: it has no pool, no retries and no timeout of its own (its items
 // have the task's).
-func taskRow(wfID int64, wfPriority int, c Planned, params map[string]string, tasks []dao.TaskOutcome) (dao.NewTask, error) {
+func taskRow(wfID int64, wfPriority int, c Planned, in inputs, tasks []dao.TaskOutcome) (dao.NewTask, error) {
 	state := c.State
 	if state == dao.TaskQueued && c.Task.Type == workflow.TypeWait {
 		state = dao.TaskWaiting
 	}
 	row, err := newTask(wfID, wfPriority, c.Task, c.Task.Name, state,
-		workflow.TaskParams{Task: *c.Task, Params: params, Upstream: upstream(c.Task, tasks)})
+		workflow.TaskParams{Task: *c.Task, Params: in.params, Upstream: upstream(c.Task, tasks), Assets: in.assets})
 	if err != nil {
 		return dao.NewTask{}, err
 	}

@@ -100,6 +100,8 @@ type Master struct {
 	// rescans passes the listener's Rescan wake-ups on to the Sweep: one not taken yet stands
 	// for those after it.
 	rescans chan struct{}
+	// assets passes the wake-ups of new asset events on to the AssetFirer, as rescans does.
+	assets chan struct{}
 
 	// waiting and rescanned are test signals: Run signals waiting each time it has nothing
 	// left to do and waits for a wake-up, a poll or a timer, and rescanned each time its
@@ -116,7 +118,8 @@ const claimBatch = 100
 func New(cfg Config, db *dao.DB, gate Gate) *Master {
 	cfg = withClock(cfg)
 	return &Master{cfg: cfg, db: db, gate: gate, drive: lifecycle.NewDriver(db, cfg.ID, cfg.Clock), owned: map[int64]struct{}{},
-		deadlines: map[int64]time.Time{}, rescans: make(chan struct{}, 1)}
+		deadlines: map[int64]time.Time{}, rescans: make(chan struct{}, 1),
+		assets: make(chan struct{}, 1)}
 }
 
 // withClock returns cfg with the real clock if it has none.
@@ -231,6 +234,11 @@ func (m *Master) note(a *asked, w dao.Wakeup) {
 		}
 	case w.Payload == "":
 		a.claim, a.admit = true, true
+	case w.Payload == dao.WakeupAssets:
+		select {
+		case m.assets <- struct{}{}:
+		default:
+		}
 	case w.Payload == dao.WakeupNew:
 		if !a.newClaim.Armed() && !a.claim {
 			a.newClaim.Set(newClaimDelay)

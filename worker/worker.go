@@ -526,7 +526,7 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		cps := &checkpoints{db: w.db, tok: tok, refused: func() { a.cancel(errRefused) }, hardStop: w.hardStop, mask: w.mask,
 			clock: w.cfg.Clock}
 		task := executor.Task{ID: t.ID, WorkflowInstanceID: t.WorkflowInstanceID, Attempt: t.Attempt,
-			WorkerID: w.cfg.ID, Traceparent: traceparent, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item,
+			WorkerID: w.cfg.ID, Traceparent: traceparent, Spec: params.Task, Params: params.Params, Upstream: params.Upstream, Item: params.Item, Assets: params.Assets,
 			Checkpoints: cps, Loop: loopStore{cps}, Children: toolChildren{cps}, OutputLimit: outputLimit}
 		res = executor.LimitOutput(task, exec.Run(ctx, task, logw))
 		_ = logw.Close()
@@ -542,6 +542,9 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		policy = params.Task.RetryPolicy()
 	}
 	r := decide(t, policy, cause, res, rand.Float64)
+	if paramsErr == nil {
+		r.Produces = params.Task.Produces
+	}
 	w.mask.result(&r)
 	w.ran(a)
 	w.report(log, tok, r, span)

@@ -14,6 +14,9 @@ type TaskParams struct {
 	// shell tasks read it as $ZKSCHED_ITEM and $ZKSCHED_INDEX, llm and agent prompts as
 	// .item and .index.
 	Item *Item `json:"item,omitempty"`
+	// Assets are the asset events that started the run, by asset (Spec.OnAssets), nil for a
+	// run no asset started: templates read them as .assets.<name>.output.
+	Assets map[string]AssetInput `json:"assets,omitempty"`
 }
 
 // Upstream is the result of one finished upstream task.

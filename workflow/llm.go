@@ -223,6 +223,14 @@ func checkRef(t *Task, path []string, steps []string, items bool) string {
 	switch path[0] {
 	case "params":
 		return ""
+	case "assets":
+		switch {
+		case len(path) > 2 && path[2] != "output" && path[2] != "event":
+			return fmt.Sprintf("%s: an asset event has only .output and .event", ref)
+		case len(path) > 3:
+			return fmt.Sprintf("%s: .%s has no fields", ref, path[2])
+		}
+		return ""
 	case "item", "index":
 		switch {
 		case t.ForEach == "":

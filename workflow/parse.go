@@ -420,6 +420,8 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 			}
 		case "triggers":
 			s.Triggers = d.decodeTriggers(kv.value)
+		case "on-assets":
+			s.OnAssets = d.decodeOnAssets(kv.value)
 		default:
 			d.errorf(kv.key.Line, "unknown field %s in the workflow%s", quote(key), didYouMean(key, workflowFields))
 		}
@@ -429,7 +431,7 @@ func (d *decoder) decodeSpec(root *yaml.Node) *Spec {
 
 // workflowFields are the top-level keys of a workflow file.
 var workflowFields = []string{"name", "description", "params", "params-extra", "tasks", "schedule", "max-active-instances",
-	"when-full", "concurrency", "timeout", "priority", "notify", "deadline", "triggers"}
+	"when-full", "concurrency", "timeout", "priority", "notify", "deadline", "triggers", "on-assets"}
 
 func (d *decoder) decodeTasks(v *yaml.Node) []Task {
 	v = d.resolve(v)

@@ -49,6 +49,9 @@ type TemplateData struct {
 	// Delivery is a webhook's delivery, .body and .headers in a hook's templates; nil
 	// elsewhere.
 	Delivery *Delivery
+	// Assets are the asset events that started the run (.assets.<name>.output); nil for a
+	// run no asset started.
+	Assets map[string]AssetInput
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -109,6 +112,11 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	if data.Delivery != nil {
 		m["body"], m["headers"] = data.Delivery.Body, nonNil(data.Delivery.Headers)
 	}
+	assets := make(map[string]map[string]any, len(data.Assets))
+	for name, a := range data.Assets {
+		assets[name] = map[string]any{"output": a.Output, "event": a.Event}
+	}
+	m["assets"] = assets
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()
 	guardRanges(tmpl.Tree, funcs, r)

@@ -46,6 +46,7 @@ var schemaObjects = []schemaObject{
 	{def: "tool", typ: reflect.TypeFor[Tool](), required: []string{"name", "description", "type"}},
 	{def: "schedule", typ: reflect.TypeFor[Schedule](), required: []string{"cron"}},
 	{def: "concurrency", typ: reflect.TypeFor[Concurrency](), required: []string{"key"}},
+	{def: "on-assets", typ: reflect.TypeFor[OnAssets](), required: []string{}},
 	{def: "notify", typ: reflect.TypeFor[Notify](), required: []string{"events"}, aliases: map[string]string{"on": "events"}},
 	{def: "retry-backoff", typ: reflect.TypeFor[RetryBackoff](), required: []string{"initial"}},
 	{def: "retry-on", typ: reflect.TypeFor[RetryOn](), required: []string{}},
@@ -442,8 +443,10 @@ var schemaDocs = map[string]string{
 	"workflow.deadline":             "How long after its submission an instance should have ended: past it the deadline event is sent, once, and nothing else changes.",
 	"workflow.notify":               "Who hears of the workflow's events; without it, the masters' notify.default.",
 	"workflow.triggers":             "Events from outside that submit a run of the stored workflow: webhooks, POST /api/v1/hooks/NAME with a signature its secret verifies.",
+	"workflow.on-assets":            "Makes the masters start a run once the named assets have had events: all (an event of each since the last asset-started run) or any (one run per event). The events are the run's .assets.NAME.output.",
 	"workflow.priority":             "Added to every task's priority, so it orders claims across workflows; -1000..1000. `zksched submit --priority` overrides it for one run.",
 
+	"task.produces":       "Asset names: each success of the task writes an event of each, with its output, which starts the workflows whose on-assets name it.",
 	"task.name":           "The task's name, unique in the workflow: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.",
 	"task.type":           "What the task does: shell (a command), llm (one prompt), agent (steps of prompts and waits, or a prompt and tools the model calls), wait (waits for a signal), workflow (starts a child workflow) or noop.",
 	"task.depends-on":     "The tasks that must have ended before this one runs (see trigger).",
@@ -517,6 +520,9 @@ var schemaDocs = map[string]string{
 	"schedule.enabled":       "Whether the masters fire the schedule; true when left out.",
 	"schedule.misfire":       "What to do with fires missed while no master could fire them: skip, run-once (the latest, the default) or run-all.",
 	"schedule.misfire-limit": "How many missed fires run-all runs, 1..1000; 10 when left out.",
+
+	"on-assets.all": "Asset names: a run starts once each has had an event since the last run they started.",
+	"on-assets.any": "Asset names: a run starts for each event of any of them.",
 
 	"concurrency.key":        "A template over the params alone, such as \"{{ .params.thread }}\", rendered when an instance is submitted.",
 	"notify.on":              "The old name of events, still read (YAML 1.1 tools read the key on: as true): write events.",

@@ -78,6 +78,7 @@ func TestSchemaFields(t *testing.T) {
 	parsed := map[string][]string{
 		"workflow": workflowFields, "task": fieldNames(), "step": stepFields, "tool": toolFields,
 		"schedule": scheduleFields, "concurrency": concurrencyFields, "notify": notifyFields,
+		"on-assets":     onAssetsFields,
 		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
 		"trigger": triggerFields, "webhook": webhookFields,
 	}
@@ -153,6 +154,7 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"tool":          "name: w\ntasks:\n  - name: a\n    type: agent\n    provider: p\n    prompt: hi\n    tools:\n      - name: t\n        description: d\n        type: shell\n        command: ./t.sh\n        FIELD\n",
 		"schedule":      "name: w\ntasks: [{name: a, type: noop}]\nschedule:\n  cron: '@daily'\n  FIELD\n",
 		"concurrency":   "name: w\ntasks: [{name: a, type: noop}]\nconcurrency:\n  key: '{{ .params.k }}'\n  FIELD\n",
+		"on-assets":     "name: w\ntasks: [{name: a, type: noop}]\non-assets:\n  any: [a]\n  FIELD\n",
 		"notify":        "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
 		"retry-backoff": "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-backoff:\n      initial: 1s\n      FIELD\n",
 		"retry-on":      "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-on:\n      errors: [timeout]\n      FIELD\n",

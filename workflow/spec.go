@@ -75,6 +75,9 @@ type Spec struct {
 	// Triggers are the events from outside that submit a run of the stored workflow (see
 	// Trigger); none means it runs only by its schedule or on demand.
 	Triggers []Trigger `json:"triggers,omitempty" yaml:"triggers,omitempty"`
+	// OnAssets makes the masters start a run when the assets it names have had events (see
+	// assets.go); nil means no asset starts it.
+	OnAssets *OnAssets `json:"on-assets,omitempty" yaml:"on-assets,omitempty"`
 }
 
 // Task is one node of the DAG. The fields from Command on belong to one task type each; the
@@ -128,6 +131,9 @@ type Task struct {
 	// OutputOverflow is what an output over the limit does: one of OverflowPolicies; empty
 	// means OverflowFail.
 	OutputOverflow string `json:"output-overflow,omitempty" yaml:"output-overflow,omitempty"`
+	// Produces are the assets the task produces: each success writes an event of each, with
+	// the task's output, in the statement that records the success.
+	Produces []string `json:"produces,omitempty" yaml:"produces,omitempty"`
 
 	// Command is the shell task's script, run with bash -c.
 	Command string `json:"command,omitempty" yaml:"command,omitempty"`

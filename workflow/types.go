@@ -66,6 +66,7 @@ var commonFields = []field{
 	intField("max-parallel", func(t *Task) *int { return &t.MaxParallel }),
 	intField("output-limit", func(t *Task) *int { return &t.OutputLimit }),
 	stringField("output-overflow", func(t *Task) *string { return &t.OutputOverflow }),
+	producesField,
 }
 
 // Types returns the known task types, sorted.

@@ -71,6 +71,7 @@ func (s *Spec) problems() []problem {
 	probs = append(probs, s.paramDeclProblems()...)
 	probs = append(probs, s.policyProblems()...)
 	probs = append(probs, s.triggerProblems()...)
+	probs = append(probs, s.onAssetsProblems()...)
 	switch {
 	case len(s.Tasks) == 0:
 		add(-1, "tasks", "the workflow has no tasks")
@@ -172,6 +173,9 @@ func (s *Spec) problems() []problem {
 			addTask(p.field, "%s", p.msg)
 		}
 		for _, p := range checkOutput(t) {
+			addTask(p.field, "%s", p.msg)
+		}
+		for _, p := range producesProblems(t) {
 			addTask(p.field, "%s", p.msg)
 		}
 	}

@@ -39,6 +39,8 @@ type instances interface {
 	Signal(ctx context.Context, id int64, output string, fail bool) (signalJSON, error)
 	// Attempts reads the attempts of a task instance, oldest first.
 	Attempts(ctx context.Context, id int64) ([]attemptStatusJSON, error)
+	// EmitAsset writes an event of the asset name, with output (nil for none).
+	EmitAsset(ctx context.Context, name string, output *string) (assetEmitJSON, error)
 }
 
 // statusJSON is a workflow instance with its tasks, as `zksched status --json` prints it.

@@ -1,5 +1,5 @@
 // Command zksched is the one binary of zksched: master, worker, migrate, submit, schedule,
-// backfill, status, logs, kill, rerun, stop, signal, zk, user, schema, version.
+// backfill, status, logs, kill, rerun, stop, signal, asset, zk, user, schema, version.
 // This package is wiring only; the behaviour lives in the packages it calls. It links no test
 // code: the benchmarks and the soak, which use the test harness, are cmd/zksched-bench.
 package main
@@ -55,6 +55,7 @@ func commands() []command {
 		{"rerun", "TASK_INSTANCE | --workflow WORKFLOW_INSTANCE " + instanceUsage, "queue a failed or killed task again, or every failed or killed task of a workflow instance", runRerun},
 		{"stop", "WORKFLOW_INSTANCE " + instanceUsage, "stop a workflow instance: its tasks are killed, it ends stopped", runStop},
 		{"signal", "TASK_INSTANCE [--output TEXT] [--fail] " + instanceUsage, "end a waiting task (type: wait) succeeded with the output, or resume a paused agent with it; --fail fails either", runSignal},
+		{"asset", assetUsage, "emit an asset event from outside any task: the workflows whose on-assets it completes start", runAsset},
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
 		{"schema", schemaUsage, "print the JSON Schema of the workflow file, for editors (docs/workflow.schema.json)", runSchema},

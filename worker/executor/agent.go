@@ -93,7 +93,7 @@ func (e Agent) Run(ctx context.Context, t Task, log io.Writer) Result {
 			return r
 		}
 		// Each template gets its own copy of the outputs so far.
-		data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Steps: maps.Clone(outputs), Item: t.Item}
+		data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Steps: maps.Clone(outputs), Item: t.Item, Assets: t.Assets}
 		req, err := request(ctx, t.Spec, fmt.Sprintf("step %q prompt", st.Name), st.Prompt, data)
 		if err != nil {
 			return result(err)

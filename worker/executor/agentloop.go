@@ -184,7 +184,7 @@ func (e Agent) loop(ctx context.Context, t Task, client *llm.Client, log io.Writ
 	maxTurns := cmp.Or(spec.MaxTurns, workflow.DefaultMaxTurns)
 	maxCalls := cmp.Or(spec.MaxToolCalls, workflow.DefaultMaxToolCalls)
 
-	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item}
+	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item, Assets: t.Assets}
 	base, err := request(ctx, spec, "prompt", spec.Prompt, data)
 	if err != nil {
 		return Result{Err: err}

@@ -33,6 +33,8 @@ type Task struct {
 	Upstream map[string]workflow.Upstream
 	// Item is the item of a for-each task's instance, nil for any other task.
 	Item *workflow.Item
+	// Assets are the asset events that started the run, nil for a run no asset started.
+	Assets map[string]workflow.AssetInput
 	// Checkpoints stores and loads an agent task's finished steps under the attempt's
 	// fencing token; nil for other types.
 	Checkpoints Checkpointer

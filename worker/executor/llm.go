@@ -24,7 +24,7 @@ func (e LLM) Run(ctx context.Context, t Task, log io.Writer) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item}
+	data := workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item, Assets: t.Assets}
 	req, err := request(ctx, t.Spec, "prompt", t.Spec.Prompt, data)
 	if err != nil {
 		return Result{Err: err}
