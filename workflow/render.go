@@ -46,6 +46,8 @@ type TemplateData struct {
 	Item *Item
 	// Args are a tool call's arguments, .args in a tool's approve-when; nil elsewhere.
 	Args map[string]any
+	// Body is an http sensor's answer read as JSON, .body in its expect.json; nil elsewhere.
+	Body any
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -102,6 +104,9 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	}
 	if data.Args != nil {
 		m["args"] = data.Args
+	}
+	if data.Body != nil {
+		m["body"] = data.Body
 	}
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()

@@ -79,6 +79,8 @@ func TestSchemaFields(t *testing.T) {
 		"workflow": workflowFields, "task": fieldNames(), "step": stepFields, "tool": toolFields,
 		"schedule": scheduleFields, "concurrency": concurrencyFields, "notify": notifyFields,
 		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
+		"http": sensorHTTPFields, "expect": sensorExpectFields, "sql": sensorSQLFields, "file": sensorFileFields,
+		"time": sensorTimeFields,
 	}
 	known := map[string]bool{}
 	for _, o := range schemaObjects {
@@ -155,6 +157,11 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"notify":        "name: w\ntasks: [{name: a, type: noop}]\nnotify:\n  - email: [ops@example.com]\n    on: [failure]\n    FIELD\n",
 		"retry-backoff": "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-backoff:\n      initial: 1s\n      FIELD\n",
 		"retry-on":      "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-on:\n      errors: [timeout]\n      FIELD\n",
+		"http":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    http:\n      url-env: U\n      FIELD\n",
+		"expect":        "name: w\ntasks:\n  - name: a\n    type: sensor\n    http:\n      url-env: U\n      expect:\n        status: 200\n        FIELD\n",
+		"sql":           "name: w\ntasks:\n  - name: a\n    type: sensor\n    sql:\n      dsn-env: D\n      query: select true\n      FIELD\n",
+		"file":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    file:\n      path: /tmp/x\n      FIELD\n",
+		"time":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    time:\n      after: 1m\n      FIELD\n",
 	}
 	for _, o := range schemaObjects {
 		file := files[o.name()]
