@@ -118,6 +118,8 @@
 //	running ──paused (worker: an agent at a wait step)──▶ waiting (a paused agent)
 //	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
 //	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
+//	waiting (a sensor between checks) ──its next check due (master)──▶ queued
+//	waiting (a sensor past its timeout, on-timeout: skip) ──timed out (master)──▶ skipped
 //	waiting ──killed (operator, stop, workflow timeout)──▶ killed
 //
 // A wait task is created waiting instead of queued: no worker claims it. A signal ends it,
@@ -146,6 +148,13 @@
 // as the checkpoint tool-rejection:T.S, which the model is given as the call's result. The
 // agent's turns (agent_turn) and its calls (tool_call: started under the attempt's token
 // before the tool runs, ended with its result after) are written only under a valid token.
+//
+// A sensor (executor.Sensor) pauses the same way between its checks, at the step sensor for
+// its interval: no slot is held while it waits, and the timeout of its wait (wait_until, from
+// the index every wait's timeout is found by) queues it again for the next check, as a new
+// attempt on any worker of its group. Its own timeout is judged by its attempts, from its
+// first check (the checkpoint sensor-state): with on-timeout: skip the last attempt pauses at
+// sensor-timeout, which the sweep ends skipped.
 //
 // A for-each task runs once per item. When it would be queued, the advance renders its items
 // (Decide) and creates, in its transaction, a parent task instance under the task's own name,

@@ -29,6 +29,19 @@ const (
 // trigger.
 const OnTimeoutSkip = "skip"
 
+// The paused steps and the checkpoint of a sensor's attempts (see executor.Sensor).
+const (
+	// SensorStep is the paused step of a sensor waiting for its next check: its timeout
+	// queues it again.
+	SensorStep = "sensor"
+	// SensorTimeoutStep is the paused step of a sensor past its timeout whose on-timeout is
+	// skip: its timeout ends it skipped.
+	SensorTimeoutStep = "sensor-timeout"
+	// SensorStateStep is the checkpoint that keeps a sensor's first check and next due time
+	// across its attempts.
+	SensorStateStep = "sensor-state"
+)
+
 // Bounds of a sensor's interval.
 const (
 	// DefaultSensorInterval is the wait between checks of a sensor that names none.
