@@ -27,7 +27,7 @@ import (
 // workflow.SensorStep, for the sensor's interval (or less, up to its timeout or its time),
 // so the task waits holding no slot until the masters queue it again
 // (lifecycle.EndWaitsPastTimeout); a poke sensor's attempt waits the interval itself and
-// checks again. The sensor's timeout runs from its first check, whose time the attempt keeps
+// checks again. The sensor's timeout runs from its first check, whose time the attempts keep
 // in the checkpoint workflow.SensorStateStep; past it, on-timeout decides: fail fails the
 // attempt, succeed succeeds it with an empty output, skip ends it paused at
 // workflow.SensorTimeoutStep, which the masters end skipped. A check that fails (the target
@@ -86,7 +86,10 @@ func (s Sensor) Run(ctx context.Context, t Task, log io.Writer) Result {
 		if err != nil {
 			return Result{Err: fmt.Errorf("load the sensor's state: %w", err)}
 		}
-		if cp, ok := cps[workflow.SensorStateStep]; ok {
+		// The state goes on from the attempt before, which paused for this check; after any
+		// other end (a rerun of a sensor that failed, an attempt lost with its worker) the
+		// sensor starts over.
+		if cp, ok := cps[workflow.SensorStateStep]; ok && cp.Attempt == t.Attempt-1 {
 			if err := json.Unmarshal([]byte(cp.Output), &st); err != nil {
 				return Result{Err: fmt.Errorf("read the sensor's state: %w", err)}
 			}

@@ -37,17 +37,41 @@ func (e *sensorEvents) SensorChecked(kind, outcome string, late time.Duration) {
 	e.late = append(e.late, late)
 }
 
+// sensorCheckpoints is a Checkpointer in memory that records the attempt of each save, as the
+// database does: each Run of sensorTask's task is one attempt after the last.
+type sensorCheckpoints struct {
+	memCheckpoints
+	attempt int
+}
+
+func (c *sensorCheckpoints) Save(ctx context.Context, step string, cp Checkpoint) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cp.Attempt = c.attempt
+	c.steps[step] = cp
+	return nil
+}
+
+// run runs the next attempt of task.
+func (c *sensorCheckpoints) run(s Sensor, task *Task, log io.Writer) Result {
+	task.Attempt++
+	c.attempt = task.Attempt
+	return s.Run(context.Background(), *task, log)
+}
+
 // sensorTask is an attempt of a sensor task whose spec is the YAML mapping of one task.
-func sensorTask(t *testing.T, task string, cps *memCheckpoints) Task {
+func sensorTask(t *testing.T, task string, cps *sensorCheckpoints) Task {
 	t.Helper()
 	spec, err := workflow.Parse([]byte("name: s\ntasks:\n  - name: s\n    type: sensor\n    " + task + "\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Task{ID: 1, Attempt: 1, Spec: spec.Tasks[0], Checkpoints: cps}
+	return Task{ID: 1, Spec: spec.Tasks[0], Checkpoints: cps}
 }
 
-func newCheckpoints() *memCheckpoints { return &memCheckpoints{steps: map[string]Checkpoint{}} }
+func newCheckpoints() *sensorCheckpoints {
+	return &sensorCheckpoints{memCheckpoints: memCheckpoints{steps: map[string]Checkpoint{}}}
+}
 
 // wantPaused fails the test unless res is a pause at step for wait.
 func wantPaused(t *testing.T, res Result, step string, wait time.Duration) {
@@ -80,11 +104,12 @@ func TestSensorHTTP(t *testing.T) {
 	t.Cleanup(srv.Close)
 	events := &sensorEvents{}
 	s := Sensor{Client: notify.OutboundClient(5*time.Second, true), Events: events, Env: []string{"JOB_URL=" + srv.URL + "/job"}}
+	cps := newCheckpoints()
 	task := sensorTask(t, `http: {url-env: JOB_URL, expect: {status: 200, body-contains: state, json: '{{ eq .body.state "done" }}'}}
-    interval: 10s`, newCheckpoints())
-	wantPaused(t, s.Run(context.Background(), task, io.Discard), workflow.SensorStep, 10*time.Second)
+    interval: 10s`, cps)
+	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 10*time.Second)
 	state.Store("done")
-	wantTrue(t, s.Run(context.Background(), task, io.Discard), `{"state": "done"}`)
+	wantTrue(t, cps.run(s, &task, io.Discard), `{"state": "done"}`)
 	if want := []string{"http/false", "http/true"}; !slices.Equal(events.checks, want) {
 		t.Errorf("checks = %v; want %v", events.checks, want)
 	}
@@ -115,16 +140,17 @@ func TestSensorSQL(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := Sensor{Env: []string{"WAREHOUSE_DSN=" + pg.DSN}}
-	task := sensorTask(t, `sql: {dsn-env: WAREHOUSE_DSN, query: "SELECT count(*) > 0 FROM loads"}`, newCheckpoints())
-	wantPaused(t, s.Run(context.Background(), task, io.Discard), workflow.SensorStep, workflow.DefaultSensorInterval)
+	cps := newCheckpoints()
+	task := sensorTask(t, `sql: {dsn-env: WAREHOUSE_DSN, query: "SELECT count(*) > 0 FROM loads"}`, cps)
+	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, workflow.DefaultSensorInterval)
 	if _, err := db.Exec(`INSERT INTO loads VALUES ('2026-11-28')`); err != nil {
 		t.Fatal(err)
 	}
-	wantTrue(t, s.Run(context.Background(), task, io.Discard), "true")
+	wantTrue(t, cps.run(s, &task, io.Discard), "true")
 
 	// A variable the task environment does not let through is an error, and the sensor waits.
 	var log strings.Builder
-	wantPaused(t, Sensor{Env: []string{}}.Run(context.Background(), task, &log), workflow.SensorStep, workflow.DefaultSensorInterval)
+	wantPaused(t, cps.run(Sensor{Env: []string{}}, &task, &log), workflow.SensorStep, workflow.DefaultSensorInterval)
 	if !strings.Contains(log.String(), "no variable WAREHOUSE_DSN") {
 		t.Errorf("log = %q; want it to name the missing variable", log.String())
 	}
@@ -134,12 +160,13 @@ func TestSensorFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ready")
 	s := Sensor{}
-	task := sensorTask(t, "file: {path: '"+path+"'}\n    interval: 2s", newCheckpoints())
-	wantPaused(t, s.Run(context.Background(), task, io.Discard), workflow.SensorStep, 2*time.Second)
+	cps := newCheckpoints()
+	task := sensorTask(t, "file: {path: '"+path+"'}\n    interval: 2s", cps)
+	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 2*time.Second)
 	if err := os.WriteFile(path, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantTrue(t, s.Run(context.Background(), task, io.Discard), path)
+	wantTrue(t, cps.run(s, &task, io.Discard), path)
 }
 
 // TestSensorTimeAndLateness: a time sensor waits until its time, not its interval, from its
@@ -151,14 +178,14 @@ func TestSensorTimeAndLateness(t *testing.T) {
 	cps := newCheckpoints()
 	s := Sensor{Clock: clock, Events: events}
 	task := sensorTask(t, "time: {after: 1h}", cps)
-	wantPaused(t, s.Run(context.Background(), task, io.Discard), workflow.SensorStep, time.Hour)
+	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, time.Hour)
 	var st sensorState
 	if err := json.Unmarshal([]byte(cps.steps[workflow.SensorStateStep].Output), &st); err != nil || !st.Start.Equal(clock.Now()) ||
 		!st.Due.Equal(clock.Now().Add(time.Hour)) {
 		t.Fatalf("state = %+v, %v; want started now, due in an hour", st, err)
 	}
 	clock.Advance(time.Hour + 3*time.Second)
-	wantTrue(t, s.Run(context.Background(), task, io.Discard), st.Start.Add(time.Hour).UTC().Format(time.RFC3339))
+	wantTrue(t, cps.run(s, &task, io.Discard), st.Start.Add(time.Hour).UTC().Format(time.RFC3339))
 	if len(events.late) != 2 || events.late[0] >= 0 || events.late[1] != 3*time.Second {
 		t.Errorf("lateness = %v; want none for the first check, 3s for the second", events.late)
 	}
@@ -184,12 +211,13 @@ func TestSensorTimeout(t *testing.T) {
 			t.Parallel()
 			clock := clockwork.NewFakeClock()
 			s := Sensor{Clock: clock}
-			task := sensorTask(t, "file: {path: /nowhere/at/all}\n    interval: 40s\n    timeout: 1m\n    on-timeout: "+tc.onTimeout, newCheckpoints())
-			wantPaused(t, s.Run(context.Background(), task, io.Discard), workflow.SensorStep, 40*time.Second)
+			cps := newCheckpoints()
+			task := sensorTask(t, "file: {path: /nowhere/at/all}\n    interval: 40s\n    timeout: 1m\n    on-timeout: "+tc.onTimeout, cps)
+			wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 40*time.Second)
 			clock.Advance(40 * time.Second)
-			wantPaused(t, s.Run(context.Background(), task, io.Discard), workflow.SensorStep, 20*time.Second)
+			wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 20*time.Second)
 			clock.Advance(20 * time.Second)
-			tc.want(t, s.Run(context.Background(), task, io.Discard))
+			tc.want(t, cps.run(s, &task, io.Discard))
 		})
 	}
 }
@@ -221,4 +249,19 @@ func TestSensorPoke(t *testing.T) {
 	if want := []string{"file/false", "file/false", "file/true"}; !slices.Equal(events.checks, want) {
 		t.Errorf("checks = %v; want %v", events.checks, want)
 	}
+}
+
+// TestSensorStartsOverAfterARerun: the state of a sensing that did not pause for this
+// attempt (a rerun after it failed) is not taken up: the timeout runs from the new first
+// check.
+func TestSensorStartsOverAfterARerun(t *testing.T) {
+	t.Parallel()
+	clock := clockwork.NewFakeClock()
+	s := Sensor{Clock: clock}
+	cps := newCheckpoints()
+	task := sensorTask(t, "file: {path: /nowhere/at/all}\n    interval: 40s\n    timeout: 1m", cps)
+	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 40*time.Second)
+	clock.Advance(2 * time.Minute)
+	task.Attempt++ // the attempt that failed it
+	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 40*time.Second)
 }
