@@ -446,7 +446,7 @@ var schemaDocs = map[string]string{
 	"workflow.priority":             "Added to every task's priority, so it orders claims across workflows; -1000..1000. `zksched submit --priority` overrides it for one run.",
 
 	"task.name":           "The task's name, unique in the workflow: 1 to 128 letters, digits, '_', '.' or '-', starting with a letter or digit.",
-	"task.type":           "What the task does: shell (a command), llm (one prompt), agent (steps of prompts and waits, or a prompt and tools the model calls), wait (waits for a signal), workflow (starts a child workflow) or noop.",
+	"task.type":           "What the task does: shell (a command), llm (one prompt), agent (steps of prompts and waits, or a prompt and tools the model calls), wait (waits for a signal), sensor (waits for a condition, holding no slot between checks), workflow (starts a child workflow) or noop.",
 	"task.depends-on":     "The tasks that must have ended before this one runs (see trigger).",
 	"task.retries":        "How many times a failed run is retried, 0..100.",
 	"task.retry-interval": "The wait before each retry; exclusive with retry-backoff.",
