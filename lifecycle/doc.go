@@ -118,6 +118,7 @@
 //	running ──paused (worker: an agent at a wait step)──▶ waiting (a paused agent)
 //	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
 //	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
+//	created ──▶ waiting (a time sensor) ──its time · its timeout (master)──▶ succeeded, failed, skipped
 //	waiting (a sensor between checks) ──its next check due (master)──▶ queued
 //	waiting (a sensor past its timeout, on-timeout: skip) ──timed out (master)──▶ skipped
 //	waiting ──killed (operator, stop, workflow timeout)──▶ killed
@@ -154,7 +155,9 @@
 // the index every wait's timeout is found by) queues it again for the next check, as a new
 // attempt on any worker of its group. Its own timeout is judged by its attempts, from its
 // first check (the checkpoint sensor-state): with on-timeout: skip the last attempt pauses at
-// sensor-timeout, which the sweep ends skipped.
+// sensor-timeout, which the sweep ends skipped. A time sensor needs no worker: it is created
+// waiting, as a wait task is, its wait's timeout its time (or its own timeout, if sooner), and
+// the sweep ends it as the times stored say.
 //
 // A for-each task runs once per item. When it would be queued, the advance renders its items
 // (Decide) and creates, in its transaction, a parent task instance under the task's own name,

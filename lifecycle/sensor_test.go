@@ -108,3 +108,46 @@ tasks:
 		}
 	}
 }
+
+// TestTimeSensorNeedsNoWorker: a time sensor is created waiting, on no worker and claimable by
+// nobody, until its time; the sweep then ends it succeeded with its time as its output, or,
+// when its timeout comes first, as its on-timeout says.
+func TestTimeSensorNeedsNoWorker(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, task string
+		want       dao.TaskState
+	}{
+		{"its time", "time: {after: 100ms}, timeout: 1h", dao.TaskSucceeded},
+		{"a time past", "time: {at: '2020-01-01T00:00:00Z'}", dao.TaskSucceeded},
+		{"timeout first, fail", "time: {after: 1h}, timeout: 100ms", dao.TaskFailed},
+		{"timeout first, skip", "time: {after: 1h}, timeout: 100ms, on-timeout: skip", dao.TaskSkipped},
+		{"timeout first, succeed", "time: {after: 1h}, timeout: 100ms, on-timeout: succeed", dao.TaskSucceeded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, _ := daotest.New(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			t.Cleanup(cancel)
+			wf := submit(ctx, t, db, parse(t, "name: timed\ntasks:\n  - {name: at, type: sensor, "+tc.task+"}\n"))
+			tasks, err := db.TaskListByWorkflow(ctx, wf)
+			if err != nil || len(tasks) != 1 || tasks[0].State != dao.TaskWaiting || tasks[0].WorkerID != nil {
+				t.Fatalf("tasks = %+v, %v; want the sensor waiting on no worker", tasks, err)
+			}
+			if claimed, err := lifecycle.Claim(ctx, db, "w1", []string{"default"}, 10, true); err != nil || len(claimed) != 0 {
+				t.Fatalf("claim = %+v, %v; want nothing", claimed, err)
+			}
+			time.Sleep(150 * time.Millisecond) // past its wait, by the database's clock too
+			if n, err := lifecycle.EndWaitsPastTimeout(ctx, db, 100); err != nil || n != 1 {
+				t.Fatalf("EndWaitsPastTimeout = %d, %v; want the sensor", n, err)
+			}
+			got, err := db.TaskGet(ctx, tasks[0].ID)
+			if err != nil || got.State != tc.want {
+				t.Fatalf("sensor = %+v, %v; want %s", got, err, tc.want)
+			}
+			if tc.name == "a time past" && (got.Output == nil || *got.Output != "2020-01-01T00:00:00Z") {
+				t.Errorf("output = %v; want its time", got.Output)
+			}
+		})
+	}
+}
