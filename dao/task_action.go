@@ -554,10 +554,12 @@ type WaitingPastTimeout struct {
 const waitingPastTimeoutSQL = `
 		SELECT id, params, paused_step, started_at FROM task_instance
 		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
+		  AND paused_step IS DISTINCT FROM 'sensor'
 		ORDER BY wait_until LIMIT $1`
 
 // TaskListWaitingPastTimeout returns at most limit waiting tasks whose timeout has passed by
-// the database's clock, the longest past first.
+// the database's clock, the longest past first; sensors due for their next check are
+// TaskQueueSensorsDue's.
 func (q *Queries) TaskListWaitingPastTimeout(ctx context.Context, limit int) ([]WaitingPastTimeout, error) {
 	var out []WaitingPastTimeout
 	if err := sqlxSelect(ctx, q, &out, waitingPastTimeoutSQL, limit); err != nil {

@@ -119,7 +119,7 @@
 //	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
 //	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
 //	created ──▶ waiting (a time sensor) ──its time · its timeout (master)──▶ succeeded, failed, skipped
-//	waiting (a sensor between checks) ──its next check due (master)──▶ queued
+//	waiting (a sensor between checks) ──its next check due (master, TaskQueueSensorsDue)──▶ queued
 //	waiting (a sensor past its timeout, on-timeout: skip) ──timed out (master)──▶ skipped
 //	waiting ──killed (operator, stop, workflow timeout)──▶ killed
 //
@@ -153,7 +153,8 @@
 // A sensor (executor.Sensor) pauses the same way between its checks, at the step sensor for
 // its interval: no slot is held while it waits, and the timeout of its wait (wait_until, from
 // the index every wait's timeout is found by) queues it again for the next check, as a new
-// attempt on any worker of its group. Its own timeout is judged by its attempts, from its
+// attempt on any worker of its group: a batch of due sensors in one statement
+// (TaskQueueSensorsDue, which skips the rows a kill or a signal holds; they decide those). Its own timeout is judged by its attempts, from its
 // first check (the checkpoint sensor-state): with on-timeout: skip the last attempt pauses at
 // sensor-timeout, which the sweep ends skipped. A time sensor needs no worker: it is created
 // waiting, as a wait task is, its wait's timeout its time (or its own timeout, if sooner), and
@@ -276,11 +277,13 @@
 //	rejected                            step's checkpoint, or failed
 //	wait timed   master                 waiting, past its wait_until (database      TaskEndIfWaiting
 //	out                                 clock); a paused agent failed or resumed
+//	sensor check master                 waiting at the step sensor, past its        TaskQueueSensorsDue
+//	due                                 wait_until (database clock): queued
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go; concurrency keys in workflow_concurrency.go),
 // task_instance.go (claims, attempts' ends, task creation), task_foreach.go (a for-each's
-// parent), task_action.go (the operators'), child_workflow.go (child workflows),
+// parent), sensor.go (sensors due), task_action.go (the operators'), child_workflow.go (child workflows),
 // failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
 // when) is package failover's.
 package lifecycle

@@ -43,16 +43,21 @@ func Signal(ctx context.Context, db *dao.DB, id int64, output string, fail bool,
 
 // EndWaitsPastTimeout is the transition "wait timed out": it ends at most limit waiting task
 // instances whose timeout has passed, as their on-timeout says — failed (the default) or
-// succeeded with an empty output — and returns how many it ended. For a paused agent the
+// succeeded with an empty output — and returns how many it ended. Before them it queues again
+// at most limit sensors due for their next check, in one statement (the transition "sensor
+// check due", TaskQueueSensorsDue), and counts them too. For a paused agent the
 // timeout and on-timeout are its wait step's, and succeeding resumes it with an empty output
 // for the step. A task signalled meanwhile is left as its signal ended it, so any master may
 // call it at any time.
 func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error) {
-	due, err := db.TaskListWaitingPastTimeout(ctx, limit)
+	ended, err := db.TaskQueueSensorsDue(ctx, limit)
 	if err != nil {
 		return 0, err
 	}
-	ended := 0
+	due, err := db.TaskListWaitingPastTimeout(ctx, limit)
+	if err != nil {
+		return ended, err
+	}
 	for _, w := range due {
 		state, output, errMsg := waitTimedOut(w.Params, w.PausedStep)
 		if w.PausedStep == nil {
@@ -75,18 +80,12 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 
 // waitTimedOut is what a waiting task whose params are params comes to at its timeout: a wait
 // task as its on-timeout says, a paused agent as its wait step pausedStep's does; an agent
-// waiting for a workflow tool's child is resumed, to fail the call. A sensor between checks
-// is resumed for its next check; one past its timeout whose on-timeout is skip (it paused at
-// workflow.SensorTimeoutStep) is skipped.
+// waiting for a workflow tool's child is resumed, to fail the call. A sensor past its timeout
+// whose on-timeout is skip (it paused at workflow.SensorTimeoutStep) is skipped.
 func waitTimedOut(params json.RawMessage, pausedStep *string) (dao.TaskState, *string, *string) {
 	var p workflow.TaskParams
 	err := json.Unmarshal(params, &p)
 	onTimeout, timeout := p.Task.OnTimeout, p.Task.Timeout
-	if pausedStep != nil && *pausedStep == workflow.SensorStep {
-		// The sensor's next check is due: it is queued again, for a worker of its group.
-		empty := ""
-		return dao.TaskSucceeded, &empty, nil
-	}
 	if pausedStep != nil && *pausedStep == workflow.SensorTimeoutStep {
 		msg := fmt.Sprintf("the sensor was not true within its timeout of %s", time.Duration(timeout))
 		return dao.TaskSkipped, nil, &msg
