@@ -186,7 +186,7 @@ func TestBenchSignal(t *testing.T) {
 // hold with its lateness measured, and the run leaves nothing behind. It asserts no speed.
 func TestBenchSensor(t *testing.T) {
 	t.Parallel()
-	const n = 300
+	const n, slots = 300, 8
 	s, stdout := benchSummary(t, "sensor", "-n", "300", "--workers", "1", "--slots", "8", "--interval", "2s", "--hold", "5s")
 	g := s.Sensor
 	if g == nil {
@@ -199,7 +199,9 @@ func TestBenchSensor(t *testing.T) {
 		t.Fatalf("idle %+v, held %+v: want the two nodes in each", g.Idle, g.Held)
 	}
 	for i, h := range g.Held {
-		if idle := g.Idle[i]; h.Goroutines <= 0 || h.Goroutines > idle.Goroutines+20 {
+		// A goroutine per waiting sensor would be 300 more; the checks running on the 8 slots
+		// at the end of the hold take a few each, and a few come and go with connections.
+		if idle := g.Idle[i]; h.Goroutines <= 0 || h.Goroutines > idle.Goroutines+20+4*slots {
 			t.Errorf("%s: %d goroutines with %d sensors waiting, %d idle", h.Name, h.Goroutines, n, idle.Goroutines)
 		}
 	}
