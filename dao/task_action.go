@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lib/pq"
 )
@@ -450,7 +451,8 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 // $6 the workers', woken with the task's group when a paused agent is queued again; $7 the
 // end's reason (empty for none), which a paused agent resumed does not take.
 //
-// A wait task ends as $2 says. A paused agent (paused_step set) that $2 ends succeeded is
+// A wait task, or a time sensor (which waits for its time on no worker), ends as $2 says. A
+// paused agent (paused_step set) that $2 ends succeeded is
 // resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,
 // and the task is queued, for any worker to go on from the next step; one that $2 fails ends
 // failed, its error naming the step — except an agent waiting for the approval of a tool call
@@ -465,7 +467,7 @@ const endWaitingSQL = `
 			SELECT id, paused_step,
 				paused_step IS NOT NULL AND ($2 = 'succeeded' OR paused_step LIKE 'tool-approval:%') AS resume
 			FROM task_instance
-			WHERE id = $1 AND state = 'waiting' AND (type = 'wait' OR paused_step IS NOT NULL)
+			WHERE id = $1 AND state = 'waiting' AND (type IN ('wait', 'sensor') OR paused_step IS NOT NULL)
 			  AND (paused_step IS NULL OR paused_step NOT LIKE 'tool-child:%' OR $7 <> '')
 			FOR UPDATE
 		), t AS (
@@ -539,21 +541,25 @@ func (db *DB) TaskEndIfWaiting(ctx context.Context, id int64, state TaskState, o
 }
 
 // WaitingPastTimeout is a waiting task whose timeout has passed: its id and params (the task
-// as stored, which says what its timeout makes of it), and a paused agent's wait step.
+// as stored, which says what its timeout makes of it), a paused agent's wait step, and when
+// it began to wait.
 type WaitingPastTimeout struct {
 	ID         int64           `db:"id"`
 	Params     json.RawMessage `db:"params"`
 	PausedStep *string         `db:"paused_step"`
+	StartedAt  *time.Time      `db:"started_at"`
 }
 
 // waitingPastTimeoutSQL is TaskListWaitingPastTimeout's statement: $1 the limit.
 const waitingPastTimeoutSQL = `
-		SELECT id, params, paused_step FROM task_instance
+		SELECT id, params, paused_step, started_at FROM task_instance
 		WHERE state = 'waiting' AND wait_until IS NOT NULL AND wait_until <= now()
+		  AND paused_step IS DISTINCT FROM 'sensor'
 		ORDER BY wait_until LIMIT $1`
 
 // TaskListWaitingPastTimeout returns at most limit waiting tasks whose timeout has passed by
-// the database's clock, the longest past first.
+// the database's clock, the longest past first; sensors due for their next check are
+// TaskQueueSensorsDue's.
 func (q *Queries) TaskListWaitingPastTimeout(ctx context.Context, limit int) ([]WaitingPastTimeout, error) {
 	var out []WaitingPastTimeout
 	if err := sqlxSelect(ctx, q, &out, waitingPastTimeoutSQL, limit); err != nil {

@@ -181,6 +181,38 @@ func TestBenchSignal(t *testing.T) {
 	leftNothingBehind(t, g.Schema, g.ZKRoot)
 }
 
+// TestBenchSensor runs the sensor benchmark end to end on a small load: every sensor checks
+// once and waits, the nodes hold no goroutine per waiting sensor, each checks again over the
+// hold with its lateness measured, and the run leaves nothing behind. It asserts no speed.
+func TestBenchSensor(t *testing.T) {
+	t.Parallel()
+	const n, slots = 300, 8
+	s, stdout := benchSummary(t, "sensor", "-n", "300", "--workers", "1", "--slots", "8", "--interval", "2s", "--hold", "5s")
+	g := s.Sensor
+	if g == nil {
+		t.Fatalf("summary = %s, want a sensor summary", stdout)
+	}
+	if g.Sensors != n || g.Checks < n {
+		t.Errorf("%d sensors, %d later checks; want %d, each checking again at least once", g.Sensors, g.Checks, n)
+	}
+	if len(g.Idle) != 2 || len(g.Held) != 2 {
+		t.Fatalf("idle %+v, held %+v: want the two nodes in each", g.Idle, g.Held)
+	}
+	for i, h := range g.Held {
+		// A goroutine per waiting sensor would be 300 more; the checks running on the 8 slots
+		// at the end of the hold take a few each, and a few come and go with connections.
+		if idle := g.Idle[i]; h.Goroutines <= 0 || h.Goroutines > idle.Goroutines+20+4*slots {
+			t.Errorf("%s: %d goroutines with %d sensors waiting, %d idle", h.Name, h.Goroutines, n, idle.Goroutines)
+		}
+	}
+	if g.Lateness.Max < g.Lateness.P99 || g.Lateness.P99 < g.Lateness.P50 {
+		t.Errorf("lateness %+v: want p50 ≤ p99 ≤ max", g.Lateness)
+	}
+	t.Logf("figures (-race build): check lateness p50 %.1f ms p99 %.1f ms; master RSS max %.1f MB, worker %.1f MB",
+		g.Lateness.P50, g.Lateness.P99, g.MasterRSSMBMax, g.WorkerRSSMBMax)
+	leftNothingBehind(t, g.Schema, g.ZKRoot)
+}
+
 // TestBenchViewers runs the viewers benchmark end to end on a small instance: the master
 // creates every task, each read is answered (200, or 503 from a master busy with the other
 // reads), the master's memory is sampled, and the run leaves nothing behind. It asserts no

@@ -120,6 +120,9 @@
 //	running ──paused (worker: an agent at a wait step)──▶ waiting (a paused agent)
 //	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
 //	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
+//	created ──▶ waiting (a time sensor) ──its time · its timeout (master)──▶ succeeded, failed, skipped
+//	waiting (a sensor between checks) ──its next check due (master, TaskQueueSensorsDue)──▶ queued
+//	waiting (a sensor past its timeout, on-timeout: skip) ──timed out (master)──▶ skipped
 //	waiting ──killed (operator, stop, workflow timeout)──▶ killed
 //
 // A wait task is created waiting instead of queued: no worker claims it. A signal ends it,
@@ -148,6 +151,16 @@
 // as the checkpoint tool-rejection:T.S, which the model is given as the call's result. The
 // agent's turns (agent_turn) and its calls (tool_call: started under the attempt's token
 // before the tool runs, ended with its result after) are written only under a valid token.
+//
+// A sensor (executor.Sensor) pauses the same way between its checks, at the step sensor for
+// its interval: no slot is held while it waits, and the timeout of its wait (wait_until, from
+// the index every wait's timeout is found by) queues it again for the next check, as a new
+// attempt on any worker of its group: a batch of due sensors in one statement
+// (TaskQueueSensorsDue, which skips the rows a kill or a signal holds; they decide those). Its own timeout is judged by its attempts, from its
+// first check (the checkpoint sensor-state): with on-timeout: skip the last attempt pauses at
+// sensor-timeout, which the sweep ends skipped. A time sensor needs no worker: it is created
+// waiting, as a wait task is, its wait's timeout its time (or its own timeout, if sooner), and
+// the sweep ends it as the times stored say.
 //
 // A for-each task runs once per item. When it would be queued, the advance renders its items
 // (Decide) and creates, in its transaction, a parent task instance under the task's own name,
@@ -266,11 +279,13 @@
 //	rejected                            step's checkpoint, or failed
 //	wait timed   master                 waiting, past its wait_until (database      TaskEndIfWaiting
 //	out                                 clock); a paused agent failed or resumed
+//	sensor check master                 waiting at the step sensor, past its        TaskQueueSensorsDue
+//	due                                 wait_until (database clock): queued
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go; concurrency keys in workflow_concurrency.go),
 // task_instance.go (claims, attempts' ends, task creation), task_foreach.go (a for-each's
-// parent), task_action.go (the operators'), child_workflow.go (child workflows),
+// parent), sensor.go (sensors due), task_action.go (the operators'), child_workflow.go (child workflows),
 // failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
 // when) is package failover's.
 package lifecycle

@@ -204,13 +204,19 @@ func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.New
 // have the task's).
 func taskRow(wfID int64, wfPriority int, c Planned, in inputs, tasks []dao.TaskOutcome) (dao.NewTask, error) {
 	state := c.State
-	if state == dao.TaskQueued && c.Task.Type == workflow.TypeWait {
+	timeSensor := c.Task.Type == workflow.TypeSensor && c.Task.Time != nil && c.Items == nil
+	if state == dao.TaskQueued && (c.Task.Type == workflow.TypeWait || timeSensor) {
 		state = dao.TaskWaiting
 	}
 	row, err := newTask(wfID, wfPriority, c.Task, c.Task.Name, state,
 		workflow.TaskParams{Task: *c.Task, Params: in.params, Upstream: upstream(c.Task, tasks), Assets: in.assets})
 	if err != nil {
 		return dao.NewTask{}, err
+	}
+	if state == dao.TaskWaiting && timeSensor {
+		// A time sensor needs no worker: it waits as a wait task does, its wait's timeout
+		// its time (EndWaitsPastTimeout).
+		row.Timeout = TimeSensorWait(c.Task, time.Now())
 	}
 	row.Error, row.EndReason = c.Error, c.EndReason
 	if c.Items != nil {

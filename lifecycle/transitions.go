@@ -43,6 +43,7 @@ var Transitions = []Transition{
 	{"task signalled", "operator (API, CLI, UI)", "waiting, a wait task", "TaskEndIfWaiting"},
 	{"paused agent resumed or rejected", "operator (API, CLI, UI)", "waiting, a paused agent", "TaskEndIfWaiting"},
 	{"wait timed out", "master", "waiting, past its timeout by the database's clock", "TaskEndIfWaiting"},
+	{"sensor check due", "master", "waiting at the step sensor, past its wait_until by the database's clock; rows held elsewhere skipped", "TaskQueueSensorsDue"},
 	{"task rerun", "operator (API, UI)", "failed or killed (a for-each's parent: waiting again); workflow reopened if it ended (a keyed one: its key free, none waiting; key lock)", "TaskRerunIfFailedOrKilled"},
 	{"workflow stopped", "operator (API, UI)", "submitted or running", "WorkflowStopIfActive"},
 	{"workflow stopped", "submit (when-full: cancel-oldest)", "submitted or running, the oldest active of a full key (key lock)", "WorkflowStopIfActive"},

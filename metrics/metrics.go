@@ -16,6 +16,8 @@
 //	zksched_agent_turns_total{source}                    worker: tool-calling agents' turns, sent to the model (model) or replayed from a checkpoint (replayed)
 //	zksched_agent_tool_calls_total{outcome}              worker: tool-calling agents' tool calls, by outcome: succeeded, failed, refused (bad arguments, unknown tool), rejected (by a reviewer), replayed, interrupted
 //	zksched_agent_tokens_total{provider}                 worker: tokens the turns sent to the model used
+//	zksched_sensor_checks_total{kind,outcome}            worker: sensor checks, by kind (http, sql, file, time) and outcome (true, false, error)
+//	zksched_sensor_check_lateness_seconds{kind}          worker: histogram of a sensor check's due time → its start
 //	zksched_workflows_owned                              master: workflow instances this master drives
 //	zksched_leader                                       master: 1 while this master leads
 //	zksched_queue_depth{group}                           master: queued task instances per worker group (periodic count)
@@ -63,6 +65,8 @@ type Metrics struct {
 	toolCalls *prometheus.CounterVec
 	tokens    *prometheus.CounterVec
 	hooks     *prometheus.CounterVec
+	sensors   *prometheus.CounterVec
+	lateness  *prometheus.HistogramVec
 
 	mu     sync.Mutex
 	groups map[string]bool // the worker groups the queue depth has shown
@@ -108,12 +112,17 @@ func New(node, role, version string) *Metrics {
 		Help: "Tool calls of tool-calling agents on this worker, by outcome."}, []string{"outcome"})
 	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_agent_tokens_total",
 		Help: "Tokens used by the turns tool-calling agents on this worker sent to the model, by provider."}, []string{"provider"})
+	m.sensors = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_sensor_checks_total",
+		Help: "Sensor checks on this worker, by kind and outcome: true, false or error."}, []string{"kind", "outcome"})
+	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "zksched_sensor_check_lateness_seconds",
+		Help:    "Time from a sensor check's due time to its start on this worker, by kind; first checks are not counted.",
+		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"kind"})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "zksched_node_info", Help: "The node's identity, role and version.",
 		ConstLabels: prometheus.Labels{"node": node, "role": role, "version": version}})
 	info.Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	if role == string(registry.RoleWorker) {
-		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission, m.turns, m.toolCalls, m.tokens)
+		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission, m.turns, m.toolCalls, m.tokens, m.sensors, m.lateness)
 	} else {
 		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified, m.hooks)
 	}
@@ -133,6 +142,15 @@ func (m *Metrics) Claimed(t *dao.TaskInstance) {
 	m.claims.WithLabelValues(t.WorkerGroup).Inc()
 	if t.StartedAt != nil {
 		m.dispatch.Observe(max(t.StartedAt.Sub(t.QueuedAt), 0).Seconds())
+	}
+}
+
+// SensorChecked records a sensor check: executor.SensorEvents. late is negative for a first
+// check, which had no due time.
+func (m *Metrics) SensorChecked(kind, outcome string, late time.Duration) {
+	m.sensors.WithLabelValues(kind, outcome).Inc()
+	if late >= 0 {
+		m.lateness.WithLabelValues(kind).Observe(late.Seconds())
 	}
 }
 

@@ -517,7 +517,8 @@ func (w *Worker) execute(ctx context.Context, a *attempt, params *workflow.TaskP
 		// Stopped between its claim and here (an Interrupt, a shutdown): nothing ran.
 		res.Stopped = true
 	default:
-		if d := t.Timeout(); d > 0 {
+		// A sensor's timeout bounds all its checks, from its first: its executor judges it.
+		if d := t.Timeout(); d > 0 && t.Type != workflow.TypeSensor {
 			timer := w.cfg.Clock.AfterFunc(d, func() { a.cancel(errTimedOut) })
 			defer timer.Stop()
 		}

@@ -95,7 +95,7 @@ func TestParseQuotesAtMost200Bytes(t *testing.T) {
 	long := strings.Repeat("é", 150) // 300 bytes: the cut must not split a character
 	_, err := Parse([]byte(wf("  - {name: a, type: " + long + "}")))
 	msgs := checkBounded(t, err)
-	want := fmt.Sprintf(`line 3: task "a": unknown type "%s…" (known types: agent, llm, noop, shell, wait, workflow)`, strings.Repeat("é", 100))
+	want := fmt.Sprintf(`line 3: task "a": unknown type "%s…" (known types: agent, llm, noop, sensor, shell, wait, workflow)`, strings.Repeat("é", 100))
 	if len(msgs) != 1 || msgs[0] != want {
 		t.Errorf("Parse errors:\n%s\nwant:\n%s", strings.Join(msgs, "\n"), want)
 	}

@@ -132,6 +132,10 @@ func (s *Spec) setDefaults() {
 	}
 	for i := range s.Tasks {
 		t := &s.Tasks[i]
+		if t.Group == "" && t.File != nil {
+			// A file sensor is checked where its file is.
+			t.Group = t.File.Group
+		}
 		if t.Group == "" {
 			t.Group = DefaultGroup
 		}

@@ -139,9 +139,9 @@ func TestParseRejects(t *testing.T) {
 		{"duplicate task name", wf("  - {name: a, type: noop}", "  - {name: b, type: noop}", "  - {name: a, type: noop}"), []string{
 			`line 5: task #3: name "a" is already used by task #1`}},
 		{"no type", wf("  - name: a"), []string{
-			`line 3: task "a": type is required (known types: agent, llm, noop, shell, wait, workflow)`}},
+			`line 3: task "a": type is required (known types: agent, llm, noop, sensor, shell, wait, workflow)`}},
 		{"unknown type", wf("  - name: a", "    type: bash"), []string{
-			`line 4: task "a": unknown type "bash" (known types: agent, llm, noop, shell, wait, workflow)`}},
+			`line 4: task "a": unknown type "bash" (known types: agent, llm, noop, sensor, shell, wait, workflow)`}},
 		{"shell without command", wf("  - name: a", "    type: shell"), []string{
 			`line 3: task "a": command is required for a shell task`}},
 		{"shell with a blank command", wf("  - name: a", "    type: shell", `    command: "  "`), []string{
@@ -184,7 +184,7 @@ func TestParseRejects(t *testing.T) {
 			`line 3: task "load": command is required for a shell task`,
 			`line 8: task "extract": retries 200 is out of range 0..100`,
 			`line 9: task #3: name "load" is already used by task #1`,
-			`line 10: task "load": unknown type "sh" (known types: agent, llm, noop, shell, wait, workflow)`,
+			`line 10: task "load": unknown type "sh" (known types: agent, llm, noop, sensor, shell, wait, workflow)`,
 		}},
 
 		// Cycles, named in run order from the task written first.
@@ -438,7 +438,7 @@ func TestDemoParses(t *testing.T) {
 
 func TestTypes(t *testing.T) {
 	t.Parallel()
-	if got, want := Types(), []string{"agent", "llm", "noop", "shell", "wait", "workflow"}; !slices.Equal(got, want) {
+	if got, want := Types(), []string{"agent", "llm", "noop", "sensor", "shell", "wait", "workflow"}; !slices.Equal(got, want) {
 		t.Errorf("Types() = %v; want %v", got, want)
 	}
 }

@@ -52,6 +52,8 @@ type TemplateData struct {
 	// Assets are the asset events that started the run (.assets.<name>.output); nil for a
 	// run no asset started.
 	Assets map[string]AssetInput
+	// Body is an http sensor's answer read as JSON, .body in its expect.json; nil elsewhere.
+	Body any
 }
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
@@ -117,6 +119,9 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 		assets[name] = map[string]any{"output": a.Output, "event": a.Event}
 	}
 	m["assets"] = assets
+	if data.Body != nil {
+		m["body"] = data.Body
+	}
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()
 	guardRanges(tmpl.Tree, funcs, r)

@@ -81,6 +81,8 @@ func TestSchemaFields(t *testing.T) {
 		"on-assets":     onAssetsFields,
 		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
 		"trigger": triggerFields, "webhook": webhookFields,
+		"http": sensorHTTPFields, "expect": sensorExpectFields, "sql": sensorSQLFields, "file": sensorFileFields,
+		"time": sensorTimeFields,
 	}
 	known := map[string]bool{}
 	for _, o := range schemaObjects {
@@ -160,6 +162,11 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"retry-on":      "name: w\ntasks:\n  - name: a\n    type: noop\n    retry-on:\n      errors: [timeout]\n      FIELD\n",
 		"trigger":       "name: w\ntasks: [{name: a, type: noop}]\ntriggers:\n  - webhook: {name: h, secret-env: S, signature: bearer}\n    FIELD\n",
 		"webhook":       "name: w\ntasks: [{name: a, type: noop}]\ntriggers:\n  - webhook:\n      name: h\n      secret-env: S\n      signature: bearer\n      FIELD\n",
+		"http":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    http:\n      url-env: U\n      FIELD\n",
+		"expect":        "name: w\ntasks:\n  - name: a\n    type: sensor\n    http:\n      url-env: U\n      expect:\n        status: 200\n        FIELD\n",
+		"sql":           "name: w\ntasks:\n  - name: a\n    type: sensor\n    sql:\n      dsn-env: D\n      query: select true\n      FIELD\n",
+		"file":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    file:\n      path: /tmp/x\n      FIELD\n",
+		"time":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    time:\n      after: 1m\n      FIELD\n",
 	}
 	for _, o := range schemaObjects {
 		file := files[o.name()]

@@ -177,9 +177,20 @@ type Task struct {
 	// each turn sends and receives); 0 means no bound. MaxTokens still caps each completion.
 	MaxTotalTokens int `json:"max-total-tokens,omitempty" yaml:"max-total-tokens,omitempty"`
 
-	// OnTimeout is what a wait task comes to at its timeout: OnTimeoutFail (the default,
-	// also for "") or OnTimeoutSucceed, with an empty output.
+	// OnTimeout is what a wait task or a sensor comes to at its timeout: OnTimeoutFail (the
+	// default, also for "") or OnTimeoutSucceed, with an empty output; a sensor may also
+	// take OnTimeoutSkip.
 	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
+
+	// HTTP, SQL, File and Time are a sensor task's condition, exactly one of them; Interval
+	// is the wait between its checks (0: DefaultSensorInterval) and Mode one of
+	// SensorReschedule (the default, also for "") and SensorPoke. See sensor.go.
+	HTTP     *SensorHTTP `json:"http,omitempty" yaml:"http,omitempty"`
+	SQL      *SensorSQL  `json:"sql,omitempty" yaml:"sql,omitempty"`
+	File     *SensorFile `json:"file,omitempty" yaml:"file,omitempty"`
+	Time     *SensorTime `json:"time,omitempty" yaml:"time,omitempty"`
+	Interval Duration    `json:"interval,omitempty" yaml:"interval,omitempty"`
+	Mode     string      `json:"mode,omitempty" yaml:"mode,omitempty"`
 
 	// Workflow names the stored workflow a workflow task starts an instance of (a child).
 	Workflow string `json:"workflow,omitempty" yaml:"workflow,omitempty"`

@@ -34,9 +34,10 @@ var taskTypes = []taskType{
 	{name: "llm", fields: append([]field{promptField}, modelFields...), check: checkLLM},
 	{
 		name:   TypeWait,
-		fields: []field{stringField("on-timeout", func(t *Task) *string { return &t.OnTimeout })},
+		fields: []field{onTimeoutField},
 		check:  checkWait,
 	},
+	{name: TypeSensor, fields: sensorFields, check: checkSensor},
 	{name: "agent", fields: slices.Concat([]field{promptField, stepsField, workdirField}, loopFields, modelFields), check: checkAgent},
 	{name: TypeWorkflow, fields: childFields, check: checkChild},
 }

@@ -36,7 +36,7 @@ func TestValidate(t *testing.T) {
 			s.Tasks[1].DependsOn = []string{"a"}
 		}, []string{
 			`task "a": retries 1000 is out of range 0..100`,
-			`task "b": type is required (known types: agent, llm, noop, shell, wait, workflow)`,
+			`task "b": type is required (known types: agent, llm, noop, sensor, shell, wait, workflow)`,
 			`task "a" depends on "nope", which is not a task of this workflow`,
 			"dependency cycle: a -> b -> a (each task depends on the one before it)",
 		}},

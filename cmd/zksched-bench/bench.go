@@ -19,7 +19,7 @@ import (
 )
 
 // benchModes are the modes of zksched-bench.
-var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "retention", "viewers", "soak"}
+var benchModes = []string{"burn-down", "latency", "dag", "foreach", "failover", "memory", "signal", "sensor", "retention", "viewers", "soak"}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("zksched-bench", flag.ContinueOnError)
@@ -38,6 +38,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sessionTimeout := fs.Duration("session-timeout", 2*time.Second, "the nodes' registry.session-timeout (failover; memory: 10s unless set)")
 	failoverDelay := fs.Duration("failover-delay", 2*time.Second, "the nodes' failover.delay (failover, memory)")
 	bin := fs.String("bin", "", "the zksched binary to run as the nodes (failover, memory, signal, viewers, soak; default: the zksched beside zksched-bench, else on PATH)")
+	interval := fs.Duration("interval", time.Minute, "sensor: the sensors' interval (their hold is -hold, at least this)")
 	seed := fs.Int64("seed", 0, "the soak's seed, to replay its schedule (soak; default: random)")
 	faults := fs.String("faults", "", "the fault kinds the soak picks from, comma-separated (soak; default: all)")
 	retention := fs.Duration("retention", 20*time.Second, "retention.instances of the run's master (retention; its logs are kept half that)")
@@ -106,6 +107,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !set["session-timeout"] {
 			*sessionTimeout = 10 * time.Second
 		}
+	case "sensor":
+		if !set["session-timeout"] {
+			*sessionTimeout = 10 * time.Second
+		}
 	case "signal":
 		if !set["n"] {
 			*n = 100_000
@@ -144,7 +149,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Workers: *workers, Slots: *slots, DSN: cfg.DB.DSN, Progress: stderr, Log: benchLog(*nodeLog, stderr),
 		ZooKeeper: cfg.Registry.Servers, Root: cfg.Registry.Root, Binary: *bin, SessionTimeout: *sessionTimeout,
 		FailoverDelay: *failoverDelay, TaskSleep: *sleep, KillAfter: *killAfter, Hold: *hold, Cluster: *external,
-		Retention: *retention, Tracing: cfg.Tracing, SpreadWait: cfg.Worker.SpreadWait, Requests: *requests}
+		Retention: *retention, Tracing: cfg.Tracing, SpreadWait: cfg.Worker.SpreadWait, Requests: *requests,
+		Interval: *interval}
 	s, err := bench.Run(ctx, opts)
 	if s == nil {
 		return err
@@ -168,6 +174,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if s.Signal != nil {
 		printSignal(stdout, s)
+		return err
+	}
+	if s.Sensor != nil {
+		printSensor(stdout, s)
 		return err
 	}
 	if s.ForEach != nil {
@@ -262,6 +272,21 @@ func printSignal(w io.Writer, s *bench.Summary) {
 		fmt.Fprintf(w, "  %s p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n", l.what, l.p.P50, l.p.P95, l.p.P99, l.p.Max)
 	}
 	fmt.Fprintln(w, "  (target: signal → next task started p50 under 10 ms, p99 under 50 ms at 200/s)")
+}
+
+// printSensor prints the summary of a sensor run.
+func printSensor(w io.Writer, s *bench.Summary) {
+	g := s.Sensor
+	fmt.Fprintf(w, "sensor: %d reschedule file sensors, every %.0fs, each checked once after %.1fs; %d master(s), %d worker(s) × %d slots\n",
+		g.Sensors, g.IntervalMs/1000, g.FillMs/1000, s.Masters, s.Workers, s.Slots)
+	fmt.Fprintf(w, "while they waited: master RSS max %.1f MB, worker RSS max %.1f MB\n", g.MasterRSSMBMax, g.WorkerRSSMBMax)
+	for i, n := range g.Held {
+		idle := g.Idle[i]
+		fmt.Fprintf(w, "  %-9s goroutines %d idle, %d waiting; Go heap in use %.1f MB idle, %.1f MB waiting\n",
+			n.Name, idle.Goroutines, n.Goroutines, idle.HeapInuseMB, n.HeapInuseMB)
+	}
+	l := g.Lateness
+	fmt.Fprintf(w, "%d later checks: due → claimed p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  max %.1f ms\n", g.Checks, l.P50, l.P95, l.P99, l.Max)
 }
 
 // printForEach prints the summary of a foreach run, beside the target.

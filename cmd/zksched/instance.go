@@ -281,6 +281,8 @@ func waitingTasks(tasks []taskStatusJSON) []waitingJSON {
 		}
 		w := waitingJSON{ID: t.ID, Name: t.Name}
 		switch {
+		case t.Type == workflow.TypeSensor:
+			w.For = "its condition: a sensor, holding no slot until its next check"
 		case t.PausedStep != nil:
 			w.For = fmt.Sprintf("a signal at its step %s: zksched signal %d --output TEXT [--fail]", *t.PausedStep, t.ID)
 		case t.Type == workflow.TypeWait:

@@ -374,7 +374,9 @@ func (n *node) startWorker() (running func() int, err error) {
 		executor.Set{"noop": executor.Noop{}, "shell": shell,
 			"llm": executor.LLM{Providers: providers}, "agent": executor.Agent{Providers: providers, Shell: shell, Events: n.metrics, HTTP: executor.HTTPTools{
 				Allow: cfg.Worker.HTTPTools.Allow, ResponseLimit: cfg.Worker.HTTPTools.ResponseLimit,
-				Client: notify.OutboundClient(cfg.Worker.HTTPTools.Timeout, cfg.Worker.HTTPTools.AllowPrivateTargets)}}})
+				Client: notify.OutboundClient(cfg.Worker.HTTPTools.Timeout, cfg.Worker.HTTPTools.AllowPrivateTargets)}},
+			"sensor": executor.Sensor{Client: notify.OutboundClient(executor.CheckTimeout, cfg.Worker.HTTPTools.AllowPrivateTargets),
+				Env: shell.BaseEnv, Events: n.metrics}})
 	n.metrics.Gauge("zksched_tasks_running", "Task attempts running on this worker.", func() float64 { return float64(w.Running()) })
 	n.metrics.Gauge("zksched_task_results_recording", "Task attempts whose run has ended and whose result is being recorded.",
 		func() float64 { return float64(w.Recording()) })

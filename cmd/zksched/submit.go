@@ -161,6 +161,8 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 					line = fmt.Sprintf("queued: waiting for a worker of group %s (none is running)", t.WorkerGroup)
 				case t.State == dao.TaskQueued && t.Attempt > 0:
 					line, countdown = queuedAgain(&t, time.Now())
+				case t.State == dao.TaskWaiting && t.Type == workflow.TypeSensor:
+					line = "waiting for its condition: a sensor, holding no slot until its next check"
 				case t.State == dao.TaskWaiting && t.PausedStep != nil:
 					line = fmt.Sprintf("waiting at its step %s: zksched signal %d --output TEXT [--fail], or Approve on its page",
 						*t.PausedStep, t.ID)

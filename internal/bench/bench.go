@@ -81,6 +81,8 @@ type Options struct {
 	TaskSleep      time.Duration
 	KillAfter      time.Duration
 	Hold           time.Duration
+	// Interval is the sensor mode's sensors' interval; 0 means a minute.
+	Interval time.Duration
 
 	// Retention is the retention mode's retention.instances; its logs are kept half that.
 	Retention time.Duration
@@ -121,6 +123,8 @@ type Summary struct {
 	Memory *MemoryFigures `json:"memory,omitempty"`
 	// Signal holds the signal mode's figures, nil in the others.
 	Signal *SignalFigures `json:"signal,omitempty"`
+	// Sensor holds the sensor mode's figures, nil in the others.
+	Sensor *SensorFigures `json:"sensor,omitempty"`
 	// ForEach holds the foreach mode's figures, nil in the others.
 	ForEach *ForEachFigures `json:"foreach,omitempty"`
 	// Retention holds the retention mode's figures, nil in the others.
@@ -173,12 +177,14 @@ func Run(ctx context.Context, o Options) (*Summary, error) {
 		return memory(ctx, db, o)
 	case "signal":
 		return signalBench(ctx, db, o)
+	case "sensor":
+		return sensorBench(ctx, db, o)
 	case "retention":
 		return retentionBench(ctx, db, o)
 	case "viewers":
 		return viewers(ctx, db, o)
 	}
-	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory, signal, retention or viewers)", o.Mode)
+	return nil, fmt.Errorf("unknown mode %q (want burn-down, latency, dag, foreach, failover, memory, signal, sensor, retention or viewers)", o.Mode)
 }
 
 // scratch makes a migrated schema of the run's own and returns a function that drops it.
