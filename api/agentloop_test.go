@@ -178,3 +178,40 @@ func TestAgentConversationNamesReviewers(t *testing.T) {
 		}
 	}
 }
+
+// TestTaskPageOfAnAgentWaitingForItsToolsChild: an agent paused at tool-child:CALL waits for
+// its tool's child, not for a person: its page says so, offers no signal form, and marks the
+// call as waiting for the child.
+func TestTaskPageOfAnAgentWaitingForItsToolsChild(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "s3cret"})
+	b.seed(t, 6)
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w1", []string{"g"}, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %+v, %v", claimed, err)
+	}
+	id := claimed[0].ID
+	if _, err := b.db.SQL().ExecContext(b.ctx, `UPDATE task_instance SET type = 'agent' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	tok := dao.Token{TaskID: id, WorkerID: "w1", Attempt: 1}
+	turn := json.RawMessage(`{"text": "", "tool_calls": [{"id": "call_1", "name": "report", "arguments": "{}"}]}`)
+	if err := b.db.AgentTurnSaveIfRunning(b.ctx, tok, 1, "d1", turn, nil); err != nil {
+		t.Fatal(err)
+	}
+	call := fmt.Sprintf("zk-%d-1-1", id)
+	if err := b.db.ToolCallStartIfRunning(b.ctx, tok, dao.ToolCall{Turn: 1, Seq: 1, CallID: call, Tool: "report", Arguments: "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, tok, dao.AttemptResult{Outcome: dao.OutcomePaused, Next: dao.TaskWaiting, PausedStep: "tool-child:" + call}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.do(t, "GET", fmt.Sprintf("/tasks/%d", id), "")
+	if r.status != 200 || !strings.Contains(r.body, "waiting for its tool&#39;s child workflow to end") || strings.Contains(r.body, `id="signal"`) ||
+		!strings.Contains(r.body, "waits for its child workflow to end") {
+		t.Errorf("the page of an agent waiting for its tool's child: %d; want it said, the call marked, no signal form\n%s", r.status, r.body)
+	}
+	if r := b.do(t, "POST", fmt.Sprintf("/api/v1/task-instances/%d/signal", id), `{"output": "done"}`); r.status != 409 {
+		t.Errorf("a signal to it: %d %s; want 409", r.status, r.body)
+	}
+}

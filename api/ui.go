@@ -230,6 +230,8 @@ type taskPage struct {
 	CanKill    bool
 	CanRerun   bool
 	CanSignal  bool
+	// PausedFor says what a task paused at a step waits for (pausedFor).
+	PausedFor string
 	// NextAttemptAt is when the next attempt of a task queued for a retry is due, and
 	// NextAttemptIn how long from now (empty once it is due); nil otherwise.
 	NextAttemptAt *time.Time
@@ -256,10 +258,13 @@ func (s *Server) pageTask(w http.ResponseWriter, r *http.Request) error {
 			p.NextAttemptIn = humanDuration(in)
 		}
 	}
-	// A wait task and a paused agent wait for a signal; a for-each's parent waits for its
-	// items, a workflow task for its child.
-	p.CanSignal = st == dao.TaskWaiting && (d.Task.Type == workflow.TypeWait || d.Task.PausedStep != nil) &&
-		s.may(r, "POST /tasks/{id}/signal")
+	// A wait task, a time sensor and an agent paused for a person wait for a signal; a
+	// for-each's parent waits for its items, a workflow task for its child, an agent at
+	// tool-child:CALL for its tool's child, another sensor for its next check.
+	p.PausedFor = pausedFor(d.Task.PausedStep)
+	p.CanSignal = st == dao.TaskWaiting && s.may(r, "POST /tasks/{id}/signal") &&
+		(d.Task.Type == workflow.TypeWait || d.Task.Type == workflow.TypeSensor && d.Task.PausedStep == nil ||
+			d.Task.Type != workflow.TypeSensor && p.PausedFor == "a signal")
 	if d.Task.Attempt > 0 {
 		if p.LogAttempt, err = q.intRange("attempt", d.Task.Attempt, 1, d.Task.Attempt); err != nil {
 			return err
@@ -615,4 +620,20 @@ func prettyJSON(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return buf.String()
+}
+
+// pausedFor says what a task paused at step waits for: a signal, unless the step is one a
+// task leaves by itself (a tool's child ending, a sensor's next check).
+func pausedFor(step *string) string {
+	switch {
+	case step == nil:
+		return ""
+	case strings.HasPrefix(*step, "tool-child:"):
+		return "its tool's child workflow to end"
+	case *step == "sensor":
+		return "its next check"
+	case *step == "sensor-timeout":
+		return "the masters to end it at its timeout"
+	}
+	return "a signal"
 }
