@@ -101,60 +101,17 @@ const sensorLatenessSQL = `
 
 func sensorRun(ctx context.Context, r *memoryRun, spec *workflow.Spec, v int) (*Summary, error) {
 	o := r.o
-	if err := r.sample(ctx); err != nil {
+	start, fill, checked, idle, err := r.fill(ctx, spec, v, "sensor", "sensors checked", "checked", `SELECT count(DISTINCT task_instance_id) FROM task_attempt WHERE outcome = 'paused'`)
+	if err != nil {
 		return nil, err
 	}
-	r.finish(ctx)
-	idle := append([]NodeMemory(nil), r.figures...)
-
-	start := time.Now()
-	r.lastPrint = start
-	if err := r.submit(ctx, spec, v); err != nil {
-		return nil, fmt.Errorf("sensor: submit: %w", err)
-	}
-	tick := time.NewTicker(memorySampleEvery)
-	defer tick.Stop()
-	var checked int
-	for checked < o.N {
-		if err := r.checkAlive(); err != nil {
-			return nil, err
-		}
-		if err := r.sample(ctx); err != nil {
-			return nil, err
-		}
-		if err := r.db.SQL().GetContext(ctx, &checked, `SELECT count(DISTINCT task_instance_id) FROM task_attempt WHERE outcome = 'paused'`); err != nil {
-			return nil, fmt.Errorf("sensor: count the sensors that checked: %w", err)
-		}
-		if time.Since(start) > signalFillTimeout {
-			return nil, fmt.Errorf("sensor: %d of %d sensors checked after %v", checked, o.N, signalFillTimeout)
-		}
-		if time.Since(r.lastPrint) >= 2*time.Second {
-			r.print(start, fmt.Sprintf("%d checked", checked))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
-	}
-	fill := time.Since(start)
 	var held time.Time
 	if err := r.db.SQL().GetContext(ctx, &held, `SELECT now()`); err != nil {
 		return nil, err
 	}
 	r.print(start, fmt.Sprintf("all %d checked once; holding for %v", checked, o.Hold))
-	for began := time.Now(); time.Since(began) < o.Hold; {
-		if err := r.checkAlive(); err != nil {
-			return nil, err
-		}
-		if err := r.sample(ctx); err != nil {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
+	if err := r.hold(ctx); err != nil {
+		return nil, err
 	}
 	r.finish(ctx)
 	heldFigures := append([]NodeMemory(nil), r.figures...)

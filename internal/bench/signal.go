@@ -91,56 +91,13 @@ func signalBench(ctx context.Context, db *dao.DB, o Options) (*Summary, error) {
 
 func signalRun(ctx context.Context, r *memoryRun, spec *workflow.Spec, v int) (*Summary, error) {
 	o := r.o
-	if err := r.sample(ctx); err != nil {
+	start, fill, waiting, idle, err := r.fill(ctx, spec, v, "signal", "tasks waiting", "waiting", `SELECT count(*) FROM task_instance WHERE state = 'waiting'`)
+	if err != nil {
 		return nil, err
 	}
-	r.finish(ctx)
-	idle := append([]NodeMemory(nil), r.figures...)
-
-	start := time.Now()
-	r.lastPrint = start
-	if err := r.submit(ctx, spec, v); err != nil {
-		return nil, fmt.Errorf("signal: submit: %w", err)
-	}
-	tick := time.NewTicker(memorySampleEvery)
-	defer tick.Stop()
-	var waiting int
-	for waiting < o.N {
-		if err := r.checkAlive(); err != nil {
-			return nil, err
-		}
-		if err := r.sample(ctx); err != nil {
-			return nil, err
-		}
-		if err := r.db.SQL().GetContext(ctx, &waiting, `SELECT count(*) FROM task_instance WHERE state = 'waiting'`); err != nil {
-			return nil, fmt.Errorf("signal: count the waiting tasks: %w", err)
-		}
-		if time.Since(start) > signalFillTimeout {
-			return nil, fmt.Errorf("signal: %d of %d tasks waiting after %v", waiting, o.N, signalFillTimeout)
-		}
-		if time.Since(r.lastPrint) >= 2*time.Second {
-			r.print(start, fmt.Sprintf("%d waiting", waiting))
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
-	}
-	fill := time.Since(start)
 	r.print(start, fmt.Sprintf("all %d waiting; holding for %v", waiting, o.Hold))
-	for held := time.Now(); time.Since(held) < o.Hold; {
-		if err := r.checkAlive(); err != nil {
-			return nil, err
-		}
-		if err := r.sample(ctx); err != nil {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-tick.C:
-		}
+	if err := r.hold(ctx); err != nil {
+		return nil, err
 	}
 	r.finish(ctx)
 	heldFigures := append([]NodeMemory(nil), r.figures...)
@@ -239,4 +196,68 @@ func waitSignalled(ctx context.Context, r *memoryRun, tasks []int64) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// fill samples the nodes idle, submits o.N instances of spec at version v, and samples them
+// until query (a count) reaches o.N, printing progress as "N label"; mode names the benchmark
+// in errors and what what the count is. It returns when the count was reached, how long it
+// took, the count, and the idle figures.
+func (r *memoryRun) fill(ctx context.Context, spec *workflow.Spec, v int, mode, what, label, query string) (start time.Time, took time.Duration, n int, idle []NodeMemory, err error) {
+	o := r.o
+	if err := r.sample(ctx); err != nil {
+		return start, 0, 0, nil, err
+	}
+	r.finish(ctx)
+	idle = append([]NodeMemory(nil), r.figures...)
+
+	start = time.Now()
+	r.lastPrint = start
+	if err := r.submit(ctx, spec, v); err != nil {
+		return start, 0, 0, nil, fmt.Errorf("%s: submit: %w", mode, err)
+	}
+	tick := time.NewTicker(memorySampleEvery)
+	defer tick.Stop()
+	for n < o.N {
+		if err := r.checkAlive(); err != nil {
+			return start, 0, n, nil, err
+		}
+		if err := r.sample(ctx); err != nil {
+			return start, 0, n, nil, err
+		}
+		if err := r.db.SQL().GetContext(ctx, &n, query); err != nil {
+			return start, 0, n, nil, fmt.Errorf("%s: count the %s: %w", mode, what, err)
+		}
+		if time.Since(start) > signalFillTimeout {
+			return start, 0, n, nil, fmt.Errorf("%s: %d of %d %s after %v", mode, n, o.N, what, signalFillTimeout)
+		}
+		if time.Since(r.lastPrint) >= 2*time.Second {
+			r.print(start, fmt.Sprintf("%d %s", n, label))
+		}
+		select {
+		case <-ctx.Done():
+			return start, 0, n, nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return start, time.Since(start), n, idle, nil
+}
+
+// hold samples the nodes for o.Hold, as long as they live.
+func (r *memoryRun) hold(ctx context.Context) error {
+	tick := time.NewTicker(memorySampleEvery)
+	defer tick.Stop()
+	for began := time.Now(); time.Since(began) < r.o.Hold; {
+		if err := r.checkAlive(); err != nil {
+			return err
+		}
+		if err := r.sample(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
 }
