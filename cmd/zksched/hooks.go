@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -84,9 +83,7 @@ func loadHookViews(ctx context.Context, db *dao.DB, publicURL string, n int) ([]
 // as JSON.
 func writeHooks(w io.Writer, views []hookView, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(views)
+		return writeJSON(w, views)
 	}
 	if len(views) == 0 {
 		fmt.Fprintln(w, "no hooks: declare one in a workflow's triggers: and store it with zksched define")

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -243,9 +242,7 @@ func writeSchedules(w io.Writer, views []lifecycle.ScheduleView, asJSON bool) er
 		for i, v := range views {
 			out[i] = v.JSON()
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(w, out)
 	}
 	if len(views) == 0 {
 		fmt.Fprintln(w, "no schedules")
