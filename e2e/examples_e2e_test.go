@@ -18,17 +18,33 @@ import (
 )
 
 // docsCluster is a cluster as the docs' examples expect: a master and two workers whose
-// groups include batch and db-hosts, the provider main (offline here) and the pool openai.
-type docsCluster struct{ *e2e }
+// groups include batch and db-hosts, the provider main (offline here), the pool openai and
+// the webhook secret of examples/hooks/deploy.yaml. url is the master's, for the docs'
+// http://127.0.0.1:5678.
+type docsCluster struct {
+	*e2e
+	url  string
+	port int
+}
 
 func newDocsCluster(t *testing.T) *docsCluster {
 	t.Helper()
 	e := setupE2E(t, nil, "", "ZKSCHED_LLM_PROVIDERS_MAIN_TYPE=offline", "ZKSCHED_POOLS_OPENAI=4",
-		"ZKSCHED_WORKER_GROUPS=default,batch,db-hosts")
-	e.Master("master")
+		"ZKSCHED_WORKER_GROUPS=default,batch,db-hosts", "ZKSCHED_HOOK_SECRET_DEPLOY=docs-deploy-secret")
+	master := e.Master("master")
 	e.Worker("worker-1")
 	e.Worker("worker-2")
-	return &docsCluster{e}
+	return &docsCluster{e2e: e, url: fmt.Sprintf("http://127.0.0.1:%d", master.Port), port: master.Port}
+}
+
+// runsOf returns the ids of name's workflow instances, oldest first.
+func (c *docsCluster) runsOf(t *testing.T, name string) []int64 {
+	t.Helper()
+	var ids []int64
+	if err := c.db.SQL().Select(&ids, `SELECT id FROM workflow_instance WHERE workflow_name = $1 ORDER BY id`, name); err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 // docScript runs a command block of the docs as printed, in bash from the repository's root
@@ -302,6 +318,61 @@ func TestDocsExamples(t *testing.T) {
 		wf := firstID(t, out)
 		if got := c.outputs(t, wf)["fetch"]; got != "fetched 42 records on attempt 2" {
 			t.Errorf("fetch's output = %q, want attempt 2's", got)
+		}
+	})
+
+	t.Run("webhook triggers", func(t *testing.T) {
+		waitReady(t, c.port)
+		block := testenv.DocBlock(t, "docs/workflows.md", "Webhook triggers", "sh", 1)
+		stdout, stderr := c.docScript(t, strings.ReplaceAll(block, "http://127.0.0.1:5678", c.url))
+		runs := c.runsOf(t, "deploy")
+		if len(runs) != 1 {
+			t.Fatalf("three sends of one delivery started runs %v, want one\n%s\n%s", runs, stdout, stderr)
+		}
+		var got []string
+		for _, a := range regexp.MustCompile(`(?m)^HTTP (\d{3})$`).FindAllStringSubmatch(stdout, -1) {
+			got = append(got, a[1])
+		}
+		if strings.Join(got, " ") != "201 200 200" {
+			t.Errorf("the deliveries were answered %v, want 201 200 200:\n%s", got, stdout)
+		}
+		for _, want := range []string{"deploy v1", "/api/v1/hooks/deploy-main", "submitted → workflow instance"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("hooks list printed nothing with %q:\n%s", want, stdout)
+			}
+		}
+		if st := c.waitEnded(t, runs[0]); st != dao.WorkflowSucceeded {
+			t.Fatalf("the delivery's run ended %s", st)
+		}
+		if got := c.outputs(t, runs[0])["deploy"]; got != "deployed 4b825dc642cb6eb9a060e54bf8d69288fbee4904 of refs/heads/main" {
+			t.Errorf("deploy's output = %q, want the pushed commit's", got)
+		}
+	})
+
+	t.Run("assets", func(t *testing.T) {
+		c.docScript(t, testenv.DocBlock(t, "docs/workflows.md", "Assets: data-aware runs", "sh", 1))
+		var runs []int64
+		waitUntil(t, 60*time.Second, "daily-report to be started by its assets", func() bool {
+			runs = c.runsOf(t, "daily-report")
+			return len(runs) > 0
+		})
+		if st := c.waitEnded(t, runs[0]); st != dao.WorkflowSucceeded {
+			t.Fatalf("daily-report ended %s", st)
+		}
+		if got := c.outputs(t, runs[0])["report"]; !strings.HasPrefix(got, "[offline model]") {
+			t.Errorf("report's output = %q, want the model's answer", got)
+		}
+		var took []string
+		if err := c.db.SQL().Select(&took, `SELECT e.asset || ': ' || e.output FROM asset_consumption c
+			JOIN asset_event e ON e.id = c.event_id WHERE c.workflow_instance_id = $1 ORDER BY e.asset`, runs[0]); err != nil {
+			t.Fatal(err)
+		}
+		want := regexp.MustCompile(`^\[customers: 1204 customers, 17 new orders: 61240 orders loaded for \d{4}-\d\d-\d\d\n?\]$`)
+		if !want.MatchString(fmt.Sprint(took)) {
+			t.Errorf("daily-report's run took the events %q, want the emitted customers and load-orders' orders", took)
+		}
+		if got := c.runsOf(t, "daily-report"); len(got) != 1 {
+			t.Errorf("one pair of events started runs %v, want one", got)
 		}
 	})
 
