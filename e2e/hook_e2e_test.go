@@ -163,3 +163,63 @@ tasks:
 		return err == nil && wf.State == dao.WorkflowSucceeded
 	})
 }
+
+// TestHookRefusalsOverTheWire sends a master process what an attacker or a broken sender
+// would: a forged GitHub signature, an hmac-sha256 delivery signed right but captured ten
+// minutes ago and sent again, and a 10 MiB body. Each is refused with its status and audited,
+// and none starts a run; the same hmac delivery sent fresh starts one.
+func TestHookRefusalsOverTheWire(t *testing.T) {
+	t.Parallel()
+	const secret = "e2e-hook-secret"
+	e := setupE2E(t, nil, "", "ZKSCHED_HOOK_SECRET_PUSH="+secret)
+	f := e.file(t, "push.yaml", `name: push
+params: {ref: ""}
+triggers:
+  - webhook: {name: push-github, secret-env: ZKSCHED_HOOK_SECRET_PUSH, signature: github, params: {ref: "{{ .body.ref }}"}}
+  - webhook: {name: push-signed, secret-env: ZKSCHED_HOOK_SECRET_PUSH, signature: hmac-sha256, params: {ref: "{{ .body.ref }}"}}
+tasks:
+  - {name: build, type: shell, command: 'echo "building $ZKSCHED_PARAM_ref"'}
+`)
+	if out, code := e.Run("define", f); code != 0 {
+		t.Fatalf("define: exit %d\n%s", code, out)
+	}
+	m := e.Master("master")
+	base := fmt.Sprintf("http://127.0.0.1:%d/api/v1/hooks/", m.Port)
+	serving(t, m, fmt.Sprintf("http://127.0.0.1:%d", m.Port), nil)
+	c := client(t, "127.0.0.1", nil)
+	sign := func(msg string) string {
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(msg))
+		return hex.EncodeToString(mac.Sum(nil))
+	}
+	body := `{"ref": "refs/heads/main"}`
+	timed := func(id string, at time.Time) reply {
+		stamp := fmt.Sprint(at.Unix())
+		return call(t, c, "POST", base+"push-signed", body, "Content-Type", "application/json",
+			"X-Zksched-Delivery", id, "X-Zksched-Timestamp", stamp, "X-Zksched-Signature-256", sign(stamp+"."+body))
+	}
+
+	if r := call(t, c, "POST", base+"push-github", body, "Content-Type", "application/json", "X-GitHub-Delivery", "d-forged",
+		"X-Hub-Signature-256", "sha256="+sign(body+" ")); r.status != http.StatusUnauthorized {
+		t.Errorf("a forged signature: %d %s; want 401", r.status, r.body)
+	}
+	if r := timed("d-replayed", time.Now().Add(-10*time.Minute)); r.status != http.StatusUnauthorized || !strings.Contains(r.body, "X-Zksched-Timestamp") {
+		t.Errorf("a delivery replayed 10 minutes later: %d %s; want 401 naming the timestamp", r.status, r.body)
+	}
+	big := `{"ref": "` + strings.Repeat("x", 10<<20) + `"}`
+	if r := call(t, c, "POST", base+"push-github", big, "Content-Type", "application/json", "X-GitHub-Delivery", "d-big",
+		"X-Hub-Signature-256", "sha256="+sign(big)); r.status != http.StatusRequestEntityTooLarge {
+		t.Errorf("a 10 MiB body: %d %.200s; want 413", r.status, r.body)
+	}
+	var runs, refused int
+	if err := e.db.SQL().QueryRow(`SELECT (SELECT count(*) FROM workflow_instance WHERE workflow_name = 'push'),
+		(SELECT count(*) FROM audit_event WHERE action = 'hook.deliver' AND outcome <> 'ok')`).Scan(&runs, &refused); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 0 || refused < 3 {
+		t.Errorf("after three refused deliveries: %d runs, %d refusals audited; want 0 and 3", runs, refused)
+	}
+	if r := timed("d-fresh", time.Now()); r.status != http.StatusCreated {
+		t.Errorf("the same delivery signed now: %d %s; want 201", r.status, r.body)
+	}
+}
