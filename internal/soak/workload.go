@@ -219,7 +219,7 @@ func kinds(cmd func(body string) string, ledger string, sense *sensorTargets) []
 			shell("make", failFirst(2, "sleep 0.2"), "retries", 3, "produces", []string{assetB}),
 			shell("after", "sleep 0.2", "depends-on", []string{"make"}),
 		}},
-		{name: "soak-emit", weight: 1, emit: []string{assetA, assetB}},
+		{name: "soak-emit", weight: 2, emit: []string{assetA, assetB}},
 		{name: "soak-consume-all", fields: map[string]any{"on-assets": map[string]any{"all": []string{assetA, assetB}}},
 			tasks: []map[string]any{shell("use", "sleep 0.3")}},
 		{name: "soak-consume-any", fields: map[string]any{"on-assets": map[string]any{"any": []string{assetA, assetB}}},
@@ -242,7 +242,7 @@ func kinds(cmd func(body string) string, ledger string, sense *sensorTargets) []
 		}
 		ready := map[string]any{"http": map[string]any{"url": sense.url,
 			"expect": map[string]any{"json": `{{ eq (printf "%v" (index .body .params.key)) "ready" }}`}}}
-		ks = append(ks, kind{name: senseKind, weight: 2, mayFail: true, operate: (*workload).makeReady,
+		ks = append(ks, kind{name: senseKind, weight: 3, mayFail: true, operate: (*workload).makeReady,
 			fields: map[string]any{"params": map[string]any{"key": map[string]any{"required": true}}},
 			params: func(r *rand.Rand) map[string]string {
 				return map[string]string{"key": fmt.Sprintf("k%016x", r.Uint64())}
