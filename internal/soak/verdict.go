@@ -27,7 +27,8 @@ type Result struct {
 	Servers int
 	// Faults counts the faults by kind.
 	Faults map[string]int
-	// Submitted counts the workflows submitted by kind; SubmitFailures the submissions no
+	// Submitted counts the workflows submitted by kind (for soak-hook the deliveries
+	// acknowledged, for soak-emit the asset events); SubmitFailures the submissions no
 	// master took (all down, or their database).
 	Submitted      map[string]int
 	SubmitFailures int
