@@ -224,7 +224,8 @@ type RerunResult struct {
 
 // TaskRerunIfFailedOrKilled is the transition "rerun": it puts the given failed or killed task instances of a workflow instance back in
 // the queue (retries reset, attempt numbers going on so every fencing token stays unique;
-// a for-each task's parent waiting again, for its master to create its items never created),
+// a for-each task's parent waiting again, for its master to create its items never created;
+// a sensor's state removed, so it starts over),
 // deletes the task instances named in recreate that ended without an attempt — skipped,
 // failed at their creation, a wait or workflow task failed or killed; never a for-each
 // task's parent, which keeps its items — so the master creates them again, deciding anew, once their
@@ -312,6 +313,12 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 			if r.State == TaskQueued {
 				groups[r.Group] = true
 			}
+		}
+		// A sensor rerun starts over: its timeout runs from its new first check, not from the
+		// one its state (the checkpoint sensor-state, executor.Sensor) keeps.
+		if _, err := q.q.ExecContext(ctx, `DELETE FROM task_checkpoint WHERE task_instance_id = ANY($1) AND step = 'sensor-state'`,
+			pq.Array(res.Requeued)); err != nil {
+			return fmt.Errorf("reset the sensors rerun in workflow instance %d: %w", workflowID, err)
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)

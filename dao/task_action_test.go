@@ -200,6 +200,41 @@ func TestRerunWakesMastersWithTheID(t *testing.T) {
 	}
 }
 
+// TestRerunResetsASensor: a rerun removes a sensor's state (the checkpoint sensor-state),
+// so the sensor starts over, its timeout from its new first check; the attempts between,
+// lost or handed back, keep it. An agent's steps stay.
+func TestRerunResetsASensor(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := b.queue(t, 1, "sensor-rerun")
+	claimed, err := b.db.TaskClaimQueued(b.ctx, "w", []string{"sensor-rerun"}, 1)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	for _, step := range []string{"sensor-state", "draft"} {
+		if err := b.db.CheckpointSaveIfRunning(b.ctx, claimed[0].Token(), step, `{"start": "2026-11-28T12:00:00Z"}`, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.db.TaskFinishIfRunning(b.ctx, claimed[0].Token(), dao.AttemptResult{Outcome: dao.OutcomeFailed, Next: dao.TaskFailed}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.db.TaskRerunIfFailedOrKilled(b.ctx, wf, []int64{claimed[0].ID}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	cps, err := b.db.CheckpointListForTask(b.ctx, claimed[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, cp := range cps {
+		steps = append(steps, cp.Step)
+	}
+	if !slices.Equal(steps, []string{"draft"}) {
+		t.Fatalf("checkpoints after the rerun: %v; want [draft]", steps)
+	}
+}
+
 func TestStopRacesAClaim(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

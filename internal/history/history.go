@@ -30,6 +30,7 @@ package history
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"regexp"
@@ -338,15 +339,22 @@ func (h *History) Timeline(opts Options, workflows ...int64) string {
 }
 
 // runsNowhere reports whether a task ends without any worker running it: a wait task (a
-// signal or its timeout ends it) or a workflow task (its child's end does).
+// signal or its timeout ends it), a workflow task (its child's end does) or a time sensor
+// (the masters decide it by the clock).
 func runsNowhere(t dao.TaskInstance) bool {
-	return t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow
+	return t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow || (t.Type == workflow.TypeSensor && timeSensor(t))
+}
+
+// timeSensor reports whether the sensor t waits for a time, from its params.
+func timeSensor(t dao.TaskInstance) bool {
+	var p workflow.TaskParams
+	return json.Unmarshal(t.Params, &p) == nil && p.Task.Time != nil
 }
 
 // recorded reports whether a task runs a command, which can keep a run log: a shell task (or
 // one of a hand-written history, whose type is left empty). The others never leave a run.
 func recorded(t dao.TaskInstance) bool {
-	return t.Type != "noop" && t.Type != "llm" && t.Type != "agent"
+	return t.Type != "noop" && t.Type != "llm" && t.Type != "agent" && t.Type != workflow.TypeSensor
 }
 
 // judgeKills checks that no attempt of t started after an operator killed it, or stopped its

@@ -231,6 +231,21 @@ func TestJudge(t *testing.T) {
 				h.Tasks[0].Type = "agent"
 				h.Events = events(run(2, 1, "w2", -1, 2, true))
 			}},
+		{name: "sensor committed without a run", // sensors keep no run log
+			edit: func(h *History, o *Options) {
+				h.Tasks[0].Type = "sensor"
+				h.Events = events(run(2, 1, "w2", -1, 2, true))
+			}},
+		{name: "a time sensor, ended by the masters",
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "clock", Type: "sensor", State: dao.TaskSucceeded,
+					Params: []byte(`{"task": {"name": "clock", "type": "sensor", "time": {"after": "2s"}}}`)})
+			}},
+		{name: "a file sensor with no attempt", wantOf: []string{`task 3 "file" (workflow instance 1) succeeded under attempt 0`},
+			edit: func(h *History, o *Options) {
+				h.Tasks = append(h.Tasks, dao.TaskInstance{ID: 3, WorkflowInstanceID: 1, Name: "file", Type: "sensor", State: dao.TaskSucceeded,
+					Params: []byte(`{"task": {"name": "file", "type": "sensor", "file": {"path": "/tmp/x"}}}`)})
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,8 +13,11 @@
 // first attempts and retry with no interval, timeouts, pools, agent tasks on a test model
 // server, wait tasks, a for-each of six items two at a time, a workflow task starting a
 // child workflow, a workflow with a concurrency key (three runs of a thread drawn at random
-// submitted at once, to run one at a time), an agent that pauses at a wait step, and, acting as an
-// operator, kills, stops, reruns and signals to wait tasks and paused agents (approve,
+// submitted at once, to run one at a time), an agent that pauses at a wait step, webhook
+// deliveries sent again to other masters, tasks that produce assets with workflows started by
+// their events (and events emitted through the API), sensors on a time, a file and an HTTP
+// server of the soak's whose conditions the workload makes true after a delay (or never), and,
+// acting as an operator, kills, stops, reruns and signals to wait tasks and paused agents (approve,
 // reject, a second signal, none at all). Every shell task records its
 // runs in the history's run log, which lives on another database than the one the nemesis
 // restarts.
@@ -42,8 +45,12 @@
 // agent's wait step checkpointed with it and its last step using it), for-each tasks (items
 // created in index order, never more alive at once than max-parallel, a frozen worker's runs
 // aside), child workflows (one child per workflow task, ending as it does; no child-only
-// instance without a parent) and concurrency keys (a key's instances never more than its max
-// at once by the database's start and end times, and started in submit order).
+// instance without a parent), concurrency keys (a key's instances never more than its max
+// at once by the database's start and end times, and started in submit order), assets (one
+// event per success of a producing task, each event taken by at most one run of each
+// consumer, every run on the events its all or any asks for, and none left to start once the
+// masters have settled) and sensors (each ends as its condition's time says: succeeded once
+// true, its on-timeout's end only if still false at its timeout).
 //
 // Run and its helpers take a testing.TB: the soak is a test (e2e TestSoak), and
 // `zksched-bench soak` runs it outside one through Main, which stands in for the test.

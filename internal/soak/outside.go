@@ -64,7 +64,7 @@ func RunOn(t testing.TB, cfg Config, on Outside) *Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ledger := filepath.Join(t.TempDir(), "tool-ledger")
-	ks := kinds(on.Rec.Command, ledger)
+	ks := kinds(on.Rec.Command, ledger, nil)
 	if err := define(ctx, on.DB, ks); err != nil {
 		t.Fatalf("soak: %v", err)
 	}

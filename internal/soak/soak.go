@@ -124,7 +124,8 @@ func Run(t testing.TB, cfg Config) *Result {
 	}
 	rec := history.New(t)
 	ledger := filepath.Join(t.TempDir(), "tool-ledger")
-	ks := kinds(rec.Command, ledger)
+	sense := newSensorTargets(t)
+	ks := kinds(rec.Command, ledger, sense)
 	if err := define(ctx, db, ks); err != nil {
 		t.Fatalf("soak: %v", err)
 	}
@@ -138,6 +139,9 @@ func Run(t testing.TB, cfg Config) *Result {
 		"ZKSCHED_WORKER_POLL_INTERVAL=200ms", "ZKSCHED_MASTER_POLL_INTERVAL=200ms",
 		"ZKSCHED_WORKER_SHUTDOWN_TIMEOUT=5s",
 		"ZKSCHED_API_TOKEN=" + token,
+		// soak-sense's http sensors ask a server of the soak's on loopback, which the
+		// workers refuse by default.
+		"ZKSCHED_WORKER_HTTP_TOOLS_ALLOW_PRIVATE_TARGETS=true",
 	}, append(NodeEnv(model, model.BaseURL()), rec.Env()...)...)
 	tc := testcluster.New(t, ens.Servers(), root, pg.DSN, common...)
 	tc.PipeOutput = true
@@ -193,7 +197,7 @@ func Run(t testing.TB, cfg Config) *Result {
 	}
 	w := &workload{db: db, kinds: ks, every: cfg.SubmitEvery,
 		api:       &apiClient{masters: masters, token: token, client: &http.Client{Timeout: 10 * time.Second}},
-		submitted: map[string]int{}, actions: map[string]int{}}
+		submitted: map[string]int{}, actions: map[string]int{}, sense: sense}
 	nm := &nemesis{cl: cl, ens: ens, pg: pg, zkc: zkc, root: root, kinds: cfg.Kinds, every: cfg.FaultEvery,
 		session: cfg.SessionTimeout, delay: cfg.FailoverDelay, logf: logf, counts: map[string]int{}}
 	setup := time.Since(began)

@@ -27,7 +27,8 @@ type Result struct {
 	Servers int
 	// Faults counts the faults by kind.
 	Faults map[string]int
-	// Submitted counts the workflows submitted by kind; SubmitFailures the submissions no
+	// Submitted counts the workflows submitted by kind (for soak-hook the deliveries
+	// acknowledged, for soak-emit the asset events); SubmitFailures the submissions no
 	// master took (all down, or their database).
 	Submitted      map[string]int
 	SubmitFailures int
@@ -141,19 +142,22 @@ func (v *verdict) judge(healedAt time.Time) *Result {
 	v.w.wait()
 	v.res.Submitted, v.res.SubmitFailures, v.res.Actions = v.w.submitted, v.w.failures, v.w.actions
 
-	// Every workflow ended and no task left queued or running.
+	// Every workflow ended, no task left queued or running, and no asset-triggered run left
+	// to start (the masters start one at their next poll after its last event): read in one
+	// snapshot, nothing can start after it.
 	drainEnd := healedAt.Add(v.cfg.Drain)
-	var open, busy int
+	var open, busy, assetsDue int
 	for {
 		err := v.db.SQL().QueryRowContext(ctx, `SELECT
 			(SELECT count(*) FROM workflow_instance WHERE state NOT IN ('succeeded', 'failed', 'stopped')),
-			(SELECT count(*) FROM task_instance WHERE state IN ('queued', 'running'))`).Scan(&open, &busy)
-		if err == nil && open == 0 && busy == 0 {
+			(SELECT count(*) FROM task_instance WHERE state IN ('queued', 'running')),
+			(`+assetsDueSQL+`)`).Scan(&open, &busy, &assetsDue)
+		if err == nil && open == 0 && busy == 0 && assetsDue == 0 {
 			break
 		}
 		if time.Now().After(drainEnd) {
-			v.anomaly("drain: %d workflow instance(s) not ended and %d task instance(s) queued or running %v after the chaos (error: %v)",
-				open, busy, v.cfg.Drain, err)
+			v.anomaly("drain: %d workflow instance(s) not ended, %d task instance(s) queued or running and %d asset consumer(s) with a run due %v after the chaos (error: %v)",
+				open, busy, assetsDue, v.cfg.Drain, err)
 			break
 		}
 		time.Sleep(250 * time.Millisecond)
@@ -255,6 +259,8 @@ func (v *verdict) judgeHistory(h *history.History) {
 	v.judgeSignals(h)
 	v.judgeTools(h)
 	v.judgeHooks()
+	v.judgeAssets()
+	v.judgeSensors(h)
 	if l, err := limitsOf(v.w.kinds); err != nil {
 		v.anomaly("read the kinds' limits: %v", err)
 	} else {

@@ -27,7 +27,8 @@ type flowLimits struct {
 	maxParallel map[string]int
 	// keyMax is the concurrency max of each workflow with a concurrency key.
 	keyMax map[string]int
-	// childOnly are the workflows only a workflow task starts: the kinds of weight 0.
+	// childOnly are the workflows only a workflow task starts: the kinds of weight 0 that
+	// no asset starts.
 	childOnly map[string]bool
 }
 
@@ -35,6 +36,9 @@ type flowLimits struct {
 func limitsOf(ks []kind) (flowLimits, error) {
 	l := flowLimits{maxParallel: map[string]int{}, keyMax: map[string]int{}, childOnly: map[string]bool{}}
 	for _, k := range ks {
+		if len(k.emit) > 0 {
+			continue
+		}
 		spec, err := k.spec()
 		if err != nil {
 			return l, err
@@ -47,7 +51,7 @@ func limitsOf(ks []kind) (flowLimits, error) {
 		if spec.Concurrency != nil {
 			l.keyMax[k.name] = spec.Concurrency.Max
 		}
-		if k.weight == 0 {
+		if k.weight == 0 && spec.OnAssets == nil {
 			l.childOnly[k.name] = true
 		}
 	}

@@ -44,6 +44,9 @@ type kind struct {
 	// hook, if set, is the kind's webhook: its instances are started by GitHub-signed
 	// deliveries to it, each sent one to three times (deliverHook), never submitted.
 	hook string
+	// emit, if set, are assets of which the kind emits events from outside any task
+	// (emitAsset), one of them drawn each time, instead of submitting a workflow.
+	emit []string
 }
 
 const (
@@ -54,12 +57,32 @@ const (
 	// approveStep is soak-approve's wait step: the verdict reads its checkpoint, which holds
 	// the signal's output.
 	approveStep = "approve"
+	// assetA and assetB are the assets soak-produce-a and soak-produce-b produce and
+	// soak-emit emits; soak-consume-all runs on one event of each, soak-consume-any on one of
+	// either (judgeAssets).
+	assetA, assetB = "soak-a", "soak-b"
+	// senseKind is the workflow whose sensors wait for the workload's conditions
+	// (sensorTargets, judgeSensors).
+	senseKind = "soak-sense"
+)
+
+// The sensors of soak-sense: their timeouts, and the time sensor's delay.
+const (
+	senseClockAfter = 2 * time.Second
+	// senseFileTimeout and senseHTTPTimeout are long enough for most conditions the workload
+	// draws to turn true in time, senseSoonTimeout short enough for most not to.
+	senseFileTimeout = 8 * time.Second
+	senseHTTPTimeout = 8 * time.Second
+	senseSoonTimeout = 3 * time.Second
 )
 
 // kinds returns the workload's workflows; cmd wraps a shell body so that its runs are
 // recorded, and ledger is the file the tools of the tool-calling agents write their effects
-// to (see judgeTools). A kind of weight 0 is defined but never submitted: a child workflow.
-func kinds(cmd func(body string) string, ledger string) []kind {
+// to (see judgeTools). sense are the conditions of soak-sense's sensors; without them (a
+// cluster the soak did not start, which may not see this host's files and loopback) there is
+// no soak-sense. A kind of weight 0 is defined but never submitted: a child workflow, an
+// asset consumer.
+func kinds(cmd func(body string) string, ledger string, sense *sensorTargets) []kind {
 	shell := func(name, body string, extra ...any) map[string]any {
 		t := map[string]any{"name": name, "type": "shell", "command": cmd(body)}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -71,7 +94,7 @@ func kinds(cmd func(body string) string, ledger string) []kind {
 	failFirst := func(n int, then string) string {
 		return fmt.Sprintf(`[ "$ZKSCHED_ATTEMPT" -gt %d ] || exit 3; %s`, n, then)
 	}
-	return []kind{
+	ks := []kind{
 		{name: "soak-dag", weight: 3, tasks: []map[string]any{
 			shell("a", "sleep 0.3"),
 			shell("b", "sleep 1.2", "depends-on", []string{"a"}),
@@ -183,7 +206,56 @@ func kinds(cmd func(body string) string, ledger string) []kind {
 			}},
 			shell("after", "sleep 0.2", "depends-on", []string{"agent"}),
 		}},
+		// Assets: each success of a producing task writes one event, a failed or killed
+		// attempt none (make fails its first attempts, victim is killed and sometimes rerun);
+		// soak-emit writes events from outside, through the masters' API. The masters start
+		// soak-consume-all on one event of each asset, soak-consume-any on each event
+		// (judgeAssets).
+		{name: "soak-produce-a", weight: 2, mayFail: true, operate: (*workload).killAndRerun, tasks: []map[string]any{
+			shell("make", failFirst(1, "sleep 0.3"), "retries", 2, "produces", []string{assetA}),
+			shell("victim", "sleep 3", "produces", []string{assetA}),
+		}},
+		{name: "soak-produce-b", weight: 2, tasks: []map[string]any{
+			shell("make", failFirst(2, "sleep 0.2"), "retries", 3, "produces", []string{assetB}),
+			shell("after", "sleep 0.2", "depends-on", []string{"make"}),
+		}},
+		{name: "soak-emit", weight: 2, emit: []string{assetA, assetB}},
+		{name: "soak-consume-all", fields: map[string]any{"on-assets": map[string]any{"all": []string{assetA, assetB}}},
+			tasks: []map[string]any{shell("use", "sleep 0.3")}},
+		{name: "soak-consume-any", fields: map[string]any{"on-assets": map[string]any{"any": []string{assetA, assetB}}},
+			tasks: []map[string]any{shell("use", "sleep 0.1")}},
 	}
+	if sense != nil {
+		// Sensors that wait holding no slot: a time, a file the workload creates once, and
+		// the run's key in the answer of an HTTP server, which the workload makes ready after
+		// a delay of its own for each run (or never). Their on-timeout is skip, fail and
+		// succeed (judgeSensors).
+		sensor := func(name string, timeout time.Duration, onTimeout string, cond map[string]any) map[string]any {
+			t := map[string]any{"name": name, "type": "sensor", "interval": "1s", "timeout": timeout.String()}
+			if onTimeout != "" {
+				t["on-timeout"] = onTimeout
+			}
+			for k, v := range cond {
+				t[k] = v
+			}
+			return t
+		}
+		ready := map[string]any{"http": map[string]any{"url": sense.url,
+			"expect": map[string]any{"json": `{{ eq (printf "%v" (index .body .params.key)) "ready" }}`}}}
+		ks = append(ks, kind{name: senseKind, weight: 3, mayFail: true, operate: (*workload).makeReady,
+			fields: map[string]any{"params": map[string]any{"key": map[string]any{"required": true}}},
+			params: func(r *rand.Rand) map[string]string {
+				return map[string]string{"key": fmt.Sprintf("k%016x", r.Uint64())}
+			},
+			tasks: []map[string]any{
+				sensor("clock", 30*time.Second, "", map[string]any{"time": map[string]any{"after": senseClockAfter.String()}}),
+				sensor("file", senseFileTimeout, workflow.OnTimeoutSkip, map[string]any{"file": map[string]any{"path": sense.file}}),
+				sensor("http", senseHTTPTimeout, workflow.OnTimeoutFail, ready),
+				sensor("soon", senseSoonTimeout, workflow.OnTimeoutSucceed, ready),
+				shell("after", "true", "depends-on", []string{"clock", "http", "soon"}),
+			}})
+	}
+	return ks
 }
 
 // forEachOver is a for-each template of n items, each a JSON string of task's output and the
@@ -213,9 +285,12 @@ func (k kind) spec() (*workflow.Spec, error) {
 	return spec, nil
 }
 
-// define stores every kind's definition.
+// define stores every kind's definition; a kind that emits assets has none.
 func define(ctx context.Context, db *dao.DB, ks []kind) error {
 	for _, k := range ks {
+		if len(k.emit) > 0 {
+			continue
+		}
 		spec, err := k.spec()
 		if err != nil {
 			return err
@@ -244,12 +319,35 @@ type workload struct {
 	actions   map[string]int
 	// deliveries are the webhook deliveries sent, by id: whether one was acknowledged.
 	deliveries map[string]bool
-	ops        sync.WaitGroup
+	// emits are the asset events emitted from outside (emitAsset).
+	emits []emitSent
+	// sense are the conditions of soak-sense's sensors; nil without soak-sense.
+	sense *sensorTargets
+	ops   sync.WaitGroup
 }
 
 // start submits in a goroutine of its own until ctx ends; the operators it started go on
 // until their own end. wait waits for both.
 func (w *workload) start(ctx context.Context, r *rand.Rand) {
+	if w.sense != nil {
+		// The file soak-sense's file sensors wait for appears once, within the first seconds:
+		// the runs submitted before wait for it, and may time out.
+		fileDelay := jitter(r, 12*time.Second)
+		w.ops.Add(1)
+		go func() {
+			defer w.ops.Done()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(fileDelay):
+			}
+			if err := w.sense.createFile(); err != nil {
+				w.count("sensor file not created")
+				return
+			}
+			w.count("sensor file created")
+		}()
+	}
 	w.ops.Add(1)
 	go func() {
 		defer w.ops.Done()
@@ -292,6 +390,10 @@ func (w *workload) run(ctx context.Context, r *rand.Rand) {
 func (w *workload) submit(k kind, order []int, body map[string]any, opSeed int64) {
 	if k.hook != "" {
 		w.deliverHook(k, order, opSeed)
+		return
+	}
+	if len(k.emit) > 0 {
+		w.emitAsset(k, order, opSeed)
 		return
 	}
 	var created struct {
@@ -340,6 +442,32 @@ func (w *workload) deliverHook(k kind, order []int, seed int64) {
 	}
 	w.deliveries[id] = acked
 	if acked {
+		w.submitted[k.name]++
+	} else {
+		w.failures++
+	}
+	w.mu.Unlock()
+}
+
+// emitSent is an asset event the workload emitted from outside: Tag is its output, which
+// names it; Sent how many masters were asked (a master that failed to answer may have
+// written it all the same); Acked whether one answered 201.
+type emitSent struct {
+	Asset, Tag string
+	Sent       int
+	Acked      bool
+}
+
+// emitAsset emits an event of one of k's assets, drawn from seed, through the masters in
+// order: the next one is asked only when one fails to answer.
+func (w *workload) emitAsset(k kind, order []int, seed int64) {
+	r := rand.New(rand.NewSource(seed))
+	e := emitSent{Asset: k.emit[r.Intn(len(k.emit))], Tag: fmt.Sprintf("emit-%016x", uint64(seed))}
+	status, sent, err := w.api.send(order, "/api/v1/assets/"+e.Asset+"/events", map[string]any{"output": e.Tag}, nil)
+	e.Sent, e.Acked = sent, err == nil && status == http.StatusCreated
+	w.mu.Lock()
+	w.emits = append(w.emits, e)
+	if e.Acked {
 		w.submitted[k.name]++
 	} else {
 		w.failures++
@@ -508,6 +636,33 @@ func (w *workload) signal(r *rand.Rand, wf int64, name string, waiting func(dao.
 		w.mu.Unlock()
 		w.count(fmt.Sprintf("signal answered %d", status))
 	}
+}
+
+// makeReady makes the run's key ready in the answers of the sensors' HTTP server after a
+// delay drawn from r, from a second to ten (the http sensor's timeout is 8 s, soon's 3 s),
+// or, one time in five, never.
+func (w *workload) makeReady(r *rand.Rand, wf int64) {
+	delay, never := time.Duration(1+r.Intn(10))*time.Second, r.Intn(5) == 0
+	if never || w.sense == nil {
+		return
+	}
+	deadline := time.Now().Add(operatorWait)
+	var key string
+	for key == "" && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := w.db.SQL().QueryRowContext(ctx, `SELECT params->>'key' FROM workflow_instance WHERE id = $1`, wf).Scan(&key)
+		cancel()
+		if err != nil {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if key == "" {
+		w.count("sensor key not read")
+		return
+	}
+	time.Sleep(delay)
+	w.sense.makeReady(key)
+	w.count("sensor key made ready")
 }
 
 // rerunFailed reruns the workflow instance from its failed task once it has failed.

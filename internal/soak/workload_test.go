@@ -11,9 +11,13 @@ import (
 // and declares the params its runs are given, by the soak or by a parent's workflow task.
 func TestKindsParse(t *testing.T) {
 	t.Parallel()
-	all := kinds(func(body string) string { return body }, "/tmp/ledger")
+	all := kinds(func(body string) string { return body }, "/tmp/ledger",
+		&sensorTargets{file: "/tmp/sensor-ready", url: "http://127.0.0.1:1/ready"})
 	specs := map[string]*workflow.Spec{}
 	for _, k := range all {
+		if len(k.emit) > 0 {
+			continue
+		}
 		spec, err := k.spec()
 		if err != nil {
 			t.Errorf("kind %s: %v", k.name, err)

@@ -28,7 +28,8 @@ import (
 // so the task waits holding no slot until the masters queue it again
 // (lifecycle.EndWaitsPastTimeout); a poke sensor's attempt waits the interval itself and
 // checks again. The sensor's timeout runs from its first check, whose time the attempts keep
-// in the checkpoint workflow.SensorStateStep; past it, on-timeout decides: fail fails the
+// in the checkpoint workflow.SensorStateStep (written before that check, kept by the
+// attempts that follow until a rerun); past it, on-timeout decides: fail fails the
 // attempt, succeed succeeds it with an empty output, skip ends it paused at
 // workflow.SensorTimeoutStep, which the masters end skipped. A check that fails (the target
 // does not answer, the query is wrong) counts as not yet true: it is logged and counted, and
@@ -86,10 +87,10 @@ func (s Sensor) Run(ctx context.Context, t Task, log io.Writer) Result {
 		if err != nil {
 			return Result{Err: fmt.Errorf("load the sensor's state: %w", err)}
 		}
-		// The state goes on from the attempt before, which paused for this check; after any
-		// other end (a rerun of a sensor that failed, an attempt lost with its worker) the
-		// sensor starts over.
-		if cp, ok := cps[workflow.SensorStateStep]; ok && cp.Attempt == t.Attempt-1 {
+		// The state goes on from the attempts before: the one that paused for this check, and
+		// any lost with its worker or handed back since, so that neither restarts the
+		// timeout. A rerun removes it (dao.TaskRerunIfFailedOrKilled): the sensor starts over.
+		if cp, ok := cps[workflow.SensorStateStep]; ok {
 			if err := json.Unmarshal([]byte(cp.Output), &st); err != nil {
 				return Result{Err: fmt.Errorf("read the sensor's state: %w", err)}
 			}
@@ -98,6 +99,11 @@ func (s Sensor) Run(ctx context.Context, t Task, log io.Writer) Result {
 	now := clock.Now()
 	if st.Start.IsZero() {
 		st.Start = now
+		// Kept before the first check, which may take up to CheckTimeout: a worker lost
+		// during it leaves the next attempt the time the sensing began.
+		if err := s.saveState(ctx, t, st); err != nil {
+			return Result{Err: err}
+		}
 	}
 	late := time.Duration(-1)
 	if !st.Due.IsZero() {
@@ -146,14 +152,24 @@ func (s Sensor) Run(ctx context.Context, t Task, log io.Writer) Result {
 			continue
 		}
 		st.Due = now.Add(wait)
-		if t.Checkpoints != nil {
-			b, _ := json.Marshal(st)
-			if err := t.Checkpoints.Save(ctx, workflow.SensorStateStep, Checkpoint{Output: string(b)}); err != nil {
-				return Result{Err: fmt.Errorf("save the sensor's state: %w", err)}
-			}
+		if err := s.saveState(ctx, t, st); err != nil {
+			return Result{Err: err}
 		}
 		return Result{Paused: &Pause{Step: workflow.SensorStep, Timeout: wait}}
 	}
+}
+
+// saveState stores the sensor's state in the checkpoint workflow.SensorStateStep, if the
+// task keeps checkpoints.
+func (s Sensor) saveState(ctx context.Context, t Task, st sensorState) error {
+	if t.Checkpoints == nil {
+		return nil
+	}
+	b, _ := json.Marshal(st)
+	if err := t.Checkpoints.Save(ctx, workflow.SensorStateStep, Checkpoint{Output: string(b)}); err != nil {
+		return fmt.Errorf("save the sensor's state: %w", err)
+	}
+	return nil
 }
 
 // sensorTimedOut is the end of a sensor whose condition did not hold within its timeout.

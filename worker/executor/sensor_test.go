@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -251,9 +252,8 @@ func TestSensorPoke(t *testing.T) {
 	}
 }
 
-// TestSensorStartsOverAfterARerun: the state of a sensing that did not pause for this
-// attempt (a rerun after it failed) is not taken up: the timeout runs from the new first
-// check.
+// TestSensorStartsOverAfterARerun: a rerun removes the sensor's state (dao's rerun), and
+// the timeout runs from the new first check.
 func TestSensorStartsOverAfterARerun(t *testing.T) {
 	t.Parallel()
 	clock := clockwork.NewFakeClock()
@@ -263,5 +263,59 @@ func TestSensorStartsOverAfterARerun(t *testing.T) {
 	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 40*time.Second)
 	clock.Advance(2 * time.Minute)
 	task.Attempt++ // the attempt that failed it
+	delete(cps.steps, workflow.SensorStateStep)
 	wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 40*time.Second)
+}
+
+// TestSensorTimeoutOutlivesALostAttempt: an attempt lost with its worker in the middle of a
+// check, the first or a later one, does not start the timeout over: the next attempt goes on
+// from the state the attempts before kept, written before the first check.
+func TestSensorTimeoutOutlivesALostAttempt(t *testing.T) {
+	t.Parallel()
+	for _, lost := range []int{1, 2} {
+		t.Run(fmt.Sprintf("attempt %d lost", lost), func(t *testing.T) {
+			t.Parallel()
+			clock := clockwork.NewFakeClock()
+			cps := newCheckpoints()
+			// The check of the lost attempt never ends: its worker is gone.
+			hang := make(chan struct{})
+			t.Cleanup(func() { close(hang) })
+			var calls atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if int(calls.Add(1)) == lost {
+					select {
+					case <-hang:
+					case <-r.Context().Done():
+					}
+					return
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}))
+			t.Cleanup(srv.Close)
+			s := Sensor{Clock: clock, Client: notify.OutboundClient(time.Minute, true)}
+			task := sensorTask(t, "http: {url: '"+srv.URL+"'}\n    interval: 40s\n    timeout: 1m", cps)
+			if lost == 2 {
+				wantPaused(t, cps.run(s, &task, io.Discard), workflow.SensorStep, 40*time.Second)
+				clock.Advance(40 * time.Second)
+			}
+			// The lost attempt: its worker dies during the check.
+			ctx, kill := context.WithCancel(context.Background())
+			done := make(chan Result, 1)
+			task.Attempt++
+			cps.attempt = task.Attempt
+			go func() { done <- s.Run(ctx, task, io.Discard) }()
+			for calls.Load() < int32(lost) {
+				time.Sleep(time.Millisecond)
+			}
+			kill()
+			<-done
+			// The failover gives the task to another worker a while later, past the timeout
+			// counted from the first check.
+			clock.Advance(90 * time.Second)
+			res := cps.run(s, &task, io.Discard)
+			if res.Err == nil || !strings.Contains(res.Err.Error(), "not true within its timeout of 1m") {
+				t.Fatalf("result = %+v (paused %+v); want failed for its timeout, which ran from the first check", res, res.Paused)
+			}
+		})
+	}
 }
