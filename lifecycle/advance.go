@@ -218,6 +218,10 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 	if err != nil {
 		return Stepped{}, err
 	}
+	if len(st.RunWaits) > 0 {
+		// Where the fault tests kill a master: its workflow sensors are created, unlooked at.
+		faultinject.Point("runwait-before-look")
+	}
 	st.RunWaitsEnded, st.RunWaitErr = d.endRunWaits(ctx, st.RunWaits)
 	return st, nil
 }
