@@ -70,8 +70,12 @@ func (e *e2e) checkReportAfterLoad(t *testing.T, report, load int64) {
 	if loaded.Attempt != 0 || loaded.WorkerID != nil {
 		t.Errorf("sensor ran attempt %d on worker %v; want no attempt on any worker", loaded.Attempt, loaded.WorkerID)
 	}
-	if after.Attempt != 1 || after.Output == nil || !strings.HasPrefix(*after.Output, `after {"id":`+strconv.FormatInt(load, 10)) {
-		t.Errorf("report task: attempt %d, output %v; want one attempt reading the sensor's output", after.Attempt, after.Output)
+	var read struct {
+		ID int64 `json:"id"`
+	}
+	if after.Attempt != 1 || after.Output == nil || !strings.HasPrefix(*after.Output, "after ") ||
+		json.Unmarshal([]byte(strings.TrimPrefix(*after.Output, "after ")), &read) != nil || read.ID != load {
+		t.Errorf("report task: attempt %d, output %q; want one attempt reading the sensor's output", after.Attempt, deref(after.Output))
 	}
 	loadTasks := e.tasks(t, load)
 	if l := loadTasks["load"]; l.EndedAt == nil || loaded.EndedAt == nil || loaded.EndedAt.Before(*l.EndedAt) {

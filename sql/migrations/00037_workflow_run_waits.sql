@@ -38,7 +38,7 @@ CREATE INDEX IF NOT EXISTS workflow_instance_name_ended ON workflow_instance (wo
 -- in RFC 3339 (UTC).
 CREATE FUNCTION workflow_run_output(p_id bigint, p_name text, p_state text, p_ended_at timestamptz)
     RETURNS text LANGUAGE sql STABLE AS $$
-    SELECT json_build_object('id', p_id, 'workflow', p_name, 'state', p_state,
+    SELECT jsonb_build_object('id', p_id, 'workflow', p_name, 'state', p_state,
         'ended_at', to_char(p_ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))::text
 $$;
 -- +goose StatementEnd
