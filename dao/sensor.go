@@ -38,7 +38,7 @@ func (q *Queries) TaskQueueSensorsDue(ctx context.Context, limit int) (int, erro
 	return len(groups), nil
 }
 
-// This part holds the statements of workflow sensors (migration 00037): a sensor that waits,
+// This part holds the statements of workflow sensors (migration 00038): a sensor that waits,
 // on no worker, at the paused step workflow-run:NAME for a run of the workflow NAME that ends
 // in one of its states at or after its since. The statement that ends such a run ends the
 // sensors it satisfies, in its transaction (the trigger workflow_run_ended);

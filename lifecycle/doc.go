@@ -170,7 +170,7 @@
 // waiting at the paused step workflow-run:NAME, what it waits for beside it
 // (TaskCreateWaitingOnRun), its wait's timeout its own. The end of a run of NAME ends it, in
 // the transaction of that end, whatever statement makes it: a trigger on the instance's state
-// (migration 00037) ends every sensor the run satisfies (ended in one of its states at or
+// (migration 00038) ends every sensor the run satisfies (ended in one of its states at or
 // after its since, and not its own instance), succeeded with the run as its output, and wakes
 // the masters with their instances as a task's end does. A run that ended before the
 // sensor's creation committed found nothing to end: the master that created it looks once it
