@@ -343,3 +343,51 @@ func TestWorkflowSensorStoppedAndRerun(t *testing.T) {
 		t.Fatalf("claim = %+v, %v; want nothing: the sensor never goes to a worker", got, err)
 	}
 }
+
+// TestWorkflowSensorEndedByEveryEnd: the end of a run ends the sensors it satisfies whatever
+// statement ends it: an operator's stop, and a master's end of a run of two tasks.
+func TestWorkflowSensorEndedByEveryEnd(t *testing.T) {
+	t.Parallel()
+	db, _ := daotest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	d := lifecycle.NewDriver(db, "m1", clockwork.NewRealClock())
+	stopped := submit(ctx, t, db, parse(t, reportSpec(", state: stopped")))
+	finished := submit(ctx, t, db, parse(t, reportSpec(", state: ended")))
+	if st, err := d.ClaimAndAdvance(ctx, 10); err != nil || len(st.RunWaits) != 2 {
+		t.Fatalf("advance = %+v, %v; want both sensors waiting", st, err)
+	}
+
+	two := parse(t, "name: load\ntasks:\n  - {name: a, type: noop}\n  - {name: b, type: noop}\n")
+	run := submit(ctx, t, db, two)
+	if _, err := lifecycle.Stop(ctx, db, run, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantMatched(t, sensorOf(ctx, t, db, stopped), run, "stopped")
+	wantMatched(t, sensorOf(ctx, t, db, finished), run, "stopped")
+
+	// A second report waiting for a run that succeeds, ended by a master's finish.
+	again := submit(ctx, t, db, parse(t, reportSpec("")))
+	if _, err := d.ClaimAndAdvance(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	run = submit(ctx, t, db, two)
+	for range 2 {
+		got, err := lifecycle.Claim(ctx, db, "w1", []string{"default"}, 1, true)
+		if err != nil || len(got) != 1 || got[0].WorkflowInstanceID != run {
+			t.Fatalf("claim = %+v, %v; want a task of run %d", got, err, run)
+		}
+		res := dao.AttemptResult{Outcome: dao.OutcomeSucceeded}
+		res.Next, res.Retry = lifecycle.Next(&got[0], res.Outcome)
+		if _, err := lifecycle.Finish(ctx, db, []dao.Finish{{Token: got[0].Token(), Result: res}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := sensorOf(ctx, t, db, again); s.State != dao.TaskWaiting {
+		t.Fatalf("sensor before the master ends the run = %s; want waiting", s.State)
+	}
+	if st, err := d.AdvanceUnowned(ctx, []int64{run}); err != nil || len(st.Ended) != 1 {
+		t.Fatalf("advance of the run = %+v, %v; want it ended", st, err)
+	}
+	wantMatched(t, sensorOf(ctx, t, db, again), run, "succeeded")
+}
