@@ -623,13 +623,16 @@ func prettyJSON(raw json.RawMessage) string {
 }
 
 // pausedFor says what a task paused at step waits for: a signal, unless the step is one a
-// task leaves by itself (a tool's child ending, a sensor's next check).
+// task leaves by itself (a tool's child ending, a workflow sensor's run ending, a sensor's
+// next check).
 func pausedFor(step *string) string {
 	switch {
 	case step == nil:
 		return ""
 	case strings.HasPrefix(*step, "tool-child:"):
 		return "its tool's child workflow to end"
+	case strings.HasPrefix(*step, workflow.WorkflowRunStep):
+		return "a run of " + strings.TrimPrefix(*step, workflow.WorkflowRunStep) + " to end"
 	case *step == "sensor":
 		return "its next check"
 	case *step == "sensor-timeout":

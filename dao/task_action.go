@@ -227,7 +227,7 @@ type RerunResult struct {
 // a for-each task's parent waiting again, for its master to create its items never created;
 // a sensor's state removed, so it starts over),
 // deletes the task instances named in recreate that ended without an attempt — skipped,
-// failed at their creation, a wait or workflow task failed or killed; never a for-each
+// failed at their creation, a wait, workflow or worker-less sensor task failed or killed; never a for-each
 // task's parent, which keeps its items — so the master creates them again, deciding anew, once their
 // dependencies are met (the caller names the tasks below the rerun ones, and the rerun ones
 // that failed at creation), and reopens the workflow instance if it had finished: state running, no owner. The
@@ -322,7 +322,7 @@ func (db *DB) TaskRerunIfFailedOrKilled(ctx context.Context, workflowID int64, t
 		}
 		del, err := q.q.ExecContext(ctx, `DELETE FROM task_instance
 			WHERE workflow_instance_id = $1 AND name = ANY($2)
-				AND (state = 'skipped' OR (attempt = 0 AND item_count IS NULL AND (state = 'failed' OR (state = 'killed' AND type IN ('wait', 'workflow')))))`, workflowID, pq.Array(recreate))
+				AND (state = 'skipped' OR (attempt = 0 AND item_count IS NULL AND (state = 'failed' OR (state = 'killed' AND type IN ('wait', 'workflow', 'sensor')))))`, workflowID, pq.Array(recreate))
 		if err != nil {
 			return fmt.Errorf("delete tasks of workflow instance %d that never ran: %w", workflowID, err)
 		}
@@ -458,8 +458,9 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 // $6 the workers', woken with the task's group when a paused agent is queued again; $7 the
 // end's reason (empty for none), which a paused agent resumed does not take.
 //
-// A wait task, or a time sensor (which waits for its time on no worker), ends as $2 says. A
-// paused agent (paused_step set) that $2 ends succeeded is
+// A wait task, or a sensor that waits on no worker (a time sensor; a workflow sensor, at
+// workflow-run:NAME), ends as $2 says. A paused agent (another paused_step) that $2 ends
+// succeeded is
 // resumed instead: $3 becomes the checkpoint of its wait step, under the attempt that paused,
 // and the task is queued, for any worker to go on from the next step; one that $2 fails ends
 // failed, its error naming the step — except an agent waiting for the approval of a tool call
@@ -472,7 +473,9 @@ func (q *Queries) workflowStopIfActive(ctx context.Context, workflowID int64, er
 const endWaitingSQL = `
 		WITH w AS (
 			SELECT id, paused_step,
-				paused_step IS NOT NULL AND ($2 = 'succeeded' OR paused_step LIKE 'tool-approval:%') AS resume
+				paused_step IS NOT NULL AND paused_step NOT LIKE 'workflow-run:%' AS agent,
+				paused_step IS NOT NULL AND paused_step NOT LIKE 'workflow-run:%'
+					AND ($2 = 'succeeded' OR paused_step LIKE 'tool-approval:%') AS resume
 			FROM task_instance
 			WHERE id = $1 AND state = 'waiting' AND (type IN ('wait', 'sensor') OR paused_step IS NOT NULL)
 			  AND (paused_step IS NULL OR paused_step NOT LIKE 'tool-child:%' OR $7 <> '')
@@ -481,14 +484,14 @@ const endWaitingSQL = `
 			UPDATE task_instance ti SET
 				state = CASE WHEN w.resume THEN 'queued' ELSE $2 END,
 				output = CASE WHEN w.resume THEN ti.output ELSE $3 END,
-				error = CASE WHEN w.resume THEN NULL WHEN w.paused_step IS NOT NULL THEN 'step ' || w.paused_step || ': ' || $4 ELSE $4 END,
+				error = CASE WHEN w.resume THEN NULL WHEN w.agent THEN 'step ' || w.paused_step || ': ' || $4 ELSE $4 END,
 				ended_at = CASE WHEN w.resume THEN NULL ELSE now() END,
 				queued_at = CASE WHEN w.resume THEN now() ELSE ti.queued_at END,
 				wait_until = CASE WHEN w.paused_step IS NULL THEN ti.wait_until END,
 				end_reason = CASE WHEN w.resume THEN NULL ELSE nullif($7, '')::end_reason END,
 				paused_step = NULL
 			FROM w WHERE ti.id = w.id
-			RETURNING ti.id, ti.workflow_instance_id, ti.state, ti.worker_group, ti.attempt, w.paused_step
+			RETURNING ti.id, ti.workflow_instance_id, ti.state, ti.worker_group, ti.attempt, w.paused_step, w.agent
 		), cp AS (
 			INSERT INTO task_checkpoint (task_instance_id, step, attempt, output)
 			SELECT id, CASE WHEN $2 = 'succeeded' THEN paused_step
@@ -500,7 +503,8 @@ const endWaitingSQL = `
 			SELECT CASE WHEN state = 'queued' THEN pg_notify($6, worker_group)
 				ELSE pg_notify($5, workflow_instance_id::text) END FROM t
 		)
-		SELECT workflow_instance_id, state, paused_step FROM t, (SELECT count(*) FROM woken) w`
+		SELECT workflow_instance_id, state, CASE WHEN agent THEN paused_step END AS paused_step
+		FROM t, (SELECT count(*) FROM woken) w`
 
 // Signalled is what TaskEndIfWaiting did with a waiting task.
 type Signalled struct {

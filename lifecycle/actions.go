@@ -150,7 +150,9 @@ func RerunWorkflow(ctx context.Context, db *dao.DB, specs *Specs, id int64, audi
 // again rather than queueing it: a workflow task with a new child. A for-each task's parent,
 // which never runs itself, ended with its items: a rerun has it wait again for them.
 func neverRan(t *dao.TaskInstance) bool {
-	runsNowhere := t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow
+	// A sensor that never had an attempt waited on no worker (a time or workflow sensor): it
+	// is created again, to wait again, never queued.
+	runsNowhere := t.Type == workflow.TypeWait || t.Type == workflow.TypeWorkflow || t.Type == workflow.TypeSensor
 	return t.Attempt == 0 && t.ItemCount == nil && (t.State == dao.TaskFailed || (t.State == dao.TaskKilled && runsNowhere))
 }
 

@@ -24,6 +24,8 @@ type Driver struct {
 	// madeItems, nil outside tests, is called in an advance's transaction once it has created
 	// items of a for-each task, before it commits; an error aborts the transaction.
 	madeItems func() error
+	// madeRunWait, nil outside tests, is called likewise once it has created a workflow sensor.
+	madeRunWait func() error
 }
 
 // NewDriver returns the Driver of master owner. clock is the one Stepped.Deadlines are on.
@@ -44,6 +46,13 @@ type Stepped struct {
 	// Released are the instances the step gave up (or did not take): they only wait, for a
 	// signal or a timeout, whose end wakes the masters as a task's end does.
 	Released []int64
+	// RunWaits are the workflow sensors the step created waiting for a run: once it has
+	// committed, step looks whether their run ended already (dao.TaskEndIfRunEnded), and
+	// RunWaitsEnded counts those it ended. RunWaitErr is that look's failure, which the
+	// masters' poll makes up for: the step itself committed.
+	RunWaits      []int64
+	RunWaitsEnded int
+	RunWaitErr    error
 	// Deadlines holds when each instance with a workflow timeout that goes on times out, on
 	// this host's clock.
 	Deadlines map[int64]time.Time
@@ -209,6 +218,11 @@ func (d *Driver) step(ctx context.Context, ids []int64, pick func(q *dao.Queries
 	if err != nil {
 		return Stepped{}, err
 	}
+	if len(st.RunWaits) > 0 {
+		// Where the fault tests kill a master: its workflow sensors are created, unlooked at.
+		faultinject.Point("runwait-before-look")
+	}
+	st.RunWaitsEnded, st.RunWaitErr = d.endRunWaits(ctx, st.RunWaits)
 	return st, nil
 }
 
@@ -351,10 +365,26 @@ func (a *advance) timeout(ctx context.Context, wf *dao.WorkflowInstance, spec *w
 }
 
 // create adds the rows of the planned tasks of wf to the step's: each task's, a for-each's
-// first items, and for a workflow task its child, started now (or the task failed if it
-// cannot start one). It returns how many children it started.
+// first items, for a workflow task its child, started now (or the task failed if it cannot
+// start one), and a workflow sensor, created waiting for its run. It returns how many tasks it
+// created waiting apart from the rows: workflow tasks on their children, workflow sensors.
 func (a *advance) create(ctx context.Context, wf *dao.WorkflowInstance, planned []Planned, in inputs, tasks []dao.TaskOutcome) (children int, err error) {
 	for _, c := range planned {
+		if c.Task.WorkflowRun != nil && c.State == dao.TaskQueued {
+			id, failed, err := a.d.awaitRun(ctx, a.q, wf, c, in, tasks)
+			switch {
+			case err != nil:
+				return children, err
+			case failed != nil:
+				a.rows = append(a.rows, *failed)
+			default:
+				children++
+				if id != 0 {
+					a.st.RunWaits = append(a.st.RunWaits, id)
+				}
+			}
+			continue
+		}
 		if c.Task.Type == workflow.TypeWorkflow && c.State == dao.TaskQueued {
 			failed, err := a.d.startChild(ctx, a.q, wf, c, in, tasks)
 			if err != nil {

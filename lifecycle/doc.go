@@ -121,6 +121,9 @@
 //	waiting (a paused agent) ──resumed (operator) · timed out, on-timeout: succeed (master)──▶ queued
 //	waiting (a paused agent) ──rejected (operator) · timed out (master)──▶ failed
 //	created ──▶ waiting (a time sensor) ──its time · its timeout (master)──▶ succeeded, failed, skipped
+//	created ──▶ waiting (a workflow sensor) ──a run of its workflow ended as it waits for (whoever
+//	                                          ends the run)──▶ succeeded
+//	            waiting (a workflow sensor) ──its timeout (master)──▶ failed, skipped, succeeded
 //	waiting (a sensor between checks) ──its next check due (master, TaskQueueSensorsDue)──▶ queued
 //	waiting (a sensor past its timeout, on-timeout: skip) ──timed out (master)──▶ skipped
 //	waiting ──killed (operator, stop, workflow timeout)──▶ killed
@@ -161,6 +164,19 @@
 // sensor-timeout, which the sweep ends skipped. A time sensor needs no worker: it is created
 // waiting, as a wait task is, its wait's timeout its time (or its own timeout, if sooner), and
 // the sweep ends it as the times stored say.
+//
+// A workflow sensor (workflow: {name, state, since}) needs no worker either: the advance that
+// decides it runs renders its since (by default its instance's creation) and creates it
+// waiting at the paused step workflow-run:NAME, what it waits for beside it
+// (TaskCreateWaitingOnRun), its wait's timeout its own. The end of a run of NAME ends it, in
+// the transaction of that end, whatever statement makes it: a trigger on the instance's state
+// (migration 00038) ends every sensor the run satisfies (ended in one of its states at or
+// after its since, and not its own instance), succeeded with the run as its output, and wakes
+// the masters with their instances as a task's end does. A run that ended before the
+// sensor's creation committed found nothing to end: the master that created it looks once it
+// has committed, after waiting for the ends in flight of NAME's runs (TaskEndIfRunEnded), and
+// the masters' poll looks too, for a sensor whose creator died first. Its timeout ends it as
+// its on-timeout says; a kill or a stop kills it; a rerun creates it again, to wait again.
 //
 // A for-each task runs once per item. When it would be queued, the advance renders its items
 // (Decide) and creates, in its transaction, a parent task instance under the task's own name,
@@ -281,11 +297,16 @@
 //	out                                 clock); a paused agent failed or resumed
 //	sensor check master                 waiting at the step sensor, past its        TaskQueueSensorsDue
 //	due                                 wait_until (database clock): queued
+//	run awaited  master (advance)       its instance locked; a workflow sensor,     TaskCreateWaitingOnRun
+//	                                    created waiting at workflow-run:NAME
+//	run ended    whoever ends the run   waiting at workflow-run:NAME; the run       TaskEndIfRunEnded
+//	             (trigger), its creator ended in one of its states at or after
+//	             after commit, the poll its since
 //
 // The statements live in dao: workflow_instance.go (instances; the submissions shared on a
 // pool in workflow_create_grouped.go; concurrency keys in workflow_concurrency.go),
 // task_instance.go (claims, attempts' ends, task creation), task_foreach.go (a for-each's
-// parent), sensor.go (sensors due), task_action.go (the operators'), child_workflow.go (child workflows),
+// parent), sensor.go (sensors due, workflow sensors), task_action.go (the operators'), child_workflow.go (child workflows),
 // failover_event.go (the leader's). Failover's side of the protocol (who is fenced, and
 // when) is package failover's.
 package lifecycle

@@ -171,14 +171,15 @@ func Outcome(ends []TaskEnd) (dao.WorkflowState, string) {
 // concurrency key, which starts them only once admitted, for one with a when: condition or
 // a for-each on a root, whose roots a master creates once it has decided the condition and
 // rendered the items, for one with a workflow task as a root, whose child a master
-// starts, and for an asset consumer, whose tasks read the asset events of the run, which a
+// starts, for one with a workflow sensor as a root, which a master creates waiting (see
+// awaitRun), and for an asset consumer, whose tasks read the asset events of the run, which a
 // master reads (the run's start links them after creating it).
 func Roots(spec *workflow.Spec, params json.RawMessage, priority int) ([]dao.NewTask, error) {
 	if spec.MaxActiveInstances > 0 || spec.Concurrency != nil || spec.OnAssets != nil {
 		return nil, nil
 	}
 	for _, t := range spec.Tasks {
-		if len(t.DependsOn) == 0 && (t.When != "" || t.ForEach != "" || t.Type == workflow.TypeWorkflow) {
+		if len(t.DependsOn) == 0 && (t.When != "" || t.ForEach != "" || t.Type == workflow.TypeWorkflow || t.WorkflowRun != nil) {
 			return nil, nil
 		}
 	}

@@ -24,6 +24,8 @@ var Transitions = []Transition{
 	{"workflow released (only waiting)", "master", "running, owned by it, nothing live but waiting tasks, no workflow timeout", "WorkflowReleaseIfOwned"},
 	{"task created", "master (advance)", "instance locked by its owner or unowned and locked", "TaskCreateMany"},
 	{"child started", "master (advance)", "instance locked; the child created in the same transaction", "TaskCreateWaitingOnChild"},
+	{"run awaited", "master (advance)", "instance locked; a workflow sensor, created waiting at workflow-run:NAME on no worker", "TaskCreateWaitingOnRun"},
+	{"run ended", "whoever ends the run, in its transaction (trigger workflow_run_ended); after its creation, the master that created the sensor; the masters' poll", "waiting at workflow-run:NAME; a run of NAME ended in one of its states at or after its since", "TaskEndIfRunEnded"},
 	{"for-each ended", "master (advance)", "a for-each task's parent, waiting, its items all ended; instance locked", "TaskFinishManyForEachIfWaiting"},
 	{"workflow ended", "master (advance)", "running; owned by this master, or unowned and locked", "WorkflowFinishManyIfOwnedOrUnowned"},
 	{"workflow ended", "master", "running; owned by this master", "WorkflowFinishIfOwned"},

@@ -81,7 +81,8 @@ func EndWaitsPastTimeout(ctx context.Context, db *dao.DB, limit int) (int, error
 // waitTimedOut is what a waiting task whose params are params comes to at its timeout: a wait
 // task as its on-timeout says, a paused agent as its wait step pausedStep's does; an agent
 // waiting for a workflow tool's child is resumed, to fail the call. A sensor past its timeout
-// whose on-timeout is skip (it paused at workflow.SensorTimeoutStep) is skipped.
+// whose on-timeout is skip (it paused at workflow.SensorTimeoutStep) is skipped; a workflow
+// sensor (at workflow-run:NAME) ends as its on-timeout says.
 func waitTimedOut(params json.RawMessage, pausedStep *string) (dao.TaskState, *string, *string) {
 	var p workflow.TaskParams
 	err := json.Unmarshal(params, &p)
@@ -89,6 +90,9 @@ func waitTimedOut(params json.RawMessage, pausedStep *string) (dao.TaskState, *s
 	if pausedStep != nil && *pausedStep == workflow.SensorTimeoutStep {
 		msg := fmt.Sprintf("the sensor was not true within its timeout of %s", time.Duration(timeout))
 		return dao.TaskSkipped, nil, &msg
+	}
+	if pausedStep != nil && strings.HasPrefix(*pausedStep, workflow.WorkflowRunStep) {
+		return runWaitTimedOut(p.Task)
 	}
 	if pausedStep != nil && strings.HasPrefix(*pausedStep, "tool-child:") {
 		// The agent goes on, and fails the call: its child has not ended in the tool's time.

@@ -582,6 +582,9 @@ func (m *Master) record(st lifecycle.Stepped, claimed bool) {
 		m.cfg.Log.Debug().Int64("workflow_instance", id).Msg("only waiting; released until a wait ends")
 		m.forget(id)
 	}
+	if st.RunWaitErr != nil {
+		m.cfg.Log.Warn().Err(st.RunWaitErr).Msg("could not look whether the runs new workflow sensors wait for ended; the next poll looks")
+	}
 	for _, e := range st.Ended {
 		m.forget(e.ID)
 		ev := m.cfg.Log.Info()

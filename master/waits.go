@@ -14,7 +14,9 @@ const waitsBatch = 1000
 // WaitTimeouts ends the waiting tasks (wait tasks, approvals, sensors…) past their timeout,
 // as lifecycle.EndWaitsPastTimeout decides; the ends wake the masters as a signal does. It
 // also queues again the agents whose workflow tool's child ended while they paused
-// (dao.TaskResumeIfToolChildEnded). It
+// (dao.TaskResumeIfToolChildEnded), and ends the workflow sensors whose run ended while they
+// were created, which the master that created one looks for itself unless it died first
+// (lifecycle.EndRunWaits). It
 // looks at start and every poll, a batch at a time until a batch is not full; a failed look
 // waits for the next poll. It acts only while the gate is Active: a look due meanwhile is
 // taken when the gate changes.
@@ -59,5 +61,12 @@ func (w *WaitTimeouts) endWaits(ctx context.Context) bool {
 	case resumed > 0:
 		w.cfg.Log.Info().Int("tasks", resumed).Msg("queued again agents whose tool's child ended while they paused")
 	}
-	return n == waitsBatch || resumed == waitsBatch
+	runs, err := lifecycle.EndRunWaits(ctx, w.db, waitsBatch)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		w.cfg.Log.Debug().Err(err).Msg("could not look for workflow sensors whose run ended; trying again at the next poll")
+	case runs > 0:
+		w.cfg.Log.Info().Int("tasks", runs).Msg("ended workflow sensors whose run ended while they were created")
+	}
+	return n == waitsBatch || resumed == waitsBatch || runs == waitsBatch
 }

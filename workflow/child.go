@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // TypeWorkflow is the type of a task that starts an instance of a stored workflow, its child,
@@ -13,9 +15,28 @@ const TypeWorkflow = "workflow"
 
 // childFields are the fields of a workflow task.
 var childFields = []field{
-	stringField("workflow", func(t *Task) *string { return &t.Workflow }),
+	workflowField,
 	intField("version", func(t *Task) *int { return &t.Version }),
 	stringMapField("params", func(t *Task) *map[string]string { return &t.Params }),
+}
+
+// workflowField is the workflow task's workflow: the name of the workflow it starts. A sensor
+// writes its condition under the same key, as a mapping (SensorWorkflow, also read as
+// workflow-run:): the key is read as the one or the other by its value, and Validate refuses
+// either on a task of the other type.
+var workflowField = field{
+	name: "workflow",
+	decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
+		if d.resolve(v).Kind == yaml.MappingNode {
+			d.taskField("workflow-run", v.Line)
+			t.WorkflowRun = d.sensorWorkflow(v, where, "workflow")
+			return
+		}
+		if s, ok := d.scalar(v, where+": workflow", "a string, or a sensor's mapping"); ok {
+			t.Workflow = s
+		}
+	},
+	isSet: func(t *Task) bool { return t.Workflow != "" },
 }
 
 // checkChild checks a workflow task: the workflow it names (which need not be stored yet: it

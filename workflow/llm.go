@@ -211,17 +211,27 @@ func checkTemplate(t *Task, field, what, text string, steps []string) []problem 
 	// each item sees one.
 	items := t.ForEach != "" && field != "when" && field != "for-each"
 	for _, ref := range templateRefs(tmpl) {
-		if msg := checkRef(t, ref, steps, items); msg != "" {
+		if msg := checkRef(t, ref, steps, items, field == "workflow-run"); msg != "" {
 			probs = append(probs, problem{field: field, msg: fmt.Sprintf("%s: %s", what, msg)})
 		}
 	}
 	return probs
 }
 
-func checkRef(t *Task, path []string, steps []string, items bool) string {
+func checkRef(t *Task, path []string, steps []string, items, run bool) string {
 	ref := clip("." + strings.Join(path, "."))
 	switch path[0] {
 	case "params":
+		return ""
+	case "run":
+		switch {
+		case !run:
+			return fmt.Sprintf("%s: only a workflow sensor's since has .run", ref)
+		case len(path) > 1 && !slices.Contains(runFields, path[1]):
+			return fmt.Sprintf("%s: the run has only .%s", ref, strings.Join(runFields, ", ."))
+		case len(path) > 2:
+			return fmt.Sprintf("%s: .%s has no fields", ref, path[1])
+		}
 		return ""
 	case "assets":
 		switch {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"text/template"
 	tparse "text/template/parse"
+	"time"
 )
 
 // Bounds of rendering a prompt template. A template is a small program: {{range}} loops,
@@ -54,7 +55,21 @@ type TemplateData struct {
 	Assets map[string]AssetInput
 	// Body is an http sensor's answer read as JSON, .body in its expect.json; nil elsewhere.
 	Body any
+	// Run is the workflow instance a workflow sensor's since is rendered for (.run); nil
+	// elsewhere.
+	Run *RunInput
 }
+
+// RunInput is a workflow instance as a workflow sensor's since reads it: .run.id,
+// .run.created_at (its submission) and .run.started_at, the times in RFC 3339.
+type RunInput struct {
+	ID        int64
+	CreatedAt time.Time
+	StartedAt *time.Time
+}
+
+// runFields are the fields of .run.
+var runFields = []string{"id", "created_at", "started_at"}
 
 // Render expands the template text, named what in messages ("prompt", "step \"themes\"
 // prompt"), over data. A reference to something data does not hold is an error, never an
@@ -121,6 +136,13 @@ func execute(ctx context.Context, what string, tmpl *template.Template, data Tem
 	m["assets"] = assets
 	if data.Body != nil {
 		m["body"] = data.Body
+	}
+	if r := data.Run; r != nil {
+		run := map[string]any{"id": r.ID, "created_at": r.CreatedAt.UTC().Format(time.RFC3339Nano), "started_at": ""}
+		if r.StartedAt != nil {
+			run["started_at"] = r.StartedAt.UTC().Format(time.RFC3339Nano)
+		}
+		m["run"] = run
 	}
 	r := &renderer{ctx: ctx}
 	funcs := r.funcs()

@@ -82,7 +82,7 @@ func TestSchemaFields(t *testing.T) {
 		"retry-backoff": retryBackoffFields, "retry-on": retryOnFields,
 		"trigger": triggerFields, "webhook": webhookFields,
 		"http": sensorHTTPFields, "expect": sensorExpectFields, "sql": sensorSQLFields, "file": sensorFileFields,
-		"time": sensorTimeFields,
+		"time": sensorTimeFields, "workflow-run": sensorRunFields,
 	}
 	known := map[string]bool{}
 	for _, o := range schemaObjects {
@@ -167,6 +167,7 @@ func TestSchemaFieldsParse(t *testing.T) {
 		"sql":           "name: w\ntasks:\n  - name: a\n    type: sensor\n    sql:\n      dsn-env: D\n      query: select true\n      FIELD\n",
 		"file":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    file:\n      path: /tmp/x\n      FIELD\n",
 		"time":          "name: w\ntasks:\n  - name: a\n    type: sensor\n    time:\n      after: 1m\n      FIELD\n",
+		"workflow-run":  "name: w\ntasks:\n  - name: a\n    type: sensor\n    workflow-run:\n      name: load\n      FIELD\n",
 	}
 	for _, o := range schemaObjects {
 		file := files[o.name()]
@@ -271,6 +272,14 @@ tasks:
      retry-on: {exit-codes: [1, 75], errors: [timeout, killed]}, no-retry-on: {errors: [model-error]}}
   - {name: b, type: llm, provider: p, prompt: hi, retries: 2, retry-backoff: {initial: 1m}, retry-on: {errors: [rate-limit]}}
   - {name: c, type: noop, retry-backoff: {initial: 1s, factor: ~, max: ~, jitter: 0}, no-retry-on: {exit-codes: [2], errors: ~}}
+`,
+	"workflow sensors and a workflow task": `
+name: waits
+tasks:
+  - {name: a, type: sensor, workflow: {name: load, state: ended, since: "{{ .run.created_at }}"}, timeout: 1h, on-timeout: skip}
+  - {name: b, type: sensor, workflow-run: {name: load, state: ~, since: ~}}
+  - {name: c, type: workflow, workflow: load}
+  - {name: d, type: noop, workflow: ~, workflow-run: ~}
 `,
 	"scalars as text": `
 name: 2026
@@ -389,6 +398,14 @@ func TestSchemaRefusesWhatParseRefuses(t *testing.T) {
 		"exit code 0":                   task("type: noop, no-retry-on: {exit-codes: [0]}"),
 		"exit code 256":                 task("type: noop, retry-on: {exit-codes: [256]}"),
 		"exit code a string":            task("type: noop, retry-on: {exit-codes: [one]}"),
+		"a name under a sensor":         task("type: sensor, workflow: load"),
+		"a mapping under a workflow":    task("type: workflow, workflow: {name: load}"),
+		"a mapping under a noop":        task("type: noop, workflow: {name: load}"),
+		"workflow-run on a wait task":   task("type: wait, workflow-run: {name: load}"),
+		"workflow sensor without name":  task("type: sensor, workflow: {state: failed}"),
+		"unknown workflow sensor state": task("type: sensor, workflow: {name: load, state: done}"),
+		"unknown workflow sensor field": task("type: sensor, workflow-run: {name: load, after: 1h}"),
+		"workflow sensor name invalid":  task("type: sensor, workflow: {name: 'a b'}"),
 	}
 	for name, data := range tests {
 		if _, err := Parse([]byte(data)); err == nil {

@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -97,6 +99,48 @@ type SensorTime struct {
 	After Duration `json:"after,omitempty" yaml:"after,omitempty"`
 }
 
+// SensorWorkflow is a workflow sensor: true once a run of another workflow has ended in State
+// at or after Since (Airflow's ExternalTaskSensor). It waits on no worker: the statement that
+// ends such a run ends the sensor too, and the run is its output.
+type SensorWorkflow struct {
+	// Name is the workflow whose runs it waits for; it need not be stored yet.
+	Name string `json:"name" yaml:"name"`
+	// State is the end the run must have: one of SensorWorkflowStates; empty means
+	// RunSucceeded.
+	State string `json:"state,omitempty" yaml:"state,omitempty"`
+	// Since is a template over the params, the upstream outputs and the run (.run) that
+	// renders an RFC 3339 time: the run must have ended at or after it. Empty means the
+	// waiting run's creation (its submission).
+	Since string `json:"since,omitempty" yaml:"since,omitempty"`
+}
+
+// The ends a workflow sensor may wait for: the final states of a workflow instance, or any.
+const (
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunStopped   = "stopped"
+	// RunEnded is any final state.
+	RunEnded = "ended"
+)
+
+// SensorWorkflowStates returns the values of a workflow sensor's state.
+func SensorWorkflowStates() []string { return []string{RunSucceeded, RunFailed, RunStopped, RunEnded} }
+
+// WorkflowRunStep is the prefix of the paused step of a workflow sensor: it waits at
+// workflow-run:NAME.
+const WorkflowRunStep = "workflow-run:"
+
+// RunStates returns the final states of a workflow instance the sensor w waits for.
+func (w *SensorWorkflow) RunStates() []string {
+	switch w.State {
+	case RunEnded:
+		return []string{RunSucceeded, RunFailed, RunStopped}
+	case "":
+		return []string{RunSucceeded}
+	}
+	return []string{w.State}
+}
+
 // sensorFields are the fields of a sensor task. on-timeout is the wait task's field too.
 var sensorFields = []field{
 	{name: "http", decode: func(d *decoder, v *yaml.Node, t *Task, where string) { t.HTTP = d.sensorHTTP(v, where) },
@@ -107,6 +151,9 @@ var sensorFields = []field{
 		isSet: func(t *Task) bool { return t.File != nil }},
 	{name: "time", decode: func(d *decoder, v *yaml.Node, t *Task, where string) { t.Time = d.sensorTime(v, where) },
 		isSet: func(t *Task) bool { return t.Time != nil }},
+	{name: "workflow-run", decode: func(d *decoder, v *yaml.Node, t *Task, where string) {
+		t.WorkflowRun = d.sensorWorkflow(v, where, "workflow-run")
+	}, isSet: func(t *Task) bool { return t.WorkflowRun != nil }},
 	durationField("interval", func(t *Task) *Duration { return &t.Interval }),
 	stringField("mode", func(t *Task) *string { return &t.Mode }),
 	onTimeoutField,
@@ -115,8 +162,9 @@ var sensorFields = []field{
 // onTimeoutField is what a wait task or a sensor comes to at its timeout.
 var onTimeoutField = stringField("on-timeout", func(t *Task) *string { return &t.OnTimeout })
 
-// sensorKinds are the keys of a sensor's condition, one of which it has.
-var sensorKinds = []string{"http", "sql", "file", "time"}
+// sensorKinds are the keys of a sensor's condition, one of which it has; a workflow sensor's
+// is workflow: (or workflow-run:).
+var sensorKinds = []string{"http", "sql", "file", "time", "workflow"}
 
 // The keys of the mappings of a sensor's condition.
 var (
@@ -125,22 +173,40 @@ var (
 	sensorSQLFields    = []string{"dsn-env", "query"}
 	sensorFileFields   = []string{"path", "group"}
 	sensorTimeFields   = []string{"at", "after"}
+	sensorRunFields    = []string{"name", "state", "since"}
 )
 
-// SensorKind returns which condition the sensor t has ("http", "sql", "file" or "time"), ""
-// for none.
+// SensorKind returns which condition the sensor t has ("http", "sql", "file", "time" or
+// "workflow"), "" for none.
 func (t *Task) SensorKind() string {
-	switch {
-	case t.HTTP != nil:
-		return "http"
-	case t.SQL != nil:
-		return "sql"
-	case t.File != nil:
-		return "file"
-	case t.Time != nil:
-		return "time"
+	if kinds := t.sensorKinds(); len(kinds) > 0 {
+		return kinds[0]
 	}
 	return ""
+}
+
+// sensorKinds returns the conditions the task t has, in sensorKinds' order.
+func (t *Task) sensorKinds() []string {
+	var kinds []string
+	for _, k := range sensorKinds {
+		set := false
+		switch k {
+		case "http":
+			set = t.HTTP != nil
+		case "sql":
+			set = t.SQL != nil
+		case "file":
+			set = t.File != nil
+		case "time":
+			set = t.Time != nil
+		case "workflow":
+			set = t.WorkflowRun != nil
+		}
+		if set {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
 }
 
 // SensorInterval returns the sensor's interval with the default applied.
@@ -158,18 +224,17 @@ func checkSensor(t *Task) []problem {
 	add := func(field, format string, args ...any) {
 		probs = append(probs, problem{field: field, msg: fmt.Sprintf(format, args...)})
 	}
-	var kinds []string
-	for _, k := range sensorKinds {
-		if f, _ := findField(sensorFields, k); f.isSet(t) {
-			kinds = append(kinds, k)
-		}
-	}
+	kinds := t.sensorKinds()
 	switch len(kinds) {
 	case 0:
-		add("type", "a sensor task needs exactly one condition: http, sql, file or time")
+		add("type", "a sensor task needs exactly one condition: http, sql, file, time or workflow")
 	case 1:
 	default:
-		add(kinds[1], "a sensor task has exactly one condition, not %s", strings.Join(kinds, " and "))
+		field := kinds[1]
+		if field == "workflow" {
+			field = "workflow-run"
+		}
+		add(field, "a sensor task has exactly one condition, not %s", strings.Join(kinds, " and "))
 	}
 	if h := t.HTTP; h != nil {
 		switch {
@@ -228,6 +293,9 @@ func checkSensor(t *Task) []problem {
 			add("time", "time: after %s is negative", tm.After)
 		}
 	}
+	if w := t.WorkflowRun; w != nil {
+		probs = append(probs, checkSensorWorkflow(t, w)...)
+	}
 	if t.Mode != "" && t.Mode != SensorReschedule && t.Mode != SensorPoke {
 		add("mode", "mode %s is unknown: use %s or %s", quote(t.Mode), SensorReschedule, SensorPoke)
 	}
@@ -246,6 +314,98 @@ func checkSensor(t *Task) []problem {
 		add("retries", "a sensor checks again every interval until its timeout, so it has no retries")
 	}
 	return probs
+}
+
+// checkSensorWorkflow checks the condition w of the workflow sensor t: the workflow's name,
+// the state and the since template. The workflow need not be stored: a run of it may be
+// submitted once it is. A workflow sensor waits on no worker and is not checked by interval,
+// so interval and mode mean nothing.
+func checkSensorWorkflow(t *Task, w *SensorWorkflow) []problem {
+	const field = "workflow-run"
+	var probs []problem
+	add := func(f, format string, args ...any) {
+		probs = append(probs, problem{field: f, msg: fmt.Sprintf(format, args...)})
+	}
+	switch {
+	case w.Name == "":
+		add(field, "workflow: name is required: the workflow whose run the sensor waits for")
+	case !nameRE.MatchString(w.Name):
+		add(field, "workflow: name %s is invalid: %s", quote(w.Name), nameRule)
+	}
+	if w.State != "" && !slices.Contains(SensorWorkflowStates(), w.State) {
+		add(field, "workflow: state %s is unknown: use %s", quote(w.State), strings.Join(SensorWorkflowStates(), ", "))
+	}
+	if w.Since != "" {
+		probs = append(probs, checkTemplate(t, field, "workflow: since", w.Since, nil)...)
+	}
+	if t.Interval != 0 {
+		add("interval", "a workflow sensor is ended by the end of the run it waits for, not checked every interval: leave interval out")
+	}
+	if t.Mode != "" {
+		add("mode", "a workflow sensor waits on no worker, holding no slot: leave mode out")
+	}
+	if t.Pool != "" {
+		add("pool", "a workflow sensor runs nowhere, so it takes no place in a pool")
+	}
+	return probs
+}
+
+// workflowKeyProblem is the problem of a task whose workflow key holds what another type
+// reads: a mapping (a sensor's condition) on a task that is not a sensor, or a name (a
+// workflow task's) on a sensor. ok is false for neither.
+func workflowKeyProblem(t *Task) (p problem, ok bool) {
+	switch {
+	case t.Type == TypeSensor && t.Workflow != "":
+		return problem{field: "workflow", msg: fmt.Sprintf("workflow %s: a sensor waits for a run of another workflow "+
+			"named in a mapping, like workflow: {name: %s, state: succeeded}; a name alone is what a workflow task starts",
+			quote(t.Workflow), t.Workflow)}, true
+	case t.Type != TypeSensor && t.WorkflowRun != nil:
+		return problem{field: "workflow-run", msg: fmt.Sprintf("workflow: a mapping (name, state, since) is the condition of a sensor task, "+
+			"not of %s task; a workflow task names the workflow it starts, workflow: NAME", aType(t.Type))}, true
+	}
+	return problem{}, false
+}
+
+func (d *decoder) sensorWorkflow(v *yaml.Node, where, key string) *SensorWorkflow {
+	w := &SensorWorkflow{}
+	ok := d.sensorMapping(v, where, key, "{name: load-orders, state: succeeded}",
+		sensorRunFields, func(k string, v *yaml.Node, what string) bool {
+			switch k {
+			case "name":
+				w.Name, _ = d.scalar(v, what, "a string")
+			case "state":
+				w.State, _ = d.scalar(v, what, "a string")
+			case "since":
+				w.Since, _ = d.scalar(v, what, "a string")
+			default:
+				return false
+			}
+			return true
+		})
+	if !ok {
+		return nil
+	}
+	return w
+}
+
+// SinceTime renders the since of the workflow sensor t over data, and reads it as an RFC 3339
+// time; empty means def.
+func (t *Task) SinceTime(ctx context.Context, data TemplateData, def time.Time) (time.Time, error) {
+	w := t.WorkflowRun
+	if w == nil || w.Since == "" {
+		return def, nil
+	}
+	s, err := Render(ctx, "workflow: since", w.Since, data)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("task %s: %w", quote(t.Name), err)
+	}
+	s = strings.TrimSpace(s)
+	since, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("task %s: since renders %s, which is not an RFC 3339 time such as 2026-12-01T06:00:00Z",
+			quote(t.Name), quote(clip(s)))
+	}
+	return since, nil
 }
 
 // sensorMapping reads the mapping of a sensor's condition key name into fields: set is

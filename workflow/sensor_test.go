@@ -1,6 +1,9 @@
 package workflow
 
 import (
+	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +77,23 @@ func TestSensorRejects(t *testing.T) {
 		{"retries", "type: sensor\n    time: {after: 1m}\n    retries: 2", "so it has no retries"},
 		{"skip on a wait", "type: wait\n    on-timeout: skip", `on-timeout "skip" is unknown`},
 		{"sensor field on shell", "type: shell\n    command: 'true'\n    interval: 1m", "interval is a field of sensor tasks"},
+		{"workflow name missing", "type: sensor\n    workflow: {state: failed}", `task "a": workflow: name is required`},
+		{"workflow name invalid", "type: sensor\n    workflow: {name: 'a b'}", `workflow: name "a b" is invalid`},
+		{"workflow state unknown", "type: sensor\n    workflow: {name: load, state: done}", `workflow: state "done" is unknown: use succeeded, failed, stopped, ended`},
+		{"workflow unknown key", "type: sensor\n    workflow: {name: load, after: 1h}", `unknown field "after" in task "a": workflow`},
+		{"workflow-run unknown key", "type: sensor\n    workflow-run: {name: load, sice: x}", `unknown field "sice" in task "a": workflow-run (did you mean "since"?)`},
+		{"workflow since template", "type: sensor\n    workflow:\n      name: load\n      since: '{{ .params'", `task "a": workflow: since is not a valid template`},
+		{"workflow since unknown ref", "type: sensor\n    workflow: {name: load, since: '{{ .upstream.b.output }}'}", `refers to task "b"`},
+		{"workflow since bad run field", "type: sensor\n    workflow: {name: load, since: '{{ .run.day }}'}", `.run.day: the run has only .id, .created_at, .started_at`},
+		{"run outside since", "type: llm\n    provider: p\n    prompt: '{{ .run.id }}'", `only a workflow sensor's since has .run`},
+		{"workflow and time", "type: sensor\n    time: {after: 1m}\n    workflow: {name: load}", "exactly one condition, not time and workflow"},
+		{"workflow interval", "type: sensor\n    workflow: {name: load}\n    interval: 1m", "not checked every interval: leave interval out"},
+		{"workflow mode", "type: sensor\n    workflow: {name: load}\n    mode: poke", "waits on no worker, holding no slot: leave mode out"},
+		{"workflow a list", "type: sensor\n    workflow: [load]", `task "a": workflow must be a string, or a sensor's mapping, not a list`},
+		{"a name under a sensor", "type: sensor\n    workflow: load", `task "a": workflow "load": a sensor waits for a run of another workflow named in a mapping, like workflow: {name: load, state: succeeded}`},
+		{"a mapping under a workflow task", "type: workflow\n    workflow: {name: load}", `task "a": workflow: a mapping (name, state, since) is the condition of a sensor task, not of a workflow task`},
+		{"a mapping under a noop", "type: noop\n    workflow: {name: load}", `task "a": workflow: a mapping (name, state, since) is the condition of a sensor task, not of a noop task`},
+		{"workflow-run on a shell task", "type: shell\n    command: 'true'\n    workflow-run: {name: load}", "the condition of a sensor task, not of a shell task"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -83,5 +103,69 @@ func TestSensorRejects(t *testing.T) {
 				t.Errorf("Parse error = %v; want one containing %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestSensorWorkflowParse reads a workflow sensor in both spellings, workflow: (the mapping)
+// and workflow-run:, into the same condition, stored as workflow-run, and checks what its
+// state and since mean.
+func TestSensorWorkflowParse(t *testing.T) {
+	t.Parallel()
+	spec, err := Parse([]byte(`
+name: report
+params: {day: "2026-11-28"}
+tasks:
+  - name: orders-loaded
+    type: sensor
+    workflow: {name: load-orders, since: "{{ .params.day }}T00:00:00Z"}
+    timeout: 6h
+    on-timeout: skip
+  - name: any-end
+    type: sensor
+    workflow-run: {name: load-orders, state: ended}
+  - {name: child, type: workflow, workflow: digest}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loaded, _ := spec.Task("orders-loaded")
+	if got, want := loaded.SensorKind(), "workflow"; got != want {
+		t.Errorf("kind = %q; want %q", got, want)
+	}
+	if loaded.Workflow != "" || loaded.WorkflowRun == nil || loaded.WorkflowRun.Name != "load-orders" {
+		t.Fatalf("orders-loaded: workflow %q, workflow-run %+v", loaded.Workflow, loaded.WorkflowRun)
+	}
+	if got := loaded.WorkflowRun.RunStates(); !slices.Equal(got, []string{"succeeded"}) {
+		t.Errorf("default states = %v; want [succeeded]", got)
+	}
+	anyEnd, _ := spec.Task("any-end")
+	if got := anyEnd.WorkflowRun.RunStates(); !slices.Equal(got, []string{"succeeded", "failed", "stopped"}) {
+		t.Errorf("ended = %v; want every final state", got)
+	}
+	if child, _ := spec.Task("child"); child.Workflow != "digest" || child.WorkflowRun != nil {
+		t.Errorf("child: workflow %q, workflow-run %+v", child.Workflow, child.WorkflowRun)
+	}
+	raw, err := json.Marshal(loaded)
+	if err != nil || !strings.Contains(string(raw), `"workflow-run":{"name":"load-orders"`) || strings.Contains(string(raw), `"workflow":`) {
+		t.Errorf("stored as %s, %v; want workflow-run alone", raw, err)
+	}
+
+	ctx := context.Background()
+	created := time.Date(2026, 11, 28, 6, 0, 0, 0, time.UTC)
+	since, err := loaded.SinceTime(ctx, TemplateData{Params: map[string]string{"day": "2026-11-27"}}, created)
+	if want := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC); err != nil || !since.Equal(want) {
+		t.Errorf("since = %v, %v; want %v", since, err, want)
+	}
+	if since, err := anyEnd.SinceTime(ctx, TemplateData{}, created); err != nil || !since.Equal(created) {
+		t.Errorf("since by default = %v, %v; want the run's creation %v", since, err, created)
+	}
+	if _, err := loaded.SinceTime(ctx, TemplateData{Params: map[string]string{"day": "soon"}}, created); err == nil ||
+		!strings.Contains(err.Error(), `task "orders-loaded": since renders "soonT00:00:00Z", which is not an RFC 3339 time`) {
+		t.Errorf("a since that is no time: %v", err)
+	}
+	byRun := Task{Name: "s", WorkflowRun: &SensorWorkflow{Name: "x", Since: "{{ .run.started_at }}"}}
+	started := created.Add(time.Minute)
+	if since, err := byRun.SinceTime(ctx, TemplateData{Run: &RunInput{ID: 7, CreatedAt: created, StartedAt: &started}}, created); err != nil || !since.Equal(started) {
+		t.Errorf("since from .run.started_at = %v, %v; want %v", since, err, started)
 	}
 }

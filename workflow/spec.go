@@ -182,15 +182,18 @@ type Task struct {
 	// take OnTimeoutSkip.
 	OnTimeout string `json:"on-timeout,omitempty" yaml:"on-timeout,omitempty"`
 
-	// HTTP, SQL, File and Time are a sensor task's condition, exactly one of them; Interval
-	// is the wait between its checks (0: DefaultSensorInterval) and Mode one of
-	// SensorReschedule (the default, also for "") and SensorPoke. See sensor.go.
-	HTTP     *SensorHTTP `json:"http,omitempty" yaml:"http,omitempty"`
-	SQL      *SensorSQL  `json:"sql,omitempty" yaml:"sql,omitempty"`
-	File     *SensorFile `json:"file,omitempty" yaml:"file,omitempty"`
-	Time     *SensorTime `json:"time,omitempty" yaml:"time,omitempty"`
-	Interval Duration    `json:"interval,omitempty" yaml:"interval,omitempty"`
-	Mode     string      `json:"mode,omitempty" yaml:"mode,omitempty"`
+	// HTTP, SQL, File, Time and WorkflowRun are a sensor task's condition, exactly one of
+	// them; Interval is the wait between its checks (0: DefaultSensorInterval) and Mode one of
+	// SensorReschedule (the default, also for "") and SensorPoke. See sensor.go. A file writes
+	// WorkflowRun as workflow: {name, state, since} (or workflow-run:); it is stored as
+	// workflow-run, apart from Workflow, a workflow task's.
+	HTTP        *SensorHTTP     `json:"http,omitempty" yaml:"http,omitempty"`
+	SQL         *SensorSQL      `json:"sql,omitempty" yaml:"sql,omitempty"`
+	File        *SensorFile     `json:"file,omitempty" yaml:"file,omitempty"`
+	Time        *SensorTime     `json:"time,omitempty" yaml:"time,omitempty"`
+	WorkflowRun *SensorWorkflow `json:"workflow-run,omitempty" yaml:"workflow-run,omitempty"`
+	Interval    Duration        `json:"interval,omitempty" yaml:"interval,omitempty"`
+	Mode        string          `json:"mode,omitempty" yaml:"mode,omitempty"`
 
 	// Workflow names the stored workflow a workflow task starts an instance of (a child).
 	Workflow string `json:"workflow,omitempty" yaml:"workflow,omitempty"`

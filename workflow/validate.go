@@ -116,7 +116,12 @@ func (s *Spec) problems() []problem {
 					addTask(p.field, "%s", p.msg)
 				}
 			}
-			for _, f := range foreignFields(tt, t) {
+			foreign := foreignFields(tt, t)
+			if p, ok := workflowKeyProblem(t); ok {
+				addTask(p.field, "%s", p.msg)
+				foreign = slices.DeleteFunc(foreign, func(f string) bool { return f == "workflow" || f == "workflow-run" })
+			}
+			for _, f := range foreign {
 				addTask(f, "%s is a field of %s tasks, not of %s task",
 					f, strings.Join(typesWithField(f), " and "), aType(tt.name))
 			}

@@ -281,6 +281,8 @@ func waitingTasks(tasks []taskStatusJSON) []waitingJSON {
 		}
 		w := waitingJSON{ID: t.ID, Name: t.Name}
 		switch {
+		case t.Type == workflow.TypeSensor && t.PausedStep != nil && strings.HasPrefix(*t.PausedStep, workflow.WorkflowRunStep):
+			w.For = "a run of " + strings.TrimPrefix(*t.PausedStep, workflow.WorkflowRunStep) + " to end: a workflow sensor, on no worker"
 		case t.Type == workflow.TypeSensor:
 			w.For = "its condition: a sensor, holding no slot until its next check"
 		case t.PausedStep != nil:

@@ -161,6 +161,9 @@ func waitFor(ctx context.Context, db *dao.DB, id int64, groups func() map[string
 					line = fmt.Sprintf("queued: waiting for a worker of group %s (none is running)", t.WorkerGroup)
 				case t.State == dao.TaskQueued && t.Attempt > 0:
 					line, countdown = queuedAgain(&t, time.Now())
+				case t.State == dao.TaskWaiting && t.Type == workflow.TypeSensor && t.PausedStep != nil &&
+					strings.HasPrefix(*t.PausedStep, workflow.WorkflowRunStep):
+					line = "waiting for a run of " + strings.TrimPrefix(*t.PausedStep, workflow.WorkflowRunStep) + " to end: a workflow sensor, on no worker"
 				case t.State == dao.TaskWaiting && t.Type == workflow.TypeSensor:
 					line = "waiting for its condition: a sensor, holding no slot until its next check"
 				case t.State == dao.TaskWaiting && t.PausedStep != nil:

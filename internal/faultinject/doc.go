@@ -4,7 +4,8 @@
 //
 //   - Point marks where the fault tests crash a node: between fencing and requeueing in the
 //     failover protocol (failover), in the middle of a fire (master) or of a webhook
-//     delivery (lifecycle), and between the steps of a tool-calling agent's loop
+//     delivery (lifecycle), between a workflow sensor's creation and its look for its run
+//     (lifecycle), and between the steps of a tool-calling agent's loop
 //     (worker/executor). It kills the process with SIGKILL at the point ZKSCHED_TEST_FAULT
 //     names.
 //   - Supervisor picks the program a worker runs as its shell tasks' supervisor: the one

@@ -81,6 +81,10 @@ func (s Sensor) Run(ctx context.Context, t Task, log io.Writer) Result {
 	if kind == "" {
 		return Result{Err: errors.New("the sensor has no condition")}
 	}
+	if kind == "workflow" {
+		// Never queued: it waits for its run on no worker, and that run's end ends it.
+		return Result{Err: errors.New("a workflow sensor waits on no worker: it cannot be checked by one")}
+	}
 	var st sensorState
 	if t.Checkpoints != nil {
 		cps, err := t.Checkpoints.Load(ctx)
