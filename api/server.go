@@ -252,6 +252,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
 	api("GET /api/v1/notifications", RoleViewer, s.apiNotifications)
 	api("GET /api/v1/hooks", RoleViewer, s.apiHooks)
+	api("GET /api/v1/triggers", RoleViewer, s.apiTriggers)
 	// Open (see requireAuth's open): the delivery's signature is the credential.
 	api(hookRoute, RoleViewer, s.apiHookDeliver)
 	// Open (see requireAuth's open): the document holds no data.
@@ -299,6 +300,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("GET /notifications", RoleViewer, s.pageNotifications)
 	page("GET /hooks", RoleViewer, s.pageHooks)
 	page("GET /assets", RoleViewer, s.pageAssets)
+	page("GET /triggers", RoleViewer, s.pageTriggers)
 	// Open (see requireAuth's open): a role means nothing before a login.
 	page("GET /login", RoleViewer, s.pageLogin)
 	page("POST /login", RoleViewer, s.formLogin)
