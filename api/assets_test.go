@@ -103,6 +103,21 @@ func TestAssetsPage(t *testing.T) {
 <code>orders</code>, <code>customers</code> has had an event`) {
 		t.Errorf("the consumer's page (%d) does not say what it waits for:\n%s", r.status, r.body)
 	}
+	// Each asset with its events not taken yet and its latest event.
+	waits := func() string {
+		t.Helper()
+		body := b.do(t, "GET", "/definitions/report", "").body
+		i, j := strings.Index(body, `<table class="list" id="definition-asset-waits">`), strings.Index(body, "Every consumer's waits")
+		if i < 0 || j < i {
+			t.Fatalf("the consumer's page lacks its waits:\n%s", body)
+		}
+		return body[i:j]
+	}
+	if w := waits(); !strings.Contains(w, "<code>orders</code></td>\n  <td><span class=\"dim\">none: waiting for its next event</span></td>\n  <td><span class=\"dim\">none yet</span>") ||
+		!strings.Contains(w, "<code>customers</code></td>\n  <td>1 pending</td>") || !strings.Contains(w, "(pending)") ||
+		!strings.Contains(w, "No run started by assets yet.") {
+		t.Errorf("before a run, the consumer's waits read:\n%s", w)
+	}
 	if r := b.do(t, "POST", "/api/v1/assets/orders/events", "", "Content-Type", "application/json"); r.status != 201 {
 		t.Fatalf("emit: %d %s", r.status, r.body)
 	}
@@ -113,6 +128,10 @@ func TestAssetsPage(t *testing.T) {
 	if r := b.do(t, "GET", fmt.Sprintf("/workflows/%d", runs[0].Instance), ""); !strings.Contains(r.body,
 		fmt.Sprintf("<code>customers</code> event %d by admin, <code>orders</code> event %d by admin", runs[0].Events[0].ID, runs[0].Events[1].ID)) {
 		t.Errorf("the run's page (%d) does not link its events:\n%s", r.status, r.body)
+	}
+	if w := waits(); strings.Contains(w, "pending") || strings.Count(w, "(consumed)") != 2 ||
+		!strings.Contains(w, fmt.Sprintf(`<a href="/workflows/%d">run %d</a>`, runs[0].Instance, runs[0].Instance)) {
+		t.Errorf("after the run, the consumer's waits read:\n%s", w)
 	}
 	r := b.do(t, "GET", "/assets", "")
 	for _, want := range []string{`<a href="/definitions/load">load</a>`, `<a href="/definitions/report">report</a>`, "from the CRM"} {
