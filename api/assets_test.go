@@ -7,6 +7,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/metrics"
 )
 
 // TestAssetEmit: an operator emits an asset event through the API, audited with its output's
@@ -62,6 +63,20 @@ func TestAssetEmit(t *testing.T) {
 		!strings.Contains(rows[0].Params, `"output_bytes": 7`) || !strings.HasPrefix(rows[2].Outcome, "refused: bad request") ||
 		!strings.HasPrefix(rows[3].Outcome, "refused: request entity too large") {
 		t.Errorf("audit rows = %+v", rows)
+	}
+}
+
+// TestAssetEmitMetric: an event emitted through the API is counted in /metrics as
+// zksched_asset_events_total{source="emit"}; a refused one is not.
+func TestAssetEmitMetric(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "the-admin-token-0123456789", metrics: metrics.New("m1", "master", "test")})
+	for _, path := range []string{"/api/v1/assets/orders/events", "/api/v1/assets/bad%20name/events", "/api/v1/assets/orders/events"} {
+		b.do(t, "POST", path, `{"output": "42 rows"}`, "Content-Type", "application/json")
+	}
+	r := b.do(t, "GET", "/metrics", "")
+	if want := `zksched_asset_events_total{source="emit"} 2`; r.status != 200 || !strings.Contains(r.body, want) {
+		t.Errorf("/metrics (%d) lacks %q:\n%s", r.status, want, r.body)
 	}
 }
 

@@ -84,6 +84,8 @@ type Config struct {
 	// HookDelivered, unless nil, counts each webhook delivery by its outcome (see
 	// hookOutcome).
 	HookDelivered func(outcome string)
+	// AssetEmitted, unless nil, counts each asset event emitted through the API.
+	AssetEmitted func()
 	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log, the
 	// overview) run at once; HeavyReadWait how long one waits for a place before it is
 	// answered 503. They default to 4 and 2 s (conf.API has the reasons).
@@ -173,6 +175,9 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	}
 	if cfg.HookDelivered == nil {
 		cfg.HookDelivered = func(string) {}
+	}
+	if cfg.AssetEmitted == nil {
+		cfg.AssetEmitted = func() {}
 	}
 	p, err := newPages()
 	if err != nil {
