@@ -91,6 +91,7 @@ const (
 	PurgeLogsSQL           = purgeLogsSQL
 	PurgeFailoverEventsSQL = purgeFailoverEventsSQL
 	PurgeFiresSQL          = purgeFiresSQL
+	PurgeAssetEventsSQL    = purgeAssetEventsSQL
 	AuditRetentionSQL      = auditRetentionSQL
 	PurgeAuditSQL          = purgeAuditSQL
 )

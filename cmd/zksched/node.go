@@ -289,7 +289,7 @@ func (n *node) startMaster(ctx context.Context) (running func() int, err error) 
 	rt := cfg.Retention
 	retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
 		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, HookDedupeWindow: cmp.Or(n.cfg.API.HookDedupeWindow, 24*time.Hour),
-		Audit: rt.Audit, Interval: rt.Interval,
+		AssetEvents: rt.AssetEvents, Audit: rt.Audit, Interval: rt.Interval,
 		BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
 	work.Go("master", m.Run)
 	work.Go("sweep", master.NewSweep(m).Run)
