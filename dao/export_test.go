@@ -92,6 +92,9 @@ const (
 	PurgeFailoverEventsSQL = purgeFailoverEventsSQL
 	PurgeFiresSQL          = purgeFiresSQL
 	PurgeAssetEventsSQL    = purgeAssetEventsSQL
+	WaitingSensorsSQL      = waitingSensorsSQL
+	TriggerHooksSQL        = triggerHooksSQL
+	AssetConsumerWaitsSQL  = assetConsumerWaitsSQL
 	AuditRetentionSQL      = auditRetentionSQL
 	PurgeAuditSQL          = purgeAuditSQL
 )

@@ -140,8 +140,8 @@ type WaitingSensor struct {
 	Task json.RawMessage `db:"task"`
 }
 
-// waitingSensorsSQL is WaitingSensors' statement: $1 how many. It reads the waiting tasks
-// through task_instance_listed_state_id, newest first.
+// waitingSensorsSQL is WaitingSensors' statement: $1 how many. It reads the waiting sensors
+// through task_instance_waiting_sensor (migration 00037), newest first.
 const waitingSensorsSQL = `
 		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.paused_step, t.wait_until, t.started_at,
 			coalesce(t.params -> 'task', 'null') AS task
