@@ -81,15 +81,15 @@ type assetConsumerRow struct {
 }
 
 // assetConsumerWaitsSQL is AssetConsumerWaits' statement: $1 how many, $2 one consumer's name
-// or NULL for all. Each asset's queue is counted through asset_pending's primary key (up to
-// MaxPendingCounted rows), its latest event is one probe of asset_event_asset, and the
+// or NULL for all, $3 MaxPendingCounted. Each asset's queue is counted through asset_pending's
+// primary key (up to $3 rows), its latest event is one probe of asset_event_asset, and the
 // consumer's latest run one probe of asset_consumption's primary key.
 const assetConsumerWaitsSQL = `
 		SELECT c.workflow_name, c.workflow_version, c.all_of,
 			(SELECT json_agg(json_build_object(
 				'asset', a.asset,
 				'pending', (SELECT count(*) FROM (SELECT 1 FROM asset_pending p
-					WHERE p.consumer = c.workflow_name AND p.asset = a.asset LIMIT 1000) n),
+					WHERE p.consumer = c.workflow_name AND p.asset = a.asset LIMIT $3) n),
 				'last_event', e.id, 'last_event_at', e.created_at) ORDER BY a.ord)
 			 FROM unnest(c.assets) WITH ORDINALITY AS a(asset, ord)
 			 LEFT JOIN LATERAL (SELECT id, created_at FROM asset_event
@@ -110,7 +110,7 @@ func (q *Queries) AssetConsumerWaits(ctx context.Context, name string, limit int
 		arg = &name
 	}
 	var rows []assetConsumerRow
-	if err := sqlxSelect(ctx, q, &rows, assetConsumerWaitsSQL, limit, arg); err != nil {
+	if err := sqlxSelect(ctx, q, &rows, assetConsumerWaitsSQL, limit, arg, MaxPendingCounted); err != nil {
 		return nil, fmt.Errorf("list asset consumers: %w", err)
 	}
 	out := make([]AssetConsumerWaits, len(rows))

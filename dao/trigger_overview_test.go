@@ -63,7 +63,7 @@ func TestTriggerOverviewReadsARange(t *testing.T) {
 		}{
 			{"sensors", dao.WaitingSensorsSQL, []any{limit}},
 			{"hooks", dao.TriggerHooksSQL, []any{limit}},
-			{"asset consumers", dao.AssetConsumerWaitsSQL, []any{limit, nil}},
+			{"asset consumers", dao.AssetConsumerWaitsSQL, []any{limit, nil, dao.MaxPendingCounted}},
 		} {
 			raw := explainAnalyze(t, db, false, c.query, "", c.args...)
 			joined := strings.Join(flatten(t, raw), "\n")
