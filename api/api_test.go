@@ -19,6 +19,7 @@ import (
 	"github.com/zksched/zksched/api"
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/dao/daotest"
+	"github.com/zksched/zksched/metrics"
 	"github.com/zksched/zksched/registry"
 )
 
@@ -68,6 +69,8 @@ type setupOpts struct {
 	hookBodyLimit    int64
 	hookDedupeWindow time.Duration
 	hookDelivered    func(outcome string)
+	// metrics, when set, are served at /metrics and count what the server counts.
+	metrics *metrics.Metrics
 }
 
 func setup(t *testing.T, o setupOpts) *testBundle {
@@ -83,12 +86,17 @@ func setup(t *testing.T, o setupOpts) *testBundle {
 	if o.log != nil {
 		log = zerolog.New(o.log)
 	}
+	var served http.Handler
+	var emitted func()
+	if o.metrics != nil {
+		served, emitted = o.metrics.Handler(), o.metrics.AssetEmitted
+	}
 	s, err := api.New(api.Config{NodeID: "127.0.0.1:5678_1", Version: "test", Token: o.token, AllowUnauthenticated: o.open,
 		Cluster: o.cluster, MaxBody: o.maxBody, UsersFile: o.usersFile, Hosts: o.hosts, CookieSecure: o.cookieSecure,
 		InstanceRetention: o.instanceRetention, HeavyReads: o.heavyReads, HeavyReadWait: o.heavyReadWait,
 		RateLimit: o.rateLimit, RateBurst: o.rateBurst, HookBodyLimit: o.hookBodyLimit, HookDedupeWindow: o.hookDedupeWindow,
-		HookDelivered: o.hookDelivered,
-		LookupEnv:     func(name string) (string, bool) { v, ok := o.hookSecrets[name]; return v, ok }, Log: log}, db)
+		HookDelivered: o.hookDelivered, Metrics: served, AssetEmitted: emitted,
+		LookupEnv: func(name string) (string, bool) { v, ok := o.hookSecrets[name]; return v, ok }, Log: log}, db)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,6 +48,7 @@ func (s *Server) apiAssetEmit(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	auditDone(r)
+	s.cfg.AssetEmitted()
 	zerolog.Ctx(r.Context()).Info().Str("asset", name).Int64("asset_event", id).Msg("asset event emitted")
 	writeJSON(w, http.StatusCreated, map[string]any{"asset": name, "event": id})
 	return nil

@@ -7,6 +7,7 @@ import (
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
+	"github.com/zksched/zksched/metrics"
 )
 
 // TestAssetEmit: an operator emits an asset event through the API, audited with its output's
@@ -65,6 +66,20 @@ func TestAssetEmit(t *testing.T) {
 	}
 }
 
+// TestAssetEmitMetric: an event emitted through the API is counted in /metrics as
+// zksched_asset_events_total{source="emit"}; a refused one is not.
+func TestAssetEmitMetric(t *testing.T) {
+	t.Parallel()
+	b := setup(t, setupOpts{token: "the-admin-token-0123456789", metrics: metrics.New("m1", "master", "test")})
+	for _, path := range []string{"/api/v1/assets/orders/events", "/api/v1/assets/bad%20name/events", "/api/v1/assets/orders/events"} {
+		b.do(t, "POST", path, `{"output": "42 rows"}`, "Content-Type", "application/json")
+	}
+	r := b.do(t, "GET", "/metrics", "")
+	if want := `zksched_asset_events_total{source="emit"} 2`; r.status != 200 || !strings.Contains(r.body, want) {
+		t.Errorf("/metrics (%d) lacks %q:\n%s", r.status, want, r.body)
+	}
+}
+
 // TestAssetsPage: the assets page and GET /api/v1/assets list each asset with the workflows
 // that produce it and those it starts, and the latest events.
 func TestAssetsPage(t *testing.T) {
@@ -103,6 +118,21 @@ func TestAssetsPage(t *testing.T) {
 <code>orders</code>, <code>customers</code> has had an event`) {
 		t.Errorf("the consumer's page (%d) does not say what it waits for:\n%s", r.status, r.body)
 	}
+	// Each asset with its events not taken yet and its latest event.
+	waits := func() string {
+		t.Helper()
+		body := b.do(t, "GET", "/definitions/report", "").body
+		i, j := strings.Index(body, `<table class="list" id="definition-asset-waits">`), strings.Index(body, "Every consumer's waits")
+		if i < 0 || j < i {
+			t.Fatalf("the consumer's page lacks its waits:\n%s", body)
+		}
+		return body[i:j]
+	}
+	if w := waits(); !strings.Contains(w, "<code>orders</code></td>\n  <td><span class=\"dim\">none: waiting for its next event</span></td>\n  <td><span class=\"dim\">none yet</span>") ||
+		!strings.Contains(w, "<code>customers</code></td>\n  <td>1 pending</td>") || !strings.Contains(w, "(pending)") ||
+		!strings.Contains(w, "No run started by assets yet.") {
+		t.Errorf("before a run, the consumer's waits read:\n%s", w)
+	}
 	if r := b.do(t, "POST", "/api/v1/assets/orders/events", "", "Content-Type", "application/json"); r.status != 201 {
 		t.Fatalf("emit: %d %s", r.status, r.body)
 	}
@@ -113,6 +143,10 @@ func TestAssetsPage(t *testing.T) {
 	if r := b.do(t, "GET", fmt.Sprintf("/workflows/%d", runs[0].Instance), ""); !strings.Contains(r.body,
 		fmt.Sprintf("<code>customers</code> event %d by admin, <code>orders</code> event %d by admin", runs[0].Events[0].ID, runs[0].Events[1].ID)) {
 		t.Errorf("the run's page (%d) does not link its events:\n%s", r.status, r.body)
+	}
+	if w := waits(); strings.Contains(w, "pending") || strings.Count(w, "(consumed)") != 2 ||
+		!strings.Contains(w, fmt.Sprintf(`<a href="/workflows/%d">run %d</a>`, runs[0].Instance, runs[0].Instance)) {
+		t.Errorf("after the run, the consumer's waits read:\n%s", w)
 	}
 	r := b.do(t, "GET", "/assets", "")
 	for _, want := range []string{`<a href="/definitions/load">load</a>`, `<a href="/definitions/report">report</a>`, "from the CRM"} {

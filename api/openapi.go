@@ -160,6 +160,10 @@ var components = map[string]reflect.Type{
 	"AuditEvent":             reflect.TypeFor[dao.AuditEvent](),
 	"Notification":           reflect.TypeFor[dao.Notification](),
 	"Hook":                   reflect.TypeFor[hookJSON](),
+	"Triggers":               reflect.TypeFor[triggersJSON](),
+	"HookTrigger":            reflect.TypeFor[dao.HookTrigger](),
+	"AssetConsumerWaits":     reflect.TypeFor[dao.AssetConsumerWaits](),
+	"WaitingSensor":          reflect.TypeFor[sensorWaitJSON](),
 	"HookDelivery":           reflect.TypeFor[dao.HookDelivery](),
 	"HookDeliveryAnswer":     reflect.TypeFor[hookDeliveryJSON](),
 	"Error":                  reflect.TypeFor[errorBody](),
@@ -334,6 +338,11 @@ func operations() []operation {
 			fails: []int{400}},
 		{pattern: "GET /api/v1/hooks", summary: "Every webhook trigger with its URL, workflow, signature and latest deliveries.",
 			ok:    map[int]answer{200: {"The hooks, by name.", object(map[string]any{"items": arrayOf(ref("Hook"))})}},
+			fails: []int{400}},
+		{pattern: "GET /api/v1/triggers", summary: "What is waiting on what: the webhook triggers with their latest delivery, " +
+			"the workflows on-assets starts with the assets they have events of and those they miss, and the sensors waiting now; " +
+			"at most 100 of each, newest first.",
+			ok:    map[int]answer{200: {"The three lists.", ref("Triggers")}},
 			fails: []int{400}},
 		{pattern: hookRoute, summary: "A webhook delivery: submits a run of the workflow that declares the hook, " +
 			"if its signature is right, its delivery id new and its filter true.",

@@ -264,6 +264,7 @@ func TestOpenAPIResponses(t *testing.T) {
 	check("POST", "/api/v1/hooks/{name}", "/api/v1/hooks/ops", `{"who": "me"}`, "Authorization", "Bearer wrong")
 	check("POST", "/api/v1/hooks/{name}", "/api/v1/hooks/nothing", `{}`)
 	check("GET", "/api/v1/hooks", "/api/v1/hooks", "")
+	check("GET", "/api/v1/triggers", "/api/v1/triggers", "")
 
 	for path, methods := range doc.Paths {
 		for method := range methods {

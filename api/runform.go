@@ -51,6 +51,9 @@ type definitionPage struct {
 	Schedule *lifecycle.ScheduleView
 	// OnAssets are the assets whose events start a run of the version shown; nil for none.
 	OnAssets *workflow.OnAssets
+	// AssetWaits are, for a workflow whose latest version declares on-assets, its assets with
+	// their events not yet taken and their latest event; nil for none.
+	AssetWaits *dao.AssetConsumerWaits
 	// CanRun shows the run form: Fields are its inputs, one per declared param, and Extra
 	// the text of its undeclared ones (k=v lines, with params-extra: allow).
 	CanRun bool
@@ -162,6 +165,13 @@ func (s *Server) loadDefinitionPage(r *http.Request, name string, version int) (
 			p.Schedule = &v
 			p.Trigger = v.WorkflowVersion == version
 		}
+	}
+	waits, err := s.db.AssetConsumerWaits(ctx, name, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(waits) == 1 {
+		p.AssetWaits = &waits[0]
 	}
 	return p, nil
 }

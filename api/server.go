@@ -84,6 +84,8 @@ type Config struct {
 	// HookDelivered, unless nil, counts each webhook delivery by its outcome (see
 	// hookOutcome).
 	HookDelivered func(outcome string)
+	// AssetEmitted, unless nil, counts each asset event emitted through the API.
+	AssetEmitted func()
 	// HeavyReads is how many heavy reads (an instance's detail or page, a task's, a log, the
 	// overview) run at once; HeavyReadWait how long one waits for a place before it is
 	// answered 503. They default to 4 and 2 s (conf.API has the reasons).
@@ -174,6 +176,9 @@ func New(cfg Config, db *dao.DB) (*Server, error) {
 	if cfg.HookDelivered == nil {
 		cfg.HookDelivered = func(string) {}
 	}
+	if cfg.AssetEmitted == nil {
+		cfg.AssetEmitted = func() {}
+	}
 	p, err := newPages()
 	if err != nil {
 		return nil, err
@@ -252,6 +257,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	api("GET /api/v1/audit-events", RoleViewer, s.apiAuditEvents)
 	api("GET /api/v1/notifications", RoleViewer, s.apiNotifications)
 	api("GET /api/v1/hooks", RoleViewer, s.apiHooks)
+	api("GET /api/v1/triggers", RoleViewer, s.apiTriggers)
 	// Open (see requireAuth's open): the delivery's signature is the credential.
 	api(hookRoute, RoleViewer, s.apiHookDeliver)
 	// Open (see requireAuth's open): the document holds no data.
@@ -299,6 +305,7 @@ func (s *Server) routes(mux *http.ServeMux) {
 	page("GET /notifications", RoleViewer, s.pageNotifications)
 	page("GET /hooks", RoleViewer, s.pageHooks)
 	page("GET /assets", RoleViewer, s.pageAssets)
+	page("GET /triggers", RoleViewer, s.pageTriggers)
 	// Open (see requireAuth's open): a role means nothing before a login.
 	page("GET /login", RoleViewer, s.pageLogin)
 	page("POST /login", RoleViewer, s.formLogin)

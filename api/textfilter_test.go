@@ -29,6 +29,7 @@ var textFilterRoutes = map[string]struct {
 	"GET /notifications":             {"/notifications", []string{"state", "before", "limit"}},
 	"GET /hooks":                     {"/hooks", nil},
 	"GET /assets":                    {"/assets", nil},
+	"GET /triggers":                  {"/triggers", nil},
 	"GET /login":                     {"/login", []string{"next"}},
 	"GET /static/":                   {"/static/app.css", nil},
 	"GET /api/v1/definitions":        {"/api/v1/definitions", []string{"after", "limit"}},
@@ -47,6 +48,7 @@ var textFilterRoutes = map[string]struct {
 	"GET /api/v1/assets":                                {"/api/v1/assets", nil},
 	"GET /api/v1/openapi.json":                          {"/api/v1/openapi.json", nil},
 	"GET /api/v1/hooks":                                 {"/api/v1/hooks", nil},
+	"GET /api/v1/triggers":                              {"/api/v1/triggers", nil},
 }
 
 // TestTextFilterWithNULOrBadUTF8IsA400: a NUL byte or bytes that are not UTF-8, in any

@@ -48,7 +48,7 @@ type pages struct {
 
 var pageNames = []string{"tasks", "task", "workflows", "workflow", "cluster", "definitions", "login", "error", "audit", "notifications", "assets",
 	"definition", "schedules",
-	"overview", "hooks",
+	"overview", "hooks", "triggers",
 }
 
 func newPages() (*pages, error) {

@@ -680,6 +680,13 @@ type Retention struct {
 	// api.hook-dedupe-window.
 	Fires time.Duration `yaml:"fires"`
 
+	// AssetEvents is how long an asset event (asset_event) is kept, from when it was written,
+	// with the rows that link it to the runs it started (asset_consumption). Defaults to
+	// 30d, as Instances, so a run's page names the events that started it as long as the run
+	// is kept. An event a consumer has not taken yet is kept whatever its age: the consumer
+	// still waits on it.
+	AssetEvents time.Duration `yaml:"asset-events"`
+
 	// Audit is how long rows of the audit trail (audit_event) are kept. Defaults to 0, for
 	// ever: the trail is append-only, and the leader's purge, which declares this period to
 	// the database in its transaction, is the one writer it lets delete rows, only rows older
@@ -859,6 +866,7 @@ func Defaults() Config {
 			Logs:           7 * 24 * time.Hour,
 			FailoverEvents: 90 * 24 * time.Hour,
 			Fires:          30 * 24 * time.Hour,
+			AssetEvents:    30 * 24 * time.Hour,
 			Interval:       time.Minute,
 			BatchSize:      500,
 		},

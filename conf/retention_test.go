@@ -14,7 +14,7 @@ const day = 24 * time.Hour
 func TestRetentionDefaults(t *testing.T) {
 	t.Parallel()
 	got := conf.Defaults().Retention
-	want := conf.Retention{Instances: 30 * day, Logs: 7 * day, FailoverEvents: 90 * day, Fires: 30 * day,
+	want := conf.Retention{Instances: 30 * day, Logs: 7 * day, FailoverEvents: 90 * day, Fires: 30 * day, AssetEvents: 30 * day,
 		Audit: 0, Interval: time.Minute, BatchSize: 500}
 	if got != want {
 		t.Errorf("Defaults().Retention = %+v, want %+v", got, want)
@@ -25,13 +25,13 @@ func TestRetentionDefaults(t *testing.T) {
 // file and the environment; seconds serve tests.
 func TestRetentionTakesDays(t *testing.T) {
 	t.Parallel()
-	path := writeConfig(t, "retention:\n  instances: 45d\n  logs: 1d12h\n  fires: 90s\n  audit: 365d\n  interval: 5s\n  batch-size: 50\n")
+	path := writeConfig(t, "retention:\n  instances: 45d\n  logs: 1d12h\n  fires: 90s\n  asset-events: 12h\n  audit: 365d\n  interval: 5s\n  batch-size: 50\n")
 	got, err := conf.Load(path, []string{"ZKSCHED_RETENTION_FAILOVER_EVENTS=2d"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := conf.Retention{Instances: 45 * day, Logs: 36 * time.Hour, FailoverEvents: 2 * day, Fires: 90 * time.Second,
-		Audit: 365 * day, Interval: 5 * time.Second, BatchSize: 50}
+		AssetEvents: 12 * time.Hour, Audit: 365 * day, Interval: 5 * time.Second, BatchSize: 50}
 	if got.Retention != want {
 		t.Errorf("Retention = %+v, want %+v", got.Retention, want)
 	}

@@ -158,6 +158,7 @@ func (c *Config) Validate() error {
 	v.nonNegative("retention.logs", rt.Logs)
 	v.nonNegative("retention.failover-events", rt.FailoverEvents)
 	v.nonNegative("retention.fires", rt.Fires)
+	v.nonNegative("retention.asset-events", rt.AssetEvents)
 	v.nonNegative("retention.audit", rt.Audit)
 	if rt.Instances > 0 && rt.Logs > rt.Instances {
 		v.problem("retention.logs", "%s is longer than retention.instances (%s): a purged instance takes its logs with it; "+

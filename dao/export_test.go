@@ -91,6 +91,10 @@ const (
 	PurgeLogsSQL           = purgeLogsSQL
 	PurgeFailoverEventsSQL = purgeFailoverEventsSQL
 	PurgeFiresSQL          = purgeFiresSQL
+	PurgeAssetEventsSQL    = purgeAssetEventsSQL
+	WaitingSensorsSQL      = waitingSensorsSQL
+	TriggerHooksSQL        = triggerHooksSQL
+	AssetConsumerWaitsSQL  = assetConsumerWaitsSQL
 	AuditRetentionSQL      = auditRetentionSQL
 	PurgeAuditSQL          = purgeAuditSQL
 )

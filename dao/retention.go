@@ -167,6 +167,44 @@ func (db *DB) PurgeFires(ctx context.Context, keep time.Duration, batch int) (in
 	return db.purgeBatch(ctx, purgeFiresSQL, "purge schedule fires", keep, batch)
 }
 
+// purgeAssetEventsSQL is PurgeAssetEvents' statement: $1 the retention in seconds, $2 the
+// batch (migration 00037). It takes the events written before the period, oldest first
+// through asset_event_created, that no consumer has queued (asset_pending): each consumer
+// that names its asset has taken it, or none did when it was written. An event queued for a
+// consumer stays whatever its age: the consumer still waits on it. An event is queued in the
+// statement that writes it, never later, so one found queued for no one stays so. Its
+// consumption rows go with it (ON DELETE CASCADE), counted in the statement's snapshot.
+const purgeAssetEventsSQL = `
+		WITH doomed AS (
+			SELECT e.id FROM asset_event e
+			WHERE e.created_at < now() - make_interval(secs => $1)
+				AND NOT EXISTS (SELECT 1 FROM asset_pending p WHERE p.event_id = e.id)
+			ORDER BY e.created_at
+			LIMIT $2
+			FOR UPDATE SKIP LOCKED
+		), gone AS (
+			DELETE FROM asset_event WHERE id = ANY(ARRAY(SELECT id FROM doomed)) RETURNING 1
+		)
+		SELECT (SELECT count(*) FROM gone) AS asset_event,
+			(SELECT count(*) FROM asset_consumption WHERE event_id = ANY(ARRAY(SELECT id FROM doomed))) AS asset_consumption`
+
+// purgedAssetEvents is purgeAssetEventsSQL's row.
+type purgedAssetEvents struct {
+	Events       int64 `db:"asset_event"`
+	Consumptions int64 `db:"asset_consumption"`
+}
+
+// PurgeAssetEvents deletes up to batch asset events written more than keep ago that no
+// consumer still waits on, with their consumption rows, and returns what it deleted by table.
+// Fewer than batch events means none is left to purge now.
+func (db *DB) PurgeAssetEvents(ctx context.Context, keep time.Duration, batch int) (Purged, error) {
+	var n purgedAssetEvents
+	if err := db.db.GetContext(ctx, &n, purgeAssetEventsSQL, keep.Seconds(), batch); err != nil {
+		return nil, fmt.Errorf("purge asset events: %w", err)
+	}
+	return Purged{"asset_event": n.Events, "asset_consumption": n.Consumptions}, nil
+}
+
 // auditRetentionSQL declares the audit retention to audit_event's trigger for the rest of the
 // transaction (migration 00021): $1 the retention in seconds.
 const auditRetentionSQL = `SELECT set_config('zksched.audit_retention', make_interval(secs => $1)::text, true)`

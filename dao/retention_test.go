@@ -312,6 +312,60 @@ func TestPurgeFailoverEventsFiresAndAudit(t *testing.T) {
 	}
 }
 
+// TestPurgeAssetEvents: the events past the period that no consumer has queued go, consumed
+// or never waited for, with their consumption rows; an event a consumer still waits on stays
+// whatever its age, and so does every recent one.
+func TestPurgeAssetEvents(t *testing.T) {
+	t.Parallel()
+	b := setupRetention(t)
+	const keep = time.Hour
+	ids := map[string]int64{}
+	for _, e := range []struct{ name, asset, age string }{
+		{"consumed", "a", "3 hours"}, {"waited-on", "a", "4 hours"}, {"unwanted", "z", "5 hours"},
+		{"recent", "a", "1 minute"}, {"other-waited-on", "b", "6 hours"}, {"consumed-later", "b", "2 hours"},
+	} {
+		var id int64
+		if err := b.db.SQL().Get(&id, `INSERT INTO asset_event (asset, output, emitted_by, created_at)
+			VALUES ($1, $2, 'test', now() - $3::interval) RETURNING id`, e.asset, e.name, e.age); err != nil {
+			t.Fatal(err)
+		}
+		ids[e.name] = id
+	}
+	for _, stmt := range []string{
+		`INSERT INTO asset_consumer (workflow_name, workflow_version, all_of, assets) VALUES ('wf', 1, true, '{a,b}')`,
+		fmt.Sprintf(`INSERT INTO asset_pending (consumer, asset, event_id) VALUES ('wf', 'a', %d), ('wf', 'b', %d)`,
+			ids["waited-on"], ids["other-waited-on"]),
+		fmt.Sprintf(`INSERT INTO asset_consumption (consumer, event_id, workflow_instance_id) VALUES
+			('wf', %d, 100), ('other', %d, 101), ('wf', %d, 102), ('wf', %d, 102)`,
+			ids["consumed"], ids["consumed"], ids["recent"], ids["consumed-later"]),
+	} {
+		if _, err := b.db.SQL().Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := b.db.PurgeAssetEvents(b.ctx, keep, 2)
+	if want := (dao.Purged{"asset_event": 2, "asset_consumption": 2}); err != nil || !equalPurged(p, want) {
+		t.Fatalf("batch 2: %v, %v; want the 2 oldest that no one waits on, %v", p, err, want)
+	}
+	p, err = b.db.PurgeAssetEvents(b.ctx, keep, 10)
+	if want := (dao.Purged{"asset_event": 1, "asset_consumption": 1}); err != nil || !equalPurged(p, want) {
+		t.Fatalf("batch 10: %v, %v; want the one left, %v", p, err, want)
+	}
+	var left []string
+	if err := b.db.SQL().Select(&left, `SELECT output FROM asset_event ORDER BY id`); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"waited-on", "recent", "other-waited-on"}; !slices.Equal(left, want) {
+		t.Errorf("events left %v, want %v", left, want)
+	}
+	if got := b.ids(t, `SELECT workflow_instance_id FROM asset_consumption ORDER BY 1`); !slices.Equal(got, []int64{102}) {
+		t.Errorf("consumption rows left of runs %v, want the recent event's run 102 alone", got)
+	}
+	if n := b.count(t, `SELECT count(*) FROM asset_pending`); n != 2 {
+		t.Errorf("%d events queued, want the 2 the consumer waits on", n)
+	}
+}
+
 // TestAuditRetentionDeletesOnlyOldRows: declaring a retention lets a transaction delete the
 // audit rows older than it, and no other; without one every delete is refused.
 func TestAuditRetentionDeletesOnlyOldRows(t *testing.T) {
@@ -389,13 +443,22 @@ func TestPurgesReadARange(t *testing.T) {
 		`INSERT INTO audit_event (actor, role, action, target, client, outcome, at)
 			SELECT 'alice', 'admin', 'task.kill', 'task-instance/' || g, '127.0.0.1', 'ok', now() - make_interval(mins => g)
 			FROM generate_series(1, 100000) g`,
+		// Every other event consumed; one in ten of the last day's still queued for its
+		// consumer.
+		`INSERT INTO asset_event (asset, emitted_by, created_at)
+			SELECT 'a' || (g % 10), 'test', now() - make_interval(mins => g) FROM generate_series(1, 100000) g`,
+		`INSERT INTO asset_consumer (workflow_name, workflow_version, all_of, assets) VALUES ('wf', 1, false, '{a1,a2}')`,
+		`INSERT INTO asset_consumption (consumer, event_id, workflow_instance_id) SELECT 'wf', id, id FROM asset_event WHERE id % 2 = 0`,
+		`INSERT INTO asset_pending (consumer, asset, event_id) SELECT 'wf', asset, id FROM asset_event
+			WHERE id % 10 = 1 AND created_at > now() - interval '1 day'`,
 	} {
 		if _, err := db.SQL().Exec(stmt); err != nil {
 			t.Fatal(err)
 		}
 	}
 	keep := (24 * time.Hour).Seconds()
-	big := []string{"workflow_instance", "task_instance", "task_attempt", "task_log", "schedule_fire", "failover_event", "audit_event"}
+	big := []string{"workflow_instance", "task_instance", "task_attempt", "task_log", "schedule_fire", "failover_event", "audit_event",
+		"asset_event", "asset_pending", "asset_consumption"}
 	for _, analyzed := range []bool{false, true} {
 		if analyzed {
 			// Its own tables only: a database-wide ANALYZE reaches other tests' schemas, and
@@ -415,6 +478,7 @@ func TestPurgesReadARange(t *testing.T) {
 			{"fires", dao.PurgeFiresSQL, "schedule_fire", "schedule_fire_created"},
 			{"failover events", dao.PurgeFailoverEventsSQL, "failover_event", "failover_event_finished"},
 			{"audit", dao.PurgeAuditSQL, "audit_event", "audit_event_at"},
+			{"asset events", dao.PurgeAssetEventsSQL, "asset_event", "asset_event_created"},
 		} {
 			raw := explainAnalyzeWith(t, db, dao.AuditRetentionSQL, keep, c.query, keep, batch)
 			joined := strings.Join(flatten(t, raw), "\n")

@@ -16,6 +16,10 @@ import (
 type AssetFirer struct {
 	m *Master
 
+	// Started, unless nil, is told how many runs each look started (the metrics). Set it
+	// before Run.
+	Started func(runs int)
+
 	// waiting is a test signal: Run signals it each time it has looked and waits.
 	waiting signal.Test[struct{}]
 }
@@ -73,6 +77,9 @@ func (f *AssetFirer) fire(ctx context.Context) (more bool) {
 		if err != nil {
 			log.Warn().Err(err).Str("workflow", name).Msg("starting asset-triggered runs failed; retrying at the next poll")
 			continue
+		}
+		if f.Started != nil && len(runs) > 0 {
+			f.Started(len(runs))
 		}
 		for _, r := range runs {
 			ids := make([]int64, len(r.Events))

@@ -31,6 +31,9 @@ type RetentionConfig struct {
 	// those never less than HookDedupeWindow, in which they keep a redelivery from running.
 	Fires            time.Duration
 	HookDedupeWindow time.Duration
+	// AssetEvents is how long asset events no consumer waits on are kept, with their
+	// consumption rows.
+	AssetEvents time.Duration
 	// Audit is how long audit rows are kept.
 	Audit time.Duration
 	// Interval is the time between two rounds.
@@ -160,6 +163,11 @@ func (r *Retention) round(ctx context.Context, changed <-chan struct{}) {
 			n, err := r.db.PurgeHookDeliveries(ctx, max(r.cfg.Fires, r.cfg.HookDedupeWindow), batch)
 			add(dao.Purged{"hook_delivery": n})
 			return n < int64(batch), err
+		}},
+		{"asset events", r.cfg.AssetEvents, func() (bool, error) {
+			p, err := r.db.PurgeAssetEvents(ctx, r.cfg.AssetEvents, batch)
+			add(p)
+			return p["asset_event"] < int64(batch), err
 		}},
 		{"audit", r.cfg.Audit, func() (bool, error) {
 			n, err := r.db.PurgeAudit(ctx, r.cfg.Audit, batch)

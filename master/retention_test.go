@@ -50,15 +50,15 @@ type retentionBundle struct {
 	onBatch func()
 }
 
-// setupRetention starts a Retention that keeps instances and logs an hour, with batches of
-// batch rows, on a fake clock; the leadership starts lost.
+// setupRetention starts a Retention that keeps instances, logs and asset events an hour, with
+// batches of batch rows, on a fake clock; the leadership starts lost.
 func setupRetention(t *testing.T, batch int) *retentionBundle {
 	t.Helper()
 	db, _ := daotest.New(t)
 	b := &retentionBundle{db: db, clock: clockwork.NewFakeClock(), lead: &fakeLeadership{changed: make(chan struct{})},
 		purged: map[string]int64{}}
 	daotest.Submit(t, db, "wf", map[string]any{"name": "wf"})
-	b.r = NewRetention(RetentionConfig{Instances: time.Hour, Logs: time.Hour, Interval: time.Minute, BatchSize: batch,
+	b.r = NewRetention(RetentionConfig{Instances: time.Hour, Logs: time.Hour, AssetEvents: time.Hour, Interval: time.Minute, BatchSize: batch,
 		Log: zerolog.Nop(), Clock: b.clock, Purged: func(table string, n int64) {
 			b.mu.Lock()
 			b.purged[table] += n
@@ -151,6 +151,37 @@ func TestRetentionPurgesWhileLeading(t *testing.T) {
 	b.wait(t)
 	if n := b.finishedLeft(t); n != 2 {
 		t.Fatalf("%d finished instances left after losing the leadership, want the 2 new ones", n)
+	}
+}
+
+// TestRetentionPurgesAssetEvents: the leader's round purges the asset events past their
+// period that no consumer waits on, batch after batch, and keeps the one a consumer waits on.
+func TestRetentionPurgesAssetEvents(t *testing.T) {
+	t.Parallel()
+	b := setupRetention(t, 2)
+	for _, stmt := range []string{
+		`INSERT INTO asset_event (asset, emitted_by, created_at) SELECT 'a', 'test', now() - interval '2 hours' FROM generate_series(1, 5)`,
+		`INSERT INTO asset_consumer (workflow_name, workflow_version, all_of, assets) VALUES ('wf', 1, true, '{a,b}')`,
+		`INSERT INTO asset_pending (consumer, asset, event_id) SELECT 'wf', 'a', min(id) FROM asset_event`,
+	} {
+		if _, err := b.db.SQL().Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.lead.Set(true)
+	b.wait(t)
+	var left []int64
+	if err := b.db.SQL().Select(&left, `SELECT event_id FROM asset_pending p JOIN asset_event e ON e.id = p.event_id`); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.db.SQL().Get(&n, `SELECT count(*) FROM asset_event`); err != nil || n != 1 || len(left) != 1 {
+		t.Fatalf("%d events left (%v), the one waited on still there: %v; want it alone", n, err, left)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if got := b.purged["asset_event"]; got != 4 {
+		t.Errorf("purged %d asset events, want 4 in batches of 2", got)
 	}
 }
 

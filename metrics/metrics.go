@@ -18,6 +18,8 @@
 //	zksched_agent_tokens_total{provider}                 worker: tokens the turns sent to the model used
 //	zksched_sensor_checks_total{kind,outcome}            worker: sensor checks, by kind (http, sql, file, time) and outcome (true, false, error)
 //	zksched_sensor_check_lateness_seconds{kind}          worker: histogram of a sensor check's due time → its start
+//	zksched_asset_events_total{source}                   asset events written: by tasks that produce assets on this worker (task), or emitted through this master's API (emit)
+//	zksched_asset_runs_total                             master: runs of on-assets workflows this master started
 //	zksched_workflows_owned                              master: workflow instances this master drives
 //	zksched_leader                                       master: 1 while this master leads
 //	zksched_queue_depth{group}                           master: queued task instances per worker group (periodic count)
@@ -67,6 +69,8 @@ type Metrics struct {
 	hooks     *prometheus.CounterVec
 	sensors   *prometheus.CounterVec
 	lateness  *prometheus.HistogramVec
+	assets    *prometheus.CounterVec
+	assetRuns prometheus.Counter
 
 	mu     sync.Mutex
 	groups map[string]bool // the worker groups the queue depth has shown
@@ -117,14 +121,20 @@ func New(node, role, version string) *Metrics {
 	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "zksched_sensor_check_lateness_seconds",
 		Help:    "Time from a sensor check's due time to its start on this worker, by kind; first checks are not counted.",
 		Buckets: []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}}, []string{"kind"})
+	m.assets = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "zksched_asset_events_total",
+		Help: "Asset events written: by the tasks this worker ran that produce assets (task), or emitted through this master's API (emit)."},
+		[]string{"source"})
+	m.assetRuns = prometheus.NewCounter(prometheus.CounterOpts{Name: "zksched_asset_runs_total",
+		Help: "Runs of workflows that declare on-assets this master started on their asset events."})
 	info := prometheus.NewGauge(prometheus.GaugeOpts{Name: "zksched_node_info", Help: "The node's identity, role and version.",
 		ConstLabels: prometheus.Labels{"node": node, "role": role, "version": version}})
 	info.Set(1)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), info)
 	if role == string(registry.RoleWorker) {
-		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission, m.turns, m.toolCalls, m.tokens, m.sensors, m.lateness)
+		reg.MustRegister(m.claims, m.attempts, m.refused, m.dispatch, m.admission, m.turns, m.toolCalls, m.tokens, m.sensors, m.lateness,
+			m.assets)
 	} else {
-		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified, m.hooks)
+		reg.MustRegister(m.queue, m.fenced, m.failovers, m.purged, m.notified, m.hooks, m.assets, m.assetRuns)
 	}
 	return m
 }
@@ -192,6 +202,21 @@ func (m *Metrics) Notified(result string) {
 // HookDelivered counts a webhook delivery by its outcome: api.Config.HookDelivered.
 func (m *Metrics) HookDelivered(outcome string) {
 	m.hooks.WithLabelValues(outcome).Inc()
+}
+
+// AssetsProduced counts the asset events a task's success wrote: worker.Events.
+func (m *Metrics) AssetsProduced(n int) {
+	m.assets.WithLabelValues("task").Add(float64(n))
+}
+
+// AssetEmitted counts an asset event emitted through the API: api.Config.AssetEmitted.
+func (m *Metrics) AssetEmitted() {
+	m.assets.WithLabelValues("emit").Inc()
+}
+
+// AssetRunsStarted counts runs started by asset events: master.AssetFirer.Started.
+func (m *Metrics) AssetRunsStarted(n int) {
+	m.assetRuns.Add(float64(n))
 }
 
 // Purged records rows the retention deleted from table: master.RetentionConfig.Purged.

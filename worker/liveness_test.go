@@ -64,6 +64,8 @@ func (h hookEvents) Ended(o dao.Outcome, refused bool) {
 	}
 }
 
+func (h hookEvents) AssetsProduced(int) {}
+
 // runWorker runs a worker with the given gate and events until the test ends.
 func (b *testBundle) runWorker(t *testing.T, id string, slots int, gate worker.Gate, ev worker.Events) *worker.Worker {
 	t.Helper()

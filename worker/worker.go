@@ -97,6 +97,9 @@ type Events interface {
 	// Ended is called when an attempt's result was recorded, or refused because the task was
 	// taken from the attempt (refused).
 	Ended(outcome dao.Outcome, refused bool)
+	// AssetsProduced is called with the number of asset events an attempt's recorded success
+	// wrote (its task's produces).
+	AssetsProduced(n int)
 }
 
 // Worker runs task attempts.
@@ -580,6 +583,9 @@ func (w *Worker) report(log zerolog.Logger, tok dao.Token, r dao.AttemptResult, 
 		}
 		if w.cfg.Events != nil && (err == nil || errors.Is(err, dao.ErrTokenRefused)) {
 			w.cfg.Events.Ended(r.Outcome, err != nil)
+			if err == nil && r.Next == dao.TaskSucceeded && len(r.Produces) > 0 {
+				w.cfg.Events.AssetsProduced(len(r.Produces))
+			}
 		}
 		if err == nil || lostAnswer {
 			w.resumeIfChildEnded(tok, r, log)

@@ -166,3 +166,84 @@ func (s *Spec) onAssetsProblems() []problem {
 	}
 	return probs
 }
+
+// taskTemplate is one template of a task: the field that holds it and its text.
+type taskTemplate struct {
+	field, text string
+}
+
+// templatesOf returns the templates of t that its run's data renders (.params, .upstream,
+// .assets, …): when, for-each, the prompts, a child's params and an http sensor's
+// expect.json. A new field that renders over the run's data belongs here too, so that
+// assetRefProblems sees what it reads.
+func templatesOf(t *Task) []taskTemplate {
+	var out []taskTemplate
+	add := func(field, text string) {
+		if text != "" {
+			out = append(out, taskTemplate{field, text})
+		}
+	}
+	add("when", t.When)
+	add("for-each", t.ForEach)
+	add("system", t.System)
+	add("prompt", t.Prompt)
+	for _, st := range t.Steps {
+		add("steps", st.Prompt)
+	}
+	for _, k := range slices.Sorted(maps.Keys(t.Params)) {
+		add("params", t.Params[k])
+	}
+	if t.HTTP != nil && t.HTTP.Expect != nil {
+		add("http", t.HTTP.Expect.JSON)
+	}
+	return out
+}
+
+// assetRefProblems refuses a template that reads an asset the workflow's on-assets does not
+// name (.assets.X, or index .assets "X"), or .assets at all in a workflow without on-assets:
+// its runs never have that event, so the task would fail each time it runs. Templates that do
+// not parse are left to the checks that report them.
+func (s *Spec) assetRefProblems() []problem {
+	var named []string
+	if s.OnAssets != nil {
+		named, _ = s.OnAssets.Assets()
+	}
+	var probs []problem
+	for i := range s.Tasks {
+		t := &s.Tasks[i]
+		seen := map[string]bool{}
+		for _, tt := range templatesOf(t) {
+			tmpl, err := parseTemplate(tt.field, tt.text)
+			if err != nil {
+				continue
+			}
+			for _, ref := range templateRefs(tmpl) {
+				if ref[0] != "assets" || (len(ref) > 1 && slices.Contains(named, ref[1])) || (len(ref) == 1 && s.OnAssets != nil) {
+					continue
+				}
+				asset := ""
+				if len(ref) > 1 {
+					asset = ref[1]
+				}
+				key := tt.field + "\x00" + asset
+				if seen[key] {
+					continue
+				}
+				seen[key] = true
+				var msg string
+				switch {
+				case s.OnAssets == nil && asset == "":
+					msg = "reads .assets, but the workflow has no on-assets: only a run that assets start has asset events"
+				case s.OnAssets == nil:
+					msg = fmt.Sprintf("reads asset %s (.assets), but the workflow has no on-assets: only a run that assets start "+
+						"has asset events; add on-assets: {all: [%s]}", quote(asset), clip(asset))
+				default:
+					msg = fmt.Sprintf("reads asset %s (.assets), which on-assets does not name (it names %s): "+
+						"a run has events of the assets on-assets names alone", quote(asset), nameList(named))
+				}
+				probs = append(probs, problem{task: i, field: tt.field, msg: fmt.Sprintf("%s: %s %s", taskLabel(i, t.Name), tt.field, msg)})
+			}
+		}
+	}
+	return probs
+}

@@ -91,3 +91,49 @@ func TestDocsAssetsExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestAssetRefsMustBeNamed: a template that reads an asset the workflow's on-assets does not
+// name, or .assets in a workflow without on-assets, is refused naming the task, the field and
+// the asset, in every field that renders over the run's data; the assets it names are read
+// freely, as is .assets itself in a consumer.
+func TestAssetRefsMustBeNamed(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ file, want string }{
+		"unnamed in a prompt": {"name: w\non-assets: {all: [orders, customers]}\ntasks:\n" +
+			"  - {name: report, type: llm, provider: p, prompt: '{{ .assets.refunds.output }}'}\n",
+			`task "report": prompt reads asset "refunds" (.assets), which on-assets does not name (it names orders, customers)`},
+		"unnamed through index in when": {"name: w\non-assets: {any: [orders]}\ntasks:\n" +
+			"  - {name: t, type: noop, when: '{{ index .assets \"raw.orders\" \"output\" }}'}\n",
+			`task "t": when reads asset "raw.orders" (.assets), which on-assets does not name (it names orders)`},
+		"no on-assets": {"name: w\ntasks:\n  - {name: t, type: noop, for-each: '{{ .assets.orders.output }}'}\n",
+			`task "t": for-each reads asset "orders" (.assets), but the workflow has no on-assets`},
+		"bare .assets without on-assets": {"name: w\ntasks:\n  - {name: t, type: noop, when: '{{ len .assets }}'}\n",
+			`task "t": when reads .assets, but the workflow has no on-assets`},
+		"a child's params": {"name: w\non-assets: {any: [a]}\ntasks:\n" +
+			"  - {name: c, type: workflow, workflow: other, params: {x: '{{ .assets.b.output }}'}}\n",
+			`task "c": params reads asset "b" (.assets)`},
+		"an agent's step": {"name: w\non-assets: {any: [a]}\ntasks:\n" +
+			"  - {name: g, type: agent, provider: p, steps: [{name: s, prompt: '{{ .assets.b.event }}'}]}\n",
+			`task "g": steps reads asset "b" (.assets)`},
+		"an http sensor's expect.json": {"name: w\ntasks:\n" +
+			"  - {name: s, type: sensor, http: {url: 'https://example.com', expect: {json: '{{ eq .body.v .assets.a.output }}'}}}\n",
+			`task "s": http reads asset "a" (.assets), but the workflow has no on-assets`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tc.file))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Parse: %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	for _, ok := range []string{
+		"name: w\non-assets: {all: [orders, raw.orders]}\ntasks:\n  - {name: t, type: noop, when: '{{ and .assets.orders.output (index .assets \"raw.orders\" \"output\") }}'}\n",
+		"name: w\non-assets: {any: [a, b]}\ntasks:\n  - {name: t, type: noop, when: '{{ len .assets }}'}\n",
+		"name: w\non-assets: {any: [a]}\ntasks:\n  - {name: t, type: noop, when: '{{ range $k, $v := .assets }}{{ $v.output }}{{ end }}'}\n",
+	} {
+		if _, err := Parse([]byte(ok)); err != nil {
+			t.Errorf("Parse(%q): %v; want it accepted", ok, err)
+		}
+	}
+}

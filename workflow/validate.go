@@ -185,6 +185,8 @@ func (s *Spec) problems() []problem {
 		}
 	}
 
+	probs = append(probs, s.assetRefProblems()...)
+
 	// Dependencies are checked once every name is known, so a task may depend on one written
 	// after it.
 	for i, t := range s.Tasks {

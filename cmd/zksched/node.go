@@ -289,14 +289,16 @@ func (n *node) startMaster(ctx context.Context) (running func() int, err error) 
 	rt := cfg.Retention
 	retention := master.NewRetention(master.RetentionConfig{Instances: rt.Instances, Logs: rt.Logs,
 		FailoverEvents: rt.FailoverEvents, Fires: rt.Fires, HookDedupeWindow: cmp.Or(n.cfg.API.HookDedupeWindow, 24*time.Hour),
-		Audit: rt.Audit, Interval: rt.Interval,
+		AssetEvents: rt.AssetEvents, Audit: rt.Audit, Interval: rt.Interval,
 		BatchSize: rt.BatchSize, Log: n.log, Purged: n.metrics.Purged}, n.db, election)
 	work.Go("master", m.Run)
 	work.Go("sweep", master.NewSweep(m).Run)
 	work.Go("wait timeouts", master.NewWaitTimeouts(mcfg, n.db, n.guard).Run)
 	work.Go("deadlines", master.NewDeadlines(mcfg, n.db, n.guard).Run)
 	work.Go("scheduler", sched.Run)
-	work.Go("asset firer", master.NewAssetFirer(m).Run)
+	firer := master.NewAssetFirer(m)
+	firer.Started = n.metrics.AssetRunsStarted
+	work.Go("asset firer", firer.Run)
 	work.Go("retention", retention.Run)
 	work.Go("failover coordinator", coord.Run)
 	work.Go("leadership log", func(ctx context.Context) error { return watchLeadership(ctx, election, n.log) })
@@ -563,6 +565,7 @@ func (n *node) httpHandler() (http.Handler, error) {
 		WebhookEnvPattern: n.cfg.Notify.WebhookEnvPattern, HookSecretEnvPattern: a.HookSecretEnvPattern,
 		HookBodyLimit: int64(a.HookBodyLimit), HookDedupeWindow: a.HookDedupeWindow, PublicURL: a.PublicURL,
 		HookDelivered: n.metrics.HookDelivered,
+		AssetEmitted:  n.metrics.AssetEmitted,
 		RateLimit:     float64(a.RateLimit), RateBurst: a.RateBurst, HeavyReads: a.HeavyReads, HeavyReadWait: a.HeavyReadWait, Log: n.log}, n.db)
 	if err != nil {
 		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: api: %v", err)}

@@ -286,7 +286,7 @@ func (s Sensor) checkHTTP(ctx context.Context, t Task) (bool, string, error) {
 		if v == nil {
 			v = map[string]any{}
 		}
-		got, err := workflow.Render(ctx, "expect.json", e.JSON, workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item, Body: v})
+		got, err := workflow.Render(ctx, "expect.json", e.JSON, workflow.TemplateData{Params: t.Params, Upstream: t.Upstream, Item: t.Item, Assets: t.Assets, Body: v})
 		if err != nil {
 			return false, "", err
 		}
