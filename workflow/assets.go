@@ -196,6 +196,9 @@ func templatesOf(t *Task) []taskTemplate {
 	if t.HTTP != nil && t.HTTP.Expect != nil {
 		add("http", t.HTTP.Expect.JSON)
 	}
+	if t.WorkflowRun != nil {
+		add("workflow", t.WorkflowRun.Since)
+	}
 	return out
 }
 

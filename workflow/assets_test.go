@@ -118,6 +118,9 @@ func TestAssetRefsMustBeNamed(t *testing.T) {
 		"an http sensor's expect.json": {"name: w\ntasks:\n" +
 			"  - {name: s, type: sensor, http: {url: 'https://example.com', expect: {json: '{{ eq .body.v .assets.a.output }}'}}}\n",
 			`task "s": http reads asset "a" (.assets), but the workflow has no on-assets`},
+		"a workflow sensor's since": {"name: w\non-assets: {any: [a]}\ntasks:\n" +
+			"  - {name: s, type: sensor, workflow: {name: up, since: '{{ .assets.b.event }}'}}\n",
+			`task "s": workflow reads asset "b" (.assets)`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
