@@ -12,15 +12,14 @@ import (
 )
 
 // pythonVenv makes a virtual environment in home and installs clients/python into it with
-// docs/clients.md's commands, as they are printed, from the repository's root, with no
+// block, docs/clients.md's install commands, as they are printed, from the repository's root, with no
 // package index (PIP_NO_INDEX), as on a machine without PyPI; it returns the environment's
 // python. python3 missing fails the test: the client is part of what the suite checks.
-func pythonVenv(t *testing.T, home string) string {
+func pythonVenv(t *testing.T, home, block string) string {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Fatalf("python3: %v (the Python client's tests need it)", err)
 	}
-	block := testenv.DocBlock(t, "docs/clients.md", "Install", "sh", 1)
 	cmd := exec.Command("bash", "-euxo", "pipefail", "-c", block)
 	cmd.Env = append(os.Environ(), "HOME="+home, "PIP_NO_INDEX=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PYTHONDONTWRITEBYTECODE=1")
 	cmd.Dir = repoRoot()
@@ -34,7 +33,7 @@ func pythonVenv(t *testing.T, home string) string {
 // with no package index, as a wheel with its py.typed marker, and imports as zksched.
 func TestPythonClientInstallsOffline(t *testing.T) {
 	t.Parallel()
-	python := pythonVenv(t, t.TempDir())
+	python := pythonVenv(t, t.TempDir(), testenv.DocBlock(t, "docs/clients.md", "Install", "sh", 1))
 	cmd := exec.Command(python, "-c", `import importlib.resources as r, zksched, sys
 assert "site-packages" in zksched.__file__, zksched.__file__
 assert (r.files("zksched") / "py.typed").is_file()
@@ -57,7 +56,7 @@ func TestPythonClient(t *testing.T) {
 	e.Worker("worker")
 	waitReady(t, master.Port)
 	home := quickstartHome(t, e)
-	python := pythonVenv(t, home)
+	python := pythonVenv(t, home, testenv.DocBlock(t, "docs/clients.md", "Install", "sh", 1))
 	url := fmt.Sprintf("http://127.0.0.1:%d", master.Port)
 
 	example := testenv.DocBlock(t, "docs/clients.md", "An example", "python", 1)
