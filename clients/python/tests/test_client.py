@@ -83,8 +83,13 @@ class DropFirstAnswer:
         if drop:
             up.recv(1)  # the master has answered: it committed
             self.dropped += 1
-            conn.close()
-            up.close()
+            # shutdown, not only close: the pump blocked reading conn holds it open until woken.
+            for s in (conn, up):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # the pump shut it first
+                s.close()
             return
         pump(up, conn)
         conn.close()
