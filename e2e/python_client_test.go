@@ -47,7 +47,7 @@ print(zksched.__version__, zksched.Client.__name__)`)
 
 // TestPythonClient installs the Python client as docs/clients.md says, runs the page's example
 // as it is printed against a real master and worker (the master's URL for the quickstart's,
-// the token found as the CLI finds it), then the client's own tests
+// the token found as the CLI finds it) and the client README's, then the client's own tests
 // (clients/python/tests) with the installed package, given the master's URL and its token.
 func TestPythonClient(t *testing.T) {
 	t.Parallel()
@@ -59,9 +59,36 @@ func TestPythonClient(t *testing.T) {
 	python := pythonVenv(t, home, testenv.DocBlock(t, "docs/clients.md", "Install", "sh", 1))
 	url := fmt.Sprintf("http://127.0.0.1:%d", master.Port)
 
-	example := testenv.DocBlock(t, "docs/clients.md", "An example", "python", 1)
+	out := runPythonExample(t, python, home, url, testenv.DocBlock(t, "docs/clients.md", "An example", "python", 1))
+	for _, want := range []string{"task approve waiting", "task approve succeeded", "succeeded hello python"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("docs/clients.md's example's output lacks %q:\n%s", want, out)
+		}
+	}
+	out = runPythonExample(t, python, home, url, testenv.DocBlock(t, "clients/python/README.md", "zksched for Python", "python", 1))
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "workflow ") || !strings.HasSuffix(last, " succeeded") ||
+		!strings.Contains(out, "task commentary succeeded") {
+		t.Errorf("the client's README's example did not print the demo's tasks and its success:\n%s", out)
+	}
+
+	cmd := exec.Command(python, "-m", "unittest", "discover", "-v", "-s", filepath.Join(repoRoot(), "clients", "python", "tests"))
+	cmd.Dir = t.TempDir()
+	cmd.Env = append(os.Environ(), "ZKSCHED_TEST_SERVER="+url, "ZKSCHED_TEST_TOKEN="+e.Token(), "PYTHONDONTWRITEBYTECODE=1")
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Python client's tests: %v\n%s", err, b)
+	}
+	t.Logf("the Python client's tests:\n%s", b)
+}
+
+// runPythonExample runs a documentation's Python block as it is printed, with url for the
+// quickstart's http://127.0.0.1:5678, from the repository's root, in home (whose state folder
+// holds the master's token), and returns its output.
+func runPythonExample(t *testing.T, python, home, url, block string) string {
+	t.Helper()
 	script := filepath.Join(t.TempDir(), "example.py")
-	if err := os.WriteFile(script, []byte(strings.ReplaceAll(example, "http://127.0.0.1:5678", url)), 0o644); err != nil {
+	if err := os.WriteFile(script, []byte(strings.ReplaceAll(block, "http://127.0.0.1:5678", url)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(python, script)
@@ -69,20 +96,7 @@ func TestPythonClient(t *testing.T) {
 	cmd.Env = append(os.Environ(), "HOME="+home, "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the example: %v\n%s", err, out)
+		t.Fatalf("the example: %v\n%s\n%s", err, block, out)
 	}
-	for _, want := range []string{"task approve waiting", "task approve succeeded", "succeeded hello python"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the example's output lacks %q:\n%s", want, out)
-		}
-	}
-
-	cmd = exec.Command(python, "-m", "unittest", "discover", "-v", "-s", filepath.Join(repoRoot(), "clients", "python", "tests"))
-	cmd.Dir = t.TempDir()
-	cmd.Env = append(os.Environ(), "ZKSCHED_TEST_SERVER="+url, "ZKSCHED_TEST_TOKEN="+e.Token(), "PYTHONDONTWRITEBYTECODE=1")
-	out, err = cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("the Python client's tests: %v\n%s", err, out)
-	}
-	t.Logf("the Python client's tests:\n%s", out)
+	return string(out)
 }
