@@ -208,7 +208,9 @@ func operations() []operation {
 				{"name", "Only instances of this workflow.", str}, beforeParam, afterParam, limitParam},
 			ok:    map[int]answer{200: {"A page of workflow instances.", pageOf("WorkflowInstance")}},
 			fails: []int{400}},
-		{pattern: "POST /api/v1/workflow-instances", summary: "Submit an instance of a stored definition.",
+		{pattern: "POST /api/v1/workflow-instances", summary: "Submit an instance of a stored definition. With an Idempotency-Key header " +
+			"(at most 200 bytes), a retry of the submission with the same key, by the same user within api.hook-dedupe-window, creates nothing " +
+			"and answers 200 with the instance the first created.",
 			body: map[string]any{"type": "object", "additionalProperties": false, "required": []string{"name"}, "properties": map[string]any{
 				"name":     str,
 				"version":  map[string]any{"type": "integer", "description": "The definition's version; the latest when 0 or left out."},
@@ -217,6 +219,8 @@ func operations() []operation {
 			}},
 			ok: map[int]answer{201: {"The new instance.", object(map[string]any{
 				"id": positiveID, "workflow_name": str, "workflow_version": map[string]any{"type": "integer"},
+			})}, 200: {"The instance an earlier submission with the request's Idempotency-Key created; nothing was submitted.", object(map[string]any{
+				"id": positiveID, "workflow_name": str, "workflow_version": map[string]any{"type": "integer"}, "replayed": map[string]any{"const": true},
 			})}},
 			fails: []int{400, 404, 409, 413, 415}},
 		{pattern: "GET /api/v1/workflow-instances/{id}", summary: "One workflow instance, with its tasks counted by state (task_states), " +

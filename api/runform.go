@@ -329,7 +329,7 @@ func (s *Server) runStored(r *http.Request, body workflowCreateJSON) (int64, str
 		logFor(r).Info().Str("workflow", body.Name).Int64("workflow_instance", res.Instance).Msg("schedule triggered")
 		return res.Instance, "triggered-run", nil
 	}
-	id, _, err := s.submitStored(r, body)
+	id, _, _, err := s.submitStored(r, body)
 	return id, "submitted", err
 }
 

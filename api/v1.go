@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/zksched/zksched/dao"
 	"github.com/zksched/zksched/lifecycle"
@@ -424,46 +425,74 @@ func (s *Server) apiWorkflowCreate(w http.ResponseWriter, r *http.Request) error
 	if body.Name == "" {
 		return badRequest("name is required")
 	}
-	id, version, err := s.submitStored(r, body)
+	id, version, again, err := s.submitStored(r, body)
 	if err != nil {
 		return err
 	}
+	if again {
+		// The key's first submission made the instance: answer as it was answered.
+		wf, err := s.db.WorkflowGet(r.Context(), id)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"id": id, "workflow_name": wf.WorkflowName, "workflow_version": wf.WorkflowVersion, "replayed": true})
+		return nil
+	}
 	writeJSON(w, http.StatusCreated, map[string]any{"id": id, "workflow_name": body.Name, "workflow_version": version})
 	return nil
+}
+
+// idempotencyKeyHeader names the header of a submission that a retry of it repeats, so that
+// whichever master gets it creates one instance (lifecycle.SubmitOnce): a key the user sent
+// within Config.HookDedupeWindow answers 200 with the instance of its first submission.
+const idempotencyKeyHeader = "Idempotency-Key"
+
+// idempotencyKey returns the request's Idempotency-Key, "" for none.
+func idempotencyKey(r *http.Request) (string, error) {
+	v := r.Header.Get(idempotencyKeyHeader)
+	if len(v) > maxDeliveryID || !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
+		return "", badRequest("the %s header is not a key: at most %d bytes of text", idempotencyKeyHeader, maxDeliveryID)
+	}
+	return v, nil
 }
 
 // submitStored submits an instance of a stored definition, for the API and the UI's run
 // form alike, so both refuse the same params with the same messages: a 400 whose error
 // unwraps to the problems, each a *workflow.Error naming its param. It returns the instance
 // and the version it runs (body.Version, or the latest for 0), and records the submission in
-// the request's audit row.
-func (s *Server) submitStored(r *http.Request, body workflowCreateJSON) (int64, int, error) {
+// the request's audit row. With an Idempotency-Key, again says that the key's first
+// submission created the instance, and nothing was done.
+func (s *Server) submitStored(r *http.Request, body workflowCreateJSON) (id int64, version int, again bool, err error) {
 	st := auditOf(r)
 	st.setTarget("definition/" + body.Name)
-	if err := workflow.CheckParams(body.Params); err != nil {
-		return 0, 0, paramsRefused(err)
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return 0, 0, false, err
 	}
-	version := body.Version
+	if err := workflow.CheckParams(body.Params); err != nil {
+		return 0, 0, false, paramsRefused(err)
+	}
+	version = body.Version
 	if version == 0 {
 		latest, err := s.db.DefinitionLatest(r.Context(), body.Name)
 		if err != nil {
-			return 0, 0, err
+			return 0, 0, false, err
 		}
 		if latest == 0 {
-			return 0, 0, errorf(http.StatusNotFound, "no workflow definition %q", clipName(body.Name))
+			return 0, 0, false, errorf(http.StatusNotFound, "no workflow definition %q", clipName(body.Name))
 		}
 		version = latest
 	}
 	params, err := json.Marshal(body.Params)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	spec, err := s.specs.Get(r.Context(), s.db.Queries, body.Name, version)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, 0, errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
+		return 0, 0, false, errorf(http.StatusNotFound, "workflow definition %q has no version %d", clipName(body.Name), version)
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	priority := body.Priority
 	if priority == nil {
@@ -474,21 +503,30 @@ func (s *Server) submitStored(r *http.Request, body workflowCreateJSON) (int64, 
 	// its audit row.
 	st.setParams(workflowCreateJSON{Name: body.Name, Version: version, Params: body.Params, Priority: priority})
 	ev := s.auditEvent(r)
-	id, err := lifecycle.SubmitNow(r.Context(), s.db, lifecycle.Submission{Spec: spec, Version: version, Params: params, Priority: *priority, Audit: &ev})
+	sub := lifecycle.Submission{Spec: spec, Version: version, Params: params, Priority: *priority, Audit: &ev}
+	if key != "" {
+		id, again, err = lifecycle.SubmitOnce(r.Context(), s.db, sub, principalOf(r).Name, key, clientAddr(r), s.cfg.HookDedupeWindow)
+	} else {
+		id, err = lifecycle.SubmitNow(r.Context(), s.db, sub)
+	}
 	var keyErr *lifecycle.KeyError
 	if errors.As(err, &keyErr) {
-		return 0, 0, badRequest("not submitted: %v", err)
+		return 0, 0, false, badRequest("not submitted: %v", err)
 	}
 	var paramsErr *lifecycle.ParamsError
 	if errors.As(err, &paramsErr) {
-		return 0, 0, paramsRefused(err)
+		return 0, 0, false, paramsRefused(err)
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
+	}
+	if again {
+		logFor(r).Info().Int64("workflow_instance", id).Str("idempotency_key", key).Msg("workflow submission repeated: nothing submitted")
+		return id, version, true, nil
 	}
 	auditDone(r)
 	logFor(r).Info().Int64("workflow_instance", id).Str("workflow", body.Name).Int("version", version).Msg("workflow instance submitted")
-	return id, version, nil
+	return id, version, false, nil
 }
 
 // paramsRefused is the 400 of a submission whose params err refuses.
