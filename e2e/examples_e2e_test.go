@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,9 +21,11 @@ import (
 )
 
 // docsCluster is a cluster as the docs' examples expect: a master and two workers whose
-// groups include batch and db-hosts, the provider main (offline here), the pool openai and
-// the webhook secret of examples/hooks/deploy.yaml. url is the master's, for the docs'
-// http://127.0.0.1:5678.
+// groups include batch, db-hosts and etl, the provider main (offline here), the pool openai,
+// the webhook secret of examples/hooks/deploy.yaml, and what the sensors of
+// examples/sensors/wait-for-inputs.yaml read: an upstream status that says done, a warehouse
+// (the cluster's own schema) whose loads table has today's row. url is the master's, for the
+// docs' http://127.0.0.1:5678.
 type docsCluster struct {
 	*e2e
 	url  string
@@ -30,10 +35,20 @@ type docsCluster struct {
 func newDocsCluster(t *testing.T) *docsCluster {
 	t.Helper()
 	e := setupE2E(t, nil, "", "ZKSCHED_LLM_PROVIDERS_MAIN_TYPE=offline", "ZKSCHED_POOLS_OPENAI=4",
-		"ZKSCHED_WORKER_GROUPS=default,batch,db-hosts", "ZKSCHED_HOOK_SECRET_DEPLOY=docs-deploy-secret")
+		"ZKSCHED_WORKER_GROUPS=default,batch,db-hosts,etl", "ZKSCHED_HOOK_SECRET_DEPLOY=docs-deploy-secret")
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"state": "done"}`)
+	}))
+	t.Cleanup(upstream.Close)
+	if _, err := e.db.SQL().Exec(`CREATE TABLE loads (day date NOT NULL); INSERT INTO loads VALUES (current_date)`); err != nil {
+		t.Fatal(err)
+	}
+	sensors := []string{"UPSTREAM_STATUS_URL=" + upstream.URL, "WAREHOUSE_DSN=" + envValue(e.Env, "ZKSCHED_DB_DSN"),
+		"ZKSCHED_WORKER_TASK_ENV=UPSTREAM_STATUS_URL,WAREHOUSE_DSN", "ZKSCHED_WORKER_HTTP_TOOLS_ALLOW_PRIVATE_TARGETS=true"}
 	master := e.Master("master")
-	e.Worker("worker-1")
-	e.Worker("worker-2")
+	e.Worker("worker-1", sensors...)
+	e.Worker("worker-2", sensors...)
 	return &docsCluster{e2e: e, url: fmt.Sprintf("http://127.0.0.1:%d", master.Port), port: master.Port}
 }
 
@@ -373,6 +388,54 @@ func TestDocsExamples(t *testing.T) {
 		}
 		if got := c.runsOf(t, "daily-report"); len(got) != 1 {
 			t.Errorf("one pair of events started runs %v, want one", got)
+		}
+	})
+
+	t.Run("sensors", func(t *testing.T) {
+		t.Cleanup(func() { os.RemoveAll("/tmp/zksched-inbox") })
+		stdout, stderr := c.docScript(t, testenv.DocBlock(t, "docs/workflows.md", "Waiting for a condition: sensors", "sh", 1))
+		wf := firstID(t, stdout)
+		if !strings.Contains(stderr, fmt.Sprintf("workflow instance %d succeeded", wf)) {
+			t.Fatalf("submit --wait printed:\n%s\n%s", stdout, stderr)
+		}
+		tasks := c.tasks(t, wf)
+		for _, name := range []string{"partner-file", "upstream-done", "loaded", "quiet-period", "report"} {
+			if tasks[name].State != dao.TaskSucceeded {
+				t.Errorf("%s ended %s, want succeeded", name, tasks[name].State)
+			}
+		}
+		if w := tasks["partner-file"].WorkerGroup; w != "etl" {
+			t.Errorf("partner-file was checked in group %q, want etl", w)
+		}
+		if got := c.outputs(t, wf)["report"]; !strings.HasPrefix(got, "report written") {
+			t.Errorf("report's output = %q", got)
+		}
+	})
+
+	t.Run("cross-workflow waits", func(t *testing.T) {
+		stdout, stderr := c.docScript(t, testenv.DocBlock(t, "docs/workflows.md", "Cross-workflow waits", "sh", 1))
+		loads := c.runsOf(t, "load-orders")
+		reports := c.runsOf(t, "orders-report")
+		if len(loads) == 0 || len(reports) != 1 {
+			t.Fatalf("runs of load-orders %v, of orders-report %v; want a report\n%s\n%s", loads, reports, stdout, stderr)
+		}
+		if st := c.workflowState(t, reports[0]); st != dao.WorkflowSucceeded {
+			t.Fatalf("orders-report ended %s\n%s\n%s", st, stdout, stderr)
+		}
+		var found struct {
+			ID       int64  `json:"id"`
+			State    string `json:"state"`
+			Workflow string `json:"workflow"`
+		}
+		if err := json.Unmarshal([]byte(c.outputs(t, reports[0])["loaded"]), &found); err != nil {
+			t.Fatalf("loaded's output: %v", err)
+		}
+		if !slices.Contains(loads, found.ID) || found.State != "succeeded" || found.Workflow != "load-orders" {
+			t.Errorf("loaded found %+v, want one of today's load-orders runs %v", found, loads)
+		}
+		if got := c.outputs(t, reports[0])["report"]; !strings.Contains(got, fmt.Sprintf(`"id": %d`, found.ID)) &&
+			!strings.Contains(got, fmt.Sprintf(`"id":%d`, found.ID)) {
+			t.Errorf("report's output = %q, want the run loaded found", got)
 		}
 	})
 

@@ -45,6 +45,10 @@ var docCommandBlocks = []docCommandBlock{
 	{"docs/testing.md", "The fault soak", "sh", 1, "e2e/docs_e2e_test.go TestDocsLongRuns"},
 	{"docs/testing.md", "The fault soak", "sh", 1, "cmd/zksched-bench/docs_test.go TestDocsBenchCommands"},
 	{"docs/workflows.md", "A first workflow", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
+	{"docs/workflows.md", "Waiting for a condition: sensors", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
+	{"docs/workflows.md", "Cross-workflow waits", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
+	{"docs/workflows.md", "Assets: data-aware runs", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
+	{"docs/workflows.md", "Webhook triggers", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
 	{"docs/workflows.md", "Editor support", "sh", 1, "cmd/zksched/schema_test.go TestDocsSchemaCommands"},
 	{"docs/workflows.md", "Agents that wait for a person", "sh", 1, "e2e/agent_review_test.go TestDocsAgentReview"},
 }
