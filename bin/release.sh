@@ -2,8 +2,8 @@
 # release.sh [VERSION] — builds a release of the checked-out commit into dist/ (or
 # $ZKSCHED_DIST): for each architecture (linux amd64 and arm64, or those in
 # $ZKSCHED_RELEASE_ARCHES) the static binary zksched_VERSION_linux_ARCH and the Debian package
-# zksched_VERSION_ARCH.deb; the SBOM zksched_VERSION.cdx.json (CycloneDX, of the modules
-# linked into zksched); and SHA256SUMS of them all.
+# zksched_VERSION_ARCH.deb and the binary's SBOM zksched_VERSION_linux_ARCH.cdx.json (CycloneDX,
+# the modules linked into it); and SHA256SUMS of them all.
 #
 # VERSION defaults to the commit's tag (git describe --tags --exact-match, a leading v dropped),
 # else 0.0.0-YYYYMMDD-COMMIT (the commit's UTC date and 12 hex digits of its hash). Every date
@@ -63,24 +63,27 @@ deb() {
   done
   ZKSCHED_VERSION="$version" ZKSCHED_ARCH="$1" ZKSCHED_STAGE="$s" GOFLAGS= \
     go run "$nfpm" package --config deploy/debian/nfpm.yaml --packager deb \
-    --target "$dist/zksched_${version}_$1.deb" >/dev/null
+    --target "$dist/zksched_${version}_$1.deb" >"$stage/nfpm.log" 2>&1 || { cat "$stage/nfpm.log" >&2; return 1; }
 }
 
-# sbom: CycloneDX of the modules linked into zksched (the same on every architecture), with
-# no timestamp and a serial number derived from the version and commit.
+# sbom ARCH: the CycloneDX SBOM of that binary, from the module versions its build information
+# records (what is linked in, replaced modules included), with no timestamp, a serial number
+# derived from the version, commit and architecture, and no license detection (it would depend
+# on what the module cache holds).
 sbom() {
   local h
-  h=$(printf '%s %s' "$version" "$commit" | sha256sum)
-  GOOS=linux GOARCH=amd64 CGO_ENABLED=0 GOFLAGS= go run "$cyclonedx" app -json -licenses -notimestamp \
+  h=$(printf '%s %s %s' "$version" "$commit" "$1" | sha256sum)
+  GOFLAGS= go run "$cyclonedx" bin -json -notimestamp -version "$version" \
     -serial "urn:uuid:${h:0:8}-${h:8:4}-${h:12:4}-${h:16:4}-${h:20:12}" \
-    -main cmd/zksched -output "$dist/zksched_$version.cdx.json" . 2>/dev/null
+    -output "$dist/zksched_${version}_linux_$1.cdx.json" "$dist/zksched_${version}_linux_$1" \
+    >"$stage/sbom.log" 2>&1 || { cat "$stage/sbom.log" >&2; return 1; }
 }
 
 for arch in $arches; do
   binary "$arch"
   deb "$arch"
+  sbom "$arch"
 done
-sbom
 # The OCI image and the Helm chart's package join the release here, written into "$dist"
 # before the checksums are taken.
 
