@@ -3,11 +3,13 @@ package release
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -230,6 +232,15 @@ func TestDebInstallRunPurge(t *testing.T) {
 	if !strings.Contains(out, "\nzksched "+version+"\n") {
 		t.Fatalf("the install block did not print zksched version %s:\n%s", version, out)
 	}
+	var info struct{ Version, Commit, Date, GoVersion string }
+	if err := json.Unmarshal([]byte(mustChroot(t, root, "zksched", "version", "--json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	commit := strings.TrimSpace(string(gitOutput(t, "rev-parse", "HEAD")))
+	date := strings.TrimSpace(string(gitOutput(t, "log", "-1", "--format=%cd", "--date=format-local:%Y-%m-%dT%H:%M:%SZ")))
+	if info.Version != version || strings.TrimSuffix(info.Commit, "+dirty") != commit || info.Date != date || info.GoVersion != runtime.Version() {
+		t.Errorf("zksched version --json: %+v, want version %s, commit %s, date %s, %s", info, version, commit, date, runtime.Version())
+	}
 	files := strings.Fields(mustChroot(t, root, "dpkg-query", "-L", "zksched"))
 	for path, want := range map[string]string{
 		"/usr/bin/zksched": "-rwxr-xr-x root root", "/etc/zksched/zksched.yaml": "-rw-r----- root zksched",
@@ -350,6 +361,18 @@ func TestDebInstallRunPurge(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("left after the purge: %v", left)
 	}
+}
+
+func gitOutput(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = testenv.RepoRoot()
+	cmd.Env = append(os.Environ(), "TZ=UTC")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("git %v: %v", args, err)
+	}
+	return out
 }
 
 func readFile(t *testing.T, path string) []byte {
