@@ -232,7 +232,10 @@ func TestDebInstallRunPurge(t *testing.T) {
 	if !strings.Contains(out, "\nzksched "+version+"\n") {
 		t.Fatalf("the install block did not print zksched version %s:\n%s", version, out)
 	}
-	var info struct{ Version, Commit, Date, GoVersion string }
+	var info struct {
+		Version, Commit, Date string
+		GoVersion             string `json:"go_version"`
+	}
 	if err := json.Unmarshal([]byte(mustChroot(t, root, "zksched", "version", "--json")), &info); err != nil {
 		t.Fatal(err)
 	}
