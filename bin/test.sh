@@ -22,6 +22,15 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
 
+# The Debian package's test (internal/release) installs it into a root file system that
+# mmdebstrap makes from Debian's packages (cached in .run/ after the first run).
+if ! command -v mmdebstrap >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then echo "mmdebstrap is missing and only root can install it (apt-get install mmdebstrap)"; exit 1; fi
+  echo "== installing mmdebstrap for the Debian package's test"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.run/*'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi

@@ -14,7 +14,8 @@ import (
 // repository's test support (internal/, but for the product's own internal packages: the
 // faultinject hook that is a no-op without its build tag, the retry policy, the alarm timer
 // of the master's and the worker's loops, the test signals that do nothing until a test Inits
-// them, and the patched ZooKeeper client; and the …test packages). Tools that need them are
+// them, the patched ZooKeeper client and the build's identity (buildinfo); and the …test
+// packages). Tools that need them are
 // binaries of their own, such as cmd/zksched-bench.
 func TestLinksNoTestCode(t *testing.T) {
 	t.Parallel()
@@ -29,7 +30,7 @@ func TestLinksNoTestCode(t *testing.T) {
 		case pkg == "testing", strings.HasPrefix(pkg, "testing/"), pkg == "internal/testenv":
 		case inModule && strings.HasPrefix(own, "internal/") && own != "internal/faultinject" &&
 			own != "internal/retry" && own != "internal/alarm" && own != "internal/signal" &&
-			!strings.HasPrefix(own, "internal/third_party/"):
+			own != "internal/buildinfo" && !strings.HasPrefix(own, "internal/third_party/"):
 		case inModule && strings.HasSuffix(path.Base(own), "test"):
 		default:
 			continue

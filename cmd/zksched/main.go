@@ -16,11 +16,12 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/zksched/zksched/internal/buildinfo"
 	"github.com/zksched/zksched/worker/executor"
 )
 
-// Version is set at build time with -ldflags "-X main.Version=…".
-var Version = "dev"
+// Version is this build's version: the release's (bin/release.sh sets it), else "dev".
+var Version = buildinfo.Get().Version
 
 // Exit codes.
 const (
@@ -59,7 +60,7 @@ func commands() []command {
 		{"zk", "tree|nodes [--json] [--config FILE]", "show the registry in ZooKeeper with parsed data", runZK},
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
 		{"schema", schemaUsage, "print the JSON Schema of the workflow file, for editors (docs/workflow.schema.json)", runSchema},
-		{"version", "", "print the version", runVersion},
+		{"version", "[--json]", "print the version, the commit and its date, and the Go version", runVersion},
 	}
 }
 
@@ -138,13 +139,18 @@ func (e exitError) Error() string { return fmt.Sprintf("exit %d: %s", e.code, e.
 
 func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
 	fs := newFlags("version", stdout)
+	asJSON := fs.Bool("json", false, "print JSON")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return usageError{fmt.Errorf("unexpected arguments %v", fs.Args())}
 	}
-	fmt.Fprintln(stdout, "zksched", Version)
+	info := buildinfo.Get()
+	if *asJSON {
+		return writeJSON(stdout, info)
+	}
+	fmt.Fprintf(stdout, "zksched %s\ncommit  %s\ndate    %s\ngo      %s\n", info.Version, info.Commit, info.Date, info.GoVersion)
 	return nil
 }
 
