@@ -30,6 +30,7 @@ var docCommandBlocks = []docCommandBlock{
 	{"docs/cli.md", "The command line", "sh", 1, "e2e/instance_e2e_test.go TestDocsCommandLine"},
 	{"docs/cli.md", "Reading the cluster", "sh", 1, "e2e/docs_e2e_test.go TestDocsReadingTheCluster"},
 	{"docs/http-api.md", "The HTTP API", "sh", 1, "e2e/docs_e2e_test.go TestDocsHTTPAPI"},
+	{"docs/kubernetes.md", "Trying the chart", "sh", 1, "deploy/helm/docs_test.go TestDocsHelmCommands"},
 	{"docs/llm.md", "The offline model, and a real one", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
 	{"docs/http-api.md", "The OpenAPI document", "sh", 1, "api/openapi_test.go TestDocsOpenAPICommand"},
 	{"docs/multi-host.md", "Running on several hosts", "sh", 1, "e2e/topology_test.go TestDocsSeveralHosts"},
