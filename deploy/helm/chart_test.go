@@ -360,6 +360,10 @@ func checkMasters(t *testing.T, v variant, r rendered) {
 	if !selects(t, term.LabelSelector, podLabels) || term.TopologyKey != "kubernetes.io/hostname" {
 		t.Errorf("masters' anti-affinity term %+v does not keep masters apart by host", term)
 	}
+	// Masters that require a Kubernetes node each cannot surge: the new pod would find none.
+	if ru := masters.Spec.Strategy.RollingUpdate; ru == nil || (ru.MaxSurge.IntValue() == 0) != v.hardAnti || ru.MaxSurge.IntValue()+ru.MaxUnavailable.IntValue() != 1 {
+		t.Errorf("masters' rolling update %+v: want one master replaced at a time, without a surge when they require a node each", ru)
+	}
 	pdb := r.get(t, "PodDisruptionBudget", fullname+"-master").(*policyv1.PodDisruptionBudget)
 	if !selects(t, pdb.Spec.Selector, podLabels) {
 		t.Errorf("the PodDisruptionBudget %v does not select the masters %v", pdb.Spec.Selector, podLabels)
