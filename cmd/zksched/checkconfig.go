@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,12 +18,12 @@ import (
 // config and goes no further.
 var errConfigChecked = errors.New("the config was checked")
 
-// checkConfig makes the checks of a node's start that need neither ZooKeeper nor PostgreSQL
-// on a config conf.Load accepted: the files it names (registry.auth-file and TLS, the API
-// token file and users file, api.tls-cert, tracing.ca-file), the worker's task user and
-// secrets, and the tracing exporter's settings. It reads what it checks and makes nothing: a
-// token file a master would create is fine when missing. It returns every problem found, as
-// a configuration error (exit 2).
+// checkConfig makes the checks of a node's start that conf.Load (which reads the files of
+// registry.auth-file, the TLS settings and api.users-file) leaves to the start and that need
+// neither ZooKeeper nor PostgreSQL: a master's token file or state folder, a worker's task
+// user and secrets, and the tracing exporter's settings. It reads what it checks and makes
+// nothing: a token file a master would create is fine when missing. It returns every problem
+// found, as a configuration error (exit 2).
 func checkConfig(cfg *conf.Config, role registry.Role) error {
 	var problems []string
 	add := func(err error) {
@@ -38,25 +37,11 @@ func checkConfig(cfg *conf.Config, role registry.Role) error {
 			problems = append(problems, err.Error())
 		}
 	}
-	_, err := registryAuth(cfg)
-	add(err)
-	_, err = registryTLS(cfg)
-	add(err)
 	switch role {
 	case registry.RoleMaster:
 		add(checkToken(cfg))
-		if f := cfg.API.UsersFile; f != "" {
-			if _, err := conf.ReadUsersFile(f); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				add(fmt.Errorf("conf: api.users-file: %w", err))
-			}
-		}
-		if cfg.API.TLSCert != "" {
-			if _, err := tls.LoadX509KeyPair(cfg.API.TLSCert, cfg.API.TLSKey); err != nil {
-				add(fmt.Errorf("conf: api.tls-cert: %w", err))
-			}
-		}
 	case registry.RoleWorker:
-		_, err = taskUser(cfg)
+		_, err := taskUser(cfg)
 		add(err)
 		_, err = secretValues(cfg)
 		add(err)

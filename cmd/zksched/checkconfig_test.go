@@ -96,10 +96,14 @@ func TestCheckConfigBad(t *testing.T) {
 		{"unusable task user", "worker", func(t *testing.T, b checkConfigBundle, good string) string {
 			return strings.Replace(good, "  allow-root-tasks: true", "  task-user: no-such-user-zksched", 1)
 		}, []string{"worker.task-user"}},
+		{"missing tracing CA", "worker", func(t *testing.T, b checkConfigBundle, good string) string {
+			return good + "tracing:\n  enabled: true\n  ca-file: " + filepath.Join(b.dir, "no-ca.pem") + "\n"
+		}, []string{"tracing.ca-file"}},
 		{"two problems at once", "master", func(t *testing.T, b checkConfigBundle, good string) string {
-			good = strings.Replace(good, "zk-auth", "no-such-zk-auth", 1)
-			return strings.Replace(good, "api:\n", "api:\n  tls-cert: "+filepath.Join(b.dir, "no-cert.pem")+"\n  tls-key: "+filepath.Join(b.dir, "no-key.pem")+"\n", 1)
-		}, []string{"registry auth file", "api.tls-cert"}},
+			path := b.write(t, "api-token", "a-token-of-at-least-16-characters\n", 0o640)
+			good = strings.Replace(good, "  token: a-token-of-at-least-16-characters", "  token-file: "+path, 1)
+			return good + "tracing:\n  enabled: true\n  ca-file: " + filepath.Join(b.dir, "no-ca.pem") + "\n"
+		}, []string{"api.token-file", "mode 0640", "tracing.ca-file"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
