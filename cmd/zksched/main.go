@@ -42,8 +42,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"master", "[--config FILE]", "run a master: drives workflow instances, elects a leader that fails over lost nodes", runMaster},
-		{"worker", "[--config FILE]", "run a worker: claims and runs task instances", runWorker},
+		{"master", "[--config FILE] [--check-config]", "run a master: drives workflow instances, elects a leader that fails over lost nodes", runMaster},
+		{"worker", "[--config FILE] [--check-config]", "run a worker: claims and runs task instances", runWorker},
 		{"migrate", "[--config FILE]", "apply the database migrations (idempotent; safe to run concurrently)", runMigrate},
 		{"submit", "[--config FILE] [--param k=v]... [--priority N] [--wait] WORKFLOW.yaml", "validate and submit a workflow; print the instance id", runSubmit},
 		{"define", "[--config FILE] WORKFLOW.yaml", "validate and store a workflow (and its schedule) without running it", runDefine},

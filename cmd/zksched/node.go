@@ -147,6 +147,7 @@ func (n *node) openConfig(args []string, stdout, stderr io.Writer) error {
 	role := n.role
 	fs := newFlags(string(role), stdout)
 	config := configFlag(fs)
+	check := fs.Bool("check-config", false, "load and check the config as the start would (all but what needs ZooKeeper or PostgreSQL), print \"config ok\" or the problems (exit 2), and exit")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -156,6 +157,13 @@ func (n *node) openConfig(args []string, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig(*config)
 	if err != nil {
 		return err
+	}
+	if *check {
+		if err := checkConfig(cfg, role); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "config ok")
+		return errConfigChecked
 	}
 	n.port = cfg.Master.Port
 	if role == registry.RoleWorker {
@@ -465,29 +473,52 @@ func (n *node) taskIsolation() (executor.Shell, []string, error) {
 	}
 	shell := executor.Shell{Self: faultinject.Supervisor(self), BaseEnv: executor.TaskEnv(os.Environ(),
 		append(slices.Clone(executor.DefaultTaskEnv), cfg.Worker.TaskEnv...), cfg.SecretEnvNames())}
+	if shell.User, err = taskUser(cfg); err != nil {
+		return executor.Shell{}, nil, err
+	}
+	switch u := shell.User; {
+	case u != nil:
+		n.log.Info().Str("user", u.Name).Uint32("uid", u.UID).Str("home", u.Home).Msg("shell tasks run as the task user")
+	case os.Geteuid() == 0:
+		n.log.Warn().Msg("worker.allow-root-tasks: shell tasks run as root, like the worker: set worker.task-user so that they cannot read its config and secrets nor own the machine")
+	}
+	secrets, err := secretValues(cfg)
+	if err != nil {
+		return executor.Shell{}, nil, err
+	}
+	return shell, secrets, nil
+}
+
+// taskUser returns the user a worker's shell tasks run as (worker.task-user), nil for the
+// worker's own. A task user that cannot be used, or none while the worker runs as root
+// without worker.allow-root-tasks, is a configuration error.
+func taskUser(cfg *conf.Config) (*executor.TaskUser, error) {
 	if name := cfg.Worker.TaskUser; name != "" {
 		u, err := executor.LookupTaskUser(name)
 		if err == nil {
 			err = u.CheckDirs(u.Home, os.TempDir())
 		}
 		if err != nil {
-			return executor.Shell{}, nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: worker.task-user: %v", err)}
+			return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: worker.task-user: %v", err)}
 		}
-		shell.User = u
-		n.log.Info().Str("user", u.Name).Uint32("uid", u.UID).Str("home", u.Home).Msg("shell tasks run as the task user")
-	} else if os.Geteuid() == 0 {
-		if !cfg.Worker.AllowRootTasks {
-			return executor.Shell{}, nil, exitError{code: exitUsage, msg: "conf: worker.task-user: empty while the worker runs as root, " +
-				"so every shell task would run as root and anyone who may submit a workflow would own this machine; set worker.task-user " +
-				"to an unprivileged user (useradd --system --create-home zksched-task), or worker.allow-root-tasks: true where tasks are as trusted as root"}
-		}
-		n.log.Warn().Msg("worker.allow-root-tasks: shell tasks run as root, like the worker: set worker.task-user so that they cannot read its config and secrets nor own the machine")
+		return u, nil
 	}
+	if os.Geteuid() == 0 && !cfg.Worker.AllowRootTasks {
+		return nil, exitError{code: exitUsage, msg: "conf: worker.task-user: empty while the worker runs as root, " +
+			"so every shell task would run as root and anyone who may submit a workflow would own this machine; set worker.task-user " +
+			"to an unprivileged user (useradd --system --create-home zksched-task), or worker.allow-root-tasks: true where tasks are as trusted as root"}
+	}
+	return nil, nil
+}
+
+// secretValues are the values of the worker's secrets (see conf.Config.SecretValues), masked
+// in what is stored of its tasks.
+func secretValues(cfg *conf.Config) ([]string, error) {
 	secrets, err := cfg.SecretValues(os.Getenv)
 	if err != nil {
-		return executor.Shell{}, nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
+		return nil, exitError{code: exitUsage, msg: fmt.Sprintf("conf: %v", err)}
 	}
-	return shell, secrets, nil
+	return secrets, nil
 }
 
 // llmProviders returns the worker's model providers, their requests-per-minute and
@@ -522,9 +553,10 @@ func startupError(ctx context.Context, err error) error {
 	return err
 }
 
-// startOutcome is the exit of a start that failed: none for one a signal stopped.
+// startOutcome is the exit of a start that failed: none for one a signal stopped, nor after
+// --check-config found the config good.
 func startOutcome(err error) error {
-	if errors.Is(err, errStartStopped) {
+	if errors.Is(err, errStartStopped) || errors.Is(err, errConfigChecked) {
 		return nil
 	}
 	return err

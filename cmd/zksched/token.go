@@ -39,8 +39,7 @@ func masterToken(cfg *conf.Config, log zerolog.Logger) (string, error) {
 		return "", nil
 	default:
 		if cfg.Node.StateDir == "" {
-			return "", exitError{code: exitUsage, msg: "conf: node.state-dir: empty (neither HOME nor XDG_STATE_HOME is set), and the master " +
-				"needs it to keep the API token it generates without api.token, api.token-file or api.users-file; set one of them"}
+			return "", errNoStateDir
 		}
 		if err := os.MkdirAll(cfg.Node.StateDir, 0o700); err != nil {
 			return "", exitError{code: exitUsage, msg: fmt.Sprintf("conf: node.state-dir: %v", err)}
@@ -60,6 +59,10 @@ func masterToken(cfg *conf.Config, log zerolog.Logger) (string, error) {
 	}
 	return token, nil
 }
+
+// errNoStateDir stops a master that would generate its token and has nowhere to keep it.
+var errNoStateDir = exitError{code: exitUsage, msg: "conf: node.state-dir: empty (neither HOME nor XDG_STATE_HOME is set), and the master " +
+	"needs it to keep the API token it generates without api.token, api.token-file or api.users-file; set one of them"}
 
 // ensureTokenFile returns the token in the file at path, first creating the file with a
 // random token when it does not exist. The file appears whole or not at all (written aside,

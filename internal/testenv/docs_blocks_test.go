@@ -33,6 +33,7 @@ var docCommandBlocks = []docCommandBlock{
 	{"docs/clients.md", "Install", "sh", 1, "e2e/python_client_test.go TestPythonClientInstallsOffline"},
 	{"docs/clients.md", "Install", "sh", 1, "e2e/python_client_test.go TestPythonClient"},
 	{"docs/install.md", "From a release", "sh", 1, "internal/release/deb_test.go TestDebInstallRunPurge"},
+	{"docs/kubernetes.md", "Trying the chart", "sh", 1, "deploy/helm/docs_test.go TestDocsHelmCommands"},
 	{"docs/llm.md", "The offline model, and a real one", "sh", 1, "e2e/examples_e2e_test.go TestDocsExamples"},
 	{"docs/http-api.md", "The OpenAPI document", "sh", 1, "api/openapi_test.go TestDocsOpenAPICommand"},
 	{"docs/multi-host.md", "Running on several hosts", "sh", 1, "e2e/topology_test.go TestDocsSeveralHosts"},
