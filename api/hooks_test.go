@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,7 +301,9 @@ func TestHookDefinitionRules(t *testing.T) {
 func TestDocsWebhookTrigger(t *testing.T) {
 	t.Parallel()
 	b := setup(t, setupOpts{token: "s3cret", hookSecrets: map[string]string{"ZKSCHED_HOOK_SECRET_DEPLOY": hookSecret}})
-	file := testenv.DocBlock(t, "docs/workflows.md", "Webhook triggers", "yaml", 1)
+	// The API takes no relative workdir (zksched define resolves it from the file's folder).
+	file := strings.Replace(testenv.DocBlock(t, "docs/workflows.md", "Webhook triggers", "yaml", 1),
+		"workdir: .", "workdir: "+filepath.Join(testenv.RepoRoot(), "examples", "hooks"), 1)
 	if r := b.do(t, "POST", "/api/v1/definitions", file, "Content-Type", "application/yaml"); r.status != http.StatusOK {
 		t.Fatalf("store the docs' example: %d %s", r.status, r.body)
 	}
