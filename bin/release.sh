@@ -61,6 +61,7 @@ deb() {
   for unit in zksched-master.service zksched-worker.service; do
     sed 's#/usr/local/bin/zksched#/usr/bin/zksched#g' "deploy/$unit" > "$s/$unit"
   done
+  cp "$stage/completion/"* "$s/"
   ZKSCHED_VERSION="$version" ZKSCHED_ARCH="$1" ZKSCHED_STAGE="$s" GOFLAGS= \
     go run "$nfpm" package --config deploy/debian/nfpm.yaml --packager deb \
     --target "$dist/zksched_${version}_$1.deb" >"$stage/nfpm.log" 2>&1 || { cat "$stage/nfpm.log" >&2; return 1; }
@@ -78,6 +79,13 @@ sbom() {
     -output "$dist/zksched_${version}_linux_$1.cdx.json" "$dist/zksched_${version}_linux_$1" \
     >"$stage/sbom.log" 2>&1 || { cat "$stage/sbom.log" >&2; return 1; }
 }
+
+# The shell completion scripts, the same for every architecture: written by this checkout's
+# zksched, which may not be one the machine can run.
+mkdir -p "$stage/completion"
+for shell in bash zsh fish; do
+  GOFLAGS= go run ./cmd/zksched completion "$shell" > "$stage/completion/$shell"
+done
 
 for arch in $arches; do
   binary "$arch"

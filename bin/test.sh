@@ -31,6 +31,14 @@ if ! command -v mmdebstrap >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mmdebstrap >/dev/null
 fi
 
+# The completion test (e2e/completion_e2e_test.go) runs the scripts in zsh and fish too.
+if ! command -v zsh >/dev/null 2>&1 || ! command -v fish >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ]; then echo "zsh or fish is missing and only root can install them (apt-get install zsh fish)"; exit 1; fi
+  echo "== installing zsh and fish for the completion test"
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zsh fish >/dev/null
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.run/*'))
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi

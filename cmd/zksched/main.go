@@ -1,5 +1,6 @@
 // Command zksched is the one binary of zksched: master, worker, migrate, submit, schedule,
-// backfill, status, logs, kill, rerun, stop, signal, asset, zk, user, schema, version.
+// backfill, status, logs, kill, rerun, stop, signal, asset, zk, user, schema, version,
+// completion.
 // This package is wiring only; the behaviour lives in the packages it calls. It links no test
 // code: the benchmarks and the soak, which use the test harness, are cmd/zksched-bench.
 package main
@@ -61,6 +62,7 @@ func commands() []command {
 		{"user", userUsage, "add a user of the API and the UI with a role (printing its new token once), list or remove them", runUser},
 		{"schema", schemaUsage, "print the JSON Schema of the workflow file, for editors (docs/workflow.schema.json)", runSchema},
 		{"version", "[--json]", "print the version, the commit and its date, and the Go version", runVersion},
+		{"completion", completionUsage, "print the shell's completion script: commands, flags, files, schedule and asset names, and instance ids from the API when --server or ZKSCHED_SERVER names a master", runCompletion},
 	}
 }
 
@@ -90,6 +92,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if len(args) == 0 {
 			return exitUsage
 		}
+		return exitOK
+	}
+	if args[0] == completeCommand {
+		_ = runComplete(context.Background(), args[1:], stdout, stderr)
 		return exitOK
 	}
 	for _, c := range commands() {

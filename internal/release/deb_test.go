@@ -35,8 +35,9 @@ func chrootTarball(t *testing.T) string {
 	if err := os.MkdirAll(filepath.Dir(tarball), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// mmdebstrap reads the format from the target's name unless told: this one ends in .tmp.
 	tmp := tarball + fmt.Sprintf(".%d.tmp", os.Getpid())
-	if out, err := exec.Command("mmdebstrap", "--variant=minbase", "--quiet", "bookworm", tmp).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mmdebstrap", "--variant=minbase", "--format=tar", "--quiet", "bookworm", tmp).CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		t.Fatalf("mmdebstrap: %v\n%s", err, out)
 	}
@@ -248,6 +249,9 @@ func TestDebInstallRunPurge(t *testing.T) {
 	for path, want := range map[string]string{
 		"/usr/bin/zksched": "-rwxr-xr-x root root", "/etc/zksched/zksched.yaml": "-rw-r----- root zksched",
 		"/var/lib/zksched": "drwx------ zksched zksched", "/var/lib/zksched-task": "drwx------ zksched-task zksched-task",
+		"/usr/share/bash-completion/completions/zksched":    "-rw-r--r-- root root",
+		"/usr/share/zsh/vendor-completions/_zksched":        "-rw-r--r-- root root",
+		"/usr/share/fish/vendor_completions.d/zksched.fish": "-rw-r--r-- root root",
 	} {
 		if got := strings.TrimSpace(mustChroot(t, root, "stat", "-c", "%A %U %G", path)); got != want {
 			t.Errorf("%s: %s, want %s", path, got, want)
@@ -255,6 +259,11 @@ func TestDebInstallRunPurge(t *testing.T) {
 	}
 	if out := mustChroot(t, root, "dpkg-query", "-W", "-f", "${Conffiles}", "zksched"); !strings.Contains(out, "/etc/zksched/zksched.yaml") {
 		t.Errorf("conffiles: %q, want /etc/zksched/zksched.yaml", out)
+	}
+	// The packaged bash completion completes, where bash looks for it.
+	if out := mustChroot(t, root, "bash", "-c", `source /usr/share/bash-completion/completions/zksched
+COMP_WORDS=(zksched sta); COMP_CWORD=1; _zksched; echo "${COMPREPLY[*]}"`); strings.TrimSpace(out) != "status" {
+		t.Errorf("the packaged bash completion of 'zksched sta' = %q, want status", out)
 	}
 
 	ports, err := testenv.FreePorts(2)

@@ -29,6 +29,7 @@ var docCommandBlocks = []docCommandBlock{
 	{"README.md", "zksched", "sh", 1, "e2e/quickstart_test.go TestQuickstart"},
 	{"docs/cli.md", "The command line", "sh", 1, "e2e/instance_e2e_test.go TestDocsCommandLine"},
 	{"docs/cli.md", "Reading the cluster", "sh", 1, "e2e/docs_e2e_test.go TestDocsReadingTheCluster"},
+	{"docs/cli.md", "Shell completion", "sh", 1, "e2e/completion_e2e_test.go TestShellCompletion"},
 	{"docs/http-api.md", "The HTTP API", "sh", 1, "e2e/docs_e2e_test.go TestDocsHTTPAPI"},
 	{"docs/clients.md", "Install", "sh", 1, "e2e/python_client_test.go TestPythonClientInstallsOffline"},
 	{"docs/clients.md", "Install", "sh", 1, "e2e/python_client_test.go TestPythonClient"},
