@@ -82,14 +82,15 @@ type assetConsumerRow struct {
 
 // assetConsumerWaitsSQL is AssetConsumerWaits' statement: $1 how many, $2 one consumer's name
 // or NULL for all, $3 MaxPendingCounted. Each asset's queue is counted through asset_pending's
-// primary key (up to $3 rows), its latest event is one probe of asset_event_asset, and the
+// primary key (up to $3 rows, in its order: with a LIMIT alone the planner may read the table
+// from its start instead, the whole of it for an asset with nothing queued), its latest event is one probe of asset_event_asset, and the
 // consumer's latest run one probe of asset_consumption's primary key.
 const assetConsumerWaitsSQL = `
 		SELECT c.workflow_name, c.workflow_version, c.all_of,
 			(SELECT json_agg(json_build_object(
 				'asset', a.asset,
 				'pending', (SELECT count(*) FROM (SELECT 1 FROM asset_pending p
-					WHERE p.consumer = c.workflow_name AND p.asset = a.asset LIMIT $3) n),
+					WHERE p.consumer = c.workflow_name AND p.asset = a.asset ORDER BY p.event_id LIMIT $3) n),
 				'last_event', e.id, 'last_event_at', e.created_at) ORDER BY a.ord)
 			 FROM unnest(c.assets) WITH ORDINALITY AS a(asset, ord)
 			 LEFT JOIN LATERAL (SELECT id, created_at FROM asset_event
@@ -145,10 +146,12 @@ type WaitingSensor struct {
 const waitingSensorsSQL = `
 		SELECT t.id, t.workflow_instance_id, w.workflow_name, t.name, t.paused_step, t.wait_until, t.started_at,
 			coalesce(t.params -> 'task', 'null') AS task
-		FROM task_instance t JOIN workflow_instance w ON w.id = t.workflow_instance_id
-		WHERE t.state = 'waiting' AND t.type = 'sensor'
-		ORDER BY t.id DESC
-		LIMIT $1`
+		FROM (SELECT * FROM task_instance
+			WHERE state = 'waiting' AND type = 'sensor'
+			ORDER BY id DESC
+			LIMIT $1) t
+		JOIN LATERAL (SELECT workflow_name FROM workflow_instance WHERE id = t.workflow_instance_id) w ON true
+		ORDER BY t.id DESC`
 
 // WaitingSensors returns at most limit sensor tasks waiting now, newest first, whatever they
 // wait at.

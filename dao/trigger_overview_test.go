@@ -73,7 +73,12 @@ func TestTriggerOverviewReadsARange(t *testing.T) {
 				}
 			}
 			if c.name == "sensors" {
-				if read := examined(t, raw, "task_instance"); read > 2*limit || !strings.Contains(joined, "|task_instance_waiting_sensor") {
+				// Through the partial index always. Without statistics the planner guesses a
+				// handful of waiting sensors and may read them all and sort them (here 400,
+				// where autovacuum has not analyzed the table yet): the bound on rows read holds
+				// once the table has statistics.
+				read := examined(t, raw, "task_instance")
+				if (analyzed && read > 2*limit) || !strings.Contains(joined, "|task_instance_waiting_sensor") {
 					t.Errorf("sensors (analyzed: %v) read %v rows of task_instance, want at most %d through task_instance_waiting_sensor:\n%s",
 						analyzed, read, 2*limit, joined)
 				}
